@@ -1,0 +1,144 @@
+"""`handoff run` and `handoff auto`, and the one function that assembles the assistant
+(used by the live command, the demo and the end-to-end tests alike)."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+from typing import AsyncIterator
+
+from audio_devices import AudioDeviceError, AudioFileError, MicrophoneSource, SpeakerSink, open_audio
+from brain import Brain
+from handoff import Coordinator, CoordinatorParts, Timeline
+from listener_tools import build_listener_tools
+from local_voice import chime, speak_locally
+from logging_setup import configure_logging
+from main_agent import Listener
+from reader_agent import Narrator
+from realtime_link import make_client
+from settings import Settings, load_settings, require_api_key
+from tasks import TaskConfigError, TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools
+from tool_formatters import default_formatters
+
+log = logging.getLogger("handoff")
+
+# CLI flag -> settings key (CLI beats environment beats .env beats defaults).
+_FLAG_KEYS = {
+    "base_url": "OPENAI_BASE_URL",
+    "workspace": "WORKSPACE_ROOT",
+    "input_device": "AUDIO_INPUT_DEVICE",
+    "output_device": "AUDIO_OUTPUT_DEVICE",
+    "wake_phrase": "WAKE_PHRASE",
+    "log_level": "LOG_LEVEL",
+    "state_dir": "HANDOFF_STATE_DIR",
+}
+
+
+def add_common_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. the simulator's http://127.0.0.1:8765/v1")
+    parser.add_argument("--workspace", help="folder the file tools may read (WORKSPACE_ROOT)")
+    parser.add_argument("--wake-phrase", help="the word that addresses the assistant (WAKE_PHRASE)")
+    parser.add_argument("--state-dir", help="where task records and logs live (HANDOFF_STATE_DIR)")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+
+
+def add_run_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common_arguments(parser)
+    parser.add_argument("--input-device", help="microphone by index or name part (see `handoff devices`)")
+    parser.add_argument("--output-device", help="speaker by index or name part")
+    parser.add_argument("--input-wav", type=Path, help="read the microphone from this WAV file instead")
+    parser.add_argument("--output-wav", type=Path, help="write what would be played to this WAV file instead")
+
+
+add_auto_arguments = add_run_arguments
+
+
+def settings_from_args(args: argparse.Namespace) -> Settings:
+    cli = {key: getattr(args, flag, None) for flag, key in _FLAG_KEYS.items()}
+    settings = load_settings(cli)
+    input_wav, output_wav = getattr(args, "input_wav", None), getattr(args, "output_wav", None)
+    if input_wav or output_wav:
+        settings = settings.replace(audio=dataclasses.replace(settings.audio, input_wav=input_wav, output_wav=output_wav))
+    return settings
+
+
+@contextlib.asynccontextmanager
+async def assistant(
+    settings: Settings,
+    microphone: MicrophoneSource,
+    speaker: SpeakerSink,
+    timeline: Timeline | None = None,
+) -> AsyncIterator[Coordinator]:
+    """Build the whole assistant around the given audio devices. Devices are started here and
+    closed on exit; run it with `await coordinator.run()`."""
+    client = make_client(settings.realtime)
+    brain = Brain(settings.brain, client)
+    tools = build_listener_tools(settings, brain)
+    formatters = default_formatters()
+    task_settings = TaskSettings.from_settings(settings)
+    store = TaskStore(task_settings.db_path)
+    task_manager = TaskManager(load_task_config(settings.tasks_config), store, task_settings)
+    register_task_tools(tools, formatters, task_manager)
+    parts = CoordinatorParts(
+        settings=settings,
+        listener_factory=lambda coordinator: Listener(settings, client, tools.session_tools(), coordinator),
+        narrator=Narrator(settings, client),
+        microphone=microphone,
+        speaker=speaker,
+        tools=tools,
+        formatters=formatters,
+        local_voice=speak_locally,
+        chime=chime(),
+        notices=task_manager,
+    )
+    await task_manager.start()
+    try:
+        await microphone.start()
+        await speaker.start()
+        yield Coordinator(parts, timeline)
+    finally:
+        await microphone.close()
+        await speaker.close()
+        await task_manager.close()
+        store.close()
+        await client.close()
+
+
+async def run_live(settings: Settings) -> int:
+    microphone, speaker = open_audio(settings.audio)
+    async with assistant(settings, microphone, speaker) as coordinator:
+        log.info(
+            "handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase
+        )
+        code = await coordinator.run()
+        if coordinator.fatal_message:
+            print(f"handoff: {coordinator.fatal_message}", file=sys.stderr)
+        return code
+
+
+def run_run(args: argparse.Namespace) -> int:
+    settings = settings_from_args(args)
+    require_api_key(settings)
+    configure_logging(settings.log_level, secrets=[settings.realtime.api_key])
+    try:
+        return asyncio.run(run_live(settings))
+    except (AudioDeviceError, AudioFileError, TaskConfigError) as exc:
+        print(f"handoff: {exc}", file=sys.stderr)
+        return 2
+
+
+def run_auto(args: argparse.Namespace) -> int:
+    """The README's first command: live with a key, the offline demo without one."""
+    settings = settings_from_args(args)
+    if settings.realtime.api_key:
+        return run_run(args)
+    import demo
+
+    print("handoff: no OPENAI_API_KEY found, so this is the offline demo against the built-in simulator.")
+    print("         Put your key in .env (see .env.example) to run the live assistant.\n")
+    return demo.run(argparse.Namespace(output_wav=None, log_level=getattr(args, "log_level", None)))

@@ -1,0 +1,173 @@
+"""A minimal `POST /v1/responses` (Responses API) for the brain: scripted answers, errors, delays.
+
+Replies are shaped so the `openai` SDK parses them (`response.output_text` works); errors carry
+OpenAI-shaped bodies so the SDK raises its usual exceptions (RateLimitError, InternalServerError).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from types import MappingProxyType
+from typing import Any, Awaitable, Callable, Mapping
+
+from aiohttp import web
+
+from realtime_sim.ids import IdFactory
+from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, SimScript
+
+MISSING_KEY_MESSAGE = (
+    "You didn't provide an API key. You need to provide your API key in an Authorization header "
+    "using Bearer auth (i.e. Authorization: Bearer YOUR_KEY)."
+)
+_ERROR_BODIES: Mapping[int, Mapping[str, Any]] = MappingProxyType({
+    429: {
+        "message": "Rate limit reached for requests. Please try again in 1s.",
+        "type": "requests",
+        "param": None,
+        "code": "rate_limit_exceeded",
+    },
+    500: {
+        "message": "The server had an error while processing your request. Sorry about that!",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    },
+    503: {
+        "message": "The engine is currently overloaded, please try again later.",
+        "type": "server_error",
+        "param": None,
+        "code": None,
+    },
+})
+
+
+def error_response(status: int, message: str | None = None, code: str | None = None) -> web.Response:
+    body = dict(
+        _ERROR_BODIES.get(
+            status,
+            {"message": f"Simulated HTTP {status} error.", "type": "invalid_request_error", "param": None, "code": None},
+        )
+    )
+    if message is not None:
+        body["message"] = message
+    if code is not None:
+        body["code"] = code
+    return web.json_response({"error": body}, status=status)
+
+
+def bearer_token(request: web.Request) -> str | None:
+    """The bearer token if the request carries a non-empty one (never logged)."""
+    scheme, _, token = request.headers.get("Authorization", "").partition(" ")
+    if scheme.lower() != "bearer":
+        return None
+    return token.strip() or None
+
+
+def last_user_text(request_input: Any) -> str:
+    """The newest user text in a Responses-API `input` (a string or a list of messages)."""
+    if isinstance(request_input, str):
+        return request_input
+    if not isinstance(request_input, list):
+        return ""
+    for message in reversed(request_input):
+        if not isinstance(message, dict) or message.get("role", "user") != "user":
+            continue
+        content = message.get("content")
+        if isinstance(content, str):
+            return content
+        if isinstance(content, list):
+            texts = [part.get("text", "") for part in content if isinstance(part, dict)]
+            return " ".join(t for t in texts if t)
+    return ""
+
+
+def default_answer(request_input: Any) -> str:
+    question = " ".join(last_user_text(request_input).split()).rstrip("?.! ")
+    if not question:
+        return "I have nothing to answer yet."
+    if len(question) > 80:
+        question = question[:80].rsplit(" ", 1)[0]
+    return f"Here is a short answer about {question}."
+
+
+class BrainEndpoint:
+    """Handles `POST /v1/responses`, taking one scripted step per request."""
+
+    def __init__(self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+        self._script = script
+        self._ids = ids
+        self._record = record
+
+    async def handle(self, request: web.Request) -> web.Response:
+        if bearer_token(request) is None:
+            return error_response(401, MISSING_KEY_MESSAGE)
+        try:
+            body = await request.json()
+        except (json.JSONDecodeError, UnicodeDecodeError):
+            return error_response(400, "We could not parse the JSON body of your request.")
+        if not isinstance(body, dict):
+            return error_response(400, "The request body must be a JSON object.")
+        await self._record(body)
+        if body.get("stream"):
+            return error_response(
+                400, "The simulator does not stream Responses API replies; call responses.create without stream."
+            )
+        step = self._script.take_brain_step()
+        if isinstance(step, BrainDelay):
+            await asyncio.sleep(step.seconds)
+            text = step.text if step.text is not None else default_answer(body.get("input"))
+        elif isinstance(step, BrainError):
+            return error_response(step.status, step.message)
+        elif isinstance(step, BrainAnswer):
+            text = step.text
+        else:
+            text = default_answer(body.get("input"))
+        return web.json_response(self._response_object(body, text))
+
+    def _response_object(self, body: dict[str, Any], text: str) -> dict[str, Any]:
+        input_tokens = len(json.dumps(body.get("input", ""))) // 4 + 1
+        output_tokens = len(text) // 4 + 1
+        now = int(time.time())
+        return {
+            "id": self._ids.new("resp", 48),
+            "object": "response",
+            "created_at": now,
+            "status": "completed",
+            "background": False,
+            "completed_at": now,
+            "error": None,
+            "incomplete_details": None,
+            "instructions": body.get("instructions"),
+            "max_output_tokens": body.get("max_output_tokens"),
+            "model": body.get("model") or "gpt-5.2",
+            "output": [
+                {
+                    "id": self._ids.new("msg", 48),
+                    "type": "message",
+                    "status": "completed",
+                    "role": "assistant",
+                    "content": [{"type": "output_text", "text": text, "annotations": [], "logprobs": []}],
+                }
+            ],
+            "parallel_tool_calls": True,
+            "previous_response_id": body.get("previous_response_id"),
+            "reasoning": {"effort": None, "summary": None},
+            "store": bool(body.get("store", True)),
+            "temperature": 1.0,
+            "text": {"format": {"type": "text"}},
+            "tool_choice": "auto",
+            "tools": [],
+            "top_p": 1.0,
+            "truncation": "disabled",
+            "usage": {
+                "input_tokens": input_tokens,
+                "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+                "output_tokens": output_tokens,
+                "output_tokens_details": {"reasoning_tokens": 0},
+                "total_tokens": input_tokens + output_tokens,
+            },
+            "user": None,
+            "metadata": body.get("metadata") or {},
+        }

@@ -1,0 +1,72 @@
+"""`handoff sim`: serve the Realtime + Responses simulator until Ctrl-C."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+
+from logging_setup import configure_logging
+from realtime_sim.config import SimConfig
+from realtime_sim.server import SimServer
+
+log = logging.getLogger("realtime_sim")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default: 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="port to listen on; 0 picks a free one (default: 8765)")
+    parser.add_argument("--seed", type=int, default=None, help="seed for random faults and ids (repeatable runs)")
+    parser.add_argument(
+        "--fault-rate",
+        type=float,
+        default=0.0,
+        help="probability (0-1) that a new connection suffers one random fault (default: 0)",
+    )
+    parser.add_argument(
+        "--session-length",
+        type=float,
+        default=3600.0,
+        metavar="SECONDS",
+        help="sessions expire after this long: session_expired error, then close 1001 (default: 3600)",
+    )
+
+
+async def serve(config: SimConfig, host: str, port: int) -> None:
+    """Serve until cancelled; logs the base URL clients should use."""
+    sim = SimServer(config)
+    base_url = await sim.start(host, port)
+    log.info("simulator listening on %s (set OPENAI_BASE_URL to this)", base_url)
+    try:
+        await asyncio.Event().wait()  # until Ctrl-C cancels us
+    finally:
+        await sim.stop()
+        log.info("simulator stopped")
+
+
+def run(args: argparse.Namespace) -> int:
+    try:
+        config = SimConfig(seed=args.seed, fault_rate=args.fault_rate, session_length_s=args.session_length)
+    except ValueError as exc:
+        print(f"handoff sim: {exc}", file=sys.stderr)
+        return 2
+    configure_logging()
+    try:
+        asyncio.run(serve(config, args.host, args.port))
+    except KeyboardInterrupt:
+        return 0
+    except OSError as exc:
+        print(f"handoff sim: {exc}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="handoff sim", description="serve the Realtime + Responses simulator")
+    add_arguments(parser)
+    return run(parser.parse_args(argv))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

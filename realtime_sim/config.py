@@ -1,0 +1,54 @@
+"""Simulator settings: one frozen object, injected into the server and every connection."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from realtime_sim.script import FAULT_KINDS, FaultKind
+
+# What the real service says by default (shortened); `session.created` carries it.
+DEFAULT_INSTRUCTIONS = (
+    "You are a helpful, witty, and friendly AI. Act like a human, but remember that you aren't a "
+    "human and that you can't do human things in the real world."
+)
+
+# Random faults never include the 401: a client must treat it as fatal and stop, which would end
+# a soak test instead of exercising recovery.
+DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(k for k in FAULT_KINDS if k != "handshake_401")
+
+
+@dataclass(frozen=True)
+class SimConfig:
+    """How the simulator behaves. Tests shorten the times; `handoff sim` uses the defaults."""
+
+    seed: int | None = None  # seeds random faults and ids; None = different every run
+    fault_rate: float = 0.0  # probability that a new connection gets one random fault
+    random_fault_kinds: tuple[FaultKind, ...] = DEFAULT_RANDOM_FAULT_KINDS
+    random_fault_delay_s: float = 2.0  # how long a random "delay" fault holds frames back
+    session_length_s: float = 3600.0  # the session_expired error + close 1001 come after this long
+    model: str = "gpt-realtime"  # reported when the client names no model
+    default_instructions: str = DEFAULT_INSTRUCTIONS
+    fallback_transcript: str = "mm-hm"  # what a speech segment "says" when no transcript is scripted
+    audio_chunk_ms: int = 200  # audio per response.output_audio.delta
+    audio_frame_delay_s: float = 0.05  # pause after each audio delta so audio streams over time; 0 = burst
+    use_espeak: bool = True  # speak with espeak-ng when installed; False = synthetic voiced signal
+    espeak_voice: str = "en-us"
+    espeak_words_per_minute: int = 175
+    synthetic_ms_per_char: float = 60.0  # duration of the synthetic voice, per character of text
+    rate_limit_tokens: int = 15_000_000  # the token budget reported in rate_limits.updated
+    shutdown_timeout_s: float = 2.0  # how long stop() waits for connections to close
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.fault_rate <= 1.0:
+            raise ValueError(f"fault_rate must be between 0 and 1, got {self.fault_rate}")
+        if self.session_length_s <= 0:
+            raise ValueError(f"session_length_s must be positive, got {self.session_length_s}")
+        if self.audio_chunk_ms < 10:
+            raise ValueError(f"audio_chunk_ms must be at least 10, got {self.audio_chunk_ms}")
+        if self.audio_frame_delay_s < 0:
+            raise ValueError(f"audio_frame_delay_s cannot be negative, got {self.audio_frame_delay_s}")
+        unknown = [k for k in self.random_fault_kinds if k not in FAULT_KINDS]
+        if unknown:
+            raise ValueError(f"unknown fault kinds in random_fault_kinds: {unknown}; known: {list(FAULT_KINDS)}")
+        if self.fault_rate > 0 and not self.random_fault_kinds:
+            raise ValueError("fault_rate is set but random_fault_kinds is empty")

@@ -1,0 +1,86 @@
+"""A plain keyword router: which declared tool the simulated model calls for a user's words.
+
+Only used when no tool call is scripted. Patterns are tried in order; a pattern whose tool the
+session did not declare is skipped, so the router never calls an undeclared tool.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Any, Callable
+
+_WAKE_PREFIX = re.compile(r"^\s*(hey\s+)?computer\b[\s,.:;!?-]*", re.IGNORECASE)
+
+
+@dataclass(frozen=True)
+class RoutedCall:
+    name: str
+    arguments: dict[str, Any]
+
+
+def _clean(fragment: str) -> str:
+    return fragment.strip().strip(".,!?;:\"'").strip()
+
+
+def _task_name(fragment: str) -> str:
+    return _clean(re.sub(r"\s+task$", "", _clean(fragment), flags=re.IGNORECASE))
+
+
+def _read_file(match: re.Match[str]) -> dict[str, Any]:
+    lines = int(match.group("lines")) if match.group("lines") else 10
+    return {"path": _clean(match.group("path")), "lines": lines}
+
+
+# (pattern, tool, arguments from the match); first match whose tool is declared wins.
+_ROUTES: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    (re.compile(r"\bask (?:the )?brain\b[\s,:]*(?P<q>.*)", re.I), "ask_brain", lambda m: {"query": _clean(m["q"])}),
+    (re.compile(r"\bstart (?:the |a |an )?(?P<n>.+?) task\b", re.I), "start_task", lambda m: {"name": _clean(m["n"])}),
+    (re.compile(r"\blist (?:my |the |all )?tasks\b", re.I), "list_tasks", lambda m: {}),
+    (re.compile(r"\bcancel (?:the )?(?P<t>.+)", re.I), "cancel_task", lambda m: {"task": _task_name(m["t"])}),
+    (re.compile(r"\bresult of (?:the )?(?P<t>.+)", re.I), "get_task_result", lambda m: {"task": _task_name(m["t"])}),
+    (re.compile(r"\blist (?:the |my |all )?files\b", re.I), "list_files", lambda m: {"path": "."}),
+    (
+        re.compile(r"\bread (?:the )?(?:first (?P<lines>\d+) lines of )?(?:the )?(?:file )?(?P<path>\S+)", re.I),
+        "read_file_head",
+        _read_file,
+    ),
+    (re.compile(r"\b(?:echo|repeat)\b[\s,:]*(?P<x>.*)", re.I), "echo", lambda m: {"text": _clean(m["x"])}),
+    (re.compile(r"\btime\b", re.I), "get_time", lambda m: {}),
+)
+
+
+def declared_tool_names(tools: list[dict[str, Any]]) -> list[str]:
+    return [t["name"] for t in tools if t.get("type", "function") == "function" and "name" in t]
+
+
+def route(text: str, tools: list[dict[str, Any]], tool_choice: Any) -> RoutedCall | None:
+    """The call a model would make for `text`, or None for a plain answer.
+
+    `tool_choice` "none" (or no tools) never calls; "required" falls back to ask_brain with the
+    whole text when declared; {"type": "function", "name": N} always calls N.
+    """
+    names = declared_tool_names(tools)
+    if not names or tool_choice == "none":
+        return None
+    spoken = _WAKE_PREFIX.sub("", text).strip()
+    routed: RoutedCall | None = None
+    for pattern, tool, arguments in _ROUTES:
+        if tool not in names:
+            continue
+        match = pattern.search(spoken)
+        if match:
+            routed = RoutedCall(tool, arguments(match))
+            break
+    if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
+        forced = tool_choice.get("name")
+        if routed is not None and routed.name == forced:
+            return routed
+        if forced == "ask_brain":
+            return RoutedCall(forced, {"query": spoken})
+        return RoutedCall(str(forced), {})
+    if routed is None and tool_choice == "required":
+        if "ask_brain" in names:
+            return RoutedCall("ask_brain", {"query": spoken})
+        return None
+    return routed

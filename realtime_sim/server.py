@@ -1,0 +1,385 @@
+"""The aiohttp shell: one port serving the Realtime WebSocket and the Responses endpoint.
+
+Each WebSocket gets a `SessionCore` (the protocol, synchronous) and four owned tasks: a reader
+feeding it client frames, a writer sending its outputs in order, a pump streaming responses at
+the configured pace, and a clock for session expiry and timed faults. Everything recorded goes
+into `ConnectionRecord`s, and every change wakes `SimServer.wait_for`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+from aiohttp import WSMsgType, web
+
+from realtime_sim.brain_endpoint import MISSING_KEY_MESSAGE, BrainEndpoint, bearer_token, error_response
+from realtime_sim.config import SimConfig
+from realtime_sim.ids import IdFactory
+from realtime_sim.script import Fault, SimScript
+from realtime_sim.session_config import Role
+from realtime_sim.session_core import Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize
+from realtime_sim.speech import SpeechSynthesizer
+from realtime_sim.validation import ClientEventValidator
+
+log = logging.getLogger(__name__)
+
+INVALID_KEY_MESSAGE = (
+    "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
+)
+# Where a random mid-session fault strikes: events every kind of session sends.
+_RANDOM_TRIGGERS = ("session.updated", "response.created", "response.done", "input_audio_buffer.committed")
+_MAX_FRAME_BYTES = 16 * 1024 * 1024
+
+
+@dataclass
+class ConnectionRecord:
+    """What one WebSocket connection did, in order, for tests to inspect."""
+
+    id: str
+    model: str | None = None  # the `model` query parameter
+    role: Role = "unknown"  # "listener" (text-only), "narrator" (audio out), "unknown" (not configured yet)
+    handshake_status: int | None = None  # 101 upgraded; 401/500 refused at the handshake
+    received: list[dict[str, Any]] = field(default_factory=list)  # client events
+    sent: list[dict[str, Any]] = field(default_factory=list)  # server events, once actually sent
+    injected: list[str] = field(default_factory=list)  # fault frames that are no protocol event
+    faults: list[Fault] = field(default_factory=list)  # faults that struck this connection
+    session: dict[str, Any] = field(default_factory=dict)  # the effective session config
+    close_code: int | None = None  # 1006 when the connection was dropped without a close frame
+
+    @property
+    def is_open(self) -> bool:
+        return self.handshake_status == 101 and self.close_code is None
+
+    def sent_types(self) -> list[str]:
+        return [event["type"] for event in self.sent]
+
+    def sent_of(self, event_type: str) -> list[dict[str, Any]]:
+        return [event for event in self.sent if event["type"] == event_type]
+
+
+class _ConnectionFinished(Exception):
+    """Ends a connection's task group (the socket closed, either side)."""
+
+
+class SimServer:
+    """The simulator. `await start()` returns the base URL to give the SDK."""
+
+    def __init__(self, config: SimConfig = SimConfig(), script: SimScript | None = None) -> None:
+        self.config = config
+        self.script = script if script is not None else SimScript()
+        self.connections: list[ConnectionRecord] = []
+        self.brain_requests: list[dict[str, Any]] = []  # bodies of POST /v1/responses, in order
+        self._rng = random.Random(config.seed)
+        self._validator = ClientEventValidator()
+        self._speech = SpeechSynthesizer(
+            use_espeak=config.use_espeak,
+            voice=config.espeak_voice,
+            words_per_minute=config.espeak_words_per_minute,
+            ms_per_char=config.synthetic_ms_per_char,
+        )
+        self._brain = BrainEndpoint(self.script, IdFactory(random.Random(self._rng.random())), self._record_brain_request)
+        self._changed = asyncio.Condition()
+        self._live: set[_Connection] = set()
+        self._runner: web.AppRunner | None = None
+        self._host = "127.0.0.1"
+        self._port: int | None = None
+
+    # -- lifecycle -------------------------------------------------------------------------
+
+    async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
+        if self._runner is not None:
+            raise RuntimeError("the simulator is already running; stop() it before starting again")
+        app = web.Application()
+        app.router.add_get("/v1/realtime", self._realtime)
+        app.router.add_post("/v1/responses", self._brain.handle)
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout_s)
+        await runner.setup()
+        site = web.TCPSite(runner, host, port)
+        try:
+            await site.start()
+        except OSError as exc:
+            await runner.cleanup()
+            raise OSError(f"the simulator cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
+        self._runner = runner
+        self._host = host
+        self._port = runner.addresses[0][1]
+        return self.base_url
+
+    async def stop(self) -> None:
+        """Close every connection (1001, like a server going away), then stop listening."""
+        for connection in list(self._live):
+            connection.shutdown()
+        try:
+            await self.wait_for(lambda sim: not sim._live, self.config.shutdown_timeout_s)
+        except TimeoutError:
+            # A stalled writer or a client that never answers the close: cut the TCP connection.
+            log.warning("%d simulator connection(s) did not close in time; cutting them", len(self._live))
+            for connection in list(self._live):
+                connection.abort()
+            try:
+                await self.wait_for(lambda sim: not sim._live, self.config.shutdown_timeout_s)
+            except TimeoutError:
+                pass  # the runner's cleanup cancels what is left
+        if self._runner is not None:
+            await self._runner.cleanup()
+            self._runner = None
+        self._speech.close()
+
+    async def __aenter__(self) -> SimServer:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.stop()
+
+    @property
+    def port(self) -> int:
+        if self._port is None:
+            raise RuntimeError("the simulator is not running; await start() first")
+        return self._port
+
+    @property
+    def base_url(self) -> str:
+        return f"http://{self._host}:{self.port}/v1"
+
+    @property
+    def ws_base_url(self) -> str:
+        return f"ws://{self._host}:{self.port}/v1"
+
+    # -- observing -------------------------------------------------------------------------
+
+    async def wait_for(self, predicate: Callable[[SimServer], bool], timeout: float) -> None:
+        """Return once `predicate(sim)` holds, re-checking whenever anything is recorded.
+
+        A predicate that raises LookupError (e.g. `sim.connections[0]` before anyone connected)
+        counts as not yet true. Raises TimeoutError saying what the simulator last saw."""
+
+        def holds() -> bool:
+            try:
+                return bool(predicate(self))
+            except LookupError:
+                return False
+
+        try:
+            async with asyncio.timeout(timeout):
+                async with self._changed:
+                    await self._changed.wait_for(holds)
+        except TimeoutError:
+            raise TimeoutError(
+                f"the simulator did not reach the awaited state within {timeout} s; {self.describe()}"
+            ) from None
+
+    def describe(self) -> str:
+        """A one-line summary of what happened so far (for failure messages)."""
+        parts = []
+        for record in self.connections:
+            state = "open" if record.is_open else f"closed {record.close_code}"
+            if record.handshake_status not in (None, 101):
+                state = f"refused {record.handshake_status}"
+            parts.append(f"{record.id} ({record.role}, {state}, last sent: {record.sent_types()[-5:]})")
+        connections = "; ".join(parts) or "no connections"
+        return f"{connections}; {len(self.brain_requests)} brain request(s)"
+
+    async def notify(self) -> None:
+        async with self._changed:
+            self._changed.notify_all()
+
+    async def _record_brain_request(self, body: dict[str, Any]) -> None:
+        self.brain_requests.append(body)
+        await self.notify()
+
+    # -- the WebSocket -----------------------------------------------------------------------
+
+    async def _realtime(self, request: web.Request) -> web.StreamResponse:
+        record = ConnectionRecord(id=f"conn_{len(self.connections) + 1}", model=request.query.get("model"))
+        self.connections.append(record)
+        random_fault = self._random_fault()
+        refusal = self._refusal(request, record, random_fault)
+        if refusal is not None:
+            record.handshake_status = refusal.status
+            await self.notify()
+            return refusal
+        ws = web.WebSocketResponse(max_msg_size=_MAX_FRAME_BYTES, compress=False)
+        await ws.prepare(request)
+        record.handshake_status = 101
+        core = SessionCore(
+            config=self.config,
+            script=self.script,
+            validator=self._validator,
+            ids=IdFactory(random.Random(self._rng.random())),
+            model=record.model,
+            random_faults=[random_fault] if random_fault is not None else [],
+        )
+        record.received = core.received
+        record.faults = core.faults_applied
+        connection = _Connection(self, ws, request, record, core, self._speech)
+        self._live.add(connection)
+        log.debug("%s opened (model %s)", record.id, record.model)
+        try:
+            await connection.run()
+        finally:
+            self._live.discard(connection)
+            log.debug("%s closed with %s", record.id, record.close_code)
+            await self.notify()
+        return ws
+
+    def _random_fault(self) -> Fault | None:
+        if self.config.fault_rate <= 0 or self._rng.random() >= self.config.fault_rate:
+            return None
+        kind = self._rng.choice(self.config.random_fault_kinds)
+        if kind in ("handshake_401", "handshake_500"):
+            return Fault(kind)
+        return Fault(kind, after_sent=self._rng.choice(_RANDOM_TRIGGERS), delay_s=self.config.random_fault_delay_s)
+
+    def _refusal(self, request: web.Request, record: ConnectionRecord, random_fault: Fault | None) -> web.Response | None:
+        if bearer_token(request) is None:
+            return error_response(401, MISSING_KEY_MESSAGE)
+        fault = self.script.take_handshake_fault()
+        if fault is None and random_fault is not None and random_fault.at_handshake:
+            fault = random_fault
+        if fault is None:
+            return None
+        record.faults.append(fault)
+        if fault.kind == "handshake_401":
+            return error_response(401, INVALID_KEY_MESSAGE, code="invalid_api_key")
+        return error_response(500)
+
+
+class _Connection:
+    """Runs one upgraded WebSocket around its SessionCore until either side closes it."""
+
+    def __init__(
+        self,
+        server: SimServer,
+        ws: web.WebSocketResponse,
+        request: web.Request,
+        record: ConnectionRecord,
+        core: SessionCore,
+        speech: SpeechSynthesizer,
+    ) -> None:
+        self._server = server
+        self._ws = ws
+        self._request = request
+        self._record = record
+        self._core = core
+        self._speech = speech
+        self._outbox: asyncio.Queue[Output] = asyncio.Queue()
+        self._work = asyncio.Event()  # the core has response steps to pump
+        self._timers_changed = asyncio.Event()  # a fault was pushed: re-plan the clock
+        self._tasks: asyncio.TaskGroup | None = None
+        self._closing = False  # the writer is closing: it, not the reader, ends the connection
+
+    async def run(self) -> None:
+        unsubscribe = self._server.script.subscribe_faults(self._timers_changed.set)
+        try:
+            async with asyncio.TaskGroup() as tasks:
+                self._tasks = tasks
+                self._dispatch(self._core.start())
+                tasks.create_task(self._write_loop())
+                tasks.create_task(self._read_loop())
+                tasks.create_task(self._pump_loop())
+                tasks.create_task(self._clock_loop())
+        except* _ConnectionFinished:
+            pass
+        finally:
+            unsubscribe()
+            if self._record.close_code is None:
+                self._record.close_code = self._ws.close_code or 1006
+
+    def shutdown(self) -> None:
+        """Close politely (1001), after whatever is already queued."""
+        self._dispatch(self._core.shutdown())
+
+    def abort(self) -> None:
+        """Cut the TCP connection now; the reader then ends the connection's tasks."""
+        if self._request.transport is not None:
+            self._request.transport.abort()
+
+    def _dispatch(self, outputs: list[Output]) -> None:
+        """Queue the core's outputs in order; speech requests run as owned tasks."""
+        for output in outputs:
+            if isinstance(output, Synthesize):
+                assert self._tasks is not None
+                self._tasks.create_task(self._synthesize(output))
+            else:
+                self._outbox.put_nowait(output)
+        self._record.role = self._core.role
+        self._record.session = self._core.session
+        if self._core.has_runnable_work:
+            self._work.set()
+
+    async def _read_loop(self) -> None:
+        async for message in self._ws:
+            if message.type == WSMsgType.TEXT:
+                outputs = self._core.handle_client_text(message.data)
+            elif message.type == WSMsgType.BINARY:
+                outputs = self._core.handle_client_binary()
+            else:
+                continue
+            self._dispatch(outputs)
+            await self._server.notify()
+        if self._closing:
+            return  # our own close interrupted the read; the writer completes the handshake
+        if self._record.close_code is None:
+            self._record.close_code = self._ws.close_code or 1006
+        raise _ConnectionFinished()
+
+    async def _write_loop(self) -> None:
+        while True:
+            output = await self._outbox.get()
+            try:
+                if isinstance(output, Send):
+                    await self._ws.send_str(json.dumps(output.event))
+                    self._record.sent.append(output.event)
+                elif isinstance(output, SendRaw):
+                    await self._ws.send_str(output.text)
+                    self._record.injected.append(output.text)
+                elif isinstance(output, Stall):
+                    await asyncio.sleep(output.seconds)
+                elif isinstance(output, Close):
+                    self._closing = True
+                    self._record.close_code = output.code
+                    await self._ws.close(code=output.code, message=output.reason.encode())
+                    raise _ConnectionFinished()
+                elif isinstance(output, Drop):
+                    self._record.close_code = 1006
+                    if self._request.transport is not None:
+                        self._request.transport.abort()
+                    raise _ConnectionFinished()
+            except ConnectionError:
+                raise _ConnectionFinished() from None
+            finally:
+                await self._server.notify()
+
+    async def _pump_loop(self) -> None:
+        while True:
+            await self._work.wait()
+            self._work.clear()
+            while self._core.has_runnable_work:
+                result = self._core.pump()
+                self._dispatch(result.outputs)
+                await self._server.notify()
+                await asyncio.sleep(result.pause_s)  # sleep(0) still lets client frames in
+
+    async def _clock_loop(self) -> None:
+        while True:
+            deadline = self._core.next_deadline()
+            self._timers_changed.clear()
+            timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
+            try:
+                await asyncio.wait_for(self._timers_changed.wait(), timeout)
+            except TimeoutError:
+                pass
+            self._dispatch(self._core.tick())
+            await self._server.notify()
+
+    async def _synthesize(self, request: Synthesize) -> None:
+        pcm = await self._speech.synthesize(request.text)
+        self._dispatch(self._core.speech_ready(request.response_id, pcm))
+        await self._server.notify()

@@ -1,0 +1,856 @@
+"""The protocol of one Realtime connection as a synchronous state machine.
+
+Fed client frames (and synthesized speech, and clock ticks), it returns what to do: server
+events to send, raw frames, a close, a dropped connection, a stall, a request for speech audio.
+No I/O, no asyncio: the aiohttp shell in `server.py` performs the outputs.
+
+Behaviour follows the recorded sessions (`shared/fixtures/realtime-recorded`) and
+`shared/realtime-protocol.md`: event order, shapes, errors, and the quirks the real server has
+(e.g. conversation edits sent while a response is streaming take effect after it finishes).
+"""
+
+from __future__ import annotations
+
+import base64
+import binascii
+import json
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable, Sequence
+
+from realtime_sim import session_config
+from realtime_sim.config import SimConfig
+from realtime_sim.ids import IdFactory
+from realtime_sim.response_run import (
+    FRAME_PAUSE,
+    Emit,
+    FunctionCallPlan,
+    MessagePlan,
+    NeedSpeech,
+    ResponsePlan,
+    ResponseRun,
+    TokenEstimate,
+    text_deltas,
+)
+from realtime_sim.router import route
+from realtime_sim.script import Fault, SimScript
+from realtime_sim.session_config import Role
+from realtime_sim.validation import ClientEventValidator
+from realtime_sim.vad import BYTES_PER_MS, EnergyVad, SpeechStarted
+
+SERVER_ERROR_MESSAGE = (
+    "The server had an error while processing your request. Sorry about that! You can retry your "
+    "request, or contact us through our help center at help.openai.com if the error persists."
+)
+SESSION_EXPIRED_MESSAGE = "Your session hit the maximum duration of 60 minutes."
+MIN_COMMIT_MS = 100
+# Conversation edits the real server applies only after the response in progress is done.
+_DEFERRED_WHILE_RESPONDING = frozenset({"conversation.item.create", "conversation.item.delete"})
+
+
+# -- outputs: what the shell must do ----------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Send:
+    """Send this server event (a protocol event; recorded in `ConnectionRecord.sent`)."""
+
+    event: dict[str, Any]
+
+
+@dataclass(frozen=True)
+class SendRaw:
+    """Send this text frame as-is: injected junk that is not a protocol event."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Close:
+    code: int
+    reason: str
+
+
+@dataclass(frozen=True)
+class Drop:
+    """Cut the TCP connection without a close frame (the client sees 1006)."""
+
+
+@dataclass(frozen=True)
+class Stall:
+    """Hold back every frame after this one for `seconds`."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class Synthesize:
+    """Produce speech for `text` and hand it back with `SessionCore.speech_ready(response_id, pcm)`."""
+
+    response_id: str
+    text: str
+
+
+Output = Send | SendRaw | Close | Drop | Stall | Synthesize
+
+
+@dataclass(frozen=True)
+class PumpResult:
+    outputs: list[Output]
+    pause_s: float  # how long to wait before pumping again (audio pacing)
+
+
+@dataclass
+class _Entry:
+    """One conversation item as the server stores it, plus what the model understood of it."""
+
+    item: dict[str, Any]
+    text: str = ""
+    audio_ms: float = 0.0
+
+    @property
+    def id(self) -> str:
+        return self.item["id"]
+
+    @property
+    def kind(self) -> str:
+        """"user" / "assistant" / "system" for messages, else the item type."""
+        if self.item["type"] == "message":
+            return self.item.get("role") or "message"
+        return self.item["type"]
+
+
+def _client_item_text(item: dict[str, Any]) -> str:
+    if item["type"] == "function_call":
+        return item.get("arguments", "")
+    if item["type"] == "function_call_output":
+        return item.get("output", "")
+    texts = [part.get("text") or part.get("transcript") or "" for part in item.get("content") or []]
+    return " ".join(t for t in texts if t)
+
+
+class SessionCore:
+    """One connection's session: configuration, conversation, input audio, responses, faults."""
+
+    def __init__(
+        self,
+        *,
+        config: SimConfig,
+        script: SimScript,
+        validator: ClientEventValidator,
+        ids: IdFactory,
+        model: str | None = None,
+        random_faults: Sequence[Fault] = (),
+        clock: Callable[[], float] = time.monotonic,
+        wall_clock: Callable[[], float] = time.time,
+    ) -> None:
+        self._config = config
+        self._script = script
+        self._validator = validator
+        self._ids = ids
+        self._clock = clock
+        self._opened_at = clock()
+        self._expires_at_mono = self._opened_at + config.session_length_s
+        self._session = session_config.default_session(
+            session_id=ids.new("sess"),
+            model=model or config.model,
+            instructions=config.default_instructions,
+            expires_at=int(wall_clock() + config.session_length_s),
+        )
+        self._conversation_id = ids.new("conv")
+        self._configured = False  # role is unknown until the client configures or asks for a response
+        self._entries: list[_Entry] = []
+        self._vad: EnergyVad | None = None
+        self._vad_offset_ms = 0.0  # input audio received before the current detector was made
+        self._input_ms = 0.0  # all input audio received, in ms
+        self._buffer_ms = 0.0  # input audio not yet committed or cleared
+        self._segment_item_id: str | None = None
+        self._segment_start_ms = 0
+        self._runs: dict[str, ResponseRun] = {}
+        self._default_run: ResponseRun | None = None
+        self._deferred: deque[dict[str, Any]] = deque()
+        self._fail_next_response = False
+        self._audio_produced = False
+        self._rate_remaining = config.rate_limit_tokens
+        self._own_faults: dict[int, Fault] = {-(i + 1): fault for i, fault in enumerate(random_faults)}
+        self._fault_counts: dict[int, int] = {}
+        self._closed = False
+        self._out: list[Output] = []
+        self.received: list[dict[str, Any]] = []
+        self.faults_applied: list[Fault] = []
+        self._reconfigure_vad()
+
+    # -- state the shell reads ---------------------------------------------------------------
+
+    @property
+    def session(self) -> dict[str, Any]:
+        return self._session
+
+    @property
+    def role(self) -> Role:
+        return session_config.role_of(self._session) if self._configured else "unknown"
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    @property
+    def has_runnable_work(self) -> bool:
+        return not self._closed and any(not r.finished and not r.waiting_for_speech for r in self._runs.values())
+
+    def next_deadline(self) -> float | None:
+        """The next clock time (monotonic) at which `tick()` has something to do."""
+        if self._closed:
+            return None
+        now = self._clock()
+        deadlines = [self._expires_at_mono]
+        for _key, fault in self._candidate_faults():
+            if fault.after_s is not None and self._opened_at + fault.after_s > now:
+                deadlines.append(self._opened_at + fault.after_s)
+        return min(deadlines)
+
+    # -- inputs ----------------------------------------------------------------------------
+
+    def start(self) -> list[Output]:
+        self._send({"type": "session.created", "session": self._session})
+        return self._finish_call()
+
+    def handle_client_text(self, text: str) -> list[Output]:
+        if self._closed:
+            return []
+        try:
+            event = json.loads(text)
+        except ValueError:
+            self._error(
+                "invalid_json",
+                "The server could not parse your message as JSON. Send one JSON object per text frame.",
+            )
+            return self._finish_call()
+        if isinstance(event, dict):
+            self.received.append(event)
+        problem = self._validator.check(event)
+        if problem is not None:
+            client_event_id = event.get("event_id") if isinstance(event, dict) else None
+            self._error(problem.code, problem.message, param=problem.param, client_event_id=_str_or_none(client_event_id))
+        elif event["type"] in _DEFERRED_WHILE_RESPONDING and self._default_run is not None:
+            self._deferred.append(event)
+        else:
+            self._dispatch(event)
+        return self._finish_call()
+
+    def handle_client_binary(self) -> list[Output]:
+        self._error("invalid_value", "Binary frames are not supported; send JSON text frames.")
+        return self._finish_call()
+
+    def speech_ready(self, response_id: str, pcm: bytes) -> list[Output]:
+        run = self._runs.get(response_id)
+        if run is not None and run.waiting_for_speech and not self._closed:
+            self._audio_produced = True
+            self._advance(run, pcm)
+        return self._finish_call()
+
+    def pump(self) -> PumpResult:
+        paused = False
+        for run in list(self._runs.values()):
+            if not run.finished and not run.waiting_for_speech and not self._closed:
+                paused = self._advance(run) or paused
+        return PumpResult(self._finish_call(), self._config.audio_frame_delay_s if paused else 0.0)
+
+    def tick(self) -> list[Output]:
+        return self._finish_call()
+
+    def shutdown(self) -> list[Output]:
+        """The server is stopping: close like a server going away."""
+        if not self._closed:
+            self._close(Close(1001, "server shutting down"))
+        return self._finish_call()
+
+    # -- plumbing ----------------------------------------------------------------------------
+
+    def _finish_call(self) -> list[Output]:
+        self._check_clock()
+        out, self._out = self._out, []
+        return out
+
+    def _send(self, event: dict[str, Any]) -> None:
+        if self._closed:
+            return
+        stamped = {"type": event["type"], "event_id": self._ids.event(), **event}
+        self._out.append(Send(stamped))
+        self._after_sent(event["type"])
+
+    def _error(
+        self,
+        code: str | None,
+        message: str,
+        *,
+        param: str | None = None,
+        client_event_id: str | None = None,
+        error_type: str = "invalid_request_error",
+    ) -> None:
+        self._send(
+            {
+                "type": "error",
+                "error": {"type": error_type, "code": code, "message": message, "param": param, "event_id": client_event_id},
+            }
+        )
+
+    def _close(self, output: Close | Drop) -> None:
+        self._out.append(output)
+        self._closed = True
+
+    # -- faults ------------------------------------------------------------------------------
+
+    def _candidate_faults(self) -> list[tuple[int, Fault]]:
+        scripted = [(pending.seq, pending.fault) for pending in self._script.pending_faults]
+        return scripted + list(self._own_faults.items())
+
+    def _targets(self, fault: Fault) -> bool:
+        return fault.target == "any" or fault.target == self.role
+
+    def _consume(self, key: int) -> Fault | None:
+        if key < 0:
+            return self._own_faults.pop(key, None)
+        return self._script.take_fault(key)
+
+    def _after_sent(self, event_type: str) -> None:
+        for key, fault in self._candidate_faults():
+            if self._closed:
+                return
+            if fault.trigger_event != event_type or not self._targets(fault):
+                continue
+            count = self._fault_counts.get(key, 0) + 1
+            self._fault_counts[key] = count
+            if count >= fault.nth:
+                taken = self._consume(key)
+                if taken is not None:
+                    self._apply_fault(taken)
+
+    def _check_clock(self) -> None:
+        if self._closed:
+            return
+        now = self._clock()
+        if now >= self._expires_at_mono:
+            self._expire()
+            return
+        age = now - self._opened_at
+        for key, fault in self._candidate_faults():
+            if self._closed:
+                return
+            if fault.after_s is not None and age >= fault.after_s and self._targets(fault):
+                taken = self._consume(key)
+                if taken is not None:
+                    self._apply_fault(taken)
+
+    def _expire(self) -> None:
+        self._error("session_expired", SESSION_EXPIRED_MESSAGE)
+        self._close(Close(1001, "session expired"))
+
+    def _apply_fault(self, fault: Fault) -> None:
+        self.faults_applied.append(fault)
+        kind = fault.kind
+        if kind == "drop":
+            self._close(Drop())
+        elif kind == "close_1011":
+            self._close(Close(1011, "simulated server fault"))
+        elif kind == "session_expired":
+            self._expire()
+        elif kind == "delay":
+            self._out.append(Stall(fault.delay_s))
+        elif kind == "server_error":
+            self._error(None, SERVER_ERROR_MESSAGE, error_type="server_error")
+        elif kind == "response_failed":
+            active = next((r for r in self._runs.values() if not r.finished), None)
+            if active is None:
+                self._fail_next_response = True
+            else:
+                self._end_run(active, "failed", _failed_details())
+        elif kind == "malformed_frame":
+            self._out.append(SendRaw('{"type": "response.output_text.delta", "delta": "trunc'))
+        elif kind == "unknown_event":
+            self._out.append(
+                SendRaw(json.dumps({"type": "response.sim_unannounced", "event_id": self._ids.event(), "detail": "x"}))
+            )
+        # handshake faults never reach a session: the shell refuses the upgrade
+
+    # -- client events -----------------------------------------------------------------------
+
+    def _dispatch(self, event: dict[str, Any]) -> None:
+        handler = {
+            "session.update": self._session_update,
+            "input_audio_buffer.append": self._append_audio,
+            "input_audio_buffer.commit": self._commit_audio,
+            "input_audio_buffer.clear": self._clear_audio,
+            "conversation.item.create": self._create_item,
+            "conversation.item.delete": self._delete_item,
+            "conversation.item.retrieve": self._retrieve_item,
+            "conversation.item.truncate": self._truncate_item,
+            "response.create": self._create_response,
+            "response.cancel": self._cancel_response,
+            "output_audio_buffer.clear": self._clear_output_audio,
+        }[event["type"]]
+        handler(event)
+
+    def _session_update(self, event: dict[str, Any]) -> None:
+        update = event["session"]
+        event_id = event.get("event_id")
+        if update.get("type") != "realtime":
+            self._error(
+                "invalid_value",
+                "This is a realtime session; session.type must be 'realtime' (transcription sessions are not simulated).",
+                param="session.type",
+                client_event_id=event_id,
+            )
+            return
+        new_voice = ((update.get("audio") or {}).get("output") or {}).get("voice")
+        if self._audio_produced and new_voice is not None and new_voice != session_config.voice(self._session):
+            self._error(
+                "cannot_update_voice",
+                "Cannot update a conversation's voice if assistant audio is present.",
+                param="session.audio.output.voice",
+                client_event_id=event_id,
+            )
+            return
+        self._session = session_config.apply_update(self._session, update)
+        self._configured = True
+        self._reconfigure_vad()
+        self._send({"type": "session.updated", "session": self._session})
+
+    def _reconfigure_vad(self) -> None:
+        settings = session_config.vad_settings(self._session)
+        if settings is None:
+            self._vad = None
+        elif self._vad is None:
+            self._vad = EnergyVad(settings)
+            self._vad_offset_ms = self._input_ms
+        else:
+            self._vad.update_settings(settings)
+
+    def _append_audio(self, event: dict[str, Any]) -> None:
+        try:
+            pcm = base64.b64decode(event["audio"], validate=True)
+        except (binascii.Error, ValueError):
+            self._error(
+                "invalid_value",
+                "Invalid value for 'audio': expected base64-encoded pcm16 audio.",
+                param="audio",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        ms = len(pcm) / BYTES_PER_MS
+        self._input_ms += ms
+        self._buffer_ms += ms
+        if self._vad is None:
+            return
+        for vad_event in self._vad.feed(pcm):
+            if isinstance(vad_event, SpeechStarted):
+                self._speech_started(int(vad_event.audio_start_ms + self._vad_offset_ms))
+            else:
+                self._speech_stopped(int(vad_event.audio_end_ms + self._vad_offset_ms))
+
+    def _speech_started(self, audio_start_ms: int) -> None:
+        self._segment_item_id = self._ids.item()
+        self._segment_start_ms = audio_start_ms
+        self._send(
+            {"type": "input_audio_buffer.speech_started", "audio_start_ms": audio_start_ms, "item_id": self._segment_item_id}
+        )
+        detection = session_config.turn_detection(self._session) or {}
+        if detection.get("interrupt_response") and self._default_run is not None:
+            self._end_run(self._default_run, "cancelled", {"type": "cancelled", "reason": "turn_detected"})
+
+    def _speech_stopped(self, audio_end_ms: int) -> None:
+        item_id = self._segment_item_id or self._ids.item()
+        self._segment_item_id = None
+        self._send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": audio_end_ms, "item_id": item_id})
+        self._commit_segment(item_id, max(0, audio_end_ms - self._segment_start_ms))
+        detection = session_config.turn_detection(self._session) or {}
+        if detection.get("create_response") and self._default_run is None:
+            self._start_response({}, client_event_id=None)
+
+    def _commit_audio(self, event: dict[str, Any]) -> None:
+        if self._buffer_ms < MIN_COMMIT_MS:
+            self._error(
+                "input_audio_buffer_commit_empty",
+                "Error committing input audio buffer: buffer too small. Expected at least 100ms of audio, "
+                f"but buffer only has {self._buffer_ms:.2f}ms of audio.",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        item_id = self._segment_item_id or self._ids.item()
+        self._segment_item_id = None
+        if self._vad is not None:
+            self._vad.reset_segment()
+        self._commit_segment(item_id, self._buffer_ms)
+
+    def _commit_segment(self, item_id: str, audio_ms: float) -> None:
+        """The buffered audio becomes a user item; what it "says" comes from the script."""
+        transcript = self._script.take_transcript() or self._config.fallback_transcript
+        previous = self._entries[-1].id if self._entries else None
+        item = {
+            "id": item_id,
+            "type": "message",
+            "status": "completed",
+            "role": "user",
+            "content": [{"type": "input_audio", "transcript": None}],
+        }
+        self._entries.append(_Entry(item, text=transcript, audio_ms=audio_ms))
+        self._buffer_ms = 0.0
+        self._send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id})
+        self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
+        self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
+        if session_config.transcription_enabled(self._session):
+            for delta in text_deltas(transcript):
+                self._send(
+                    {
+                        "type": "conversation.item.input_audio_transcription.delta",
+                        "item_id": item_id,
+                        "content_index": 0,
+                        "delta": delta,
+                    }
+                )
+            self._send(
+                {
+                    "type": "conversation.item.input_audio_transcription.completed",
+                    "item_id": item_id,
+                    "content_index": 0,
+                    "transcript": transcript,
+                    "usage": {"type": "duration", "seconds": max(1, round(audio_ms / 1000))},
+                }
+            )
+
+    def _clear_audio(self, event: dict[str, Any]) -> None:
+        self._buffer_ms = 0.0
+        self._segment_item_id = None
+        if self._vad is not None:
+            self._vad.reset_segment()
+        self._send({"type": "input_audio_buffer.cleared"})
+
+    # conversation items
+
+    def _index_of(self, item_id: str) -> int | None:
+        return next((i for i, entry in enumerate(self._entries) if entry.id == item_id), None)
+
+    def _create_item(self, event: dict[str, Any]) -> None:
+        raw = event["item"]
+        if raw["type"] not in ("message", "function_call", "function_call_output"):
+            self._error(
+                "invalid_value",
+                f"Invalid value: '{raw['type']}'. The simulator supports message, function_call and "
+                "function_call_output items.",
+                param="item.type",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        after = event.get("previous_item_id")
+        if after is None:
+            position = len(self._entries)
+        elif after == "root":
+            position = 0
+        else:
+            index = self._index_of(after)
+            if index is None:
+                self._error(
+                    "item_create_invalid_previous_item_id",
+                    f"Error adding item: the previous item with id '{after}' does not exist.",
+                    param="previous_item_id",
+                    client_event_id=event.get("event_id"),
+                )
+                return
+            position = index + 1
+        item_id = raw.get("id") or self._ids.item()
+        if self._index_of(item_id) is not None:
+            self._error(
+                "item_create_duplicate_id",
+                f"Error adding item: an item with id '{item_id}' already exists.",
+                param="item.id",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        item, text = self._stored_item(item_id, raw)
+        self._entries.insert(position, _Entry(item, text=text))
+        previous = self._entries[position - 1].id if position > 0 else None
+        self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
+        self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
+
+    def _stored_item(self, item_id: str, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
+        """The item as the server reports it (recorded shapes) and what the model takes it to say."""
+        if raw["type"] == "function_call_output":
+            return {"id": item_id, "type": "function_call_output", "call_id": raw["call_id"], "output": raw["output"]}, raw[
+                "output"
+            ]
+        if raw["type"] == "function_call":
+            item = {
+                "id": item_id,
+                "type": "function_call",
+                "status": "completed",
+                "name": raw["name"],
+                "call_id": raw.get("call_id") or self._ids.call(),
+                "arguments": raw["arguments"],
+            }
+            return item, raw["arguments"]
+        content = []
+        text_parts = []
+        for part in raw.get("content") or []:
+            if part["type"] == "input_audio":
+                transcript = part.get("transcript")
+                if transcript is None:
+                    transcript = self._script.take_transcript() or self._config.fallback_transcript
+                text_parts.append(transcript)
+                content.append({"type": "input_audio", "transcript": part.get("transcript")})
+            else:
+                content.append({k: v for k, v in part.items()})
+                text_parts.append(part.get("text") or part.get("transcript") or "")
+        item = {"id": item_id, "type": "message", "status": "completed", "role": raw["role"], "content": content}
+        return item, " ".join(t for t in text_parts if t)
+
+    def _delete_item(self, event: dict[str, Any]) -> None:
+        index = self._index_of(event["item_id"])
+        if index is None:
+            self._error(
+                "item_delete_invalid_item_id",
+                f"Error deleting item: the item with id '{event['item_id']}' does not exist.",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        del self._entries[index]
+        self._send({"type": "conversation.item.deleted", "item_id": event["item_id"]})
+
+    def _retrieve_item(self, event: dict[str, Any]) -> None:
+        index = self._index_of(event["item_id"])
+        if index is None:
+            self._error(
+                "item_retrieve_invalid_item_id",
+                f"Error retrieving item: the item with id '{event['item_id']}' does not exist.",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        self._send({"type": "conversation.item.retrieved", "item": self._entries[index].item})
+
+    def _truncate_item(self, event: dict[str, Any]) -> None:
+        index = self._index_of(event["item_id"])
+        if index is None:
+            self._error(
+                "item_truncate_invalid_item_id",
+                f"Error truncating item: the item with id '{event['item_id']}' does not exist.",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        self._send(
+            {
+                "type": "conversation.item.truncated",
+                "item_id": event["item_id"],
+                "content_index": event["content_index"],
+                "audio_end_ms": event["audio_end_ms"],
+            }
+        )
+
+    def _clear_output_audio(self, event: dict[str, Any]) -> None:
+        self._error(
+            "invalid_value",
+            "output_audio_buffer.clear is only supported on WebRTC and SIP connections; on a WebSocket, "
+            "stop playback yourself and send conversation.item.truncate.",
+            param="type",
+            client_event_id=event.get("event_id"),
+        )
+
+    # responses
+
+    def _create_response(self, event: dict[str, Any]) -> None:
+        self._configured = True
+        self._start_response(event.get("response") or {}, client_event_id=event.get("event_id"))
+
+    def _start_response(self, params: dict[str, Any], *, client_event_id: str | None) -> None:
+        out_of_band = params.get("conversation") == "none"
+        if not out_of_band and self._default_run is not None:
+            self._error(
+                "conversation_already_has_active_response",
+                f"Conversation already has an active response in progress: {self._default_run.response_id}. "
+                "Wait until the response is finished before creating a new one.",
+                client_event_id=client_event_id,
+            )
+            return
+        context = self._response_context(params)
+        if context is None:
+            return
+        session = self._session
+        modalities = params.get("output_modalities") or session["output_modalities"]
+        tools = params["tools"] if "tools" in params else session["tools"]
+        tool_choice = params.get("tool_choice", session["tool_choice"])
+        voice = ((params.get("audio") or {}).get("output") or {}).get("voice") or session_config.voice(session)
+        run = ResponseRun(
+            response_id=self._ids.response(),
+            item_id=self._ids.item(),
+            conversation_id=None if out_of_band else self._conversation_id,
+            output_modalities=list(modalities),
+            voice=voice,
+            output_format=session["audio"]["output"]["format"],
+            max_output_tokens=params.get("max_output_tokens", session["max_output_tokens"]),
+            metadata=params.get("metadata"),
+            plan=self._plan(context, modalities, tools, tool_choice),
+            chunk_ms=self._config.audio_chunk_ms,
+            conversation=None if out_of_band else _ConversationWriter(self._entries),
+            input_tokens=TokenEstimate(
+                text=sum(len(e.text) // 4 + 1 for e in context if not e.audio_ms)
+                + len(params.get("instructions") or session["instructions"]) // 4,
+                audio=sum(int(e.audio_ms / 100) for e in context),  # user audio: 1 token per 100 ms
+            ),
+        )
+        self._runs[run.response_id] = run
+        if not out_of_band:
+            self._default_run = run
+        if self._fail_next_response:
+            self._fail_next_response = False
+            self._advance_one(run)  # response.created
+            if not run.finished:
+                self._end_run(run, "failed", _failed_details())
+            return
+        self._advance(run)
+
+    def _response_context(self, params: dict[str, Any]) -> list[_Entry] | None:
+        """What the model reads: the `input` items if given, else the conversation."""
+        if "input" not in params:
+            return list(self._entries)
+        context: list[_Entry] = []
+        for index, raw in enumerate(params["input"]):
+            if raw.get("type") == "item_reference":
+                found = self._index_of(raw["id"])
+                if found is None:
+                    self._error(
+                        "invalid_value",
+                        f"Invalid value: item '{raw['id']}' is not in this session's conversation.",
+                        param=f"response.input[{index}].id",
+                    )
+                    return None
+                context.append(self._entries[found])
+            else:
+                item, text = self._stored_item(raw.get("id") or self._ids.item(), raw)
+                context.append(_Entry(item, text=text))
+        return context
+
+    def _plan(self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any) -> ResponsePlan:
+        last = context[-1] if context else None
+        if tools and tool_choice != "none":
+            scripted = self._script.take_tool_call()
+            if scripted is not None:
+                return FunctionCallPlan(scripted.name, scripted.arguments, self._ids.call())
+            # Only a user's words start a call: after a tool result the model answers instead.
+            if last is not None and last.kind == "user":
+                routed = route(last.text, tools, tool_choice)
+                if routed is not None:
+                    return FunctionCallPlan(routed.name, json.dumps(routed.arguments), self._ids.call())
+        speaks = "audio" in modalities
+        scripted_text = (self._script.take_reading() if speaks else None) or self._script.take_reply()
+        if scripted_text is not None:
+            return MessagePlan(scripted_text)
+        return MessagePlan(_default_answer(last, speaks))
+
+    def _cancel_response(self, event: dict[str, Any]) -> None:
+        wanted = event.get("response_id")
+        run = self._runs.get(wanted) if wanted else self._default_run
+        if run is None or run.finished:
+            self._error(
+                "response_cancel_not_active",
+                "Cancellation failed: no active response found",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        self._end_run(run, "cancelled", {"type": "cancelled", "reason": "client_cancelled"})
+
+    # -- driving responses -------------------------------------------------------------------
+
+    def _advance_one(self, run: ResponseRun, value: bytes | None = None) -> object:
+        """Run one step of `run`; returns the step, or None when the run is over."""
+        try:
+            step = run.steps.send(value)
+        except StopIteration:
+            self._after_run(run)
+            return None
+        if isinstance(step, Emit):
+            for event in step.events:
+                if run.response_id not in self._runs:
+                    break  # a fault ended the run while this batch was going out
+                self._send(event)
+        elif isinstance(step, NeedSpeech):
+            self._out.append(Synthesize(run.response_id, step.text))
+        return step
+
+    def _advance(self, run: ResponseRun, value: bytes | None = None) -> bool:
+        """Run until the response pauses for pacing (True), waits for speech, or ends (False)."""
+        while run.response_id in self._runs and not self._closed:
+            step = self._advance_one(run, value)
+            value = None
+            if step is None or isinstance(step, NeedSpeech):
+                return False
+            if step is FRAME_PAUSE:
+                return True
+        return False
+
+    def _end_run(self, run: ResponseRun, status: str, details: dict[str, Any]) -> None:
+        if run.finished or run.response_id not in self._runs:
+            return
+        for event in run.finish_early(status, details):
+            self._send(event)
+        self._after_run(run)
+
+    def _after_run(self, run: ResponseRun) -> None:
+        if self._runs.pop(run.response_id, None) is None:
+            return
+        if self._default_run is run:
+            self._default_run = None
+        self._rate_remaining = max(0, self._rate_remaining - run.total_tokens())
+        self._send(
+            {
+                "type": "rate_limits.updated",
+                "rate_limits": [
+                    {
+                        "name": "tokens",
+                        "limit": self._config.rate_limit_tokens,
+                        "remaining": self._rate_remaining,
+                        "reset_seconds": 0.001,
+                    }
+                ],
+            }
+        )
+        while self._deferred and self._default_run is None and not self._closed:
+            self._dispatch(self._deferred.popleft())
+
+
+class _ConversationWriter:
+    """Lets a default-conversation response append and finish its output item."""
+
+    def __init__(self, entries: list[_Entry]) -> None:
+        self._entries = entries
+
+    def item_added(self, item: dict[str, Any]) -> str | None:
+        previous = self._entries[-1].id if self._entries else None
+        self._entries.append(_Entry(item))
+        return previous
+
+    def item_done(self, item: dict[str, Any]) -> str | None:
+        for index, entry in enumerate(self._entries):
+            if entry.id == item["id"]:
+                entry.item = item
+                entry.text = _client_item_text(item)
+                return self._entries[index - 1].id if index > 0 else None
+        return None  # the client deleted it meanwhile
+
+
+def _default_answer(last: _Entry | None, speaks: bool) -> str:
+    """What the model says when nothing is scripted: a narrator reads the user's text verbatim; a
+    text answer restates a tool result or acknowledges the user."""
+    if last is None or not last.text:
+        return "Okay."
+    if last.kind == "function_call_output":
+        return last.text[:300]
+    if last.kind == "user":
+        return last.text if speaks else f"I heard: {last.text}"
+    return "Okay."
+
+
+def _failed_details() -> dict[str, Any]:
+    return {"type": "failed", "error": {"type": "server_error", "code": "server_error", "message": SERVER_ERROR_MESSAGE}}
+
+
+def _str_or_none(value: Any) -> str | None:
+    return value if isinstance(value, str) else None

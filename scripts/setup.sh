@@ -1,0 +1,68 @@
+#!/usr/bin/env bash
+# Prepares a machine for handoff: system packages, then a virtual environment in .venv.
+# Sourced by ./run and ./test; idempotent, and quick when nothing is missing.
+# Usage: scripts/setup.sh [--dev]   (--dev also installs the test requirements)
+set -euo pipefail
+
+root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+venv="$root/.venv"
+want_dev=0
+[ "${1:-}" = "--dev" ] && want_dev=1
+
+say() { printf 'setup: %s\n' "$*" >&2; }
+
+python_bin="${HANDOFF_PYTHON:-python3}"
+if ! command -v "$python_bin" >/dev/null 2>&1; then
+  say "python3 is missing. Run: sudo apt-get install -y python3 python3-venv python3-dev"
+  exit 1
+fi
+if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
+  say "handoff needs Python 3.11 or newer; $("$python_bin" --version) found. Install a newer python3 or set HANDOFF_PYTHON."
+  exit 1
+fi
+
+# System packages: PortAudio headers (pyaudio builds from source on Linux), a C compiler and
+# Python headers for that build, espeak-ng and sox for test speech.
+missing=()
+[ -f /usr/include/portaudio.h ] || missing+=(portaudio19-dev)
+command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+command -v sox >/dev/null 2>&1 || missing+=(sox)
+command -v gcc >/dev/null 2>&1 || missing+=(gcc)
+if ! "$python_bin" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
+  missing+=(python3-dev)
+fi
+if ! "$python_bin" -c 'import ensurepip, venv' >/dev/null 2>&1; then
+  missing+=(python3-venv)
+fi
+
+if [ "${#missing[@]}" -gt 0 ]; then
+  if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
+    say "installing system packages: ${missing[*]}"
+    export DEBIAN_FRONTEND=noninteractive
+    apt-get update -qq >/dev/null
+    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+  else
+    say "missing system packages: ${missing[*]}"
+    say "Run: sudo apt-get install -y ${missing[*]}"
+    exit 1
+  fi
+fi
+
+# The venv is rebuilt only when the requirements change (a stamp holds their checksum).
+reqs=("$root/requirements.txt" "$root/pyproject.toml")
+[ "$want_dev" = 1 ] && reqs+=("$root/requirements-dev.txt")
+stamp_value="$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)"
+stamp_file="$venv/.handoff-stamp-$want_dev"
+if [ ! -x "$venv/bin/python" ]; then
+  say "creating virtual environment in .venv"
+  "$python_bin" -m venv "$venv"
+fi
+if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
+  say "installing Python packages (first run takes about a minute)"
+  pip_args=(-q --disable-pip-version-check -r "$root/requirements.txt")
+  [ "$want_dev" = 1 ] && pip_args+=(-r "$root/requirements-dev.txt")
+  "$venv/bin/python" -m pip install "${pip_args[@]}"
+  "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$root"
+  rm -f "$venv"/.handoff-stamp-*
+  echo "$stamp_value" > "$stamp_file"
+fi

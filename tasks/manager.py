@@ -1,0 +1,297 @@
+"""The task manager: admits tasks from templates, runs at most `max_concurrent` at once (the rest
+wait as "queued"), records every state change, and queues a notice when a task ends.
+
+Each running task is one asyncio task owned by the manager (`close` cancels and awaits them all,
+which stops their process groups). Records change only through `tasks.state.transition`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Mapping
+
+from tasks.config import TaskConfig, TaskSettings
+from tasks.errors import NotStarted, ShellNotAllowed
+from tasks.identify import resolve_task
+from tasks.notices import NoticeBatch, NoticeQueue, notice_for
+from tasks.output import OutputSink, OutputTail
+from tasks.records import FINAL_STATUSES, TaskRecord, TaskStatus
+from tasks.runner import LaunchError, ProcessRunner
+from tasks.state import Exited, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition
+from tasks.store import TaskStore
+
+log = logging.getLogger(__name__)
+
+SHELL_NAME = "shell"
+
+
+@dataclass(frozen=True)
+class Cancellation:
+    """What a cancel request did: `record` is the task afterwards; `stopped` is False when the
+    task had already ended (or ended on its own before it could be stopped)."""
+
+    record: TaskRecord
+    stopped: bool
+
+
+@dataclass
+class _LiveTask:
+    """A queued or running task's in-memory side: its latest record, output tail and signals."""
+
+    record: TaskRecord
+    tail: OutputTail
+    stop: asyncio.Future[str]  # resolved with "cancel" to stop it
+    launched: asyncio.Event = field(default_factory=asyncio.Event)  # spawned, or failed to
+    done: asyncio.Event = field(default_factory=asyncio.Event)  # reached a final state
+    worker: asyncio.Task[None] | None = None  # set once it has a slot
+
+
+class TaskManager:
+    """Starts, lists, reports on and cancels background tasks; owns the notice queue."""
+
+    def __init__(
+        self,
+        config: TaskConfig,
+        store: TaskStore,
+        settings: TaskSettings,
+        *,
+        clock: Callable[[], float] = time.time,
+        on_change: Callable[[TaskRecord], None] | None = None,
+    ) -> None:
+        """`on_change` is called after every state change with the new record (for logs and
+        metrics); `clock` gives wall-clock seconds. The caller owns `store` and closes it."""
+        self.config = config
+        self.settings = settings
+        self._store = store
+        self._clock = clock
+        self._on_change = on_change
+        self._runner = ProcessRunner(kill_grace_s=settings.kill_grace_s, drain_s=settings.drain_s)
+        self.notices = NoticeQueue(store, settings, clock)
+        self._live: dict[int, _LiveTask] = {}
+        self._queue: deque[int] = deque()  # ids waiting for a slot, first come first served
+        self._workers: set[asyncio.Task[None]] = set()
+        self._state = "new"  # new -> started -> closed
+
+    # --- lifecycle ---------------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Mark whatever the last run left queued or running as interrupted, and announce it."""
+        if self._state != "new":
+            raise NotStarted("The task manager can only be started once.")
+        self.settings.log_dir.mkdir(parents=True, exist_ok=True)
+        now = self._clock()
+        for record in self._store.unfinished_tasks():
+            self._record_change(transition(record, Interrupted(now)))
+        self._state = "started"
+
+    async def close(self) -> None:
+        """Stop every running task's processes and wait for that. Their records stay queued or
+        running, so the next `start` marks them interrupted and announces it."""
+        if self._state == "closed":
+            return
+        self._state = "closed"
+        workers = list(self._workers)
+        for worker in workers:
+            worker.cancel()
+        await asyncio.gather(*workers, return_exceptions=True)
+        self._queue.clear()
+        for live in self._live.values():
+            live.launched.set()
+            live.done.set()
+        self._live.clear()
+
+    # --- notices (the coordinator's side) ------------------------------------------------
+
+    async def wait_pending(self) -> None:
+        await self.notices.wait_pending()
+
+    def next_batch(self, now: float | None = None) -> NoticeBatch | None:
+        return self.notices.next_batch(now)
+
+    def ack(self, ids: list[int]) -> None:
+        self.notices.ack(ids)
+
+    # --- the voice tools' side -----------------------------------------------------------
+
+    @property
+    def running_count(self) -> int:
+        return sum(1 for live in self._live.values() if live.record.status is TaskStatus.RUNNING)
+
+    @property
+    def queued_count(self) -> int:
+        return sum(1 for live in self._live.values() if live.record.status is TaskStatus.QUEUED)
+
+    async def start_task(self, name: str, params: Mapping[str, object] | None = None) -> TaskRecord:
+        """Start the template `name` with `params`. Returns once it is running (or has failed
+        to start), or at once with status "queued" if all slots are taken.
+        Raises UnknownTemplate or ParameterError (clear sentences)."""
+        self._require_started()
+        template = self.config.template(name)
+        argv, filled = template.fill(params or {})
+        return await self._admit(
+            self._draft(template.name, template.spoken_name, argv, template.cwd, template.timeout_s),
+            params=filled,
+            # An agent's prompt is what tells its runs apart ("cancel the login bug one").
+            label=" ".join(value for _, value in filled) if template.agent else "",
+            agent=template.agent,
+        )
+
+    async def start_shell(self, command: str) -> TaskRecord:
+        """Run `command` with /bin/sh, only if the config has `allow_shell = true`."""
+        self._require_started()
+        if not self.config.allow_shell:
+            where = f" in {self.config.source}" if self.config.source else " in the task templates file"
+            raise ShellNotAllowed(
+                f"Running shell commands by voice is turned off. To allow it, set allow_shell = true{where}."
+            )
+        if not command.strip():
+            raise ShellNotAllowed("Say the shell command to run.")
+        draft = self._draft(SHELL_NAME, "the shell command", ("/bin/sh", "-c", command),
+                            self.config.shell_cwd, self.config.shell_timeout_s)  # fmt: skip
+        return await self._admit(draft, label=command)
+
+    def list_tasks(self) -> list[TaskRecord]:
+        """Every task, oldest first; running ones with their output so far."""
+        return [self._current(record) for record in self._store.list_tasks()]
+
+    def get_result(self, ident: str | int) -> TaskRecord:
+        """The task `ident` names (number, name, unique part of a name), with its output tail.
+        Raises UnknownTask or AmbiguousTask."""
+        return resolve_task(ident, self.list_tasks())
+
+    async def cancel(self, ident: str | int) -> Cancellation:
+        """Cancel the task `ident` names (preferring a running one when a name matches several);
+        returns once its processes are gone. Raises UnknownTask or AmbiguousTask."""
+        self._require_started()
+        record = resolve_task(ident, self.list_tasks(), prefer=lambda r: r.is_active)
+        live = self._live.get(record.id)
+        if live is None:
+            return Cancellation(record, stopped=False)
+        if live.worker is None:  # still waiting for a slot: nothing to kill
+            self._queue.remove(record.id)
+            self._apply(live, StopRequested("cancel", self._clock()))
+        else:
+            if not live.stop.done():
+                live.stop.set_result("cancel")
+            await live.done.wait()
+        return Cancellation(live.record, stopped=live.record.status is TaskStatus.CANCELLED)
+
+    async def wait(self, task_id: int) -> TaskRecord:
+        """The task's record once it has ended (or once the manager closed)."""
+        live = self._live.get(task_id)
+        if live is not None:
+            await live.done.wait()
+            return live.record
+        record = self._store.get_task(task_id)
+        if record is None:
+            raise KeyError(task_id)
+        return record
+
+    # --- internals -----------------------------------------------------------------------
+
+    def _require_started(self) -> None:
+        if self._state != "started":
+            raise NotStarted("Background tasks are not available right now: the task manager is not running.")
+
+    def _draft(
+        self, name: str, spoken: str, argv: tuple[str, ...], cwd: Path | None, timeout_s: float | None
+    ) -> TaskRecord:
+        """A new task's record before the store gives it an id (and with it a log path)."""
+        return TaskRecord(
+            id=0,
+            name=name,
+            spoken=spoken,
+            argv=argv,
+            cwd=str(cwd if cwd is not None else Path.home()),
+            timeout_s=timeout_s if timeout_s is not None else self.settings.default_timeout_s,
+            log_path="",
+            created_at=self._clock(),
+        )
+
+    async def _admit(self, draft: TaskRecord, **details: object) -> TaskRecord:
+        """Store the new task, queue it, and start it if a slot is free."""
+        record = self._store.create_task(dataclasses.replace(draft, **details), self.settings.log_path)
+        live = _LiveTask(
+            record=record,
+            tail=OutputTail(self.settings.tail_lines, self.settings.max_line_chars),
+            stop=asyncio.get_running_loop().create_future(),
+        )
+        self._live[record.id] = live
+        self._queue.append(record.id)
+        self._notify(record)
+        self._fill_slots()
+        if live.worker is not None:
+            await live.launched.wait()
+        return live.record
+
+    def _fill_slots(self) -> None:
+        while self._state == "started" and self._queue and len(self._workers) < self.settings.max_concurrent:
+            live = self._live[self._queue.popleft()]
+            live.worker = asyncio.get_running_loop().create_task(self._run(live), name=f"task-{live.record.id}")
+            self._workers.add(live.worker)
+            live.worker.add_done_callback(self._worker_finished)
+
+    def _worker_finished(self, worker: asyncio.Task[None]) -> None:
+        self._workers.discard(worker)
+        if not worker.cancelled() and worker.exception() is not None:
+            log.error("task worker crashed", exc_info=worker.exception())
+        self._fill_slots()
+
+    async def _run(self, live: _LiveTask) -> None:
+        record = live.record
+        try:
+            try:
+                log_file = open(record.log_path, "wb", buffering=0)  # unbuffered: `handoff tasks show` sees it live
+            except OSError as exc:
+                raise LaunchError(f"its log file could not be created: {exc.strerror}") from exc
+            with log_file:
+                exit_code = await self._runner.run(
+                    record.argv,
+                    record.cwd,
+                    OutputSink(log_file, live.tail),
+                    timeout_s=record.timeout_s,
+                    stop=live.stop,
+                    on_started=lambda pid: self._on_started(live, pid),
+                    on_stop=lambda reason: self._apply(live, StopRequested(reason, self._clock())),
+                )
+        except LaunchError as exc:
+            self._apply(live, LaunchFailed(str(exc), self._clock()))
+        else:
+            self._apply(live, Exited(exit_code, self._clock(), live.tail.lines(), live.tail.line_count))
+        finally:
+            live.launched.set()
+
+    def _on_started(self, live: _LiveTask, pid: int) -> None:
+        self._apply(live, Started(pid, self._clock()))
+        live.launched.set()
+
+    def _apply(self, live: _LiveTask, event: TaskEvent) -> None:
+        live.record = transition(live.record, event)
+        self._record_change(live.record)
+        if live.record.status in FINAL_STATUSES:
+            live.done.set()
+            self._live.pop(live.record.id, None)
+
+    def _record_change(self, record: TaskRecord) -> None:
+        """Persist a new state; a final one with its notice, in one transaction."""
+        log.info("task %s (%s) is %s", record.id, record.name, record.status)
+        notice = notice_for(record, self._clock(), self.settings.summary_lines)  # None unless it ended worth telling
+        if self._store.save_task(record, notice) is not None:
+            self.notices.posted()
+        self._notify(record)
+
+    def _notify(self, record: TaskRecord) -> None:
+        if self._on_change is not None:
+            self._on_change(record)
+
+    def _current(self, stored: TaskRecord) -> TaskRecord:
+        live = self._live.get(stored.id)
+        if live is None:
+            return stored
+        return dataclasses.replace(live.record, tail=live.tail.lines(), line_count=live.tail.line_count)

@@ -1,0 +1,128 @@
+"""The durable queue of things to announce: "the backup finished in two minutes".
+
+Delivery is at-least-once up to the ack and exactly-once after it: `next_batch` only reads,
+`ack` marks delivered. The coordinator acks after the narration has played, so a batch that was
+fetched but never played (handoff stopped mid-sentence) is offered again after a restart, and an
+acked one never is.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+from tasks.config import TaskSettings
+from tasks.records import Notice, TaskRecord, TaskStatus
+from tasks.speech import and_list, number_words, output_summary, sentence, status_clause
+from tasks.store import TaskStore
+
+# Outcomes worth announcing. A cancel is not: the user just asked for it and heard the reply.
+ANNOUNCED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.INTERRUPTED})
+_FINISHED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT})
+
+
+@dataclass(frozen=True)
+class NoticeBatch:
+    """What to narrate next, and the notice ids to ack once it has been heard."""
+
+    ids: list[int]
+    script: str
+
+
+def notice_for(record: TaskRecord, now: float, summary_lines: int) -> Notice | None:
+    """The notice a task's final record calls for, or None (still active, or cancelled)."""
+    if record.status not in ANNOUNCED:
+        return None
+    summary = output_summary(record.tail, summary_lines) if record.status in _FINISHED else ""
+    # An interruption is found at the next start, but happened earlier: date it by the last
+    # moment the task was known to exist, so a long-gone one is merged as "while you were away".
+    happened = (record.started_at or record.created_at) if record.status is TaskStatus.INTERRUPTED else now
+    return Notice(
+        task_id=record.id,
+        created_at=happened,
+        outcome=record.status,
+        spoken=record.spoken,
+        duration_s=record.duration_s(now),
+        exit_code=record.exit_code,
+        timeout_s=record.timeout_s,
+        error=record.error,
+        summary=summary,
+    )
+
+
+def notice_script(notice: Notice) -> str:
+    """One notice on its own: the outcome, then what the output last said.
+    "The test run failed after forty seconds, with exit code 1. The last output was: 1 failed."
+    """
+    text = sentence(_clause(notice, detailed=True))
+    if notice.summary:
+        text += " " + sentence(f"the last output was: {notice.summary}")
+    return text
+
+
+def merged_script(notices: Sequence[Notice], max_named: int) -> str:
+    """Several old notices as one: "While you were away, three tasks finished: the backup
+    finished in two minutes; the test run failed after forty seconds; and ..." """
+    named, rest = list(notices[:max_named]), len(notices) - max_named
+    finished = all(n.outcome in _FINISHED for n in notices)
+    count = number_words(len(notices))
+    head = f"{count} tasks finished" if finished else f"there was news of {count} tasks"
+    clauses = [_clause(n, detailed=False) for n in named]
+    if rest > 0:
+        clauses.append(f"{number_words(rest)} more, which you can hear with the task list")
+    return sentence(f"while you were away, {head}: {and_list(clauses, sep='; ', last='; and ')}")
+
+
+def _clause(notice: Notice, detailed: bool) -> str:
+    return status_clause(
+        notice.spoken,
+        str(notice.outcome),
+        notice.duration_s,
+        exit_code=notice.exit_code,
+        timeout_s=notice.timeout_s,
+        error=notice.error,
+        detailed=detailed,
+    )
+
+
+class NoticeQueue:
+    """Pending announcements, stored in the task database."""
+
+    def __init__(self, store: TaskStore, settings: TaskSettings, clock: Callable[[], float] = time.time) -> None:
+        self._store = store
+        self._settings = settings
+        self._clock = clock
+        self.wake = asyncio.Event()  # set whenever a notice is queued
+
+    def posted(self) -> None:
+        """Called after a notice was stored: wakes whoever waits in `wait_pending`."""
+        self.wake.set()
+
+    def pending_count(self) -> int:
+        return len(self._store.pending_notices())
+
+    async def wait_pending(self) -> None:
+        """Returns as soon as at least one notice is waiting (at once if one already is)."""
+        while not self._store.has_pending_notices():
+            self.wake.clear()
+            await self.wake.wait()
+
+    def next_batch(self, now: float | None = None) -> NoticeBatch | None:
+        """What to narrate next, or None. Notices older than `merge_older_than_s` (piled up while
+        nobody could be told, e.g. across a restart) come together as one script; a fresh one
+        comes alone. Nothing is marked delivered until `ack`."""
+        pending = self._store.pending_notices()
+        if not pending:
+            return None
+        now = self._clock() if now is None else now
+        old = [n for n in pending if now - n.created_at >= self._settings.merge_older_than_s]
+        if len(old) >= 2:
+            return NoticeBatch(ids=[n.id for n in old], script=merged_script(old, self._settings.max_merged_notices))
+        first = pending[0]
+        return NoticeBatch(ids=[first.id], script=notice_script(first))
+
+    def ack(self, ids: Sequence[int]) -> None:
+        """These notices have been heard; they are never offered again, across restarts too."""
+        self._store.mark_delivered(ids, self._clock())

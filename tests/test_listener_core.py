@@ -1,0 +1,102 @@
+"""The listener's sync core: what it sends and asks for, fed events by hand."""
+
+import pytest
+
+import realtime_wire as wire
+from main_agent import (
+    CommandHeard,
+    Ended,
+    Fatal,
+    Heard,
+    ListenerCore,
+    RoutingFailed,
+    RunTools,
+    Send,
+    SpeakText,
+    listener_session,
+)
+from settings import Settings
+from wake_gate import WakeGate
+
+
+def make_core(now=0.0):
+    clock = {"t": now}
+    return ListenerCore(gate=WakeGate("computer", window_s=8.0), clock=lambda: clock["t"]), clock
+
+
+def sent(actions):
+    return [a.event for a in actions if isinstance(a, Send)]
+
+
+def test_unaddressed_utterance_is_deleted_and_goes_no_further():
+    core, _ = make_core()
+    core.feed(wire.AudioCommitted("item_1"))
+    assert not core.quiet
+    actions = core.feed(wire.TranscriptCompleted("item_1", "nice weather today"))
+    assert sent(actions) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
+    assert Heard("nice weather today", "ignored") in actions
+    assert not any(isinstance(a, CommandHeard) for a in actions)
+    assert core.quiet
+
+
+def test_addressed_command_is_deleted_then_routed_as_text():
+    core, _ = make_core()
+    actions = core.feed(wire.TranscriptCompleted("item_1", "Computer, what time is it?"))
+    assert sent(actions) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
+    assert CommandHeard("what time is it?") in actions
+    routed = sent(core.route("what time is it?"))
+    assert routed[0]["item"]["content"] == [{"type": "input_text", "text": "what time is it?"}]
+    assert routed[1] == {"type": "response.create", "response": {"tool_choice": "required", "output_modalities": ["text"]}}
+    with pytest.raises(RuntimeError):
+        core.route("another")  # one at a time: the coordinator queues
+
+
+def test_completed_response_with_a_call_runs_tools_once():
+    core, _ = make_core()
+    core.route("what time is it")
+    call = wire.FunctionCall("call_1", "get_time", "{}", "item_9")
+    done = wire.ResponseDone("resp_1", "completed", (call,), "", "", None, None)
+    assert core.feed(done) == [RunTools("what time is it", (call,))]
+    # A repeated response.done (not ours any more) asks for nothing.
+    assert core.feed(done) == []
+
+
+def test_text_without_a_call_is_narrated_and_failures_are_reported():
+    core, _ = make_core()
+    core.route("hello")
+    text = wire.ResponseDone("resp_1", "completed", (), "Hello there.", "", None, None)
+    assert core.feed(text) == [SpeakText("hello", "Hello there.")]
+    core.route("hello")
+    failed = wire.ResponseDone("resp_2", "failed", (), "", "", None, "server had an error")
+    assert core.feed(failed) == [RoutingFailed("hello", "server had an error")]
+
+
+def test_session_expiry_and_close():
+    core, _ = make_core()
+    expired = wire.ServerError("session_expired", "Your session hit the maximum duration", "invalid_request_error", None)
+    assert core.feed(expired) == []
+    assert core.feed(wire.Closed(1001)) == [Ended(wire.Closed(1001), expired=True)]
+
+
+def test_fatal_error_stops():
+    core, _ = make_core()
+    actions = core.feed(wire.ServerError("invalid_api_key", "Incorrect API key", "invalid_request_error", None))
+    assert len(actions) == 1 and isinstance(actions[0], Fatal)
+
+
+def test_transcription_failure_deletes_the_item():
+    core, _ = make_core()
+    core.feed(wire.AudioCommitted("item_1"))
+    assert sent(core.feed(wire.TranscriptFailed("item_1", "nope"))) == [
+        {"type": "conversation.item.delete", "item_id": "item_1"}
+    ]
+    assert core.quiet
+
+
+def test_listener_session_never_speaks_or_answers_by_itself():
+    session = listener_session(Settings(), [{"type": "function", "name": "get_time", "parameters": {}}])
+    assert session["output_modalities"] == ["text"]
+    vad = session["audio"]["input"]["turn_detection"]
+    assert vad["create_response"] is False and vad["interrupt_response"] is False
+    assert "idle_timeout_ms" not in vad
+    assert session["audio"]["input"]["transcription"]["model"]

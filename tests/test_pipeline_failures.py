@@ -1,0 +1,159 @@
+"""Failures end as the policy in docs/HANDOFF.md says: heard, not crashed, nothing run twice."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from handoff import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
+from realtime_sim import Fault, SimConfig, SimServer
+from tests.pipeline_harness import running_pipeline
+
+
+@pytest.fixture
+async def sim(request):
+    config = getattr(request, "param", SimConfig())
+    server = SimServer(config)
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def narrated_scripts(p) -> list[str]:
+    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
+
+
+def function_outputs(p) -> list[str]:
+    return [
+        e["item"]["call_id"]
+        for c in p.sim.connections
+        for e in c.received
+        if e["type"] == "conversation.item.create" and e["item"]["type"] == "function_call_output"
+    ]
+
+
+async def test_drop_mid_command_routes_it_again_and_runs_the_tool_once(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        sim.script.push_fault(Fault("drop", target="listener", after_sent="response.created"))
+        p.say("Computer, what time is it")
+        await p.answered(before)
+        assert p.counts()["tool"] == before["tool"] + 1
+        assert len(function_outputs(p)) == 1
+        assert any("dropped (code 1006)" in e.text for e in p.timeline.entries if e.kind == "error")
+        # The answer is what the user hears; no separate "connection lost" message for this one.
+        assert narrated_scripts(p)[-1].startswith("It's")
+        assert CONNECTION_LOST_MESSAGE not in narrated_scripts(p)
+
+
+async def test_drop_mid_narration_retries_it_once_on_a_new_session(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        sim.script.push_tool_call("echo", {"text": "the narration survives a dropped connection"})
+        sim.script.push_fault(Fault("drop", target="narrator", after_sent="response.output_audio.delta"))
+        p.say("Computer, echo the narration survives a dropped connection")
+        await p.answered(before)
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[-1].endswith("attempts 2)") and "similarity 1.00" in narrated[-1]
+        assert len(p.narrator_connections()) == 2
+        assert [c.close_code for c in p.narrator_connections()][0] == 1006
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+@pytest.mark.parametrize("sim", [SimConfig(session_length_s=0.5)], indirect=True)
+async def test_session_expiry_reconnects_at_once_silently(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        await p.wait(lambda t: any("expired" in e.text for e in t.entries) and t.count("listening") >= 2)
+        assert p.listener_connections()[0].close_code == 1001
+        assert p.timeline.count("narrated") == 0  # expected, so nothing to say
+        # The fresh session works (commands are quick enough to fit a half-second session).
+        before = p.counts()
+        p.say("Computer, what time is it")
+        await p.wait(lambda t: t.count("narrated") > before["narrated"])
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_invalid_key_at_handshake_is_fatal_and_said_once(tmp_path, sim):
+    sim.script.push_fault(Fault("handshake_401"))
+    async with running_pipeline(tmp_path, sim) as p:
+        code = await asyncio.wait_for(asyncio.shield(p.task), 20)
+        assert code == 3
+        message = p.coordinator.fatal_message
+        assert "OPENAI_API_KEY" in message and "invalid_api_key" in message
+        assert p.speaker.played  # said in the local voice: the narrator cannot connect with a bad key either
+        assert len(p.listener_connections()) == 0 and len(sim.connections) == 1  # no retry loop
+
+
+async def test_handshake_errors_back_off_and_are_heard(tmp_path, sim):
+    sim.script.push_fault(Fault("handshake_500"))
+    sim.script.push_fault(Fault("handshake_500"))
+    async with running_pipeline(tmp_path, sim) as p:
+        await p.wait(lambda t: RECONNECTED_MESSAGE in narrated_scripts(p) and t.count("listening") >= 2)
+        assert CANNOT_CONNECT_MESSAGE in narrated_scripts(p)
+        assert sum(1 for e in p.timeline.entries if "could not connect" in e.text) >= 1
+        before = p.counts()
+        p.say("Computer, what time is it")
+        await p.answered(before)
+
+
+async def test_idle_drop_is_heard_and_the_listener_comes_back(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        sim.script.push_fault(Fault("close_1011", target="listener", after_s=0.2))
+        await p.wait(lambda t: CONNECTION_LOST_MESSAGE in narrated_scripts(p) and t.count("listening") >= 3)
+        before = p.counts()
+        p.say("Computer, what time is it")
+        await p.answered(before)
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_brain_rate_limited_twice_then_answers(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        sim.script.push_brain_error(429)
+        sim.script.push_brain_error(429)
+        sim.script.push_brain_answer("Blue light scatters the most in air.")
+        sim.script.push_tool_call("ask_brain", {"query": "why is the sky blue"})
+        before = p.counts()
+        p.say("Computer, ask the brain why the sky is blue")
+        await p.answered(before)
+        assert "Blue light scatters the most in air." in narrated_scripts(p)[-1]
+        assert len(sim.brain_requests) == 3
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_brain_timeout_gives_a_spoken_apology(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        for _ in range(20):
+            sim.script.push_brain_delay(5.0)
+        sim.script.push_tool_call("ask_brain", {"query": "why is the sky blue"})
+        before = p.counts()
+        p.say("Computer, ask the brain why the sky is blue")
+        await p.answered(before, timeout=30)
+        assert "couldn't reach the brain" in narrated_scripts(p)[-1]
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_garbage_from_the_server_is_survived(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        for kind in ("malformed_frame", "unknown_event", "server_error"):
+            sim.script.push_fault(Fault(kind, target="listener", after_sent="input_audio_buffer.committed"))
+        before = p.counts()
+        p.say("Computer, what time is it")
+        await p.answered(before)
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_bad_tool_arguments_are_heard_and_change_nothing(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        listing = sorted(x.name for x in p.settings.workspace_root.iterdir())
+        for tool, args in (("read_file_head", '{"path": '), ("read_file_head", {"path": "../../etc/passwd"}),
+                           ("no_such_tool", {})):
+            sim.script.push_tool_call(tool, args)
+            before = p.counts()
+            p.say("Computer, read that file")
+            await p.answered(before)
+            script = narrated_scripts(p)[-1]
+            assert script and "{" not in script, script
+        assert sorted(x.name for x in p.settings.workspace_root.iterdir()) == listing
