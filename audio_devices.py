@@ -1092,20 +1092,23 @@ class WavFileSpeaker(_ModelledSpeaker):
 # --------------------------------------------------------------------------- factory
 
 
+WAV_TAIL_SILENCE_S = 2.0
+
+
 def open_audio(audio: "AudioSettings") -> tuple[MicrophoneSource, SpeakerSink]:
     """The microphone and speaker the settings ask for (not started: call start() on each).
 
-    WAV input is paced like a real microphone when `realtime_wav_input` is set; after the file it
-    continues with silence until closed (so the conversation can finish). Unpaced WAV input ends
-    with the file instead, since endless unpaced silence would flood the connection. A WAV speaker
-    runs in real time unless the input is an unpaced WAV, so the microphone stays muted for as
+    WAV input is paced like a real microphone when `realtime_wav_input` is set (unpaced
+    otherwise); after the file come `WAV_TAIL_SILENCE_S` of silence, so the VAD can end the last
+    utterance, and then the input ends: the assistant finishes what it heard and exits. A WAV
+    speaker runs in real time unless the input is unpaced, so the microphone stays muted for as
     long as the answer would really take to play.
     """
     if audio.input_wav is not None:
         paced = audio.realtime_wav_input
         mic: MicrophoneSource = WavFileMicrophone(
             audio.input_wav, chunk_ms=audio.chunk_ms, pace=1.0 if paced else 0.0,
-            then="silence" if paced else "end",
+            then="silence", silence_s=WAV_TAIL_SILENCE_S,
         )
         speaker_pace = 1.0 if paced else 0.0
     else:

@@ -45,8 +45,22 @@ DEMO_SCRIPT = (
     Utterance("List the files.", "answer"),
     Utterance("Computer, read the first two lines of notes.txt", "answer"),
     Utterance("Computer, ask the brain why the sky is blue.", "answer"),
+    Utterance("Computer, start the backup task.", "answer"),
+    Utterance("I wonder what's for dinner.", "ignored", "en-us+f5"),
+    Utterance("", "notice"),  # nothing said: wait for the backup to announce itself
+    Utterance("Computer, list my tasks.", "answer"),
     Utterance("Computer, echo the demo is complete.", "answer"),
 )
+
+# A background task for the demo: archives the demo workspace, slowly enough to be "background".
+DEMO_TASKS = """
+[tasks.backup]
+description = "Archive the workspace folder"
+spoken = "the backup"
+argv = ["sh", "-c", "sleep 3; tar -cf ../backup.tar . && echo the archive is ready"]
+cwd = "workspace"
+timeout_s = 60
+"""
 
 BRAIN_ANSWER = (
     "The sky looks **blue** because the air scatters short blue wavelengths of sunlight much more "
@@ -78,12 +92,14 @@ async def speech_for(utterance: Utterance) -> bytes:
         return tone([180.0, 220.0], max(0.4, 0.03 * len(utterance.text)))
 
 
-async def run_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry) -> int:
+async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry) -> int:
     with tempfile.TemporaryDirectory(prefix="handoff-demo-") as tmp:
         tmp_path = Path(tmp)
         workspace = tmp_path / "workspace"
         workspace.mkdir()
         demo_workspace(workspace.resolve())
+        tasks_config = tmp_path / "tasks.toml"
+        tasks_config.write_text(DEMO_TASKS)
         sim = SimServer()
         base_url = await sim.start()
         settings = Settings(
@@ -93,6 +109,7 @@ async def run_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = 
             brain=BrainSettings(timeout_s=5.0, retry_budget_s=10.0),
             workspace_root=workspace.resolve(),
             state_dir=tmp_path / "state",
+            tasks_config=tasks_config,
         )
         sim.script.push_brain_answer(BRAIN_ANSWER)
         timeline = Timeline(printer=printer)
@@ -116,14 +133,19 @@ async def run_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = 
 
 async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, timeline: Timeline) -> None:
     """Speak one utterance into the microphone and wait until the assistant has dealt with it."""
-    before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening")}
-    sim.script.push_transcript(utterance.text)
-    microphone.feed(await speech_for(utterance))
+    before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening", "notice")}
+    if utterance.text:
+        sim.script.push_transcript(utterance.text)
+        microphone.feed(await speech_for(utterance))
 
     def handled(t: Timeline) -> bool:
-        if utterance.expect == "answer":
+        if utterance.expect in ("answer", "notice"):
             # Narrated, and a fresh listener session is ready for the next command.
-            return t.count("narrated") > before["narrated"] and t.count("listening") > before["listening"]
+            return (
+                t.count("narrated") > before["narrated"]
+                and t.count("listening") > before["listening"]
+                and t.count(utterance.expect) >= before.get(utterance.expect, 0) + (utterance.expect == "notice")
+            )
         return t.count(utterance.expect) > before[utterance.expect]
 
     await timeline.wait_for(handled, timeout=60)
@@ -134,7 +156,7 @@ def run(args: argparse.Namespace) -> int:
     configure_logging(level or "WARNING")
     output = getattr(args, "output_wav", None) or DEFAULT_OUTPUT
     try:
-        return asyncio.run(run_demo(output))
+        return asyncio.run(play_demo(output))
     except TimeoutError:
         print("handoff demo: a step did not finish in time; run with --log-level INFO to see why", file=sys.stderr)
         return 1

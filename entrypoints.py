@@ -53,6 +53,7 @@ def add_run_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-device", help="speaker by index or name part")
     parser.add_argument("--input-wav", type=Path, help="read the microphone from this WAV file instead")
     parser.add_argument("--output-wav", type=Path, help="write what would be played to this WAV file instead")
+    parser.add_argument("--fast", action="store_true", help="read --input-wav as fast as possible, not in real time")
 
 
 add_auto_arguments = add_run_arguments
@@ -63,7 +64,9 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
     settings = load_settings(cli)
     input_wav, output_wav = getattr(args, "input_wav", None), getattr(args, "output_wav", None)
     if input_wav or output_wav:
-        settings = settings.replace(audio=dataclasses.replace(settings.audio, input_wav=input_wav, output_wav=output_wav))
+        settings = settings.replace(audio=dataclasses.replace(
+            settings.audio, input_wav=input_wav, output_wav=output_wav, realtime_wav_input=not getattr(args, "fast", False)
+        ))
     return settings
 
 

@@ -232,6 +232,8 @@ class Coordinator:
         chunks_per_s = 1000 / max(1, self.settings.audio.chunk_ms)
         self._mic_buffer: deque[bytes] = deque(maxlen=max(1, int(self.settings.listener.pre_connect_buffer_s * chunks_per_s)))
         self._idle = asyncio.Event()
+        self._first_session = asyncio.Event()
+        self._uplink_wake = asyncio.Event()
         self._tg: asyncio.TaskGroup | None = None
         self._fatal: str | None = None
         self._connection_trouble = False
@@ -239,24 +241,46 @@ class Coordinator:
 
     # -- running ----------------------------------------------------------------------------------
     async def run(self) -> int:
-        """Run until a fatal error (exit code 3) or until cancelled."""
+        """Run until cancelled; returns 3 after a fatal error, 0 when a finite microphone (a WAV
+        file) has ended and everything it said has been dealt with."""
+        code = 0
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
                 listener_task = tg.create_task(self.listener.run(), name="listener")
-                tg.create_task(self._pump_microphone(), name="microphone")
+                microphone_task = tg.create_task(self._read_microphone(), name="microphone")
+                tg.create_task(self._uplink(), name="uplink")
                 tg.create_task(self._narrate_forever(), name="narrator")
                 tg.create_task(self._recycle_when_due(), name="recycle")
                 if self.parts.notices is not None:
                     tg.create_task(self._feed_notices(), name="notices")
-                await listener_task  # returns only on a fatal error
-                await self._speak_now(self._fatal or "A fatal error stopped me.", "error")
+                await asyncio.wait({listener_task, microphone_task}, return_when=asyncio.FIRST_COMPLETED)
+                if listener_task.done() or self._fatal:  # the listener returns only on a fatal error
+                    code = 3
+                    await self._speak_now(self._fatal or "A fatal error stopped me.")
+                else:
+                    self.timeline.add("microphone", "the input ended; finishing what it said")
+                    await self._settle()
                 raise _Stop()
         except* _Stop:
             pass
         finally:
             self._tg = None
-        return 3
+        return code
+
+    async def _settle(self) -> None:
+        """Wait until nothing is heard, routed or narrated for a while (the VAD needs its silence)."""
+        quiet_for = self.settings.listener.vad_silence_ms / 1000 + 1.0
+        quiet_since: float | None = None
+        while True:
+            now = time.monotonic()
+            if self._is_idle() and self.listener.quiet and not self._mic_buffer:
+                quiet_since = quiet_since or now
+                if now - quiet_since >= quiet_for:
+                    return
+            else:
+                quiet_since = None
+            await asyncio.sleep(0.05)
 
     @property
     def fatal_message(self) -> str | None:
@@ -289,6 +313,8 @@ class Coordinator:
             self._queue_narration(RECONNECTED_MESSAGE, "status", ANSWER)
         self.timeline.add("listening", f"listener session {self.listener.sessions_opened} ready")
         self.machine.fire("listener_ready")
+        self._first_session.set()
+        self._uplink_wake.set()
         self._route_next()
 
     def listener_lost(self, closed: wire.Closed, expired: bool, interrupted_command: str | None) -> None:
@@ -419,7 +445,7 @@ class Coordinator:
         if request.on_done:
             request.on_done(result)
 
-    async def _speak_now(self, text: str, kind: str) -> None:
+    async def _speak_now(self, text: str) -> None:
         """Last words before exiting: straight to the local voice, under the reader lock."""
         async with self._reader_lock:
             with self.mute.hold("final message"):
@@ -435,18 +461,32 @@ class Coordinator:
         self.timeline.add("chime", f"listening for a command for {self.settings.listener.wake_window_s:g} s")
 
     # -- microphone -------------------------------------------------------------------------------
-    async def _pump_microphone(self) -> None:
-        """Read the mic forever. Muted chunks are drained and dropped; while the listener is
-        reconnecting, chunks wait in a bounded buffer and go to the fresh session first."""
-        async for chunk in self.parts.microphone.chunks():
-            if self.mute.muted:
-                self.stats["mic_chunks_muted"] += 1
-                continue
-            self._mic_buffer.append(chunk)
-            if not self.listener.ready:
-                self.stats["mic_chunks_buffered"] += 1
-                continue
-            while self._mic_buffer:
+    async def _read_microphone(self) -> None:
+        """Read the mic until it ends. Muted chunks are read and dropped (the narrator's own
+        voice must not reach the listener); the rest wait in a bounded buffer (oldest dropped)
+        for the uplink. Reading starts once the first listener session exists."""
+        await self._first_session.wait()
+        try:
+            async for chunk in self.parts.microphone.chunks():
+                if self.mute.muted:
+                    self.stats["mic_chunks_muted"] += 1
+                    continue
+                if not self.listener.ready:
+                    self.stats["mic_chunks_buffered"] += 1
+                self._mic_buffer.append(chunk)
+                self._uplink_wake.set()
+        except Exception as exc:  # a device that vanished: say so and stop, do not crash
+            log.exception("the microphone failed")
+            self._fatal = f"the microphone stopped working ({exc})"
+            self.timeline.add("error", f"fatal: {self._fatal}")
+
+    async def _uplink(self) -> None:
+        """Send buffered mic audio whenever there is some and a configured session to take it;
+        audio captured while the listener was reconnecting goes to the fresh session first."""
+        while True:
+            await self._uplink_wake.wait()
+            self._uplink_wake.clear()
+            while self._mic_buffer and self.listener.ready:
                 if not await self.listener.send_audio(self._mic_buffer[0]):
                     break  # the session went away mid-send; keep the rest for the next one
                 self._mic_buffer.popleft()

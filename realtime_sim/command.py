@@ -47,7 +47,12 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        config = SimConfig(seed=args.seed, fault_rate=args.fault_rate, session_length_s=args.session_length)
+        config = SimConfig(
+            seed=args.seed,
+            fault_rate=args.fault_rate,
+            session_length_s=args.session_length,
+            record_events=False,  # nobody reads the records of a standalone server: keep memory flat
+        )
     except ValueError as exc:
         print(f"handoff sim: {exc}", file=sys.stderr)
         return 2

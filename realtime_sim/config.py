@@ -37,6 +37,9 @@ class SimConfig:
     synthetic_ms_per_char: float = 60.0  # duration of the synthetic voice, per character of text
     rate_limit_tokens: int = 15_000_000  # the token budget reported in rate_limits.updated
     shutdown_timeout_s: float = 2.0  # how long stop() waits for connections to close
+    # Keep every frame in ConnectionRecord.sent/received and every brain request body. Tests want
+    # them; `handoff sim`, left running for days with a live microphone, turns this off.
+    record_events: bool = True
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fault_rate <= 1.0:

@@ -101,14 +101,14 @@ class ResponseRun:
     chunk_ms: int
     conversation: ConversationHooks | None
     input_tokens: TokenEstimate = field(default_factory=TokenEstimate)
-    # progress, read by finish_early()
-    finished: bool = False
-    waiting_for_speech: bool = False
-    audio_ms: float = 0.0
-    _output: list[dict[str, Any]] = field(default_factory=list)
-    _item: dict[str, Any] | None = None
-    _part: str | None = None  # "audio" | "text" while a content part is open
-    _said: str = ""
+    # progress: read by the core and by finish_early()
+    finished: bool = field(default=False, init=False)
+    waiting_for_speech: bool = field(default=False, init=False)
+    audio_ms: float = field(default=0.0, init=False)  # assistant audio sent so far
+    _output: list[dict[str, Any]] = field(default_factory=list, init=False, repr=False)  # finished items
+    _item: dict[str, Any] | None = field(default=None, init=False, repr=False)  # the item being produced
+    _part: str | None = field(default=None, init=False, repr=False)  # "audio" | "text" while a part is open
+    _said: str = field(default="", init=False, repr=False)  # text/transcript produced so far
 
     def __post_init__(self) -> None:
         self.steps: Generator[Step, bytes | None, None] = self._steps()

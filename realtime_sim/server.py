@@ -46,7 +46,9 @@ class ConnectionRecord:
     role: Role = "unknown"  # "listener" (text-only), "narrator" (audio out), "unknown" (not configured yet)
     handshake_status: int | None = None  # 101 upgraded; 401/500 refused at the handshake
     received: list[dict[str, Any]] = field(default_factory=list)  # client events
+    received_at: list[float] = field(default_factory=list)  # time.monotonic() of each received event
     sent: list[dict[str, Any]] = field(default_factory=list)  # server events, once actually sent
+    sent_at: list[float] = field(default_factory=list)  # time.monotonic() of each sent event
     injected: list[str] = field(default_factory=list)  # fault frames that are no protocol event
     faults: list[Fault] = field(default_factory=list)  # faults that struck this connection
     session: dict[str, Any] = field(default_factory=dict)  # the effective session config
@@ -191,7 +193,8 @@ class SimServer:
             self._changed.notify_all()
 
     async def _record_brain_request(self, body: dict[str, Any]) -> None:
-        self.brain_requests.append(body)
+        if self.config.record_events:
+            self.brain_requests.append(body)
         await self.notify()
 
     # -- the WebSocket -----------------------------------------------------------------------
@@ -287,6 +290,11 @@ class _Connection:
                 tasks.create_task(self._clock_loop())
         except* _ConnectionFinished:
             pass
+        except* Exception as failure:
+            # A simulator bug: say so loudly, and close the way a failing real server does.
+            log.error("simulator connection %s failed", self._record.id, exc_info=failure)
+            self._record.close_code = 1011
+            await self._ws.close(code=1011, message=b"simulator error")
         finally:
             unsubscribe()
             if self._record.close_code is None:
@@ -322,6 +330,9 @@ class _Connection:
                 outputs = self._core.handle_client_binary()
             else:
                 continue
+            arrived = time.monotonic()
+            while len(self._record.received_at) < len(self._record.received):
+                self._record.received_at.append(arrived)
             self._dispatch(outputs)
             await self._server.notify()
         if self._closing:
@@ -336,10 +347,13 @@ class _Connection:
             try:
                 if isinstance(output, Send):
                     await self._ws.send_str(json.dumps(output.event))
-                    self._record.sent.append(output.event)
+                    if self._server.config.record_events:
+                        self._record.sent.append(output.event)
+                        self._record.sent_at.append(time.monotonic())
                 elif isinstance(output, SendRaw):
                     await self._ws.send_str(output.text)
-                    self._record.injected.append(output.text)
+                    if self._server.config.record_events:
+                        self._record.injected.append(output.text)
                 elif isinstance(output, Stall):
                     await asyncio.sleep(output.seconds)
                 elif isinstance(output, Close):

@@ -21,6 +21,7 @@ from typing import Any, Callable, Sequence
 
 from realtime_sim import session_config
 from realtime_sim.config import SimConfig
+from realtime_sim.fault_matcher import FaultMatcher
 from realtime_sim.ids import IdFactory
 from realtime_sim.response_run import (
     FRAME_PAUSE,
@@ -173,11 +174,10 @@ class SessionCore:
         self._fail_next_response = False
         self._audio_produced = False
         self._rate_remaining = config.rate_limit_tokens
-        self._own_faults: dict[int, Fault] = {-(i + 1): fault for i, fault in enumerate(random_faults)}
-        self._fault_counts: dict[int, int] = {}
+        self._faults = FaultMatcher(script, random_faults)
         self._closed = False
         self._out: list[Output] = []
-        self.received: list[dict[str, Any]] = []
+        self.received: list[dict[str, Any]] = []  # client events (when config.record_events)
         self.faults_applied: list[Fault] = []
         self._reconfigure_vad()
 
@@ -203,12 +203,10 @@ class SessionCore:
         """The next clock time (monotonic) at which `tick()` has something to do."""
         if self._closed:
             return None
-        now = self._clock()
-        deadlines = [self._expires_at_mono]
-        for _key, fault in self._candidate_faults():
-            if fault.after_s is not None and self._opened_at + fault.after_s > now:
-                deadlines.append(self._opened_at + fault.after_s)
-        return min(deadlines)
+        next_fault_age = self._faults.next_due_s(self._clock() - self._opened_at)
+        if next_fault_age is None:
+            return self._expires_at_mono
+        return min(self._expires_at_mono, self._opened_at + next_fault_age)
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -227,7 +225,7 @@ class SessionCore:
                 "The server could not parse your message as JSON. Send one JSON object per text frame.",
             )
             return self._finish_call()
-        if isinstance(event, dict):
+        if isinstance(event, dict) and self._config.record_events:
             self.received.append(event)
         problem = self._validator.check(event)
         if problem is not None:
@@ -302,30 +300,11 @@ class SessionCore:
 
     # -- faults ------------------------------------------------------------------------------
 
-    def _candidate_faults(self) -> list[tuple[int, Fault]]:
-        scripted = [(pending.seq, pending.fault) for pending in self._script.pending_faults]
-        return scripted + list(self._own_faults.items())
-
-    def _targets(self, fault: Fault) -> bool:
-        return fault.target == "any" or fault.target == self.role
-
-    def _consume(self, key: int) -> Fault | None:
-        if key < 0:
-            return self._own_faults.pop(key, None)
-        return self._script.take_fault(key)
-
     def _after_sent(self, event_type: str) -> None:
-        for key, fault in self._candidate_faults():
+        for fault in self._faults.after_sent(event_type, self.role):
+            self._apply_fault(fault)
             if self._closed:
-                return
-            if fault.trigger_event != event_type or not self._targets(fault):
-                continue
-            count = self._fault_counts.get(key, 0) + 1
-            self._fault_counts[key] = count
-            if count >= fault.nth:
-                taken = self._consume(key)
-                if taken is not None:
-                    self._apply_fault(taken)
+                break
 
     def _check_clock(self) -> None:
         if self._closed:
@@ -334,14 +313,10 @@ class SessionCore:
         if now >= self._expires_at_mono:
             self._expire()
             return
-        age = now - self._opened_at
-        for key, fault in self._candidate_faults():
+        for fault in self._faults.due(now - self._opened_at, self.role):
+            self._apply_fault(fault)
             if self._closed:
-                return
-            if fault.after_s is not None and age >= fault.after_s and self._targets(fault):
-                taken = self._consume(key)
-                if taken is not None:
-                    self._apply_fault(taken)
+                break
 
     def _expire(self) -> None:
         self._error("session_expired", SESSION_EXPIRED_MESSAGE)
@@ -576,9 +551,8 @@ class SessionCore:
     def _stored_item(self, item_id: str, raw: dict[str, Any]) -> tuple[dict[str, Any], str]:
         """The item as the server reports it (recorded shapes) and what the model takes it to say."""
         if raw["type"] == "function_call_output":
-            return {"id": item_id, "type": "function_call_output", "call_id": raw["call_id"], "output": raw["output"]}, raw[
-                "output"
-            ]
+            item = {"id": item_id, "type": "function_call_output", "call_id": raw["call_id"], "output": raw["output"]}
+            return item, raw["output"]
         if raw["type"] == "function_call":
             item = {
                 "id": item_id,
@@ -599,7 +573,7 @@ class SessionCore:
                 text_parts.append(transcript)
                 content.append({"type": "input_audio", "transcript": part.get("transcript")})
             else:
-                content.append({k: v for k, v in part.items()})
+                content.append(dict(part))
                 text_parts.append(part.get("text") or part.get("transcript") or "")
         item = {"id": item_id, "type": "message", "status": "completed", "role": raw["role"], "content": content}
         return item, " ".join(t for t in text_parts if t)
@@ -670,7 +644,7 @@ class SessionCore:
                 client_event_id=client_event_id,
             )
             return
-        context = self._response_context(params)
+        context = self._response_context(params, client_event_id)
         if context is None:
             return
         session = self._session
@@ -707,7 +681,7 @@ class SessionCore:
             return
         self._advance(run)
 
-    def _response_context(self, params: dict[str, Any]) -> list[_Entry] | None:
+    def _response_context(self, params: dict[str, Any], client_event_id: str | None) -> list[_Entry] | None:
         """What the model reads: the `input` items if given, else the conversation."""
         if "input" not in params:
             return list(self._entries)
@@ -720,6 +694,7 @@ class SessionCore:
                         "invalid_value",
                         f"Invalid value: item '{raw['id']}' is not in this session's conversation.",
                         param=f"response.input[{index}].id",
+                        client_event_id=client_event_id,
                     )
                     return None
                 context.append(self._entries[found])

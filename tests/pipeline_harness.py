@@ -32,7 +32,9 @@ UTTERANCE = tone([190.0, 230.0, 210.0], 0.2) + bytes(2 * 24000 * 400 // 1000)
 MIC_PACE = 4.0  # audio time runs four times faster than the wall clock
 
 
-def fast_settings(base_url: str, workspace: Path, state_dir: Path, **listener: object) -> Settings:
+def fast_settings(
+    base_url: str, workspace: Path, state_dir: Path, tasks_config: Path | None = None, **listener: object
+) -> Settings:
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=5.0),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
@@ -41,6 +43,7 @@ def fast_settings(base_url: str, workspace: Path, state_dir: Path, **listener: o
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01),
         workspace_root=workspace,
         state_dir=state_dir,
+        tasks_config=tasks_config,
     )
 
 
@@ -80,12 +83,16 @@ class Pipeline:
 
 @contextlib.asynccontextmanager
 async def running_pipeline(
-    tmp_path: Path, sim: SimServer, speaker_pace: float = 0.0, **listener: object
+    tmp_path: Path, sim: SimServer, speaker_pace: float = 0.0, tasks_toml: str | None = None, **listener: object
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "notes.txt").write_text("first line\nsecond line\nthird line\n")
-    settings = fast_settings(sim.base_url, workspace.resolve(), tmp_path / "state", **listener)
+    tasks_config = None
+    if tasks_toml is not None:
+        tasks_config = tmp_path / "tasks.toml"
+        tasks_config.write_text(tasks_toml)
+    settings = fast_settings(sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, **listener)
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=MIC_PACE)
     speaker = MemorySpeaker(pace=speaker_pace)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from audio_devices import (
+    WAV_TAIL_SILENCE_S,
     SAMPLE_RATE,
     AudioFileError,
     PyAudioMicrophone,
@@ -202,7 +203,7 @@ async def test_open_audio_with_paced_wav_input_continues_with_silence_in_real_ti
     assert len(read_wav(tmp_path / "out.wav")[0]) < len(noise(5.0, seed=12))
 
 
-async def test_open_audio_with_unpaced_wav_input_ends_with_the_file(tmp_path: Path) -> None:
+async def test_open_audio_with_unpaced_wav_input_ends_after_a_silence_tail(tmp_path: Path) -> None:
     audio = noise(0.1, seed=13)
     settings = AudioSettings(
         input_wav=write_wav(tmp_path / "in.wav", audio),
@@ -210,7 +211,8 @@ async def test_open_audio_with_unpaced_wav_input_ends_with_the_file(tmp_path: Pa
         realtime_wav_input=False,
     )
     mic, speaker = open_audio(settings)
-    assert b"".join(await _all_chunks(mic)) == audio
+    # The tail lets the VAD end the last utterance; then the input ends.
+    assert b"".join(await _all_chunks(mic)) == audio + bytes(int(WAV_TAIL_SILENCE_S * 24000) * 2)
     await speaker.start()
     speaker.play(noise(5.0, seed=14))
     await speaker.close()

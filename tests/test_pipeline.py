@@ -137,3 +137,22 @@ async def test_no_upload_while_narrating_and_speech_right_after_is_heard(tmp_pat
                    if e["type"] == "input_audio_buffer.append"]
         assert not [t for t in uploads if start < t < end]
         assert p.coordinator.stats["mic_chunks_muted"] > 0
+
+
+async def test_a_deviating_read_is_retried_once(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        sim.script.push_tool_call("echo", {"text": "the quick brown fox jumps over the lazy dog"})
+        sim.script.push_reading("Sure, I can help you with foxes and dogs today.")
+        before = p.counts()
+        p.say("Computer, echo the quick brown fox jumps over the lazy dog")
+        await p.answered(before)
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"][-1]
+        assert narrated == "answer (similarity 1.00, attempts 2)"
+        assert len(p.narrator_connections()) == 2
+
+
+async def test_the_listener_is_recycled_at_a_quiet_moment(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, recycle_after_s=0.3) as p:
+        await p.wait(lambda t: any("recycling" in e.text for e in t.entries) and t.count("listening") >= 2)
+        assert p.listener_connections()[0].close_code == 1000  # closed by us, not expired
+        assert p.timeline.count("narrated") == 0

@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -17,7 +18,7 @@ import yaml
 from openai import AsyncOpenAI
 
 from realtime_sim import SimServer
-from tests.test_sim_support import check_server_event, recv_until, running_sim, sdk, text_session, tool, user_text
+from tests.test_sim_support import FAST, check_server_event, recv_until, running_sim, sdk, text_session, tool, user_text
 
 RECORDINGS = Path(__file__).parents[1].parent / "shared/fixtures/realtime-recorded"
 REPLAYED = [
@@ -221,3 +222,32 @@ async def test_sdk_completes_a_function_call_round(via: str) -> None:
             assert events[-1].response.status == "completed"
         assert sim.connections[0].model == "gpt-realtime"
         assert sim.connections[0].role == "listener"
+
+
+async def test_records_keep_events_in_order_with_their_times() -> None:
+    async with running_sim() as sim:
+        async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
+            await conn.session.update(session=text_session())
+            await recv_until(conn, "session.updated")
+            await conn.input_audio_buffer.clear()
+            await recv_until(conn, "input_audio_buffer.cleared")
+        await sim.wait_for(lambda s: s.connections[0].close_code is not None, 5)
+        record = sim.connections[0]
+        assert [e["type"] for e in record.received] == ["session.update", "input_audio_buffer.clear"]
+        assert record.sent_types() == ["session.created", "session.updated", "input_audio_buffer.cleared"]
+        assert len(record.received_at) == 2 and len(record.sent_at) == 3
+        assert record.sent_at == sorted(record.sent_at) and record.received_at == sorted(record.received_at)
+        assert record.sent_at[0] <= record.received_at[0] <= record.sent_at[1]  # update answered after it came
+        assert record.session["output_modalities"] == ["text"] and record.close_code == 1000
+
+
+async def test_records_can_be_turned_off_for_long_runs() -> None:
+    config = dataclasses.replace(FAST, record_events=False)
+    async with running_sim(config) as sim:
+        async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
+            await conn.session.update(session=text_session())
+            await recv_until(conn, "session.updated")
+        await sim.wait_for(lambda s: s.connections[0].close_code is not None, 5)
+        record = sim.connections[0]
+        assert (record.sent, record.received, record.sent_at, record.received_at) == ([], [], [], [])
+        assert record.role == "listener" and record.close_code == 1000  # the rest is still kept

@@ -10,7 +10,7 @@ import pytest
 import websockets
 from websockets.exceptions import ConnectionClosedError, InvalidStatus
 
-from realtime_sim import Fault, SimServer
+from realtime_sim import Fault
 from tests.test_sim_support import FAST, recv_until, running_sim, sdk, text_session, user_text
 
 
@@ -173,17 +173,13 @@ async def test_timed_fault_strikes_after_the_connection_is_that_old() -> None:
 
 async def _handshake_outcomes(seed: int) -> list[int | None]:
     config = dataclasses.replace(FAST, seed=seed, fault_rate=0.5, random_fault_kinds=("handshake_500",))
-    sim = SimServer(config)
-    await sim.start()
-    try:
+    async with running_sim(config) as sim:
         for _ in range(8):
             try:
                 async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
                     await recv_until(conn, "session.created")
             except InvalidStatus:
                 pass
-    finally:
-        await sim.stop()
     return [record.handshake_status for record in sim.connections]
 
 
@@ -203,12 +199,11 @@ async def test_wait_for_times_out_with_a_summary_of_what_happened() -> None:
 
 async def test_stop_cuts_a_connection_whose_frames_are_stalled() -> None:
     config = dataclasses.replace(FAST, shutdown_timeout_s=0.2)
-    sim = SimServer(config)
-    await sim.start()
-    sim.script.push_fault(Fault("delay", delay_s=60.0))
-    async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
-        await recv_until(conn, "session.created")
-        await sim.stop()  # the 1001 close is stuck behind the stall: stop() must not wait 60 s
-        with pytest.raises(ConnectionClosedError):
-            await _drain(conn)
-    assert sim.connections[0].close_code == 1006  # cut, not closed
+    async with running_sim(config) as sim:
+        sim.script.push_fault(Fault("delay", delay_s=60.0))
+        async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
+            await recv_until(conn, "session.created")
+            await sim.stop()  # the 1001 close is stuck behind the stall: stop() must not wait 60 s
+            with pytest.raises(ConnectionClosedError):
+                await _drain(conn)
+        assert sim.connections[0].close_code == 1006  # cut, not closed

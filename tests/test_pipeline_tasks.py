@@ -1,0 +1,68 @@
+"""Background tasks by voice, end to end: start, notice, list, cancel (real subprocesses)."""
+
+from __future__ import annotations
+
+import pytest
+
+from realtime_sim import SimServer
+from tests.pipeline_harness import running_pipeline
+
+TASKS = """
+[tasks.backup]
+description = "Copy the documents"
+spoken = "the backup"
+argv = ["sh", "-c", "sleep {seconds}; echo copied 3 files"]
+cwd = "."
+timeout_s = 60
+[tasks.backup.params]
+seconds = { description = "how long it takes", default = "0.3" }
+"""
+
+
+@pytest.fixture
+async def sim():
+    server = SimServer()
+    await server.start()
+    try:
+        yield server
+    finally:
+        await server.stop()
+
+
+def scripts(p) -> list[str]:
+    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
+
+
+async def test_start_then_completion_notice_then_fresh_listener(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
+        before = p.counts()
+        p.say("Computer, start the backup task")
+        await p.answered(before)
+        assert "backup" in scripts(p)[-1].lower() and "start" in scripts(p)[-1].lower()
+        # The notice arrives by itself once the task is done, then the listener is fresh again.
+        await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == before["narrated"] + 2
+                     and t.count("listening") >= before["listening"] + 2)
+        notice = scripts(p)[-1]
+        assert "backup finished" in notice.lower() and "copied 3 files" in notice
+        assert p.timeline.count("tool") == before["tool"] + 1
+
+
+async def test_list_and_cancel_by_voice(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
+        sim.script.push_tool_call("start_task", {"name": "backup", "seconds": "30"})
+        before = p.counts()
+        p.say("Computer, start the backup task")
+        await p.answered(before)
+
+        before = p.counts()
+        p.say("Computer, list my tasks")
+        await p.answered(before)
+        assert "backup is still going" in scripts(p)[-1].lower()
+
+        before = p.counts()
+        p.say("Computer, cancel the backup")
+        await p.answered(before)
+        assert "cancel" in scripts(p)[-1].lower() or "stopped" in scripts(p)[-1].lower()
+        tools = [e.text for e in p.timeline.entries if e.kind == "tool"]
+        assert [t.split("(")[0] for t in tools] == ["start_task", "list_tasks", "cancel_task"]
+        assert p.timeline.count("notice") == 0  # a cancel the user asked for is not announced again
