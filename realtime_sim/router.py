@@ -27,8 +27,15 @@ def _task_name(fragment: str) -> str:
     return _clean(re.sub(r"\s+task$", "", _clean(fragment), flags=re.IGNORECASE))
 
 
+_NUMBER_WORDS = {"one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
+                 "nine": 9, "ten": 10, "twenty": 20}
+
+
 def _read_file(match: re.Match[str]) -> dict[str, Any]:
-    lines = int(match.group("lines")) if match.group("lines") else 10
+    count = (match.group("lines") or "").lower()
+    if not count and (match.group("unit") or "").lower() == "line":
+        count = "one"  # "the first line of"
+    lines = int(count) if count.isdigit() else _NUMBER_WORDS.get(count, 10)
     return {"path": _clean(match.group("path")), "lines": lines}
 
 
@@ -41,7 +48,10 @@ _ROUTES: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, A
     (re.compile(r"\bresult of (?:the )?(?P<t>.+)", re.I), "get_task_result", lambda m: {"task": _task_name(m["t"])}),
     (re.compile(r"\blist (?:the |my |all )?files\b", re.I), "list_files", lambda m: {"path": "."}),
     (
-        re.compile(r"\bread (?:the )?(?:first (?P<lines>\d+) lines of )?(?:the )?(?:file )?(?P<path>\S+)", re.I),
+        re.compile(
+            r"\bread (?:the )?(?:first (?:(?P<lines>\d+|[a-z]+) )?(?P<unit>lines?) of )?(?:the )?(?:file )?(?P<path>\S+)",
+            re.I,
+        ),
         "read_file_head",
         _read_file,
     ),

@@ -125,7 +125,7 @@ def _merge_audio(audio: dict[str, Any], update: dict[str, Any]) -> None:
 
 
 def role_of(session: dict[str, Any]) -> Role:
-    """"listener" for a text-only session, "narrator" for one that speaks."""
+    """The role a session plays: "listener" when text-only, "narrator" when it speaks."""
     return "listener" if session.get("output_modalities") == ["text"] else "narrator"
 
 

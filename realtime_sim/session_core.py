@@ -116,7 +116,7 @@ class _Entry:
 
     @property
     def kind(self) -> str:
-        """"user" / "assistant" / "system" for messages, else the item type."""
+        """The role ("user", "assistant", "system") for messages, else the item type."""
         if self.item["type"] == "message":
             return self.item.get("role") or "message"
         return self.item["type"]
