@@ -20,7 +20,7 @@ from typing import Callable
 from audio_devices import PushMicrophone, WavFileSpeaker
 from entrypoints import assistant
 from handoff import Timeline, TimelineEntry
-from local_voice import synthesize, tone
+from local_voice import synthesize
 from logging_setup import configure_logging
 from realtime_sim import SimServer
 from settings import BrainSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings
@@ -85,11 +85,9 @@ def demo_workspace(root: Path) -> Path:
 
 
 async def speech_for(utterance: Utterance) -> bytes:
-    try:
-        return await synthesize(utterance.text, voice=utterance.voice)
-    except RuntimeError:
-        # No espeak-ng: a voiced tone of about the same length still drives the simulator's VAD.
-        return tone([180.0, 220.0], max(0.4, 0.03 * len(utterance.text)))
+    # espeak-ng speech, or without it a synthetic voice that still drives the simulator's VAD;
+    # then silence, so the VAD hears the utterance end.
+    return await synthesize(utterance.text, voice=utterance.voice) + bytes(2 * 24000 * 700 // 1000)
 
 
 async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry) -> int:

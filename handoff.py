@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import enum
+import functools
 import itertools
 import logging
 import time
@@ -519,14 +520,14 @@ class Coordinator:
             if batch is None:
                 continue
             self.timeline.add("notice", batch.script)
-            done = asyncio.Event()
+            delivered = asyncio.Event()
+            self._queue_narration(batch.script, "notice", NOTICE, functools.partial(self._notice_narrated, batch.ids, delivered))
+            await delivered.wait()  # one batch at a time: the next waits for the next idle moment
 
-            def acknowledge(result: NarrationResult | None, ids: list[int] = list(batch.ids)) -> None:
-                notices.ack(ids)  # narrated (by the narrator or the local voice): never again
-                done.set()
-
-            self._queue_narration(batch.script, "notice", NOTICE, acknowledge)
-            await done.wait()
+    def _notice_narrated(self, ids: list[int], delivered: asyncio.Event, result: NarrationResult | None) -> None:
+        # Narrated (by the narrator or the local voice): acknowledged, so never heard again.
+        self.parts.notices.ack(ids)
+        delivered.set()
 
 
 class _Stop(Exception):

@@ -7,18 +7,14 @@ All output is pcm16 mono 24 kHz, the format of the audio interface.
 from __future__ import annotations
 
 import array
-import asyncio
-import io
 import logging
 import math
 import shutil
-import wave
 
-from audio_devices import SAMPLE_RATE, PcmConverter
+from audio_devices import SAMPLE_RATE
+from speech_synth import SpeechSynthesizer
 
 log = logging.getLogger("handoff.local_voice")
-
-ESPEAK_TIMEOUT_S = 20.0
 
 
 def tone(frequencies_hz: list[float], note_s: float, volume: float = 0.3) -> bytes:
@@ -42,40 +38,18 @@ def espeak_available() -> bool:
     return shutil.which("espeak-ng") is not None
 
 
-def wav_bytes_to_pcm24k(data: bytes) -> bytes:
-    """Any pcm16 WAV (espeak-ng writes 22050 Hz mono) to the interface format."""
-    with wave.open(io.BytesIO(data)) as wav:
-        if wav.getsampwidth() != 2:
-            raise ValueError("expected 16-bit audio")
-        frames = wav.readframes(wav.getnframes())
-        converter = PcmConverter(wav.getframerate(), SAMPLE_RATE, wav.getnchannels(), 1)
-        return converter.convert(frames)
-
-
 async def synthesize(text: str, voice: str = "en-us", words_per_minute: int = 165) -> bytes:
-    """Speech for `text` from espeak-ng; raises RuntimeError when it cannot be made."""
-    exe = shutil.which("espeak-ng")
-    if exe is None:
-        raise RuntimeError("espeak-ng is not installed (apt-get install espeak-ng)")
-    process = await asyncio.create_subprocess_exec(
-        exe, "-v", voice, "-s", str(words_per_minute), "--stdout", "--", text,
-        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.DEVNULL,
-    )
+    """Speech for `text`: espeak-ng when installed, else a synthetic voice of the same length."""
+    synthesizer = SpeechSynthesizer(voice=voice, words_per_minute=words_per_minute)
     try:
-        out, _ = await asyncio.wait_for(process.communicate(), ESPEAK_TIMEOUT_S)
-    except asyncio.TimeoutError:
-        process.kill()
-        await process.wait()
-        raise RuntimeError("espeak-ng took too long") from None
-    if process.returncode != 0 or not out:
-        raise RuntimeError(f"espeak-ng failed (exit {process.returncode})")
-    return wav_bytes_to_pcm24k(out)
+        return await synthesizer.synthesize(text)
+    finally:
+        synthesizer.close()
 
 
 async def speak_locally(text: str) -> bytes:
     """The local voice: espeak-ng when installed, else an alert tone so the moment is still heard."""
-    try:
-        return await synthesize(text)
-    except (RuntimeError, OSError, ValueError, wave.Error) as exc:
-        log.warning("local voice unavailable (%s); playing an alert tone instead", exc)
+    if not espeak_available():
+        log.warning("espeak-ng is not installed (apt-get install espeak-ng); playing an alert tone instead")
         return tone([660.0, 440.0, 660.0, 440.0], 0.15)
+    return await synthesize(text)

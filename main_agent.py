@@ -8,7 +8,6 @@ The listener never speaks: its session is text-only and every command must end i
 
 from __future__ import annotations
 
-import asyncio
 import logging
 import time
 from dataclasses import dataclass, field

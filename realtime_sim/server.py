@@ -24,7 +24,7 @@ from realtime_sim.ids import IdFactory
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
 from realtime_sim.session_core import Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize
-from realtime_sim.speech import SpeechSynthesizer
+from speech_synth import SpeechSynthesizer
 from realtime_sim.validation import ClientEventValidator
 
 log = logging.getLogger(__name__)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from local_voice import espeak_available, synthesize, tone
+from local_voice import synthesize
 from realtime_sim import SimServer
 from tests.audio_helpers import alsa_file_device, alsa_without_devices, has_sound_card
 
@@ -42,7 +42,7 @@ def write_wav(path: Path, pcm: bytes) -> Path:
 
 
 async def test_run_from_wav_files_against_the_simulator(tmp_path):
-    speech = await synthesize("computer, what time is it") if espeak_available() else tone([200.0], 1.0)
+    speech = await synthesize("computer, what time is it")
     input_wav = write_wav(tmp_path / "in.wav", bytes(9600) + speech + bytes(24000))
     output_wav = tmp_path / "out.wav"
     async with SimServer() as sim:

@@ -3,22 +3,9 @@
 from __future__ import annotations
 
 import asyncio
-import json
 
-import pytest
 
-from realtime_sim import Fault, SimConfig, SimServer
 from tests.pipeline_harness import running_pipeline
-
-
-@pytest.fixture
-async def sim():
-    server = SimServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def listener_sent_types(pipeline) -> list[str]:

@@ -7,19 +7,8 @@ import asyncio
 import pytest
 
 from handoff import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
-from realtime_sim import Fault, SimConfig, SimServer
+from realtime_sim import Fault, SimConfig
 from tests.pipeline_harness import running_pipeline
-
-
-@pytest.fixture
-async def sim(request):
-    config = getattr(request, "param", SimConfig())
-    server = SimServer(config)
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def narrated_scripts(p) -> list[str]:

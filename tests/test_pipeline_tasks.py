@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import pytest
 
-from realtime_sim import SimServer
 from tests.pipeline_harness import running_pipeline
 
 TASKS = """
@@ -17,16 +15,6 @@ timeout_s = 60
 [tasks.backup.params]
 seconds = { description = "how long it takes", default = "0.3" }
 """
-
-
-@pytest.fixture
-async def sim():
-    server = SimServer()
-    await server.start()
-    try:
-        yield server
-    finally:
-        await server.stop()
 
 
 def scripts(p) -> list[str]:

@@ -7,7 +7,7 @@ import dataclasses
 
 import pytest
 
-from realtime_sim.speech import SpeechSynthesizer, duration_ms, silence
+from speech_synth import SpeechSynthesizer, duration_ms, silence
 from tests.test_sim_support import FAST, audio_of, pcm_rms, recv_until, running_sim, sdk, text_session, user_text
 
 WITH_ESPEAK = dataclasses.replace(FAST, use_espeak=True)

@@ -14,7 +14,7 @@ from realtime_sim import Fault, SimConfig, SimScript
 from realtime_sim.ids import IdFactory
 from realtime_sim.router import route
 from realtime_sim.session_core import Close, Drop, Send, SendRaw, SessionCore, Stall, Synthesize
-from realtime_sim.speech import silence, synthetic_speech
+from speech_synth import silence, synthetic_speech
 from realtime_sim.validation import ClientEventValidator
 from realtime_sim.vad import EnergyVad, SpeechStarted, SpeechStopped, VadSettings
 from tests.test_sim_support import check_server_event, tool, user_text

@@ -1,4 +1,7 @@
-"""Speech audio for simulated responses: pcm16, mono, 24 kHz.
+"""Text to speech audio on this machine: pcm16, mono, 24 kHz (the audio interface's format).
+
+Used by the simulator (what its model "says") and by the local voice (what handoff says when
+the narrator cannot).
 
 espeak-ng (run as a subprocess, resampled from its 22.05 kHz) when installed, otherwise a
 synthetic voiced signal whose length follows the text (about 60 ms per character), so a
@@ -14,13 +17,9 @@ import shutil
 import struct
 import sys
 import tempfile
-import warnings
 from array import array
 
-with warnings.catch_warnings():
-    # audioop is deprecated in 3.11/3.12 and provided by audioop-lts from 3.13 (see requirements.txt).
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import audioop
+from audio_devices import PcmConverter
 
 log = logging.getLogger(__name__)
 
@@ -37,10 +36,7 @@ def silence(ms: float) -> bytes:
 
 
 def resample(pcm: bytes, from_rate: int, to_rate: int = SAMPLE_RATE) -> bytes:
-    if from_rate == to_rate or not pcm:
-        return pcm
-    converted, _state = audioop.ratecv(pcm[: len(pcm) - len(pcm) % 2], 2, 1, from_rate, to_rate, None)
-    return converted
+    return PcmConverter(from_rate, to_rate).convert(pcm[: len(pcm) - len(pcm) % 2])
 
 
 def wav_to_pcm(wav: bytes) -> tuple[int, bytes]:
@@ -148,7 +144,7 @@ class SpeechSynthesizer:
         assert self._espeak is not None
         if self._runtime_dir is None:
             # espeak-ng creates a pulse folder under XDG_RUNTIME_DIR (or /tmp): keep it private.
-            self._runtime_dir = tempfile.TemporaryDirectory(prefix="realtime-sim-espeak-")
+            self._runtime_dir = tempfile.TemporaryDirectory(prefix="handoff-espeak-")
         process = await asyncio.create_subprocess_exec(
             self._espeak,
             "--stdout",
