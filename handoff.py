@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import functools
@@ -121,25 +122,33 @@ class TimelineEntry:
 
 
 class Timeline:
-    """What happened, in words; printed by the demo, asserted on by tests, logged always."""
+    """What happened, in words; printed by the demo, asserted on by tests, logged always.
+    Keeps the recent entries and a count of every kind, so it stays small however long it runs."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic, printer: Callable[[TimelineEntry], None] | None = None):
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        printer: Callable[[TimelineEntry], None] | None = None,
+        keep: int = 1000,
+    ):
         self._clock = clock
         self._start = clock()
-        self.entries: list[TimelineEntry] = []
+        self.entries: deque[TimelineEntry] = deque(maxlen=keep)
+        self._counts: collections.Counter[str] = collections.Counter()
         self._printer = printer
         self._changed = asyncio.Event()
 
     def add(self, kind: str, text: str) -> None:
         entry = TimelineEntry(self._clock() - self._start, kind, text)
         self.entries.append(entry)
+        self._counts[kind] += 1
         log.info("%s: %s", kind, text)
         if self._printer:
             self._printer(entry)
         self._changed.set()
 
     def count(self, kind: str) -> int:
-        return sum(1 for e in self.entries if e.kind == kind)
+        return self._counts[kind]
 
     async def wait_for(self, predicate: Callable[["Timeline"], bool], timeout: float) -> None:
         """Await a timeline state (no sleeping): returns as soon as `predicate` holds."""
@@ -228,7 +237,9 @@ class Coordinator:
         self._narrations: asyncio.PriorityQueue[NarrationRequest] = asyncio.PriorityQueue()
         self._seq = itertools.count()
         self._pending_commands: deque[str] = deque()
-        self._executed_calls: set[str] = set()  # call_ids already run: each runs exactly once
+        # call_ids already run: each runs exactly once. Recent ones suffice (ids are unique per
+        # response and sessions are short-lived), and the bound keeps a days-long run small.
+        self._executed_calls: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._command_active = False  # from routing until its narration is queued
         chunks_per_s = 1000 / max(1, self.settings.audio.chunk_ms)
         self._mic_buffer: deque[bytes] = deque(maxlen=max(1, int(self.settings.listener.pre_connect_buffer_s * chunks_per_s)))
@@ -357,7 +368,10 @@ class Coordinator:
         for call in calls:
             if call.call_id in self._executed_calls:
                 log.warning("call %s (%s) was already run; not running it again", call.call_id, call.name)
-        self._executed_calls.update(c.call_id for c in fresh)
+        for call in fresh:
+            self._executed_calls[call.call_id] = None
+        while len(self._executed_calls) > 1000:
+            self._executed_calls.popitem(last=False)
         if not fresh:
             self._command_done()
             return
