@@ -243,6 +243,8 @@ class Coordinator:
         self._command_active = False  # from routing until its narration is queued
         chunks_per_s = 1000 / max(1, self.settings.audio.chunk_ms)
         self._mic_buffer: deque[bytes] = deque(maxlen=max(1, int(self.settings.listener.pre_connect_buffer_s * chunks_per_s)))
+        # Audio sent to the current session that it may not have heard yet (replayed after a drop).
+        self._sent_audio: deque[bytes] = deque(maxlen=self._mic_buffer.maxlen)
         self._idle = asyncio.Event()
         self._first_session = asyncio.Event()
         self._uplink_wake = asyncio.Event()
@@ -323,13 +325,22 @@ class Coordinator:
         if self._connection_trouble:
             self._connection_trouble = False
             self._queue_narration(RECONNECTED_MESSAGE, "status", ANSWER)
+        self._sent_audio.clear()
         self.timeline.add("listening", f"listener session {self.listener.sessions_opened} ready")
         self.machine.fire("listener_ready")
         self._first_session.set()
         self._uplink_wake.set()
         self._route_next()
 
-    def listener_lost(self, closed: wire.Closed, expired: bool, interrupted_command: str | None) -> None:
+    def listener_lost(
+        self, closed: wire.Closed, expired: bool, interrupted_command: str | None, unheard_speech: bool
+    ) -> None:
+        if unheard_speech and self._sent_audio:
+            # The session went away mid-utterance: what was sent since all was last heard goes to
+            # the next session first, so the user's words are not lost.
+            self._mic_buffer = deque([*self._sent_audio, *self._mic_buffer], maxlen=self._mic_buffer.maxlen)
+            self.timeline.add("replaying", f"{len(self._sent_audio) * self.settings.audio.chunk_ms} ms of unheard speech")
+        self._sent_audio.clear()
         if interrupted_command is not None:
             # Not run yet (tools run only on a completed response): route it again, first in line.
             self._pending_commands.appendleft(interrupted_command)
@@ -339,7 +350,8 @@ class Coordinator:
             self.timeline.add("restarting", "listener session expired; reconnecting")
         elif not intentional:
             self.timeline.add("error", f"listener connection dropped (code {closed.code}); reconnecting")
-            if interrupted_command is None and self.machine.phase is not Phase.NARRATING:
+            # Heard when nothing else will tell the user: a cut command or utterance is answered anyway.
+            if interrupted_command is None and not unheard_speech and self.machine.phase is not Phase.NARRATING:
                 self._queue_narration(CONNECTION_LOST_MESSAGE, "status", ANSWER)
         self.machine.fire("listener_lost", f"code {closed.code}")
 
@@ -354,6 +366,8 @@ class Coordinator:
         self.timeline.add("error", f"fatal: {message}")
 
     def heard(self, transcript: str, decision: str) -> None:
+        if self.listener.all_heard:
+            self._sent_audio.clear()  # everything sent so far has been heard: nothing to replay
         kind = {"ignored": "ignored", "wake": "wake", "command": "heard"}[decision]
         self.timeline.add(kind, transcript)
         if decision == "wake" and self.parts.chime:
@@ -502,10 +516,12 @@ class Coordinator:
             await self._uplink_wake.wait()
             self._uplink_wake.clear()
             while self._mic_buffer and self.listener.ready:
-                if not await self.listener.send_audio(self._mic_buffer[0]):
+                chunk = self._mic_buffer[0]
+                if not await self.listener.send_audio(chunk):
                     break  # the session went away mid-send; keep the rest for the next one
                 self._mic_buffer.popleft()
                 self.stats["mic_chunks_sent"] += 1
+                self._sent_audio.append(chunk)
 
     # -- housekeeping -----------------------------------------------------------------------------
     async def _recycle_when_due(self) -> None:

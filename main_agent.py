@@ -122,9 +122,14 @@ class ListenerCore:
     _route_count: int = 0
 
     @property
+    def all_heard(self) -> bool:
+        """Every utterance sent so far has been transcribed: no speech going on or pending."""
+        return not self.speaking and not self.awaiting_transcripts
+
+    @property
     def quiet(self) -> bool:
         """Nothing half-heard or half-routed: a safe moment to recycle the session."""
-        return not self.speaking and not self.awaiting_transcripts and self.in_flight is None
+        return self.all_heard and self.in_flight is None
 
     def route(self, command: str) -> list[Action]:
         """Put an addressed command to the model as text and require a tool call."""
@@ -201,7 +206,9 @@ class ListenerObserver(Protocol):
     """What the coordinator hears from the listener. All callbacks are sync (they set state)."""
 
     def listener_ready(self) -> None: ...
-    def listener_lost(self, closed: wire.Closed, expired: bool, interrupted_command: str | None) -> None: ...
+    def listener_lost(
+        self, closed: wire.Closed, expired: bool, interrupted_command: str | None, unheard_speech: bool
+    ) -> None: ...
     def listener_connect_failed(self, error: HandshakeFailed, attempt: int) -> None: ...
     def listener_fatal(self, message: str) -> None: ...
     def heard(self, transcript: str, decision: str) -> None: ...
@@ -244,6 +251,10 @@ class Listener:
     @property
     def quiet(self) -> bool:
         return self._core is not None and self._core.quiet
+
+    @property
+    def all_heard(self) -> bool:
+        return self._core is not None and self._core.all_heard
 
     @property
     def session_age_s(self) -> float:
@@ -327,6 +338,7 @@ class Listener:
                     # A command cut off before its response came back was not run: the coordinator
                     # routes it again in the next session.
                     in_flight = self._core.in_flight if self._core else None
+                    unheard = self._core is not None and not self._core.all_heard
                     self._link = None
-                    obs.listener_lost(closed, expired, in_flight)
+                    obs.listener_lost(closed, expired, in_flight, unheard)
         return False

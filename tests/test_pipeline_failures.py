@@ -8,7 +8,7 @@ import pytest
 
 from handoff import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_sim import Fault, SimConfig
-from tests.pipeline_harness import running_pipeline
+from tests.pipeline_harness import UTTERANCE, running_pipeline
 
 
 def narrated_scripts(p) -> list[str]:
@@ -146,3 +146,44 @@ async def test_bad_tool_arguments_are_heard_and_change_nothing(tmp_path, sim):
             script = narrated_scripts(p)[-1]
             assert script and "{" not in script, script
         assert sorted(x.name for x in p.settings.workspace_root.iterdir()) == listing
+
+
+async def test_drop_mid_utterance_replays_the_speech_to_the_next_session(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        sim.script.push_fault(Fault("drop", target="listener", after_sent="input_audio_buffer.speech_started"))
+        p.say("Computer, what time is it")
+        await p.answered(before)
+        assert p.timeline.count("replaying") == 1
+        first = p.listener_connections()[0]
+        assert first.close_code == 1006 and not first.sent_of("input_audio_buffer.committed")
+        heard = [e.text for e in p.timeline.entries if e.kind == "heard"]
+        assert heard == ["Computer, what time is it"]  # heard once, in the next session
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+def answers(p) -> int:
+    """Narrations that answer a command: the tool's result, the model's text, or an apology."""
+    return sum(1 for e in p.timeline.entries if e.kind == "narrated" and e.text.split()[0] in ("answer", "fallback", "error"))
+
+
+# Every speech segment "says" the command (the fallback transcript): a segment the client never
+# heard because of a drop is said again when its audio is replayed, as real speech would be.
+SOAK = SimConfig(fault_rate=0.6, seed=20261122, random_fault_delay_s=0.2, fallback_transcript="Computer, what time is it")
+
+
+@pytest.mark.parametrize("sim", [SOAK], indirect=True)
+async def test_soak_with_random_faults_every_command_is_answered_once(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        for n in range(12):
+            before_answers, before_tools = answers(p), p.counts()["tool"]
+            p.microphone.feed(UTTERANCE)
+            await p.wait(lambda t, k=before_answers: answers(p) > k, timeout=40)
+            assert answers(p) == before_answers + 1, f"command {n} was answered {answers(p) - before_answers} times"
+            assert p.counts()["tool"] - before_tools <= 1, f"command {n} ran its tool twice"
+        assert answers(p) == 12 and p.counts()["tool"] <= 12
+        struck = [f.kind for c in sim.connections for f in c.faults]
+        assert len(set(struck)) >= 4, struck  # the run really went through a variety of faults
+        assert not p.task.done()  # still running
+        outputs = function_outputs(p)
+        assert len(outputs) == len(set(outputs))  # no call answered twice
