@@ -723,6 +723,8 @@ class WavFileMicrophone:
     mono/stereo, any rate) are converted. `then="end"` ends `chunks()` with the file;
     `then="silence"` continues with silence for `silence_s` seconds (None = until close())."""
 
+    live = False  # a recording, not a room: consumers may pause reading instead of dropping audio
+
     def __init__(
         self,
         path: str | Path,

@@ -142,7 +142,7 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
             return (
                 t.count("narrated") > before["narrated"]
                 and t.count("listening") > before["listening"]
-                and t.count(utterance.expect) >= before.get(utterance.expect, 0) + (utterance.expect == "notice")
+                and (utterance.expect != "notice" or t.count("notice") > before["notice"])
             )
         return t.count(utterance.expect) > before[utterance.expect]
 

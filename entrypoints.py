@@ -17,7 +17,7 @@ from brain import Brain
 from handoff import Coordinator, CoordinatorParts, Timeline
 from listener_tools import build_listener_tools
 from local_voice import chime, speak_locally
-from logging_setup import configure_logging
+from logging_setup import configure_logging, redact
 from main_agent import Listener
 from reader_agent import Narrator
 from realtime_link import make_client
@@ -77,39 +77,38 @@ async def assistant(
     speaker: SpeakerSink,
     timeline: Timeline | None = None,
 ) -> AsyncIterator[Coordinator]:
-    """Build the whole assistant around the given audio devices. Devices are started here and
-    closed on exit; run it with `await coordinator.run()`."""
-    client = make_client(settings.realtime)
-    brain = Brain(settings.brain, client)
-    tools = build_listener_tools(settings, brain)
-    formatters = default_formatters()
-    task_settings = TaskSettings.from_settings(settings)
-    store = TaskStore(task_settings.db_path)
-    task_manager = TaskManager(load_task_config(settings.tasks_config), store, task_settings)
-    register_task_tools(tools, formatters, task_manager)
-    parts = CoordinatorParts(
-        settings=settings,
-        listener_factory=lambda coordinator: Listener(settings, client, tools.session_tools(), coordinator),
-        narrator=Narrator(settings, client),
-        microphone=microphone,
-        speaker=speaker,
-        tools=tools,
-        formatters=formatters,
-        local_voice=speak_locally,
-        chime=chime(),
-        notices=task_manager,
-    )
-    await task_manager.start()
-    try:
+    """Build the whole assistant around the given audio devices. Everything opened here is
+    closed on exit, whatever fails; run it with `await coordinator.run()`."""
+    async with contextlib.AsyncExitStack() as stack:
+        client = make_client(settings.realtime)
+        stack.push_async_callback(client.close)
+        tools = build_listener_tools(settings, Brain(settings.brain, client))
+        formatters = default_formatters()
+        task_settings = TaskSettings.from_settings(settings)
+        task_config = load_task_config(settings.tasks_config)
+        store = TaskStore(task_settings.db_path)
+        stack.callback(store.close)
+        task_manager = TaskManager(task_config, store, task_settings)
+        register_task_tools(tools, formatters, task_manager)
+        await task_manager.start()
+        stack.push_async_callback(task_manager.close)
         await microphone.start()
+        stack.push_async_callback(microphone.close)
         await speaker.start()
+        stack.push_async_callback(speaker.close)
+        parts = CoordinatorParts(
+            settings=settings,
+            listener_factory=lambda coordinator: Listener(settings, client, tools.session_tools(), coordinator),
+            narrator=Narrator(settings, client),
+            microphone=microphone,
+            speaker=speaker,
+            tools=tools,
+            formatters=formatters,
+            local_voice=speak_locally,
+            chime=chime(),
+            notices=task_manager,
+        )
         yield Coordinator(parts, timeline)
-    finally:
-        await microphone.close()
-        await speaker.close()
-        await task_manager.close()
-        store.close()
-        await client.close()
 
 
 async def run_live(settings: Settings) -> int:
@@ -120,7 +119,7 @@ async def run_live(settings: Settings) -> int:
         )
         code = await coordinator.run()
         if coordinator.fatal_message:
-            print(f"handoff: {coordinator.fatal_message}", file=sys.stderr)
+            print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
         return code
 
 
@@ -128,11 +127,15 @@ def run_run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     require_api_key(settings)
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key])
+    problems: list[BaseException] = []
     try:
         return asyncio.run(run_live(settings))
-    except (AudioDeviceError, AudioFileError, TaskConfigError) as exc:
-        print(f"handoff: {exc}", file=sys.stderr)
-        return 2
+    except* (AudioDeviceError, AudioFileError, TaskConfigError) as group:
+        problems.extend(group.exceptions)
+    # A device or configuration problem is a clear line, not a traceback.
+    for exc in problems:
+        print(f"handoff: {redact(str(exc), [settings.realtime.api_key])}", file=sys.stderr)
+    return 2
 
 
 def run_auto(args: argparse.Namespace) -> int:

@@ -27,6 +27,7 @@ import realtime_wire as wire
 from main_agent import Listener
 from realtime_link import HandshakeFailed
 from reader_agent import NarrationResult, Narrator
+from audio_devices import AudioDeviceError, MicrophoneSource, SpeakerSink
 from settings import Settings
 
 log = logging.getLogger("handoff.coordinator")
@@ -53,6 +54,7 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
     (R, "narration_started"): N,  # the answer to the command
     (S, "narration_started"): N,  # a message about the connection itself
     (N, "narrations_finished"): S,  # then a clean listener restart
+    (N, "narrations_finished_listening"): L,  # only status messages were said: the listener carries on
     (L, "listener_lost"): S,  # drop or session expiry: reconnect at once
     (R, "listener_lost"): S,  # the command is routed again in the next session
     (S, "listener_lost"): S,
@@ -83,15 +85,44 @@ class PhaseMachine:
         return target
 
 
+# --- change notification -----------------------------------------------------------------------
+
+
+class Changes:
+    """Wakes every waiter when something changed: `notify` is sync (state setters call it),
+    `wait` is async. Unlike a shared Event, one waiter cannot swallow another's wake-up."""
+
+    def __init__(self) -> None:
+        self._waiters: set[asyncio.Future[None]] = set()
+
+    def notify(self) -> None:
+        for waiter in self._waiters:
+            if not waiter.done():
+                waiter.set_result(None)
+        self._waiters.clear()
+
+    async def wait(self, timeout: float | None = None) -> None:
+        """Return on the next change, or after `timeout` seconds (callers re-check their condition)."""
+        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        self._waiters.add(waiter)
+        try:
+            await asyncio.wait_for(waiter, timeout)
+        except TimeoutError:
+            pass
+        finally:
+            self._waiters.discard(waiter)
+
+
 # --- muting --------------------------------------------------------------------------------------
 
 
 class MuteHolders:
     """The mic upload is muted while anyone holds it; each holder removes itself in `finally`."""
 
-    def __init__(self, clock: Callable[[], float] = time.monotonic) -> None:
+    def __init__(self, clock: Callable[[], float] = time.monotonic, on_change: Callable[[], None] = lambda: None) -> None:
         self._holders: set[str] = set()
         self._clock = clock
+        self._on_change = on_change
         self.history: deque[tuple[str, float, float]] = deque(maxlen=100)  # (holder, start, end), recent
 
     @property
@@ -109,6 +140,7 @@ class MuteHolders:
         finally:
             self._holders.discard(holder)
             self.history.append((holder, start, self._clock()))
+            self._on_change()
 
 
 # --- the readable timeline -----------------------------------------------------------------------
@@ -136,7 +168,7 @@ class Timeline:
         self.entries: deque[TimelineEntry] = deque(maxlen=keep)
         self._counts: collections.Counter[str] = collections.Counter()
         self._printer = printer
-        self._changed = asyncio.Event()
+        self._changed = Changes()
 
     def add(self, kind: str, text: str) -> None:
         entry = TimelineEntry(self._clock() - self._start, kind, text)
@@ -145,7 +177,7 @@ class Timeline:
         log.info("%s: %s", kind, text)
         if self._printer:
             self._printer(entry)
-        self._changed.set()
+        self._changed.notify()
 
     def count(self, kind: str) -> int:
         return self._counts[kind]
@@ -154,21 +186,10 @@ class Timeline:
         """Await a timeline state (no sleeping): returns as soon as `predicate` holds."""
         async with asyncio.timeout(timeout):
             while not predicate(self):
-                self._changed.clear()
                 await self._changed.wait()
 
 
 # --- collaborators (duck-typed so tests can inject small fakes) -----------------------------------
-
-
-class Microphone(Protocol):
-    def chunks(self) -> Any: ...
-
-
-class Speaker(Protocol):
-    def play(self, pcm: bytes) -> None: ...
-    def flush(self) -> None: ...
-    async def drained(self) -> None: ...
 
 
 class Tools(Protocol):
@@ -208,8 +229,8 @@ class CoordinatorParts:
     settings: Settings
     listener_factory: Callable[["Coordinator"], Listener]
     narrator: Narrator
-    microphone: Microphone
-    speaker: Speaker
+    microphone: MicrophoneSource
+    speaker: SpeakerSink
     tools: Tools
     formatters: Formatters
     local_voice: Callable[[str], Awaitable[bytes]]  # speaks when the narrator cannot
@@ -221,6 +242,10 @@ CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening agai
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
 RECONNECTED_MESSAGE = "I'm connected again."
 ROUTING_FAILED_MESSAGE = "Sorry, I couldn't work out what to do with that. Please say it again."
+# Narration kinds after which the listener is restarted clean (status messages about the
+# connection itself are not: the listener is reconnecting anyway).
+RESTART_AFTER = frozenset({"answer", "fallback", "error", "notice"})
+RECHECK_IDLE_S = 1.0  # the notice feeder re-checks this often even without a change (wake windows lapse silently)
 
 
 class Coordinator:
@@ -231,7 +256,8 @@ class Coordinator:
         self.settings = parts.settings
         self.timeline = timeline or Timeline()
         self.machine = PhaseMachine(on_change=self._phase_changed)
-        self.mute = MuteHolders()
+        self._changed = Changes()  # anything the idle and backpressure tests read has changed
+        self.mute = MuteHolders(on_change=self._changed.notify)
         self.listener = parts.listener_factory(self)
         self._reader_lock = asyncio.Lock()
         self._narrations: asyncio.PriorityQueue[NarrationRequest] = asyncio.PriorityQueue()
@@ -240,17 +266,18 @@ class Coordinator:
         # call_ids already run: each runs exactly once. Recent ones suffice (ids are unique per
         # response and sessions are short-lived), and the bound keeps a days-long run small.
         self._executed_calls: collections.OrderedDict[str, None] = collections.OrderedDict()
-        self._command_active = False  # from routing until its narration is queued
+        self._active_route = 0  # the command being routed (0 = none), until its narration is queued
+        self._routes = itertools.count(1)
         chunks_per_s = 1000 / max(1, self.settings.audio.chunk_ms)
         self._mic_buffer: deque[bytes] = deque(maxlen=max(1, int(self.settings.listener.pre_connect_buffer_s * chunks_per_s)))
         # Audio sent to the current session that it may not have heard yet (replayed after a drop).
         self._sent_audio: deque[bytes] = deque(maxlen=self._mic_buffer.maxlen)
-        self._idle = asyncio.Event()
         self._first_session = asyncio.Event()
         self._uplink_wake = asyncio.Event()
+        self._stop = asyncio.Event()
         self._tg: asyncio.TaskGroup | None = None
         self._fatal: str | None = None
-        self._connection_trouble = False
+        self._trouble_announced = False
         self.stats = {"mic_chunks_sent": 0, "mic_chunks_muted": 0, "mic_chunks_buffered": 0}
 
     # -- running ----------------------------------------------------------------------------------
@@ -261,17 +288,18 @@ class Coordinator:
         try:
             async with asyncio.TaskGroup() as tg:
                 self._tg = tg
-                listener_task = tg.create_task(self.listener.run(), name="listener")
+                listener_task = tg.create_task(self._run_listener(), name="listener")
                 microphone_task = tg.create_task(self._read_microphone(), name="microphone")
+                stop_task = tg.create_task(self._stop.wait(), name="stop")
                 tg.create_task(self._uplink(), name="uplink")
                 tg.create_task(self._narrate_forever(), name="narrator")
                 tg.create_task(self._recycle_when_due(), name="recycle")
                 if self.parts.notices is not None:
                     tg.create_task(self._feed_notices(), name="notices")
-                await asyncio.wait({listener_task, microphone_task}, return_when=asyncio.FIRST_COMPLETED)
-                if listener_task.done() or self._fatal:  # the listener returns only on a fatal error
+                await asyncio.wait({listener_task, microphone_task, stop_task}, return_when=asyncio.FIRST_COMPLETED)
+                if self._fatal is not None:
                     code = 3
-                    await self._speak_now(self._fatal or "A fatal error stopped me.")
+                    await self._speak_now(self._fatal)
                 else:
                     self.timeline.add("microphone", "the input ended; finishing what it said")
                     await self._settle()
@@ -282,13 +310,28 @@ class Coordinator:
             self._tg = None
         return code
 
+    @property
+    def fatal_message(self) -> str | None:
+        return self._fatal
+
+    def _fail(self, message: str) -> None:
+        """Something retrying cannot fix: stop, saying why once (the first reason wins)."""
+        if self._fatal is None:
+            self._fatal = message
+            self.timeline.add("error", f"fatal: {message}")
+        self._stop.set()
+
+    async def _run_listener(self) -> None:
+        await self.listener.run()  # returns only after a fatal error, reported via listener_fatal
+        self._fail(self._fatal or "the listener stopped")
+
     async def _settle(self) -> None:
         """Wait until nothing is heard, routed or narrated for a while (the VAD needs its silence)."""
         quiet_for = self.settings.listener.vad_silence_ms / 1000 + 1.0
         quiet_since: float | None = None
         while True:
             now = time.monotonic()
-            if self._is_idle() and self.listener.quiet and not self._mic_buffer:
+            if self._is_idle() and not self._mic_buffer:
                 quiet_since = quiet_since or now
                 if now - quiet_since >= quiet_for:
                     return
@@ -296,38 +339,40 @@ class Coordinator:
                 quiet_since = None
             await asyncio.sleep(0.05)
 
-    @property
-    def fatal_message(self) -> str | None:
-        return self._fatal
-
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         assert self._tg is not None, "the coordinator is not running"
         self._tg.create_task(coro, name=name)  # owned by the TaskGroup: cancelled and awaited with it
 
-    # -- phase bookkeeping ------------------------------------------------------------------------
+    # -- idleness ---------------------------------------------------------------------------------
     def _phase_changed(self, old: Phase, new: Phase, event: str) -> None:
-        if new is Phase.LISTENING:
-            self._idle.set()
-        else:
-            self._idle.clear()
+        self._changed.notify()
 
     def _is_idle(self) -> bool:
+        """Nothing heard, said, routed or about to be: the moment a notice may speak."""
         return (
             self.machine.phase is Phase.LISTENING
-            and not self._command_active
+            and not self._active_route
             and not self._pending_commands
             and self._narrations.empty()
             and not self._reader_lock.locked()
+            and self.listener.quiet  # nobody mid-sentence, no transcript pending
+            and not self.listener.gate.window_open_at(time.monotonic())  # nor a command about to come
         )
+
+    async def _wait_until_idle(self) -> None:
+        while not self._is_idle():
+            await self._changed.wait(RECHECK_IDLE_S)
 
     # -- listener observer (sync: they only set state and spawn owned tasks) -----------------------
     def listener_ready(self) -> None:
-        if self._connection_trouble:
-            self._connection_trouble = False
+        if self._trouble_announced:
+            self._trouble_announced = False
             self._queue_narration(RECONNECTED_MESSAGE, "status", ANSWER)
         self._sent_audio.clear()
+        self._changed.notify()
         self.timeline.add("listening", f"listener session {self.listener.sessions_opened} ready")
-        self.machine.fire("listener_ready")
+        if self.machine.phase is Phase.RESTARTING or self.machine.phase is Phase.NARRATING:
+            self.machine.fire("listener_ready")
         self._first_session.set()
         self._uplink_wake.set()
         self._route_next()
@@ -344,32 +389,32 @@ class Coordinator:
         if interrupted_command is not None:
             # Not run yet (tools run only on a completed response): route it again, first in line.
             self._pending_commands.appendleft(interrupted_command)
-            self._command_active = False
-        intentional = closed.code == 1000
+            self._active_route = 0
         if expired:
             self.timeline.add("restarting", "listener session expired; reconnecting")
-        elif not intentional:
+        elif closed.code != 1000:
             self.timeline.add("error", f"listener connection dropped (code {closed.code}); reconnecting")
-            # Heard when nothing else will tell the user: a cut command or utterance is answered anyway.
-            if interrupted_command is None and not unheard_speech and self.machine.phase is not Phase.NARRATING:
+            # Said only when nothing else will tell the user: a cut command, an utterance being
+            # replayed or a tool still running is answered anyway.
+            if not (interrupted_command or unheard_speech or self._active_route) and self.machine.phase is not Phase.NARRATING:
                 self._queue_narration(CONNECTION_LOST_MESSAGE, "status", ANSWER)
         self.machine.fire("listener_lost", f"code {closed.code}")
 
     def listener_connect_failed(self, error: HandshakeFailed, attempt: int) -> None:
         self.timeline.add("error", f"listener could not connect (attempt {attempt}): {error}")
-        if not self._connection_trouble:
-            self._connection_trouble = True
+        if attempt >= self.settings.reconnect.announce_after_failures and not self._trouble_announced:
+            self._trouble_announced = True
             self._queue_narration(CANNOT_CONNECT_MESSAGE, "status", ANSWER)
 
     def listener_fatal(self, message: str) -> None:
-        self._fatal = message
-        self.timeline.add("error", f"fatal: {message}")
+        self._fail(message)
 
     def heard(self, transcript: str, decision: str) -> None:
         if self.listener.all_heard:
             self._sent_audio.clear()  # everything sent so far has been heard: nothing to replay
         kind = {"ignored": "ignored", "wake": "wake", "command": "heard"}[decision]
         self.timeline.add(kind, transcript)
+        self._changed.notify()
         if decision == "wake" and self.parts.chime:
             self._spawn(self._play_chime(), "chime")
 
@@ -377,19 +422,18 @@ class Coordinator:
         self._pending_commands.append(text)
         self._route_next()
 
-    def tools_requested(self, command: str, calls: tuple[wire.FunctionCall, ...]) -> None:
+    def tools_requested(self, command: str, calls: tuple[wire.FunctionCall, ...], session: int) -> None:
         fresh = [c for c in calls if c.call_id not in self._executed_calls]
-        for call in calls:
-            if call.call_id in self._executed_calls:
-                log.warning("call %s (%s) was already run; not running it again", call.call_id, call.name)
+        if len(fresh) < len(calls):
+            log.warning("ignoring %d call(s) that already ran", len(calls) - len(fresh))
+        if not fresh:
+            self.routing_failed(command, "the model repeated a call that already ran")
+            return
         for call in fresh:
             self._executed_calls[call.call_id] = None
         while len(self._executed_calls) > 1000:
             self._executed_calls.popitem(last=False)
-        if not fresh:
-            self._command_done()
-            return
-        self._spawn(self._run_tools(command, fresh), f"tools:{fresh[0].call_id}")
+        self._spawn(self._run_tools(command, fresh, session), f"tools:{fresh[0].call_id}")
 
     def text_answer(self, command: str, text: str) -> None:
         self.timeline.add("fallback", f"no tool call for {command!r}; narrating the model's text")
@@ -404,24 +448,33 @@ class Coordinator:
     # -- commands ---------------------------------------------------------------------------------
     def _route_next(self) -> None:
         """Route the next queued command if the pipeline is free; one command at a time."""
-        if self.machine.phase is not Phase.LISTENING or self._command_active or not self._pending_commands:
+        if self.machine.phase is not Phase.LISTENING or self._active_route or not self._pending_commands:
             return
         command = self._pending_commands.popleft()
-        self._command_active = True
+        self._active_route = route = next(self._routes)
         self.machine.fire("command_routed", command)
         self.timeline.add("command", command)
-        self._spawn(self._route(command), "route")
+        self._spawn(self._route(command, route), "route")
 
-    async def _route(self, command: str) -> None:
+    async def _route(self, command: str, route: int) -> None:
         if not await self.listener.route(command):
             # The session vanished between the decision and the send: keep the command for the next one.
             self._pending_commands.appendleft(command)
-            self._command_active = False
+            self._active_route = 0
+            return
+        # A watchdog: a route that never gets its response (lost by the server) must not leave
+        # the assistant routing forever.
+        timeout = self.settings.listener.route_timeout_s
+        await asyncio.sleep(timeout)
+        if self._active_route == route and self.machine.phase is Phase.ROUTING:
+            self.routing_failed(command, f"no answer from the model in {timeout:g} s")
+            await self.listener.restart("the model did not answer a command")
 
     def _command_done(self) -> None:
-        self._command_active = False
+        self._active_route = 0
+        self._changed.notify()
 
-    async def _run_tools(self, command: str, calls: list[wire.FunctionCall]) -> None:
+    async def _run_tools(self, command: str, calls: list[wire.FunctionCall], session: int) -> None:
         scripts: list[str] = []
         for call in calls:
             self.timeline.add("tool", f"{call.name}({call.arguments})")
@@ -434,7 +487,7 @@ class Coordinator:
                 self.timeline.add("error", f"tool {call.name} crashed: {exc.__class__.__name__}")
                 continue
             log.info("tool %s finished ok=%s: %s", call.name, result.ok, speakable.full)
-            await self.listener.send_tool_output(call, result.short_output())
+            await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._queue_narration(" ".join(scripts), "answer", ANSWER)
         self._command_done()
@@ -443,25 +496,38 @@ class Coordinator:
     def _queue_narration(
         self, script: str, kind: str, priority: int, on_done: Callable[[NarrationResult | None], None] | None = None
     ) -> None:
-        self._idle.clear()
         self._narrations.put_nowait(NarrationRequest(priority, next(self._seq), script, kind, on_done))
+        self._changed.notify()
 
     async def _narrate_forever(self) -> None:
         while True:
             request = await self._narrations.get()
+            kinds = {request.kind}
             async with self._reader_lock:
                 self.machine.fire("narration_started", request.kind)
-                await self._narrate(request)
-                while not self._narrations.empty():  # back to back, one voice at a time
-                    await self._narrate(self._narrations.get_nowait())
-                self.machine.fire("narrations_finished")
-            # A clean listener: the loop opens a fresh session and reports listener_ready.
-            await self.listener.restart("after a narration")
+                try:
+                    await self._narrate(request)
+                    while not self._narrations.empty():  # back to back, one voice at a time
+                        following = self._narrations.get_nowait()
+                        kinds.add(following.kind)
+                        await self._narrate(following)
+                except AudioDeviceError as exc:
+                    self._fail(f"the speaker stopped working ({exc})")
+                    return
+                if kinds & RESTART_AFTER or not self.listener.ready:
+                    self.machine.fire("narrations_finished")
+                else:
+                    self.machine.fire("narrations_finished_listening")
+            self._changed.notify()
+            if kinds & RESTART_AFTER:
+                # A clean listener: the loop opens a fresh session and reports listener_ready.
+                await self.listener.restart("after a narration")
+            else:
+                self._route_next()
 
     async def _narrate(self, request: NarrationRequest) -> None:
         speaker = self.parts.speaker
         self.timeline.add("narrating", request.script)
-        result: NarrationResult | None = None
         with self.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
             result = await self.parts.narrator.narrate(request.script, speaker)
@@ -478,36 +544,50 @@ class Coordinator:
         """Last words before exiting: straight to the local voice, under the reader lock."""
         async with self._reader_lock:
             with self.mute.hold("final message"):
-                self.parts.speaker.flush()
-                self.parts.speaker.play(await self.parts.local_voice(text))
-                await self.parts.speaker.drained()
+                try:
+                    self.parts.speaker.flush()
+                    self.parts.speaker.play(await self.parts.local_voice(text))
+                    await self.parts.speaker.drained()
+                except AudioDeviceError:
+                    log.warning("could not say the final message: the speaker does not work")
 
     async def _play_chime(self) -> None:
         async with self._reader_lock:
             with self.mute.hold("chime"):
-                self.parts.speaker.play(self.parts.chime)
-                await self.parts.speaker.drained()
+                try:
+                    self.parts.speaker.play(self.parts.chime)
+                    await self.parts.speaker.drained()
+                except AudioDeviceError as exc:
+                    self._fail(f"the speaker stopped working ({exc})")
+                    return
+                await asyncio.sleep(self.settings.narrator.echo_margin_s)  # its echo is no command
         self.timeline.add("chime", f"listening for a command for {self.settings.listener.wake_window_s:g} s")
+        self._changed.notify()
 
     # -- microphone -------------------------------------------------------------------------------
     async def _read_microphone(self) -> None:
-        """Read the mic until it ends. Muted chunks are read and dropped (the narrator's own
-        voice must not reach the listener); the rest wait in a bounded buffer (oldest dropped)
-        for the uplink. Reading starts once the first listener session exists."""
+        """Read the mic until it ends. A live mic's chunks are read and dropped while muted (the
+        narrator's own voice must not reach the listener); the rest wait in a bounded buffer
+        (oldest dropped) for the uplink. A file is not a room: it is not read at all while muted
+        or while no session can take it, so nothing in it is lost. Reading starts once the first
+        listener session exists."""
         await self._first_session.wait()
+        live = getattr(self.parts.microphone, "live", True)
         try:
             async for chunk in self.parts.microphone.chunks():
                 if self.mute.muted:
-                    self.stats["mic_chunks_muted"] += 1
-                    continue
+                    if live:
+                        self.stats["mic_chunks_muted"] += 1
+                        continue
+                    while self.mute.muted or not self.listener.ready:
+                        await self._changed.wait(RECHECK_IDLE_S)
                 if not self.listener.ready:
                     self.stats["mic_chunks_buffered"] += 1
                 self._mic_buffer.append(chunk)
                 self._uplink_wake.set()
         except Exception as exc:  # a device that vanished: say so and stop, do not crash
             log.exception("the microphone failed")
-            self._fatal = f"the microphone stopped working ({exc})"
-            self.timeline.add("error", f"fatal: {self._fatal}")
+            self._fail(f"the microphone stopped working ({exc})")
 
     async def _uplink(self) -> None:
         """Send buffered mic audio whenever there is some and a configured session to take it;
@@ -531,7 +611,6 @@ class Coordinator:
             if (
                 self._is_idle()
                 and self.listener.ready
-                and self.listener.quiet
                 and self.listener.session_age_s >= self.settings.listener.recycle_after_s
             ):
                 self.machine.fire("recycle", "session nearing its 60-minute limit")
@@ -543,9 +622,7 @@ class Coordinator:
         assert notices is not None
         while True:
             await notices.wait_pending()
-            while not self._is_idle():
-                self._idle.clear()
-                await self._idle.wait()
+            await self._wait_until_idle()
             batch = notices.next_batch(time.time())
             if batch is None:
                 continue
@@ -561,4 +638,4 @@ class Coordinator:
 
 
 class _Stop(Exception):
-    """Ends the coordinator's TaskGroup after a fatal error."""
+    """Ends the coordinator's TaskGroup (fatal error, or a finite microphone has ended)."""

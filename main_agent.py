@@ -16,7 +16,7 @@ from typing import Any, Callable, Protocol
 from openai import AsyncOpenAI
 
 import realtime_wire as wire
-from realtime_link import HandshakeFailed, RealtimeLink, open_configured, reconnect_policy
+from realtime_link import HandshakeFailed, RealtimeLink, fatal_message, open_configured, reconnect_policy
 from realtime_wire import ClientEvents
 from settings import Settings
 from wake_gate import Command, Ignore, WakeGate, WakeOnly
@@ -119,7 +119,8 @@ class ListenerCore:
     speaking: bool = False  # VAD says someone is talking
     awaiting_transcripts: set[str] = field(default_factory=set)
     _expired: bool = False
-    _route_count: int = 0
+    _routes: int = 0
+    _route_event_ids: set[str] = field(default_factory=set)
 
     @property
     def all_heard(self) -> bool:
@@ -136,8 +137,12 @@ class ListenerCore:
         if self.in_flight is not None:
             raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
         self.in_flight = command
-        self._route_count += 1
-        return [Send(ClientEvents.user_text(command)), Send(ClientEvents.route_command())]
+        self._routes += 1
+        # Tagged, so an error the server reports for either event ends this route.
+        self._route_event_ids = {f"route-{self._routes}-item", f"route-{self._routes}-response"}
+        item, response = ClientEvents.user_text(command), ClientEvents.route_command()
+        item["event_id"], response["event_id"] = sorted(self._route_event_ids)
+        return [Send(item), Send(response)]
 
     def feed(self, event: wire.ServerEvent) -> list[Action]:
         match event:
@@ -190,13 +195,14 @@ class ListenerCore:
 
     def _on_error(self, error: wire.ServerError) -> list[Action]:
         if error.fatal:
-            return [Fatal(f"OpenAI refused the listener: {error.message} ({error.code})")]
+            return [Fatal(fatal_message(error.code, f"OpenAI refused the listener: {error.message} ({error.code})"))]
         if error.session_expired:
             self._expired = True  # the server closes with 1001 next; reconnect at once
             log.info("listener session reached its maximum length; reconnecting")
             return []
         log.warning("listener session error %s: %s", error.code, error.message)
-        if self.in_flight is not None and error.code in ("conversation_already_has_active_response",):
+        if self.in_flight is not None and error.client_event_id in self._route_event_ids:
+            # The server refused our route: no response will come for it.
             command, self.in_flight = self.in_flight, None
             return [RoutingFailed(command, error.message)]
         return []
@@ -267,14 +273,15 @@ class Listener:
 
     async def route(self, command: str) -> bool:
         """Route a command in the current session; False when there is none (caller keeps it)."""
-        if not self.ready or self._core is None:
+        if self._core is None:
             return False
         await self._apply(self._core.route(command))
         return True
 
-    async def send_tool_output(self, call: wire.FunctionCall, output: str) -> None:
-        # The listener makes no further response: the narrator speaks the result.
-        if self._link is not None:
+    async def send_tool_output(self, call: wire.FunctionCall, output: str, session: int) -> None:
+        """Return a result to the session whose model asked for it (a later session never saw
+        the call). The listener makes no further response: the narrator speaks the result."""
+        if self._link is not None and session == self.sessions_opened:
             await self._link.send(ClientEvents.function_output(call.call_id, output, call.item_id))
 
     async def restart(self, reason: str) -> None:
@@ -286,32 +293,41 @@ class Listener:
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
-        """Connect, configure, listen; on any end reconnect. Returns only on a fatal error."""
+        """Keep a configured session open, forever. Returns only on a fatal error."""
         while True:
+            # A fresh policy per healthy session: the backoff starts again from its first step.
             try:
-                link = await reconnect_policy(self._settings, self._observer.listener_connect_failed)(
-                    open_configured, self._client, self._settings, "listener", self._session
-                )
-            except HandshakeFailed as failure:  # only fatal ones get here
+                await reconnect_policy(self._settings, self._observer.listener_connect_failed)(self._one_session)
+            except HandshakeFailed as failure:  # only fatal ones get here; others are retried
                 self._observer.listener_fatal(str(failure))
                 return
-            self.sessions_opened += 1
-            self._core = ListenerCore(gate=self.gate, clock=self._clock)
-            self._session_started = self._clock()
-            self._link = link
-            self._observer.listener_ready()
-            fatal = await self._receive(link)
-            self._link = None
-            self._core = None
-            if fatal:
+            except _ListenerStopped:
                 return
 
-    async def _receive(self, link: RealtimeLink) -> bool:
-        async for event in link.events():
-            assert self._core is not None
-            if await self._apply(self._core.feed(event)):
-                return True
-        return False
+    async def _one_session(self) -> None:
+        """One session, from open to end. Raises HandshakeFailed (retried with backoff) when it
+        cannot be opened, or when it dies unexpectedly before it was healthy, so a server that
+        drops every new session is not hammered."""
+        link = await open_configured(self._client, self._settings, "listener", self._session)
+        self.sessions_opened += 1
+        self._core = ListenerCore(gate=self.gate, clock=self._clock)
+        self._session_started = self._clock()
+        self._link = link
+        self._observer.listener_ready()
+        try:
+            async for event in link.events():
+                if await self._apply(self._core.feed(event)):
+                    raise _ListenerStopped()
+        finally:
+            self._link = None
+            self._core = None
+            await link.close()
+        closed = link.closed
+        lived = self._clock() - self._session_started
+        ended_by_us_or_expiry = closed is not None and (closed.code in (1000, 1001))
+        if not ended_by_us_or_expiry and lived < self._settings.reconnect.healthy_after_s:
+            code = closed.code if closed else "unknown"
+            raise HandshakeFailed(f"the listener session ended after {lived:.1f} s (code {code})")
 
     async def _apply(self, actions: list[Action]) -> bool:
         """Carry out the core's actions. Returns True when the listener must stop (fatal)."""
@@ -326,7 +342,7 @@ class Listener:
                 case CommandHeard(text=text):
                     obs.command_heard(text)
                 case RunTools(command=command, calls=calls):
-                    obs.tools_requested(command, calls)
+                    obs.tools_requested(command, calls, self.sessions_opened)
                 case SpeakText(command=command, text=text):
                     obs.text_answer(command, text)
                 case RoutingFailed(command=command, reason=reason):
@@ -342,3 +358,7 @@ class Listener:
                     self._link = None
                     obs.listener_lost(closed, expired, in_flight, unheard)
         return False
+
+
+class _ListenerStopped(Exception):
+    """A fatal error inside a session: the listener stops (the coordinator was told why)."""

@@ -13,9 +13,11 @@ import itertools
 import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any
 
 from openai import AsyncOpenAI
+
+from audio_devices import SpeakerSink
 
 import realtime_wire as wire
 from realtime_link import HandshakeFailed, open_configured
@@ -28,10 +30,6 @@ READ_VERBATIM = (
     "You are a narrator. Read the user's message aloud exactly as written, word for word, "
     "in a calm, friendly voice. Do not add, drop, answer or comment on anything."
 )
-
-
-class Speaker(Protocol):
-    def play(self, pcm: bytes) -> None: ...
 
 
 def narrator_session(settings: Settings) -> dict[str, Any]:
@@ -141,18 +139,20 @@ class Narrator:
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     sessions_opened: int = 0
 
-    async def narrate(self, script: str, speaker: Speaker) -> NarrationResult:
+    async def narrate(self, script: str, speaker: SpeakerSink) -> NarrationResult:
         """Read `script` aloud. Retries once on a new session after a drop or a deviating read."""
         narration_id = f"n{next(self._ids)}"
         last = NarrationResult(False, "", 0.0, 0, 0, "not started")
         for attempt in (1, 2):
+            if attempt > 1:
+                speaker.flush()  # the retry starts from the top; cut what is left of the failed read
             last = await self._attempt(script, narration_id, attempt, speaker)
             if last.ok or last.fatal:
                 return last
             log.warning("narration %s attempt %d failed: %s", narration_id, attempt, last.error)
         return last
 
-    async def _attempt(self, script: str, narration_id: str, attempt: int, speaker: Speaker) -> NarrationResult:
+    async def _attempt(self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink) -> NarrationResult:
         core = NarrationCore(script, narration_id)
         try:
             link = await open_configured(self.client, self.settings, "narrator", narrator_session(self.settings))
@@ -179,7 +179,7 @@ class Narrator:
                 return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, reason, fatal=fatal)
         return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, "no outcome")
 
-    async def _stream(self, link: Any, core: NarrationCore, speaker: Speaker) -> NarrationAction:
+    async def _stream(self, link: Any, core: NarrationCore, speaker: SpeakerSink) -> NarrationAction:
         events = link.events()
         timeout = self.settings.narrator.response_timeout_s
         while True:

@@ -41,6 +41,21 @@ def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
     return AsyncOpenAI(api_key=settings.api_key or "sk-none", base_url=settings.base_url, max_retries=0)
 
 
+# What to tell the user for each fatal code: what happened and where to fix it.
+FATAL_ADVICE = {
+    "invalid_api_key": "OpenAI refused the API key (invalid_api_key): check OPENAI_API_KEY in .env",
+    "insufficient_quota": "the OpenAI account has no quota left (insufficient_quota): add credit at platform.openai.com, billing",
+    "billing_hard_limit_reached": "the OpenAI account reached its billing limit (billing_hard_limit_reached): raise it at platform.openai.com, billing",
+    "account_deactivated": "the OpenAI account is deactivated (account_deactivated): see platform.openai.com",
+    "model_not_found": "the model was not found (model_not_found): check REALTIME_MODEL in .env",
+    "unknown_parameter": "the server did not accept handoff's session settings (unknown_parameter): this is a bug, please report it",
+}
+
+
+def fatal_message(code: str | None, fallback: str) -> str:
+    return FATAL_ADVICE.get(code or "", fallback)
+
+
 def _describe_handshake_failure(exc: BaseException) -> HandshakeFailed:
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
@@ -50,12 +65,14 @@ def _describe_handshake_failure(exc: BaseException) -> HandshakeFailed:
             code = (body.get("error") or {}).get("code")
         except (ValueError, AttributeError):
             pass
-        fatal = status in (401, 403, 404) or code in FATAL_ERROR_CODES
+        if code in FATAL_ERROR_CODES:
+            return HandshakeFailed(fatal_message(code, ""), status=status, fatal=True)
+        fatal = status in (401, 403, 404)
         reason = {
-            401: "the API key was refused (invalid_api_key): check OPENAI_API_KEY in .env",
-            403: "the API key may not use the Realtime API (403): check the key's project and permissions",
-            404: "the Realtime model was not found (404): check REALTIME_MODEL",
-            429: "rate limited at connect (429)",
+            401: FATAL_ADVICE["invalid_api_key"],
+            403: "the API key may not use the Realtime API (HTTP 403): check the key's project and permissions",
+            404: "the Realtime model was not found (HTTP 404): check REALTIME_MODEL in .env",
+            429: "rate limited at connect (HTTP 429)",
         }.get(status, f"the server answered HTTP {status} to the connection")
         return HandshakeFailed(reason, status=status, fatal=fatal)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
@@ -134,24 +151,42 @@ class RealtimeLink:
 async def open_configured(
     client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any]
 ) -> RealtimeLink:
-    """Open a link and wait until the server confirmed our session config. A link that closes or
-    errors before that counts as a failed connection attempt."""
-    link = await RealtimeLink.open(client, settings.realtime, label)
+    """Open a link and wait until the server confirmed our session config, all within
+    `connect_timeout_s`. A link that closes, errors or stalls before that counts as a failed
+    connection attempt (fatal only for errors retrying cannot fix), and is closed."""
+    link: RealtimeLink | None = None
+    try:
+        async with asyncio.timeout(settings.realtime.connect_timeout_s):
+            link = await RealtimeLink.open(client, settings.realtime, label)
+            return await _configure(link, label, session)
+    except BaseException as exc:  # cancellation included: never leave a half-open session behind
+        if link is not None:
+            await link.close()
+        if isinstance(exc, TimeoutError):
+            raise HandshakeFailed(
+                f"the {label} session was not ready within {settings.realtime.connect_timeout_s:g} s"
+            ) from None
+        raise
+
+
+async def _configure(link: RealtimeLink, label: str, session: dict[str, Any]) -> RealtimeLink:
     await link.send(ClientEvents.session_update(session))
     async for event in link.events():
         if isinstance(event, wire.SessionUpdated):
             return link
         if isinstance(event, wire.ServerError):
-            await link.close()
-            raise HandshakeFailed(f"the server rejected the {label} session: {event.message}", fatal=True)
+            fatal = event.fatal or event.code == "unknown_parameter"  # retrying cannot fix either
+            fallback = f"the server refused the {label} session: {event.message} ({event.code})"
+            raise HandshakeFailed(fatal_message(event.code, fallback), fatal=fatal)
         if isinstance(event, wire.Closed):
             raise HandshakeFailed(f"the {label} connection closed during setup (code {event.code})")
     raise HandshakeFailed(f"the {label} connection ended during setup")
 
 
 def reconnect_policy(settings: Settings, on_retry: Callable[[HandshakeFailed, int], None]) -> AsyncRetrying:
-    """Handshake failures back off exponentially with jitter, capped, forever; fatal ones stop.
-    A new policy object is made per reconnect, which resets the backoff after a healthy session."""
+    """Failed attempts (handshakes, sessions that die young) back off exponentially with jitter,
+    capped, forever; fatal ones stop. Each policy object counts its own attempts, so making a new
+    one after a healthy session resets the backoff."""
 
     def before_sleep(state: Any) -> None:
         on_retry(state.outcome.exception(), state.attempt_number)

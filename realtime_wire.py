@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import base64
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Union
 
 # Errors after which retrying cannot help: tell the user and stop.
@@ -303,12 +303,3 @@ class ClientEvents:
                 "metadata": metadata,
             },
         }
-
-
-@dataclass
-class TimelineNote:
-    """Something a person would want in the readable timeline (heard / ignored / wake / tool ...)."""
-
-    kind: str
-    text: str = ""
-    extra: dict[str, Any] = field(default_factory=dict)

@@ -58,6 +58,7 @@ class ListenerSettings:
     wake_window_s: float = 8.0  # after a wake-only utterance, the next one within this is the command
     vad_silence_ms: int = 500  # server VAD: silence that ends an utterance
     recycle_after_s: float = 55 * 60.0  # recycle the session at a quiet moment before the 60-minute cap
+    route_timeout_s: float = 30.0  # a routed command with no response by then gets an apology and a fresh session
     pre_connect_buffer_s: float = 10.0  # mic audio kept while the listener reconnects (bounded)
 
 
@@ -90,6 +91,8 @@ class ReconnectSettings:
     initial_s: float = 0.5
     max_s: float = 30.0
     jitter_s: float = 0.5
+    healthy_after_s: float = 30.0  # a session that lived this long resets the backoff; a shorter one that dropped backs off
+    announce_after_failures: int = 3  # say "I can't reach OpenAI" after this many failed attempts in a row
 
 
 @dataclass(frozen=True)

@@ -54,6 +54,10 @@ class WakeGate:
     def window_open(self) -> bool:
         return self._window_until is not None
 
+    def window_open_at(self, now: float) -> bool:
+        """A wake-only utterance was heard and its window has not lapsed yet."""
+        return self._window_until is not None and now <= self._window_until
+
     def classify(self, transcript: str, now: float) -> Decision:
         words = _words(transcript)
         if not words:

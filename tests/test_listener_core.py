@@ -46,7 +46,7 @@ def test_addressed_command_is_deleted_then_routed_as_text():
     assert CommandHeard("what time is it?") in actions
     routed = sent(core.route("what time is it?"))
     assert routed[0]["item"]["content"] == [{"type": "input_text", "text": "what time is it?"}]
-    assert routed[1] == {"type": "response.create", "response": {"tool_choice": "required", "output_modalities": ["text"]}}
+    assert routed[1]["response"] == {"tool_choice": "required", "output_modalities": ["text"]}
     with pytest.raises(RuntimeError):
         core.route("another")  # one at a time: the coordinator queues
 
@@ -76,6 +76,16 @@ def test_session_expiry_and_close():
     expired = wire.ServerError("session_expired", "Your session hit the maximum duration", "invalid_request_error", None)
     assert core.feed(expired) == []
     assert core.feed(wire.Closed(1001)) == [Ended(wire.Closed(1001), expired=True)]
+
+
+def test_an_error_about_our_route_ends_it():
+    core, _ = make_core()
+    routed = sent(core.route("what time is it"))
+    unrelated = wire.ServerError("server_error", "hiccup", "server_error", None)
+    assert core.feed(unrelated) == [] and core.in_flight == "what time is it"
+    refused = wire.ServerError("invalid_value", "bad", "invalid_request_error", routed[1]["event_id"])
+    assert core.feed(refused) == [RoutingFailed("what time is it", "bad")]
+    assert core.in_flight is None
 
 
 def test_fatal_error_stops():
