@@ -33,10 +33,15 @@ MIC_PACE = 4.0  # audio time runs four times faster than the wall clock
 
 
 def fast_settings(
-    base_url: str, workspace: Path, state_dir: Path, tasks_config: Path | None = None, **listener: object
+    base_url: str,
+    workspace: Path,
+    state_dir: Path,
+    tasks_config: Path | None = None,
+    connect_timeout_s: float = 5.0,
+    **listener: object,
 ) -> Settings:
     return Settings(
-        realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=5.0),
+        realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
         narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
@@ -81,9 +86,30 @@ class Pipeline:
         return [c for c in self.sim.connections if c.role == "narrator"]
 
 
+# Error events the simulator may send in a healthy run: those the tests inject on purpose.
+INJECTED_ERRORS = frozenset({"server_error", "session_expired"})  # by type or code
+
+
+def unexpected_errors(sim: SimServer) -> list[dict]:
+    """Errors the simulator reported that no test asked for: a client bug (say, a result sent
+    to the wrong session) shows up here even when the user-facing story looks fine."""
+    return [
+        event["error"]
+        for connection in sim.connections
+        for event in connection.sent_of("error")
+        if not {event["error"].get("type"), event["error"].get("code")} & INJECTED_ERRORS
+    ]
+
+
 @contextlib.asynccontextmanager
 async def running_pipeline(
-    tmp_path: Path, sim: SimServer, speaker_pace: float = 0.0, tasks_toml: str | None = None, **listener: object
+    tmp_path: Path,
+    sim: SimServer,
+    speaker_pace: float = 0.0,
+    tasks_toml: str | None = None,
+    speaker: MemorySpeaker | None = None,
+    connect_timeout_s: float = 5.0,
+    **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
@@ -92,10 +118,12 @@ async def running_pipeline(
     if tasks_toml is not None:
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
-    settings = fast_settings(sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, **listener)
+    settings = fast_settings(
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, **listener
+    )
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=MIC_PACE)
-    speaker = MemorySpeaker(pace=speaker_pace)
+    speaker = speaker or MemorySpeaker(pace=speaker_pace)
     async with assistant(settings, microphone, speaker, timeline) as coordinator:
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")
         pipeline = Pipeline(sim, coordinator, microphone, speaker, timeline, settings, task)
@@ -104,6 +132,7 @@ async def running_pipeline(
                 lambda t: t.count("listening") >= 1 or any(e.text.startswith("fatal:") for e in t.entries), 20
             )
             yield pipeline
+            assert not unexpected_errors(sim), unexpected_errors(sim)
         finally:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

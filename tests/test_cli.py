@@ -42,17 +42,21 @@ def write_wav(path: Path, pcm: bytes) -> Path:
 
 
 async def test_run_from_wav_files_against_the_simulator(tmp_path):
-    speech = await synthesize("computer, what time is it")
-    input_wav = write_wav(tmp_path / "in.wav", bytes(9600) + speech + bytes(24000))
+    # Two commands back to back: read as fast as possible, the second must wait while the first
+    # is answered (a file is never dropped while the narrator speaks).
+    first = await synthesize("computer, what time is it")
+    second = await synthesize("computer, echo hello from a file")
+    input_wav = write_wav(tmp_path / "in.wav", bytes(9600) + first + bytes(24000) + second + bytes(24000))
     output_wav = tmp_path / "out.wav"
     async with SimServer() as sim:
         sim.script.push_transcript("Computer, what time is it?")
+        sim.script.push_transcript("Computer, echo hello from a file")
         env = clean_env(tmp_path, OPENAI_API_KEY="sk-cli-test-0123456789", OPENAI_BASE_URL=sim.base_url)
         code, out, err = await run_handoff(
             tmp_path, "run", "--input-wav", str(input_wav), "--output-wav", str(output_wav), "--fast", env=env
         )
     assert code == 0, err
-    assert "get_time" in err and "narrated" in err  # the log tells the story
+    assert "get_time" in err and "echo(" in err and err.count("narrated: answer") == 2  # the log tells the story
     assert "sk-cli-test" not in err + out  # the key never reaches a log
     with wave.open(str(output_wav)) as wav:
         assert wav.getframerate() == 24000 and wav.getnframes() > 24000 // 2  # the answer was spoken

@@ -6,6 +6,7 @@ import asyncio
 
 import pytest
 
+from audio_devices import AudioDeviceError, MemorySpeaker
 from handoff import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_sim import Fault, SimConfig
 from tests.pipeline_harness import UTTERANCE, running_pipeline
@@ -201,3 +202,60 @@ async def test_soak_with_random_faults_every_command_is_answered_once(tmp_path, 
         assert not p.task.done()  # still running
         outputs = function_outputs(p)
         assert len(outputs) == len(set(outputs))  # no call answered twice
+
+
+async def test_a_server_error_during_setup_is_retried_not_fatal(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        # The next connection (the narrator, for this command) gets an error before it is configured.
+        sim.script.push_fault(Fault("server_error", after_sent="session.created"))
+        before = p.counts()
+        p.say("Computer, what time is it")
+        await p.answered(before)
+        assert p.coordinator.fatal_message is None and not p.task.done()
+        assert narrated_scripts(p)[-1].startswith("It's")
+
+
+async def test_a_stalled_setup_times_out_and_the_mute_is_not_held_hostage(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, connect_timeout_s=0.5) as p:
+        # The narrator's session.updated is held back far longer than the setup may take.
+        sim.script.push_fault(Fault("delay", after_sent="session.created", delay_s=30.0))
+        before = p.counts()
+        p.say("Computer, what time is it")
+        await p.answered(before)
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"][-1]
+        assert narrated.endswith("attempts 2)")  # the stalled attempt was given up, the retry worked
+        narration_mutes = [end - start for holder, start, end in p.coordinator.mute.history if holder == "narration"]
+        assert narration_mutes and narration_mutes[-1] < 10.0  # not the 30 s stall
+
+
+class BrokenSpeaker(MemorySpeaker):
+    """A speaker that was unplugged: playing works until the first wait for playback."""
+
+    async def drained(self) -> None:
+        raise AudioDeviceError("the output device disappeared (unplugged?)")
+
+
+async def test_a_speaker_that_fails_stops_the_assistant_with_a_clear_message(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, speaker=BrokenSpeaker()) as p:
+        p.say("Computer, what time is it")
+        assert await asyncio.wait_for(asyncio.shield(p.task), 20) == 3
+        assert "speaker stopped working" in p.coordinator.fatal_message
+        assert "unplugged" in p.coordinator.fatal_message
+
+
+async def test_audio_is_buffered_while_the_listener_reconnects(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        sim.script.push_tool_call("echo", {"text": "first"})
+        p.say("Computer, echo first")
+        # The listener opened after this narration is slow to come up: speech meanwhile waits.
+        await sim.wait_for(lambda s: len(p.narrator_connections()) == 1, timeout=10)
+        # The next connection is the listener opened after this narration.
+        sim.script.push_fault(Fault("delay", target="any", after_sent="session.created", delay_s=0.6))
+        await p.wait(lambda t: t.count("narrated") > before["narrated"])
+        buffered_before = p.coordinator.stats["mic_chunks_buffered"]
+        p.say("Computer, what time is it")
+        await p.wait(lambda t: t.count("heard") >= before["heard"] + 2)
+        assert p.listener_connections()[1].faults  # the delay did hit the new listener
+        assert p.coordinator.stats["mic_chunks_buffered"] - buffered_before > 20  # a good part of the 0.6 s
+        assert [e.text for e in p.timeline.entries if e.kind == "heard"][-1] == "Computer, what time is it"

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 
 from tests.pipeline_harness import running_pipeline
 
@@ -53,4 +55,6 @@ async def test_list_and_cancel_by_voice(tmp_path, sim):
         assert "cancel" in scripts(p)[-1].lower() or "stopped" in scripts(p)[-1].lower()
         tools = [e.text for e in p.timeline.entries if e.kind == "tool"]
         assert [t.split("(")[0] for t in tools] == ["start_task", "list_tasks", "cancel_task"]
-        assert p.timeline.count("notice") == 0  # a cancel the user asked for is not announced again
+        # A cancel the user asked for is not announced again: nothing is waiting to be narrated.
+        assert p.coordinator.parts.notices.next_batch(time.time()) is None
+        assert p.timeline.count("notice") == 0
