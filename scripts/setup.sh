@@ -49,7 +49,7 @@ if [ "${#missing[@]}" -gt 0 ]; then
 fi
 
 # The venv is rebuilt only when the requirements change (a stamp holds their checksum).
-reqs=("$root/requirements.txt" "$root/pyproject.toml")
+reqs=("$root/requirements.txt" "$root/constraints.txt" "$root/pyproject.toml")
 [ "$want_dev" = 1 ] && reqs+=("$root/requirements-dev.txt")
 stamp_value="$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)"
 stamp_file="$venv/.handoff-stamp-$want_dev"
@@ -59,7 +59,7 @@ if [ ! -x "$venv/bin/python" ]; then
 fi
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   say "installing Python packages (first run takes about a minute)"
-  pip_args=(-q --disable-pip-version-check -r "$root/requirements.txt")
+  pip_args=(-q --disable-pip-version-check -c "$root/constraints.txt" -r "$root/requirements.txt")
   [ "$want_dev" = 1 ] && pip_args+=(-r "$root/requirements-dev.txt")
   "$venv/bin/python" -m pip install "${pip_args[@]}"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$root"
