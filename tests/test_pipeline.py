@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 
 
+from local_voice import tone
 from tests.pipeline_harness import running_pipeline
 
 
@@ -144,3 +145,14 @@ async def test_the_listener_is_recycled_at_a_quiet_moment(tmp_path, sim):
         await p.wait(lambda t: any("recycling" in e.text for e in t.entries) and t.count("listening") >= 2)
         assert p.listener_connections()[0].close_code == 1000  # closed by us, not expired
         assert p.timeline.count("narrated") == 0
+
+
+async def test_recycling_waits_for_the_speaker_to_finish(tmp_path, sim):
+    long_speech = tone([190.0, 230.0], 4.0) + bytes(2 * 24000 * 400 // 1000)  # 8 s of audio, 2 s at 4x
+    async with running_pipeline(tmp_path, sim, recycle_after_s=0.5) as p:
+        p.say("a long story about the garden, not addressed to anyone", long_speech)
+        await p.wait(lambda t: any("recycling" in e.text for e in t.entries))
+        kinds = [e.kind if e.kind != "restarting" else e.text for e in p.timeline.entries]
+        recycled_at = next(i for i, k in enumerate(kinds) if "recycling" in k)
+        assert "ignored" in kinds[:recycled_at]  # the utterance was heard out first
+        assert p.timeline.count("replaying") == 0
