@@ -547,7 +547,8 @@ class PyAudioMicrophone:
                 self._dropped = 0
             self._ready.clear()
             try:
-                await asyncio.wait_for(self._ready.wait(), self._stall_timeout_s)
+                async with asyncio.timeout(self._stall_timeout_s):
+                    await self._ready.wait()
             except TimeoutError:
                 if self._stream is not None and not self._stream.is_active():
                     raise AudioDeviceError(
@@ -634,7 +635,8 @@ class PyAudioSpeaker:
     async def drained(self) -> None:
         while not self._idle.is_set() and not self._closed:
             try:
-                await asyncio.wait_for(self._idle.wait(), self._stall_timeout_s)
+                async with asyncio.timeout(self._stall_timeout_s):
+                    await self._idle.wait()
             except TimeoutError:
                 if self._stream is not None and not self._stream.is_active():
                     raise AudioDeviceError(
@@ -711,7 +713,8 @@ class _Pacer:
             await asyncio.sleep(0)
         else:
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._stopped.wait(), delay)
+                async with asyncio.timeout(delay):
+                    await self._stopped.wait()
         return not self._stopped.is_set()
 
 
@@ -1011,7 +1014,8 @@ class _ModelledSpeaker:
                 return
             changed = self._changed
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(changed.wait(), remaining / self._pace)
+                async with asyncio.timeout(remaining / self._pace):
+                    await changed.wait()
 
     async def close(self) -> None:
         """Stop like a real speaker: what has not played by now is dropped (await drained() first)."""

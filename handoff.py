@@ -24,10 +24,10 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Iterator, Protocol
 
 import realtime_wire as wire
-from main_agent import Listener
+from main_agent import Listener, SessionEnd
 from realtime_link import HandshakeFailed
 from reader_agent import NarrationResult, Narrator
-from audio_devices import AudioDeviceError, MicrophoneSource, SpeakerSink
+from audio_devices import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
 from settings import Settings
 
 log = logging.getLogger("handoff.coordinator")
@@ -90,7 +90,11 @@ class PhaseMachine:
 
 class Changes:
     """Wakes every waiter when something changed: `notify` is sync (state setters call it),
-    `wait` is async. Unlike a shared Event, one waiter cannot swallow another's wake-up."""
+    `wait` is async. Unlike a shared Event, one waiter cannot swallow another's wake-up.
+
+    (Timeouts in this project use `asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11
+    wait_for can swallow a cancellation that lands as its inner await completes, which left a
+    cancelled task running forever.)"""
 
     def __init__(self) -> None:
         self._waiters: set[asyncio.Future[None]] = set()
@@ -106,7 +110,8 @@ class Changes:
         waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
         self._waiters.add(waiter)
         try:
-            await asyncio.wait_for(waiter, timeout)
+            async with asyncio.timeout(timeout):
+                await waiter
         except TimeoutError:
             pass
         finally:
@@ -267,11 +272,14 @@ class Coordinator:
         # response and sessions are short-lived), and the bound keeps a days-long run small.
         self._executed_calls: collections.OrderedDict[str, None] = collections.OrderedDict()
         self._active_route = 0  # the command being routed (0 = none), until its narration is queued
+        self._awaiting_response = 0  # the route whose model response has not come yet (0 = none)
         self._routes = itertools.count(1)
         chunks_per_s = 1000 / max(1, self.settings.audio.chunk_ms)
         self._mic_buffer: deque[bytes] = deque(maxlen=max(1, int(self.settings.listener.pre_connect_buffer_s * chunks_per_s)))
-        # Audio sent to the current session that it may not have heard yet (replayed after a drop).
-        self._sent_audio: deque[bytes] = deque(maxlen=self._mic_buffer.maxlen)
+        # Audio sent to the current session, with where each chunk starts (ms of session audio), so
+        # what a lost session never transcribed can be sent again to the next one.
+        self._sent_audio: deque[tuple[int, bytes]] = deque(maxlen=self._mic_buffer.maxlen)
+        self._sent_ms = 0
         self._first_session = asyncio.Event()
         self._uplink_wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -365,44 +373,51 @@ class Coordinator:
 
     # -- listener observer (sync: they only set state and spawn owned tasks) -----------------------
     def listener_ready(self) -> None:
-        if self._trouble_announced:
-            self._trouble_announced = False
-            self._queue_narration(RECONNECTED_MESSAGE, "status", ANSWER)
         self._sent_audio.clear()
+        self._sent_ms = 0
         self._changed.notify()
         self.timeline.add("listening", f"listener session {self.listener.sessions_opened} ready")
-        if self.machine.phase is Phase.RESTARTING or self.machine.phase is Phase.NARRATING:
-            self.machine.fire("listener_ready")
+        self.machine.fire("listener_ready")
+        if self._trouble_announced:
+            self._spawn(self._confirm_reconnected(self.listener.sessions_opened), "reconnected?")
         self._first_session.set()
         self._uplink_wake.set()
         self._route_next()
 
-    def listener_lost(
-        self, closed: wire.Closed, expired: bool, interrupted_command: str | None, unheard_speech: bool
-    ) -> None:
-        if unheard_speech and self._sent_audio:
-            # The session went away mid-utterance: what was sent since all was last heard goes to
-            # the next session first, so the user's words are not lost.
-            self._mic_buffer = deque([*self._sent_audio, *self._mic_buffer], maxlen=self._mic_buffer.maxlen)
-            self.timeline.add("replaying", f"{len(self._sent_audio) * self.settings.audio.chunk_ms} ms of unheard speech")
+    async def _confirm_reconnected(self, session: int) -> None:
+        """Say we are back only once a session has proved healthy, not on every flap."""
+        await asyncio.sleep(self.settings.reconnect.healthy_after_s)
+        if self._trouble_announced and self.listener.ready and self.listener.sessions_opened == session:
+            self._trouble_announced = False
+            self._queue_narration(RECONNECTED_MESSAGE, "status", ANSWER)
+
+    def listener_lost(self, end: SessionEnd) -> None:
+        if end.replay_from_ms is not None:
+            # The session went away before transcribing what was said: that audio goes to the
+            # next session first, so the user's words are not lost (and nothing heard is re-sent).
+            unheard = [chunk for start, chunk in self._sent_audio if start + self.settings.audio.chunk_ms > end.replay_from_ms]
+            self._mic_buffer = deque([*unheard, *self._mic_buffer], maxlen=self._mic_buffer.maxlen)
+            self.timeline.add("replaying", f"{len(unheard) * self.settings.audio.chunk_ms} ms of speech the session never transcribed")
         self._sent_audio.clear()
-        if interrupted_command is not None:
+        if end.interrupted_command is not None:
             # Not run yet (tools run only on a completed response): route it again, first in line.
-            self._pending_commands.appendleft(interrupted_command)
-            self._active_route = 0
-        if expired:
+            self._pending_commands.appendleft(end.interrupted_command)
+            self._active_route = self._awaiting_response = 0
+        if end.expired:
             self.timeline.add("restarting", "listener session expired; reconnecting")
-        elif closed.code != 1000:
-            self.timeline.add("error", f"listener connection dropped (code {closed.code}); reconnecting")
-            # Said only when nothing else will tell the user: a cut command, an utterance being
-            # replayed or a tool still running is answered anyway.
-            if not (interrupted_command or unheard_speech or self._active_route) and self.machine.phase is not Phase.NARRATING:
+        elif not end.by_us:
+            self.timeline.add("error", f"listener connection dropped (code {end.closed.code}); reconnecting")
+            # Said once, for a good session that dropped, and only when nothing else will tell the
+            # user: a cut command, replayed speech or a running tool is answered anyway. Sessions
+            # that die young count as failed attempts and are announced after a few of those.
+            quiet_loss = not (end.interrupted_command or end.replay_from_ms is not None or self._active_route)
+            if end.healthy and quiet_loss and self.machine.phase is not Phase.NARRATING:
                 self._queue_narration(CONNECTION_LOST_MESSAGE, "status", ANSWER)
-        self.machine.fire("listener_lost", f"code {closed.code}")
+        self.machine.fire("listener_lost", f"code {end.closed.code}")
 
     def listener_connect_failed(self, error: HandshakeFailed, attempt: int) -> None:
-        self.timeline.add("error", f"listener could not connect (attempt {attempt}): {error}")
-        if attempt >= self.settings.reconnect.announce_after_failures and not self._trouble_announced:
+        self.timeline.add("error", f"listener connection attempt {attempt} failed: {error}")
+        if attempt == self.settings.reconnect.announce_after_failures and not self._trouble_announced:
             self._trouble_announced = True
             self._queue_narration(CANNOT_CONNECT_MESSAGE, "status", ANSWER)
 
@@ -410,8 +425,6 @@ class Coordinator:
         self._fail(message)
 
     def heard(self, transcript: str, decision: str) -> None:
-        if self.listener.all_heard:
-            self._sent_audio.clear()  # everything sent so far has been heard: nothing to replay
         kind = {"ignored": "ignored", "wake": "wake", "command": "heard"}[decision]
         self.timeline.add(kind, transcript)
         self._changed.notify()
@@ -423,6 +436,7 @@ class Coordinator:
         self._route_next()
 
     def tools_requested(self, command: str, calls: tuple[wire.FunctionCall, ...], session: int) -> None:
+        self._awaiting_response = 0
         fresh = [c for c in calls if c.call_id not in self._executed_calls]
         if len(fresh) < len(calls):
             log.warning("ignoring %d call(s) that already ran", len(calls) - len(fresh))
@@ -433,17 +447,19 @@ class Coordinator:
             self._executed_calls[call.call_id] = None
         while len(self._executed_calls) > 1000:
             self._executed_calls.popitem(last=False)
-        self._spawn(self._run_tools(command, fresh, session), f"tools:{fresh[0].call_id}")
+        self._spawn(self._run_tools(command, fresh, session, self._active_route), f"tools:{fresh[0].call_id}")
 
     def text_answer(self, command: str, text: str) -> None:
+        self._awaiting_response = 0
         self.timeline.add("fallback", f"no tool call for {command!r}; narrating the model's text")
         self._queue_narration(text, "fallback", ANSWER)
-        self._command_done()
+        self._command_done(self._active_route)
 
     def routing_failed(self, command: str, reason: str) -> None:
+        self._awaiting_response = 0
         self.timeline.add("error", f"routing {command!r} failed: {reason}")
         self._queue_narration(ROUTING_FAILED_MESSAGE, "error", ANSWER)
-        self._command_done()
+        self._command_done(self._active_route)
 
     # -- commands ---------------------------------------------------------------------------------
     def _route_next(self) -> None:
@@ -462,19 +478,23 @@ class Coordinator:
             self._pending_commands.appendleft(command)
             self._active_route = 0
             return
-        # A watchdog: a route that never gets its response (lost by the server) must not leave
-        # the assistant routing forever.
+        # A watchdog: a route whose response never comes (lost by the server) must not leave the
+        # assistant routing forever. It stops watching once the response arrived, however long
+        # the tool it asked for then takes.
+        self._awaiting_response = route
         timeout = self.settings.listener.route_timeout_s
         await asyncio.sleep(timeout)
-        if self._active_route == route and self.machine.phase is Phase.ROUTING:
+        if self._awaiting_response == route:
+            self.listener.abandon_route()  # given up: not to be routed again after the restart
             self.routing_failed(command, f"no answer from the model in {timeout:g} s")
             await self.listener.restart("the model did not answer a command")
 
-    def _command_done(self) -> None:
-        self._active_route = 0
+    def _command_done(self, route: int) -> None:
+        if self._active_route == route:  # a late finisher must not end a newer command
+            self._active_route = 0
         self._changed.notify()
 
-    async def _run_tools(self, command: str, calls: list[wire.FunctionCall], session: int) -> None:
+    async def _run_tools(self, command: str, calls: list[wire.FunctionCall], session: int, route: int) -> None:
         scripts: list[str] = []
         for call in calls:
             self.timeline.add("tool", f"{call.name}({call.arguments})")
@@ -490,7 +510,7 @@ class Coordinator:
             await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._queue_narration(" ".join(scripts), "answer", ANSWER)
-        self._command_done()
+        self._command_done(route)
 
     # -- narration --------------------------------------------------------------------------------
     def _queue_narration(
@@ -575,12 +595,11 @@ class Coordinator:
         live = getattr(self.parts.microphone, "live", True)
         try:
             async for chunk in self.parts.microphone.chunks():
-                if self.mute.muted:
-                    if live:
-                        self.stats["mic_chunks_muted"] += 1
-                        continue
-                    while self.mute.muted or not self.listener.ready:
-                        await self._changed.wait(RECHECK_IDLE_S)
+                if live and self.mute.muted:
+                    self.stats["mic_chunks_muted"] += 1
+                    continue
+                while not live and (self.mute.muted or not self.listener.ready or self._buffer_full()):
+                    await self._changed.wait(RECHECK_IDLE_S)
                 if not self.listener.ready:
                     self.stats["mic_chunks_buffered"] += 1
                 self._mic_buffer.append(chunk)
@@ -588,6 +607,9 @@ class Coordinator:
         except Exception as exc:  # a device that vanished: say so and stop, do not crash
             log.exception("the microphone failed")
             self._fail(f"the microphone stopped working ({exc})")
+
+    def _buffer_full(self) -> bool:
+        return len(self._mic_buffer) >= (self._mic_buffer.maxlen or 0) - 1
 
     async def _uplink(self) -> None:
         """Send buffered mic audio whenever there is some and a configured session to take it;
@@ -600,8 +622,10 @@ class Coordinator:
                 if not await self.listener.send_audio(chunk):
                     break  # the session went away mid-send; keep the rest for the next one
                 self._mic_buffer.popleft()
+                self._changed.notify()  # room in the buffer (a file reader may be waiting for it)
                 self.stats["mic_chunks_sent"] += 1
-                self._sent_audio.append(chunk)
+                self._sent_audio.append((self._sent_ms, chunk))
+                self._sent_ms += len(chunk) * 1000 // BYTES_PER_SECOND
 
     # -- housekeeping -----------------------------------------------------------------------------
     async def _recycle_when_due(self) -> None:

@@ -23,6 +23,8 @@ from wake_gate import Command, Ignore, WakeGate, WakeOnly
 
 log = logging.getLogger("handoff.listener")
 
+VAD_PREFIX_PADDING_MS = 300  # audio the server VAD keeps before the detected start of speech
+
 LISTENER_INSTRUCTIONS = (
     "You are the router of a voice assistant. Each user message is one spoken command. "
     "Route every command to exactly one tool, choosing the tool that best fits, and fill its "
@@ -78,12 +80,23 @@ class Fatal:
 
 
 @dataclass(frozen=True)
-class Ended:
+class SessionEnd:
+    """How a listener session ended, for the coordinator."""
+
     closed: wire.Closed
-    expired: bool
+    by_us: bool  # we closed it: a restart after a narration, a recycle
+    expired: bool  # the server's time limit (session_expired, then 1001)
+    healthy: bool  # it lived long enough to count as a good session (reconnect.healthy_after_s)
+    interrupted_command: str | None  # routed, but its response never came: not run
+    replay_from_ms: int | None  # session audio from here on was never transcribed
+
+    @property
+    def failure(self) -> bool:
+        """Counts as a failed connection attempt: backed off, and not worth announcing alone."""
+        return not (self.by_us or self.expired or self.healthy)
 
 
-Action = Send | Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | Ended
+Action = Send | Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal
 
 
 def listener_session(settings: Settings, tools: list[dict[str, Any]]) -> dict[str, Any]:
@@ -118,7 +131,9 @@ class ListenerCore:
     in_flight: str | None = None  # the command whose response we are waiting for
     speaking: bool = False  # VAD says someone is talking
     awaiting_transcripts: set[str] = field(default_factory=set)
-    _expired: bool = False
+    # Utterances not transcribed yet: item id -> where their audio starts (ms of session audio).
+    unheard_starts: dict[str, int] = field(default_factory=dict)
+    expired: bool = False
     _routes: int = 0
     _route_event_ids: set[str] = field(default_factory=set)
 
@@ -126,6 +141,21 @@ class ListenerCore:
     def all_heard(self) -> bool:
         """Every utterance sent so far has been transcribed: no speech going on or pending."""
         return not self.speaking and not self.awaiting_transcripts
+
+    def replay_from_ms(self, include_unfinished: bool) -> int | None:
+        """Where the audio this session never transcribed begins (session ms, with the VAD's
+        prefix padding), or None. Speech still going on counts only if `include_unfinished`:
+        when we end a session ourselves (the narrator's mute cut the speaker off) a fragment
+        is not worth hearing again, while after a drop the speaker may well still be talking."""
+        starts = [
+            start for item, start in self.unheard_starts.items()
+            if include_unfinished or item in self.awaiting_transcripts
+        ]
+        return max(0, min(starts) - VAD_PREFIX_PADDING_MS) if starts else None
+
+    def abandon_route(self) -> None:
+        """Stop waiting for the current route's response (the coordinator gave up on it)."""
+        self.in_flight = None
 
     @property
     def quiet(self) -> bool:
@@ -146,8 +176,9 @@ class ListenerCore:
 
     def feed(self, event: wire.ServerEvent) -> list[Action]:
         match event:
-            case wire.SpeechStarted():
+            case wire.SpeechStarted(item_id=item_id, audio_start_ms=start):
                 self.speaking = True
+                self.unheard_starts[item_id] = start
             case wire.SpeechStopped():
                 self.speaking = False
             case wire.AudioCommitted(item_id=item_id):
@@ -156,6 +187,7 @@ class ListenerCore:
                 return self._on_transcript(item_id, transcript)
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
+                self.unheard_starts.pop(item_id, None)
                 log.warning("could not transcribe an utterance (%s); it is dropped", message)
                 return [Send(ClientEvents.delete_item(item_id))]
             case wire.ResponseDone():
@@ -164,12 +196,11 @@ class ListenerCore:
                 return self._on_error(event)
             case wire.Malformed(reason=reason):
                 log.warning("ignored a malformed frame from the listener session: %s", reason)
-            case wire.Closed():
-                return [Ended(event, self._expired)]
         return []
 
     def _on_transcript(self, item_id: str, transcript: str) -> list[Action]:
         self.awaiting_transcripts.discard(item_id)
+        self.unheard_starts.pop(item_id, None)
         # The audio item goes whatever was said: the conversation holds text only, so every later
         # command stays cheap however long the session runs.
         actions: list[Action] = [Send(ClientEvents.delete_item(item_id))]
@@ -197,7 +228,7 @@ class ListenerCore:
         if error.fatal:
             return [Fatal(fatal_message(error.code, f"OpenAI refused the listener: {error.message} ({error.code})"))]
         if error.session_expired:
-            self._expired = True  # the server closes with 1001 next; reconnect at once
+            self.expired = True  # the server closes with 1001 next; reconnect at once
             log.info("listener session reached its maximum length; reconnecting")
             return []
         log.warning("listener session error %s: %s", error.code, error.message)
@@ -212,9 +243,7 @@ class ListenerObserver(Protocol):
     """What the coordinator hears from the listener. All callbacks are sync (they set state)."""
 
     def listener_ready(self) -> None: ...
-    def listener_lost(
-        self, closed: wire.Closed, expired: bool, interrupted_command: str | None, unheard_speech: bool
-    ) -> None: ...
+    def listener_lost(self, end: SessionEnd) -> None: ...
     def listener_connect_failed(self, error: HandshakeFailed, attempt: int) -> None: ...
     def listener_fatal(self, message: str) -> None: ...
     def heard(self, transcript: str, decision: str) -> None: ...
@@ -246,13 +275,14 @@ class Listener:
         )
         self._link: RealtimeLink | None = None
         self._core: ListenerCore | None = None
+        self._closing = False  # restart() has begun closing the session: it takes no more audio
         self._session_started = 0.0
         self.sessions_opened = 0
 
     # -- state the coordinator reads -------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        return self._link is not None and self._core is not None
+        return self._link is not None and self._core is not None and not self._closing
 
     @property
     def quiet(self) -> bool:
@@ -284,10 +314,15 @@ class Listener:
         if self._link is not None and session == self.sessions_opened:
             await self._link.send(ClientEvents.function_output(call.call_id, output, call.item_id))
 
+    def abandon_route(self) -> None:
+        if self._core is not None:
+            self._core.abandon_route()
+
     async def restart(self, reason: str) -> None:
         """Close the current session; the run loop opens and configures a fresh one."""
         link = self._link
         if link is not None:
+            self._closing = True  # at once, so no audio goes to a session on its way out
             log.info("restarting the listener session: %s", reason)
             await link.close()
 
@@ -310,24 +345,39 @@ class Listener:
         drops every new session is not hammered."""
         link = await open_configured(self._client, self._settings, "listener", self._session)
         self.sessions_opened += 1
-        self._core = ListenerCore(gate=self.gate, clock=self._clock)
+        core = self._core = ListenerCore(gate=self.gate, clock=self._clock)
         self._session_started = self._clock()
         self._link = link
+        self._closing = False
         self._observer.listener_ready()
+        end: SessionEnd | None = None
         try:
             async for event in link.events():
-                if await self._apply(self._core.feed(event)):
+                if isinstance(event, wire.Closed):
+                    end = self._session_end(link, core, event)
+                    self._link = None
+                    self._observer.listener_lost(end)
+                elif await self._apply(core.feed(event)):
                     raise _ListenerStopped()
         finally:
             self._link = None
             self._core = None
             await link.close()
-        closed = link.closed
+        if end is not None and end.failure:
+            raise HandshakeFailed(f"the listener session ended after {self._clock() - self._session_started:.1f} s "
+                                  f"(code {end.closed.code})")
+
+    def _session_end(self, link: RealtimeLink, core: ListenerCore, closed: wire.Closed) -> SessionEnd:
         lived = self._clock() - self._session_started
-        ended_by_us_or_expiry = closed is not None and (closed.code in (1000, 1001))
-        if not ended_by_us_or_expiry and lived < self._settings.reconnect.healthy_after_s:
-            code = closed.code if closed else "unknown"
-            raise HandshakeFailed(f"the listener session ended after {lived:.1f} s (code {code})")
+        return SessionEnd(
+            closed=closed,
+            by_us=link.closed_by_us,
+            expired=core.expired,
+            healthy=lived >= self._settings.reconnect.healthy_after_s,
+            # A command cut off before its response came back was not run: routed again next session.
+            interrupted_command=core.in_flight,
+            replay_from_ms=core.replay_from_ms(include_unfinished=not link.closed_by_us),
+        )
 
     async def _apply(self, actions: list[Action]) -> bool:
         """Carry out the core's actions. Returns True when the listener must stop (fatal)."""
@@ -350,13 +400,6 @@ class Listener:
                 case Fatal(message=message):
                     obs.listener_fatal(message)
                     return True
-                case Ended(closed=closed, expired=expired):
-                    # A command cut off before its response came back was not run: the coordinator
-                    # routes it again in the next session.
-                    in_flight = self._core.in_flight if self._core else None
-                    unheard = self._core is not None and not self._core.all_heard
-                    self._link = None
-                    obs.listener_lost(closed, expired, in_flight, unheard)
         return False
 
 

@@ -184,8 +184,9 @@ class Narrator:
         timeout = self.settings.narrator.response_timeout_s
         while True:
             try:
-                event = await asyncio.wait_for(anext(events), timeout)
-            except (asyncio.TimeoutError, StopAsyncIteration):
+                async with asyncio.timeout(timeout):
+                    event = await anext(events)
+            except (TimeoutError, StopAsyncIteration):
                 return Interrupted(f"the narrator produced nothing for {timeout:g} s")
             for action in core.feed(event):
                 if isinstance(action, Play):

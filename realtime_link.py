@@ -90,12 +90,14 @@ class RealtimeLink:
     _manager: Any
     label: str
     closed: Closed | None = None
+    closed_by_us: bool = False  # close() was called before the server or network ended it
 
     @classmethod
     async def open(cls, client: AsyncOpenAI, settings: RealtimeSettings, label: str) -> "RealtimeLink":
         manager = client.realtime.connect(model=settings.realtime_model)
         try:
-            connection = await asyncio.wait_for(manager.enter(), settings.connect_timeout_s)
+            async with asyncio.timeout(settings.connect_timeout_s):
+                connection = await manager.enter()
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -137,8 +139,10 @@ class RealtimeLink:
     async def close(self) -> None:
         if self.closed is None:
             self.closed = Closed(1000, "closed by handoff")
+            self.closed_by_us = True
         try:
-            await asyncio.wait_for(self._connection.close(), 2.0)
+            async with asyncio.timeout(2.0):
+                await self._connection.close()
         except Exception:  # already gone: nothing to clean up
             pass
 
@@ -175,7 +179,9 @@ async def _configure(link: RealtimeLink, label: str, session: dict[str, Any]) ->
         if isinstance(event, wire.SessionUpdated):
             return link
         if isinstance(event, wire.ServerError):
-            fatal = event.fatal or event.code == "unknown_parameter"  # retrying cannot fix either
+            # Our request was refused (bad key, quota, a setting the server rejects): retrying the
+            # same setup cannot help. A server_error can pass: that one is retried.
+            fatal = event.fatal or event.error_type == "invalid_request_error"
             fallback = f"the server refused the {label} session: {event.message} ({event.code})"
             raise HandshakeFailed(fatal_message(event.code, fallback), fatal=fatal)
         if isinstance(event, wire.Closed):

@@ -387,7 +387,8 @@ class _Connection:
             self._timers_changed.clear()
             timeout = None if deadline is None else max(0.0, deadline - time.monotonic())
             try:
-                await asyncio.wait_for(self._timers_changed.wait(), timeout)
+                async with asyncio.timeout(timeout):
+                    await self._timers_changed.wait()
             except TimeoutError:
                 pass
             self._dispatch(self._core.tick())

@@ -45,7 +45,7 @@ def fast_settings(
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
         narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
-        reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01),
+        reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=0.5),
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,

@@ -5,7 +5,6 @@ import pytest
 import realtime_wire as wire
 from main_agent import (
     CommandHeard,
-    Ended,
     Fatal,
     Heard,
     ListenerCore,
@@ -71,11 +70,24 @@ def test_text_without_a_call_is_narrated_and_failures_are_reported():
     assert core.feed(failed) == [RoutingFailed("hello", "server had an error")]
 
 
-def test_session_expiry_and_close():
+def test_session_expiry_is_noted():
     core, _ = make_core()
     expired = wire.ServerError("session_expired", "Your session hit the maximum duration", "invalid_request_error", None)
-    assert core.feed(expired) == []
-    assert core.feed(wire.Closed(1001)) == [Ended(wire.Closed(1001), expired=True)]
+    assert core.feed(expired) == [] and core.expired
+
+
+def test_replay_starts_at_the_oldest_utterance_not_yet_transcribed():
+    core, _ = make_core()
+    assert core.replay_from_ms(include_unfinished=True) is None
+    core.feed(wire.SpeechStarted("item_a", 1000))
+    core.feed(wire.SpeechStopped("item_a", 2500))
+    core.feed(wire.AudioCommitted("item_a"))
+    core.feed(wire.SpeechStarted("item_b", 4000))  # still being spoken
+    assert core.replay_from_ms(include_unfinished=True) == 700  # 300 ms of prefix padding
+    core.feed(wire.TranscriptCompleted("item_a", "computer, start the backup task"))
+    # A's audio was heard: only B's is worth sending again, and only if a drop cut it.
+    assert core.replay_from_ms(include_unfinished=True) == 3700
+    assert core.replay_from_ms(include_unfinished=False) is None
 
 
 def test_an_error_about_our_route_ends_it():
