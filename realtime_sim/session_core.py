@@ -578,37 +578,33 @@ class SessionCore:
         item = {"id": item_id, "type": "message", "status": "completed", "role": raw["role"], "content": content}
         return item, " ".join(t for t in text_parts if t)
 
-    def _delete_item(self, event: dict[str, Any]) -> None:
+    def _existing_item(self, event: dict[str, Any], verb: str, noun: str) -> int | None:
+        """The index of the item an event names, or None after sending the real server's error."""
         index = self._index_of(event["item_id"])
         if index is None:
             self._error(
-                "item_delete_invalid_item_id",
-                f"Error deleting item: the item with id '{event['item_id']}' does not exist.",
+                f"item_{verb}_invalid_item_id",
+                f"Error {noun} item: the item with id '{event['item_id']}' does not exist.",
                 client_event_id=event.get("event_id"),
             )
+        return index
+
+    def _delete_item(self, event: dict[str, Any]) -> None:
+        index = self._existing_item(event, "delete", "deleting")
+        if index is None:
             return
         del self._entries[index]
         self._send({"type": "conversation.item.deleted", "item_id": event["item_id"]})
 
     def _retrieve_item(self, event: dict[str, Any]) -> None:
-        index = self._index_of(event["item_id"])
+        index = self._existing_item(event, "retrieve", "retrieving")
         if index is None:
-            self._error(
-                "item_retrieve_invalid_item_id",
-                f"Error retrieving item: the item with id '{event['item_id']}' does not exist.",
-                client_event_id=event.get("event_id"),
-            )
             return
         self._send({"type": "conversation.item.retrieved", "item": self._entries[index].item})
 
     def _truncate_item(self, event: dict[str, Any]) -> None:
-        index = self._index_of(event["item_id"])
+        index = self._existing_item(event, "truncate", "truncating")
         if index is None:
-            self._error(
-                "item_truncate_invalid_item_id",
-                f"Error truncating item: the item with id '{event['item_id']}' does not exist.",
-                client_event_id=event.get("event_id"),
-            )
             return
         self._send(
             {

@@ -12,7 +12,7 @@ import pytest
 
 from local_voice import synthesize
 from realtime_sim import SimServer
-from tests.audio_helpers import alsa_file_device, alsa_without_devices, has_sound_card
+from tests.audio_helpers import alsa_file_device, alsa_without_devices, has_sound_card, write_wav
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -32,13 +32,6 @@ async def run_handoff(tmp_path: Path, *args: str, env: dict[str, str], timeout: 
     return process.returncode, out.decode(), err.decode()
 
 
-def write_wav(path: Path, pcm: bytes) -> Path:
-    with wave.open(str(path), "wb") as wav:
-        wav.setnchannels(1)
-        wav.setsampwidth(2)
-        wav.setframerate(24000)
-        wav.writeframes(pcm)
-    return path
 
 
 async def test_run_from_wav_files_against_the_simulator(tmp_path):

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
-import wave
-from pathlib import Path
 
 import pytest
 
@@ -26,6 +24,7 @@ from local_voice import tone
 from main_agent import SessionEnd
 from realtime_sim import Fault
 from settings import ReconnectSettings, Settings
+from tests.audio_helpers import write_wav
 from tests.pipeline_harness import UTTERANCE, fast_settings, running_pipeline
 
 
@@ -33,13 +32,6 @@ def narrating(p) -> list[str]:
     return [e.text for e in p.timeline.entries if e.kind == "narrating"]
 
 
-def write_wav(path: Path, pcm: bytes) -> Path:
-    with wave.open(str(path), "wb") as w:
-        w.setnchannels(1)
-        w.setsampwidth(2)
-        w.setframerate(24000)
-        w.writeframes(pcm)
-    return path
 
 
 async def test_a_slow_tool_is_not_mistaken_for_a_lost_response(tmp_path, sim):
