@@ -279,7 +279,7 @@ class Coordinator:
         # Audio sent to the current session, with where each chunk starts (ms of session audio), so
         # what a lost session never transcribed can be sent again to the next one.
         self._sent_audio: deque[tuple[int, bytes]] = deque(maxlen=self._mic_buffer.maxlen)
-        self._sent_ms = 0
+        self._sent_bytes = 0
         self._first_session = asyncio.Event()
         self._uplink_wake = asyncio.Event()
         self._stop = asyncio.Event()
@@ -374,7 +374,7 @@ class Coordinator:
     # -- listener observer (sync: they only set state and spawn owned tasks) -----------------------
     def listener_ready(self) -> None:
         self._sent_audio.clear()
-        self._sent_ms = 0
+        self._sent_bytes = 0
         self._changed.notify()
         self.timeline.add("listening", f"listener session {self.listener.sessions_opened} ready")
         self.machine.fire("listener_ready")
@@ -473,15 +473,15 @@ class Coordinator:
         self._spawn(self._route(command, route), "route")
 
     async def _route(self, command: str, route: int) -> None:
+        # A watchdog: a route whose response never comes (lost by the server) must not leave the
+        # assistant routing forever. It stops watching once the response arrived, however long
+        # the tool it asked for then takes, or once a lost session handed the command back.
+        self._awaiting_response = route
         if not await self.listener.route(command):
             # The session vanished between the decision and the send: keep the command for the next one.
             self._pending_commands.appendleft(command)
-            self._active_route = 0
+            self._active_route = self._awaiting_response = 0
             return
-        # A watchdog: a route whose response never comes (lost by the server) must not leave the
-        # assistant routing forever. It stops watching once the response arrived, however long
-        # the tool it asked for then takes.
-        self._awaiting_response = route
         timeout = self.settings.listener.route_timeout_s
         await asyncio.sleep(timeout)
         if self._awaiting_response == route:
@@ -618,14 +618,18 @@ class Coordinator:
             await self._uplink_wake.wait()
             self._uplink_wake.clear()
             while self._mic_buffer and self.listener.ready:
-                chunk = self._mic_buffer[0]
+                buffer = self._mic_buffer
+                chunk = buffer[0]
                 if not await self.listener.send_audio(chunk):
                     break  # the session went away mid-send; keep the rest for the next one
-                self._mic_buffer.popleft()
+                if buffer is not self._mic_buffer:
+                    break  # a lost session's replay replaced the buffer meanwhile: start again from it
+                buffer.popleft()
                 self._changed.notify()  # room in the buffer (a file reader may be waiting for it)
                 self.stats["mic_chunks_sent"] += 1
-                self._sent_audio.append((self._sent_ms, chunk))
-                self._sent_ms += len(chunk) * 1000 // BYTES_PER_SECOND
+                # Session time from a byte count, so odd chunk sizes do not drift.
+                self._sent_audio.append((self._sent_bytes * 1000 // BYTES_PER_SECOND, chunk))
+                self._sent_bytes += len(chunk)
 
     # -- housekeeping -----------------------------------------------------------------------------
     async def _recycle_when_due(self) -> None:
