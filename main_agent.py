@@ -289,10 +289,6 @@ class Listener:
         return self._core is not None and self._core.quiet
 
     @property
-    def all_heard(self) -> bool:
-        return self._core is not None and self._core.all_heard
-
-    @property
     def session_age_s(self) -> float:
         return self._clock() - self._session_started if self.ready else 0.0
 

@@ -207,7 +207,7 @@ async def test_sessions_the_server_ends_young_back_off(monkeypatch, code):
 
 def test_replay_sends_only_what_the_session_never_transcribed():
     class ReadyListener:
-        ready = quiet = all_heard = True
+        ready = quiet = True
         sessions_opened = 1
 
     parts = CoordinatorParts(
