@@ -624,8 +624,10 @@ class Coordinator:
                     break  # the session went away mid-send; keep the rest for the next one
                 if buffer is not self._mic_buffer:
                     break  # a lost session's replay replaced the buffer meanwhile: start again from it
+                was_full = self._buffer_full()
                 buffer.popleft()
-                self._changed.notify()  # room in the buffer (a file reader may be waiting for it)
+                if was_full:
+                    self._changed.notify()  # room again: a file reader may be waiting for it
                 self.stats["mic_chunks_sent"] += 1
                 # Session time from a byte count, so odd chunk sizes do not drift.
                 self._sent_audio.append((self._sent_bytes * 1000 // BYTES_PER_SECOND, chunk))

@@ -43,7 +43,7 @@ class Send:
 
 @dataclass(frozen=True)
 class Heard:
-    """A transcript arrived; `addressed` tells whether the wake gate let it through."""
+    """A transcript arrived; `decision` is what the wake gate made of it."""
 
     transcript: str
     decision: str  # "ignored" | "wake" | "command"

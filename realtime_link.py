@@ -98,9 +98,7 @@ class RealtimeLink:
         try:
             async with asyncio.timeout(settings.connect_timeout_s):
                 connection = await manager.enter()
-        except asyncio.CancelledError:
-            raise
-        except Exception as exc:
+        except Exception as exc:  # cancellation is not an Exception: it passes through
             raise _describe_handshake_failure(exc) from None
         return cls(_connection=connection, _manager=manager, label=label)
 
