@@ -9,7 +9,7 @@ import shutil
 import sys
 import time
 
-from settings import load_settings
+from config.settings import load_settings
 from tasks.config import TaskSettings
 from tasks.errors import TaskError
 from tasks.identify import resolve_task

@@ -8,11 +8,11 @@ acked one never is.
 
 from __future__ import annotations
 
-import asyncio
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from concurrency.changes import Changes
 from tasks.config import TaskSettings
 from tasks.records import Notice, TaskRecord, TaskStatus
 from tasks.speech import and_list, number_words, output_summary, sentence, status_clause
@@ -94,20 +94,18 @@ class NoticeQueue:
         self._store = store
         self._settings = settings
         self._clock = clock
-        self.wake = asyncio.Event()  # set whenever a notice is queued
+        self._posted = Changes()  # notified whenever a notice is queued
 
     def posted(self) -> None:
         """Called after a notice was stored: wakes whoever waits in `wait_pending`."""
-        self.wake.set()
+        self._posted.notify()
 
     def pending_count(self) -> int:
         return len(self._store.pending_notices())
 
     async def wait_pending(self) -> None:
         """Returns as soon as at least one notice is waiting (at once if one already is)."""
-        while not self._store.has_pending_notices():
-            self.wake.clear()
-            await self.wake.wait()
+        await self._posted.wait_until(self._store.has_pending_notices)
 
     def next_batch(self, now: float | None = None) -> NoticeBatch | None:
         """What to narrate next, or None. Notices older than `merge_older_than_s` (piled up while
