@@ -1,6 +1,6 @@
 """The listener: one always-on Realtime session that hears everything and only routes.
 
-`ListenerCore` (decisions.listener_core) is the synchronous decision-maker for one session: fed parsed server events, it
+`ListenerCore` (decisions.listener_core) decides for one session: fed parsed server events, it
 returns actions (events to send, commands heard, tool calls to run). `Listener` is the async shell:
 it owns the connection loop (connect, configure, receive, reconnect) and applies the actions.
 The listener never speaks: its session is text-only and every command must end in a tool call.
@@ -10,13 +10,13 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any, Callable, Protocol
+from typing import Any, Callable
 
 from openai import AsyncOpenAI
 
 from config.settings import Settings
 from decisions.listener_core import (
-    CommandHeard, Fatal, Heard, ListenerCore, RoutingFailed, RunTools, Send, SessionEnd, SpeakText,
+    Action, ConnectFailed, Fatal, ListenerCore, ListenerEvent, QuietChanged, Send, SessionEnd, SessionReady,
 )
 from decisions.wake_gate import WakeGate
 from realtime_api import wire
@@ -27,20 +27,6 @@ from realtime_api.wire import ClientEvents
 log = logging.getLogger("handoff.listener")
 
 
-class ListenerObserver(Protocol):
-    """What the coordinator hears from the listener. All callbacks are sync (they set state)."""
-
-    def listener_ready(self) -> None: ...
-    def listener_lost(self, end: SessionEnd) -> None: ...
-    def listener_connect_failed(self, error: HandshakeFailed, attempt: int) -> None: ...
-    def listener_fatal(self, message: str) -> None: ...
-    def heard(self, transcript: str, decision: str) -> None: ...
-    def command_heard(self, text: str) -> None: ...
-    def tools_requested(self, command: str, calls: tuple[wire.FunctionCall, ...]) -> None: ...
-    def text_answer(self, command: str, text: str) -> None: ...
-    def routing_failed(self, command: str, reason: str) -> None: ...
-
-
 class Listener:
     """The async shell: keeps one configured listener session alive forever."""
 
@@ -49,14 +35,14 @@ class Listener:
         settings: Settings,
         client: AsyncOpenAI,
         tools: list[dict[str, Any]],
-        observer: ListenerObserver,
+        on_event: Callable[[ListenerEvent], None],
         gate: WakeGate | None = None,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self._settings = settings
         self._client = client
         self._session = listener_session(settings, tools)
-        self._observer = observer
+        self._report = on_event  # sync: the coordinator only records what happened
         self._clock = clock
         self.gate = gate or WakeGate(
             settings.listener.wake_phrase, settings.listener.wake_aliases, settings.listener.wake_window_s
@@ -64,6 +50,7 @@ class Listener:
         self._link: RealtimeLink | None = None
         self._core: ListenerCore | None = None
         self._closing = False  # restart() has begun closing the session: it takes no more audio
+        self._quiet = True  # as last reported
         self._session_started = 0.0
         self.sessions_opened = 0
 
@@ -87,7 +74,7 @@ class Listener:
 
     async def route(self, command: str) -> bool:
         """Route a command in the current session; False when there is none (caller keeps it)."""
-        if self._core is None:
+        if self._core is None or self._link is None:
             return False
         await self._apply(self._core.route(command))
         return True
@@ -116,9 +103,9 @@ class Listener:
         while True:
             # A fresh policy per healthy session: the backoff starts again from its first step.
             try:
-                await reconnect_policy(self._settings, self._observer.listener_connect_failed)(self._one_session)
+                await reconnect_policy(self._settings, self._connect_failed)(self._one_session)
             except HandshakeFailed as failure:  # only fatal ones get here; others are retried
-                self._observer.listener_fatal(str(failure))
+                self._report(Fatal(str(failure)))
                 return
             except _ListenerStopped:
                 return
@@ -129,20 +116,24 @@ class Listener:
         drops every new session is not hammered."""
         link = await open_configured(self._client, self._settings, "listener", self._session)
         self.sessions_opened += 1
-        core = self._core = ListenerCore(gate=self.gate, clock=self._clock)
+        core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened)
         self._session_started = self._clock()
         self._link = link
         self._closing = False
-        self._observer.listener_ready()
+        self._quiet = True
+        self._report(SessionReady(self.sessions_opened))
         end: SessionEnd | None = None
         try:
             async for event in link.events():
                 if isinstance(event, wire.Closed):
                     end = self._session_end(link, core, event)
                     self._link = None
-                    self._observer.listener_lost(end)
+                    self._report(end)
                 elif await self._apply(core.feed(event)):
                     raise _ListenerStopped()
+                elif core.quiet is not self._quiet:
+                    self._quiet = core.quiet
+                    self._report(QuietChanged(core.quiet))
         finally:
             self._link = None
             self._core = None
@@ -163,27 +154,22 @@ class Listener:
             replay_from_ms=core.replay_from_ms(include_unfinished=not link.closed_by_us),
         )
 
+    def _connect_failed(self, error: HandshakeFailed, attempt: int) -> None:
+        self._report(ConnectFailed(attempt, str(error)))
+
     async def _apply(self, actions: list[Action]) -> bool:
-        """Carry out the core's actions. Returns True when the listener must stop (fatal)."""
-        obs = self._observer
+        """Carry out the core's actions: events go to the server, the rest to the coordinator as
+        they are. Returns True when the listener must stop (fatal)."""
         for action in actions:
             match action:
                 case Send(event=event):
                     if self._link is not None:
                         await self._link.send(event)
-                case Heard(transcript=t, decision=d):
-                    obs.heard(t, d)
-                case CommandHeard(text=text):
-                    obs.command_heard(text)
-                case RunTools(command=command, calls=calls):
-                    obs.tools_requested(command, calls, self.sessions_opened)
-                case SpeakText(command=command, text=text):
-                    obs.text_answer(command, text)
-                case RoutingFailed(command=command, reason=reason):
-                    obs.routing_failed(command, reason)
-                case Fatal(message=message):
-                    obs.listener_fatal(message)
+                case Fatal():
+                    self._report(action)
                     return True
+                case _:
+                    self._report(action)
         return False
 
 

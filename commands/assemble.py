@@ -46,12 +46,11 @@ async def assistant(
         stack.push_async_callback(speaker.close)
         parts = CoordinatorParts(
             settings=settings,
-            listener_factory=lambda coordinator: Listener(settings, client, tools.session_tools(), coordinator),
+            listener_factory=lambda on_event: Listener(settings, client, tools.session_tools(), on_event),
             narrator=Narrator(settings, client),
             microphone=microphone,
             speaker=speaker,
             tools=tools,
-            formatters=tools,  # each tool's formatter is on its spec
             local_voice=speak_locally,
             chime=chime(),
             notices=task_manager,

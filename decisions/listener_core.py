@@ -9,7 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
+from decisions.wake_gate import Command, Decision, WakeGate
 from realtime_api import wire
 from realtime_api.fatal import fatal_message
 from realtime_api.wire import ClientEvents
@@ -32,7 +32,7 @@ class Heard:
     """A transcript arrived; `decision` is what the wake gate made of it."""
 
     transcript: str
-    decision: str  # "ignored" | "wake" | "command"
+    decision: Decision
 
 
 @dataclass(frozen=True)
@@ -44,6 +44,7 @@ class CommandHeard:
 class RunTools:
     command: str
     calls: tuple[wire.FunctionCall, ...]
+    session: int  # the session whose model asked: only it may get the outputs
 
 
 @dataclass(frozen=True)
@@ -85,6 +86,31 @@ class SessionEnd:
 Action = Send | Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal
 
 
+# --- what the listener shell reports about its sessions ---------------------------------------------
+
+
+@dataclass(frozen=True)
+class SessionReady:
+    session: int  # numbered from 1, one per configured session
+
+
+@dataclass(frozen=True)
+class ConnectFailed:
+    attempt: int  # failures in a row
+    error: str
+
+
+@dataclass(frozen=True)
+class QuietChanged:
+    """Whether nothing is half-heard or half-routed changed (see ListenerCore.quiet)."""
+
+    quiet: bool
+
+
+# Everything the listener tells the coordinator: its core's actions but Send, and session news.
+ListenerEvent = Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | SessionReady | SessionEnd | ConnectFailed | QuietChanged
+
+
 @dataclass
 class ListenerCore:
     """Decisions for ONE listener session. The wake gate is shared across sessions (its window
@@ -92,6 +118,7 @@ class ListenerCore:
 
     gate: WakeGate
     clock: Callable[[], float] = time.monotonic
+    session: int = 0  # this session's number, carried on the tool calls it asks for
     in_flight: str | None = None  # the command whose response we are waiting for
     speaking: bool = False  # VAD says someone is talking
     awaiting_transcripts: set[str] = field(default_factory=set)
@@ -103,8 +130,10 @@ class ListenerCore:
 
     @property
     def all_heard(self) -> bool:
-        """Every utterance sent so far has been transcribed: no speech going on or pending."""
-        return not self.speaking and not self.awaiting_transcripts
+        """Every utterance sent so far has been transcribed: no speech going on or pending. An
+        utterance counts from its start until its transcript (not just until it stops: between
+        speech_stopped and the commit it is neither speaking nor awaiting a transcript)."""
+        return not self.speaking and not self.awaiting_transcripts and not self.unheard_starts
 
     def replay_from_ms(self, include_unfinished: bool) -> int | None:
         """Where the audio this session never transcribed begins (session ms, with the VAD's
@@ -169,13 +198,9 @@ class ListenerCore:
         # command stays cheap however long the session runs.
         actions: list[Action] = [Send(ClientEvents.delete_item(item_id))]
         decision = self.gate.classify(transcript, self.clock())
-        match decision:
-            case Ignore():
-                actions.append(Heard(transcript, "ignored"))
-            case WakeOnly():
-                actions.append(Heard(transcript, "wake"))
-            case Command(text=text):
-                actions += [Heard(transcript, "command"), CommandHeard(text)]
+        actions.append(Heard(transcript, decision))  # the gate's own decision, passed on as it is
+        if isinstance(decision, Command):
+            actions.append(CommandHeard(decision.text))
         return actions
 
     def _on_response_done(self, done: wire.ResponseDone) -> list[Action]:
@@ -183,7 +208,7 @@ class ListenerCore:
         if command is None:
             return []  # not ours (nothing else creates responses here)
         if done.status == "completed" and done.function_calls:
-            return [RunTools(command, done.function_calls)]
+            return [RunTools(command, done.function_calls, self.session)]
         if done.status == "completed" and done.text.strip():
             return [SpeakText(command, done.text)]
         return [RoutingFailed(command, done.failure or f"the model returned no tool call (status {done.status})")]

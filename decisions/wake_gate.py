@@ -46,6 +46,15 @@ class WakeGate:
         self._window_until: float | None = None
 
     @property
+    def window_s(self) -> float:
+        return self._window_s
+
+    @property
+    def window_until(self) -> float | None:
+        """When the open wake window lapses (None: no window open)."""
+        return self._window_until
+
+    @property
     def window_open(self) -> bool:
         return self._window_until is not None
 

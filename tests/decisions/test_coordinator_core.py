@@ -1,64 +1,465 @@
-"""The coordinator's sync parts: the phase table and the mute holders."""
+"""The coordinator's decision core, driven by events with no sockets and no event loop.
+
+Every row of the transition table, every illegal pair, and the behaviours the shell relies on:
+routing, the route watchdog, narration order and the restart that follows, connection
+announcements, notices, recycling, replay, fatal errors and the end of a finite input."""
+
+from __future__ import annotations
+
+import itertools
 
 import pytest
 
-from decisions.errors import IllegalTransition
-from decisions.mute import MuteHolders
-from handoff import TRANSITIONS, Phase, PhaseMachine
-
-
-def test_a_command_cycle_walks_the_table():
-    changes = []
-    machine = PhaseMachine(Phase.RESTARTING, on_change=lambda old, new, ev: changes.append((old, new, ev)))
-    for event in ("listener_ready", "command_routed", "narration_started", "narrations_finished", "listener_lost", "listener_ready"):
-        machine.fire(event)
-    assert machine.phase is Phase.LISTENING
-    assert [new for _, new, _ in changes] == [
-        Phase.LISTENING, Phase.ROUTING, Phase.NARRATING, Phase.RESTARTING, Phase.LISTENING,
-    ]  # the self-loop (restarting, listener_lost) is not a change and is not reported
-
-
-@pytest.mark.parametrize(
-    "phase, event",
-    [(Phase.ROUTING, "command_routed"), (Phase.NARRATING, "command_routed"), (Phase.RESTARTING, "command_routed"),
-     (Phase.LISTENING, "narrations_finished"), (Phase.NARRATING, "recycle")],
+from decisions.coordinator import (
+    INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
+    CoordinatorCore, CoordinatorTimings, Event, EVENT_MACHINES, FetchNotices, InputEnded, LifeState, ListenerState,
+    Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
+    PlayChime, RestartListener, RouteNotSent, RouteSent, RouteState, SendRoute, StartTools, Stop, Tick, ToolsFinished,
+    VoiceState, CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE, ROUTING_FAILED_MESSAGE,
 )
-def test_illegal_transitions_raise(phase, event):
-    machine = PhaseMachine(phase)
+from decisions.errors import IllegalTransition
+from decisions.listener_core import (
+    CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
+)
+from decisions.timeline import Timeline
+from decisions.uplink import Uplink
+from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
+from realtime_api.wire import Closed, FunctionCall
+
+# --- the table ----------------------------------------------------------------------------------
+
+
+def _states_for(machine_state, event):
+    """A full set of machine states in which `event` is legal except, possibly, for `machine_state`."""
+    states = dict(INITIAL)
+    for machine in EVENT_MACHINES[event]:
+        states[machine] = next(s for (s, ev) in TRANSITIONS if ev is event and type(s) is machine)
+    states[type(machine_state)] = machine_state
+    return states
+
+
+@pytest.mark.parametrize("row", list(TRANSITIONS.items()), ids=lambda r: f"{r[0][0].value}-{r[0][1].value}")
+def test_every_row_of_the_table(row):
+    (state, event), target = row
+    machines = Machines(_states_for(state, event))
+    machines.fire(event)
+    assert machines[type(state)] is target
+
+
+ILLEGAL = [
+    (state, event)
+    for machine in MACHINES
+    for state in machine
+    for event in Event
+    if machine in EVENT_MACHINES[event] and (state, event) not in TRANSITIONS
+]
+
+
+@pytest.mark.parametrize("pair", ILLEGAL, ids=lambda p: f"{p[0].value}-{p[1].value}")
+def test_every_illegal_pair_raises_and_moves_nothing(pair):
+    state, event = pair
+    states = _states_for(state, event)
+    machines = Machines(states)
     with pytest.raises(IllegalTransition):
-        machine.fire(event)
-    assert machine.phase is phase
+        machines.fire(event)
+    assert machines.states == states
 
 
-def test_every_phase_can_reach_listening():
-    reachable = {Phase.LISTENING}
-    changed = True
-    while changed:
-        changed = False
-        for (src, _), dst in TRANSITIONS.items():
-            if dst in reachable and src not in reachable:
-                reachable.add(src)
-                changed = True
-    assert reachable == set(Phase)
+def test_every_event_moves_some_machine_and_every_state_is_reachable():
+    assert all(EVENT_MACHINES[event] for event in Event)
+    reachable = set(INITIAL.values()) | set(TRANSITIONS.values())
+    assert reachable == {state for machine in MACHINES for state in machine}
 
 
-def test_mute_is_held_while_any_holder_remains():
-    mute = MuteHolders()
-    assert not mute.muted
-    with mute.hold("narration"):
-        with mute.hold("chime"):
-            assert mute.muted
-        assert mute.muted
-    assert not mute.muted
+# --- a core under test --------------------------------------------------------------------------
 
 
-def test_mute_holder_released_on_error():
-    mute = MuteHolders()
-    with pytest.raises(ZeroDivisionError):
-        with mute.hold("narration"):
-            1 / 0
-    assert not mute.muted
-    with mute.hold("narration"):
-        with pytest.raises(RuntimeError):
-            with mute.hold("narration"):
-                pass
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+TIMINGS = CoordinatorTimings(route_timeout_s=30, recycle_after_s=3300, healthy_after_s=30,
+                             announce_after_failures=3, settle_quiet_s=1.5, chunk_ms=20, chime=True)
+
+
+@pytest.fixture
+def clock():
+    return Clock()
+
+
+@pytest.fixture
+def core(clock):
+    return CoordinatorCore(TIMINGS, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock)
+
+
+def end(code=1006, *, by_us=False, expired=False, healthy=True, interrupted=None, replay_from_ms=None):
+    return SessionEnd(Closed(code), by_us=by_us, expired=expired, healthy=healthy,
+                      interrupted_command=interrupted, replay_from_ms=replay_from_ms)
+
+
+def call(call_id="c1", name="get_time"):
+    return FunctionCall(call_id=call_id, name=name, arguments="{}", item_id="i1")
+
+
+def say_all(core):
+    """Play the narration worker: say everything queued, report it, let go of the voice."""
+    said, actions = [], []
+    while (request := core.next_narration()) is not None:
+        said.append(request)
+        actions += core.handle(NarrationDone(request, "similarity 1.00, attempts 1"))
+    actions += core.handle(NarrationsFinished())
+    return said, actions
+
+
+def routed(core, command="what time is it"):
+    core.handle(SessionReady(1)) if not core.listener_up else None
+    core.handle(Heard(f"computer, {command}", Command(command)))
+    (send,) = core.handle(CommandHeard(command))
+    assert isinstance(send, SendRoute) and send.command == command
+    return send
+
+
+# --- behaviour ----------------------------------------------------------------------------------
+
+
+def test_a_command_cycle(core):
+    assert core.phase is Phase.RESTARTING
+    core.handle(SessionReady(1))
+    assert core.phase is Phase.LISTENING
+    send = routed(core)
+    assert core.phase is Phase.ROUTING
+    core.handle(RouteSent(send.route))
+    (start,) = core.handle(RunTools("what time is it", (call(),), session=1))
+    assert isinstance(start, StartTools) and start.route == send.route and start.session == 1
+    core.handle(ToolsFinished(send.route, ("It's noon.",)))
+    said, actions = say_all(core)
+    assert [(r.script, r.kind) for r in said] == [("It's noon.", NarrationKind.ANSWER)]
+    assert actions == [RestartListener("after a narration")]
+    assert core.machines[ListenerState] is ListenerState.CLOSING and core.phase is Phase.RESTARTING
+    core.handle(end(1000, by_us=True))
+    core.handle(SessionReady(2))
+    assert core.phase is Phase.LISTENING and core.idle(core._clock())
+
+
+def test_commands_wait_in_order_one_at_a_time(core):
+    first = routed(core, "one")
+    assert core.handle(CommandHeard("two")) == []  # queued behind the first
+    core.handle(RouteSent(first.route))
+    core.handle(SpeakText("one", "The answer."))
+    say_all(core)
+    core.handle(end(1000, by_us=True))
+    (second,) = core.handle(SessionReady(2))
+    assert second == SendRoute(second.route, "two") and second.route != first.route
+
+
+def test_a_call_runs_once_even_if_the_model_repeats_it(core):
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(RunTools("what time is it", (call("c1"),), session=1))
+    core.handle(ToolsFinished(send.route, ("noon",)))
+    say_all(core)
+    core.handle(end(1000, by_us=True))
+    core.handle(SessionReady(2))
+    again = routed(core)
+    core.handle(RouteSent(again.route))
+    assert core.handle(RunTools("what time is it", (call("c1"),), session=2)) == []
+    said, _ = say_all(core)
+    assert [r.script for r in said] == [ROUTING_FAILED_MESSAGE]
+
+
+def test_the_route_watchdog_reports_its_deadline_and_gives_up(core, clock):
+    send = routed(core)
+    assert core.next_deadline(clock.now) is None or core.next_deadline(clock.now) > clock.now + 30
+    core.handle(RouteSent(send.route))
+    assert core.next_deadline(clock.now) == clock.now + 30
+    clock.now += 29.9
+    assert core.handle(Tick()) == []
+    clock.now += 0.1
+    actions = core.handle(Tick())
+    assert actions == [AbandonRoute(), RestartListener("the model did not answer a command")]
+    assert core.machines[RouteState] is RouteState.IDLE
+    said, _ = say_all(core)
+    assert [r.script for r in said] == [ROUTING_FAILED_MESSAGE]
+
+
+def test_a_response_faster_than_the_send_is_not_undone_by_it(core):
+    send = routed(core)
+    core.handle(RunTools("what time is it", (call(),), session=1))  # before RouteSent arrives
+    assert core.handle(RouteSent(send.route)) == []
+    assert core.machines[RouteState] is RouteState.RUNNING_TOOLS
+    assert core.next_deadline(core._clock()) != core._clock() + 30  # no watchdog for a route already answered
+
+
+def test_a_route_the_session_never_took_waits_for_the_next_session(core):
+    send = routed(core)
+    assert core.handle(RouteNotSent(send.route)) == []  # not again into a session that is gone
+    assert not core.listener_up
+    core.handle(end())
+    (again,) = core.handle(SessionReady(2))
+    assert again.command == send.command and again.route != send.route
+
+
+def test_a_drop_mid_route_routes_the_command_again_and_announces_nothing(core):
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(end(interrupted=send.command))
+    assert core.machines[RouteState] is RouteState.IDLE and not core.narration_waiting
+    (again,) = core.handle(SessionReady(2))
+    assert again.command == send.command
+    assert core.handle(RouteSent(send.route)) == []  # the old route's late news changes nothing
+
+
+def test_a_quiet_drop_of_a_healthy_session_is_announced_once_and_young_ones_are_not(core):
+    core.handle(SessionReady(1))
+    core.handle(end(healthy=False))
+    assert not core.narration_waiting
+    core.handle(SessionReady(2))
+    core.handle(end(healthy=True))
+    said, actions = say_all(core)
+    assert [(r.script, r.kind) for r in said] == [(CONNECTION_LOST_MESSAGE, NarrationKind.STATUS)]
+    assert actions == []  # a status message does not restart the listener
+
+
+def test_expiry_and_our_own_closes_are_not_announced(core):
+    core.handle(SessionReady(1))
+    core.handle(end(1001, expired=True))
+    core.handle(SessionReady(2))
+    core.handle(RestartListener("x") and Tick())
+    core.handle(end(1000, by_us=True))
+    assert not core.narration_waiting
+
+
+def test_trouble_is_announced_once_and_recovery_after_a_healthy_session(core, clock):
+    for attempt in range(1, 6):
+        core.handle(ConnectFailed(attempt, "refused"))
+    said, _ = say_all(core)
+    assert [r.script for r in said] == [CANNOT_CONNECT_MESSAGE]
+    core.handle(SessionReady(1))
+    assert core.next_deadline(clock.now) == clock.now + 30
+    clock.now += 10
+    core.handle(end(healthy=False))  # a flap: still in trouble, nothing said
+    assert core.machines[AnnounceState] is AnnounceState.TROUBLE and not core.narration_waiting
+    core.handle(SessionReady(2))
+    clock.now += 30
+    core.handle(Tick())
+    said, _ = say_all(core)
+    assert [r.script for r in said] == [RECONNECTED_MESSAGE]
+    assert core.machines[AnnounceState] is AnnounceState.NOTHING_SAID
+
+
+def test_answers_are_said_before_notices(core):
+    core.handle(SessionReady(1))
+    assert core.handle(NoticesPending()) == [FetchNotices()]  # idle: fetched at once
+    core.handle(NoticeBatchFetched((7, 8), "The backup finished."))
+    core.handle(ConnectFailed(3, "refused"))  # a status message queued after the notice
+    said, actions = say_all(core)
+    assert [r.kind for r in said] == [NarrationKind.STATUS, NarrationKind.NOTICE]
+    assert AckNotices((7, 8)) in actions and RestartListener("after a narration") in actions
+    assert core.notices_settled
+
+
+def test_notices_wait_for_an_idle_moment_including_the_wake_window(core, clock):
+    core.handle(SessionReady(1))
+    assert isinstance(core.gate.classify("computer", clock.now), WakeOnly)  # the listener core asks the gate
+    core.handle(Heard("computer", WakeOnly()))
+    assert core.handle(NoticesPending()) == []  # a command may follow the wake word
+    assert core.next_deadline(clock.now) == pytest.approx(clock.now + 8.0)
+    core.handle(QuietChanged(False))
+    clock.now += 8.5
+    assert core.handle(Tick()) == []  # window over, but someone is talking
+    assert core.handle(QuietChanged(True)) == [FetchNotices()]
+    assert core.handle(NoticeBatchFetched((), "")) == []
+    assert core.notices_settled
+
+
+def test_the_wake_word_alone_plays_the_chime(core):
+    core.handle(SessionReady(1))
+    assert core.handle(Heard("computer", WakeOnly())) == [PlayChime()]
+    assert core.handle(Heard("the cat sat", Ignore())) == []
+    core.handle(ChimeStarted())
+    assert core.machines[VoiceState] is VoiceState.CHIME and not core.idle(core._clock())
+    core.handle(ChimeFinished())
+    assert core.timeline.count("chime") == 1
+
+
+def test_a_session_is_recycled_at_a_quiet_moment_near_its_limit(core, clock):
+    core.handle(SessionReady(1))
+    assert core.next_deadline(clock.now) == clock.now + 3300
+    core.handle(QuietChanged(False))
+    clock.now += 3300
+    assert core.handle(Tick()) == []  # not while someone talks
+    assert core.next_deadline(clock.now) is None  # waits for a change, not a deadline
+    assert core.handle(QuietChanged(True)) == [RestartListener("recycle before the session limit")]
+
+
+def test_replay_puts_unheard_audio_first_in_line(core):
+    core.handle(SessionReady(1))
+    for n in range(10):
+        core.uplink.take(bytes([n]) * 960, session_ready=True)
+        token, _ = core.uplink.next_chunk()
+        core.uplink.sent(token)
+    core.uplink.take(b"\xff" * 960, session_ready=True)
+    core.handle(end(replay_from_ms=120))  # chunks starting at 120 ms and later: 6..9
+    replayed = []
+    while (nxt := core.uplink.next_chunk()) is not None:
+        replayed.append(nxt[1][0])
+        core.uplink.sent(nxt[0])
+    assert replayed == [6, 7, 8, 9, 0xFF]
+    assert core.timeline.count("replaying") == 1
+
+
+def test_a_fatal_error_stops_once_with_the_first_reason(core):
+    core.handle(SessionReady(1))
+    assert core.handle(Fatal("your key is invalid")) == [Stop(3, "your key is invalid")]
+    assert core.handle(Fatal("the listener stopped")) == []
+    assert core.fatal_message == "your key is invalid" and core.phase is Phase.STOPPING
+    assert core.handle(CommandHeard("what time is it")) == []  # no command starts while stopping
+
+
+def test_a_finished_input_settles_before_stopping(core, clock):
+    core.handle(SessionReady(1))
+    core.handle(InputEnded())
+    assert core.next_deadline(clock.now) == clock.now + 1.5
+    core.handle(QuietChanged(False))
+    clock.now += 5
+    assert core.handle(Tick()) == []
+    core.handle(QuietChanged(True))
+    clock.now += 1.5
+    assert core.handle(Tick()) == [Stop(0, None)]
+
+
+def test_routing_failures_and_text_answers_are_narrated(core):
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(RoutingFailed(send.command, "server error"))
+    said, _ = say_all(core)
+    assert [r.kind for r in said] == [NarrationKind.ERROR]
+    core.handle(end(1000, by_us=True))
+    core.handle(SessionReady(2))
+    send = routed(core)
+    core.handle(SpeakText(send.command, "It is noon."))
+    said, _ = say_all(core)
+    assert [(r.script, r.kind) for r in said] == [("It is noon.", NarrationKind.FALLBACK)]
+
+
+def test_the_revision_moves_only_on_change(core):
+    core.handle(SessionReady(1))
+    revision = core.revision
+    core.handle(Tick())
+    assert core.revision == revision
+    core.handle(CommandHeard("hello"))
+    assert core.revision > revision
+
+
+def test_illegal_event_order_is_a_bug(core):
+    with pytest.raises(IllegalTransition):
+        core.handle(ChimeFinished())  # no chime is playing
+
+
+class RandomWalk:
+    """Plays the shell and the server for the core, with seeded random orders of events."""
+
+    def __init__(self, core, clock, rng):
+        self.core, self.clock, self.rng = core, clock, rng
+        self.sessions = itertools.count(1)
+        self.call_ids = itertools.count(1)
+        self.routes: dict[int, str] = {}  # sent to the listener, not answered yet
+        self.tools: list[StartTools] = []
+        self.started: list[str] = []
+        self.answers = 0
+
+    def feed(self, event):
+        for action in self.core.handle(event):
+            if isinstance(action, SendRoute):
+                self.routes[action.route] = action.command
+            elif isinstance(action, StartTools):
+                self.tools.append(action)
+                self.started += [c.call_id for c in action.calls]
+            elif isinstance(action, AbandonRoute):
+                self.routes.clear()
+
+    def answer_a_route(self):
+        route, command = self.routes.popitem()
+        self.feed(RouteSent(route))
+        outcome = self.rng.random()
+        if outcome < 0.6:
+            self.feed(RunTools(command, (call(f"c{next(self.call_ids)}"),), self.core.session))
+        elif outcome < 0.8:
+            self.feed(SpeakText(command, "text"))
+        else:
+            self.clock.now += 31  # the model never answers: the watchdog fires
+            self.feed(Tick())
+
+    def narrate(self):
+        said, actions = [], []
+        while (request := self.core.next_narration()) is not None:
+            said.append(request)
+            self.feed(NarrationDone(request, "ok"))
+        self.feed(NarrationsFinished())
+        self.answers += sum(r.kind is not NarrationKind.STATUS for r in said)
+
+    def drop(self):
+        in_route = self.core.machines[RouteState] in (RouteState.SENDING, RouteState.AWAITING_RESPONSE)
+        command = next(iter(self.routes.values())) if in_route and self.routes else None
+        if command is not None:
+            self.routes.clear()  # the listener hands the command back with the session's end
+        self.feed(end(interrupted=command))
+
+    def step(self, heard_so_far: int, max_commands: int) -> int:
+        core, choice = self.core, self.rng.random()
+        if choice < 0.2 and heard_so_far < max_commands:
+            heard_so_far += 1
+            self.feed(CommandHeard(f"command {heard_so_far}"))
+        elif choice < 0.4 and self.routes:
+            self.answer_a_route()
+        elif choice < 0.5 and self.tools:
+            start = self.tools.pop()
+            self.feed(ToolsFinished(start.route, ("done",)))
+        elif choice < 0.6 and core.narration_waiting:
+            self.narrate()
+        elif choice < 0.7 and core.listener_up:
+            self.drop()
+        elif choice < 0.8 and core.machines[ListenerState] is ListenerState.CLOSING:
+            self.feed(end(1000, by_us=True))
+        elif core.machines[ListenerState] is ListenerState.DOWN:
+            self.feed(SessionReady(next(self.sessions)))
+        return heard_so_far
+
+    def drain(self):
+        """Let everything under way finish, as a healthy server and shell would."""
+        core = self.core
+        for _ in range(1000):
+            if self.routes:
+                self.answer_a_route()
+            elif self.tools:
+                start = self.tools.pop()
+                self.feed(ToolsFinished(start.route, ("done",)))
+            elif core.narration_waiting:
+                self.narrate()
+            elif core.machines[ListenerState] is ListenerState.CLOSING:
+                self.feed(end(1000, by_us=True))
+            elif core.machines[ListenerState] is ListenerState.DOWN:
+                self.feed(SessionReady(next(self.sessions)))
+            else:
+                return
+        raise AssertionError("the core never settled")
+
+
+@pytest.mark.parametrize("seed", range(30))
+def test_random_event_orders_answer_every_command_once_and_never_run_a_call_twice(seed, clock):
+    import random
+
+    core = CoordinatorCore(TIMINGS, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(50, 48000), clock)
+    walk = RandomWalk(core, clock, random.Random(seed))
+    walk.feed(SessionReady(next(walk.sessions)))
+    heard = 0
+    for _ in range(300):
+        heard = walk.step(heard, max_commands=15)
+    walk.drain()
+    assert len(walk.started) == len(set(walk.started))
+    assert walk.answers == heard  # each command: exactly one answer, fallback or apology
+    assert core.phase is Phase.LISTENING and core.idle(clock.now)

@@ -15,7 +15,7 @@ from decisions.listener_core import (
 )
 from realtime_api.sessions import listener_session
 from config.settings import Settings
-from decisions.wake_gate import WakeGate
+from decisions.wake_gate import WakeGate, Ignore
 
 
 def make_core(now=0.0):
@@ -33,7 +33,7 @@ def test_unaddressed_utterance_is_deleted_and_goes_no_further():
     assert not core.quiet
     actions = core.feed(wire.TranscriptCompleted("item_1", "nice weather today"))
     assert sent(actions) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
-    assert Heard("nice weather today", "ignored") in actions
+    assert Heard("nice weather today", Ignore()) in actions  # the gate's decision, unchanged
     assert not any(isinstance(a, CommandHeard) for a in actions)
     assert core.quiet
 
@@ -55,7 +55,7 @@ def test_completed_response_with_a_call_runs_tools_once():
     core.route("what time is it")
     call = wire.FunctionCall("call_1", "get_time", "{}", "item_9")
     done = wire.ResponseDone("resp_1", "completed", (call,), "", "", None, None)
-    assert core.feed(done) == [RunTools("what time is it", (call,))]
+    assert core.feed(done) == [RunTools("what time is it", (call,), session=0)]
     # A repeated response.done (not ours any more) asks for nothing.
     assert core.feed(done) == []
 
@@ -122,3 +122,15 @@ def test_listener_session_never_speaks_or_answers_by_itself():
     assert vad["create_response"] is False and vad["interrupt_response"] is False
     assert "idle_timeout_ms" not in vad
     assert session["audio"]["input"]["transcription"]["model"]
+
+
+def test_an_utterance_is_not_quiet_between_its_end_and_its_commit():
+    """The gap between speech_stopped and the commit is no quiet moment (a recycle there
+    would cut the utterance off)."""
+    core, _ = make_core()
+    core.feed(wire.SpeechStarted("item_1", 0))
+    core.feed(wire.SpeechStopped("item_1", 900))
+    assert not core.quiet
+    core.feed(wire.AudioCommitted("item_1"))
+    core.feed(wire.TranscriptCompleted("item_1", "nice weather today"))
+    assert core.quiet

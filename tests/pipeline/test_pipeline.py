@@ -118,12 +118,12 @@ async def test_no_upload_while_narrating_and_speech_right_after_is_heard(tmp_pat
         # paced speaker really played everything), nothing reached any listener session.
         narration = p.narrator_connections()[0]
         start = next(t for t, e in zip(narration.sent_at, narration.sent) if e["type"] == "response.output_audio.delta")
-        end = next(stop for holder, _, stop in p.coordinator.mute.history if holder == "narration")
+        end = next(stop for holder, _, stop in p.coordinator.core.mute.history if holder == "narration")
         assert end - start > 0.1  # the paced speaker took real time to play it
         uploads = [t for c in p.listener_connections() for t, e in zip(c.received_at, c.received)
                    if e["type"] == "input_audio_buffer.append"]
         assert uploads and not [t for t in uploads if start <= t <= end]
-        assert p.coordinator.stats["mic_chunks_muted"] > 0
+        assert p.coordinator.core.uplink.stats.chunks_muted > 0
 
 
 async def test_a_deviating_read_is_retried_once(tmp_path, sim):

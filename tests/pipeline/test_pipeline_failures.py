@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from audio_io import AudioDeviceError, MemorySpeaker
-from handoff import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
+from decisions.coordinator import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_sim import Fault, SimConfig
 from tests.support.pipeline_harness import UTTERANCE, running_pipeline
 
@@ -101,7 +101,7 @@ async def test_idle_drop_is_heard_and_the_listener_comes_back(tmp_path, sim):
         # A good session (older than healthy_after_s) drops: reconnected at once, and said once.
         sim.script.push_fault(Fault("close_1011", target="listener", after_s=0.8))
         await p.wait(lambda t: CONNECTION_LOST_MESSAGE in narrated_scripts(p) and t.count("narrated") >= 1
-                     and p.coordinator.machine.phase.value == "listening")
+                     and p.coordinator.phase.value == "listening")
         before = await p.ask("Computer, what time is it")
         assert p.counts()["tool"] == before["tool"] + 1
 
@@ -203,7 +203,7 @@ async def test_a_stalled_setup_times_out_and_the_mute_is_not_held_hostage(tmp_pa
         before = await p.ask("Computer, what time is it")
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"][-1]
         assert narrated.endswith("attempts 2)")  # the stalled attempt was given up, the retry worked
-        narration_mutes = [end - start for holder, start, end in p.coordinator.mute.history if holder == "narration"]
+        narration_mutes = [end - start for holder, start, end in p.coordinator.core.mute.history if holder == "narration"]
         assert narration_mutes and narration_mutes[-1] < 10.0  # not the 30 s stall
 
 
@@ -232,9 +232,9 @@ async def test_audio_is_buffered_while_the_listener_reconnects(tmp_path, sim):
         # The next connection is the listener opened after this narration.
         sim.script.push_fault(Fault("delay", target="any", after_sent="session.created", delay_s=0.6))
         await p.wait(lambda t: t.count("narrated") > before["narrated"])
-        buffered_before = p.coordinator.stats["mic_chunks_buffered"]
+        buffered_before = p.coordinator.core.uplink.stats.chunks_buffered
         p.say("Computer, what time is it")
         await p.wait(lambda t: t.count("heard") >= before["heard"] + 2)
         assert p.listener_connections()[1].faults  # the delay did hit the new listener
-        assert p.coordinator.stats["mic_chunks_buffered"] - buffered_before > 20  # a good part of the 0.6 s
+        assert p.coordinator.core.uplink.stats.chunks_buffered - buffered_before > 20  # a good part of the 0.6 s
         assert [e.text for e in p.timeline.entries if e.kind == "heard"][-1] == "Computer, what time is it"

@@ -11,16 +11,14 @@ import main_agent
 from realtime_api import wire
 from audio_io import MemorySpeaker, WavFileMicrophone
 from commands.assemble import assistant
-from handoff import (
+from decisions.coordinator import (
     CANNOT_CONNECT_MESSAGE,
     CONNECTION_LOST_MESSAGE,
     RECONNECTED_MESSAGE,
     ROUTING_FAILED_MESSAGE,
-    Coordinator,
-    CoordinatorParts,
 )
 from speech.local_voice import tone
-from decisions.listener_core import SessionEnd
+from decisions.listener_core import SessionEnd, SessionReady
 from decisions.timeline import Timeline
 from realtime_sim import Fault
 from config.settings import ReconnectSettings, Settings
@@ -164,24 +162,20 @@ class ClosingLink:
 
 
 class CountingObserver:
+    """Records the listener's session news; gives up after the fourth session."""
+
     def __init__(self) -> None:
         self.ready = 0
         self.ends: list[SessionEnd] = []
         self.gave_up = asyncio.Event()
 
-    def listener_ready(self) -> None:
-        self.ready += 1
-        if self.ready >= 4:
-            self.gave_up.set()
-
-    def listener_lost(self, end: SessionEnd) -> None:
-        self.ends.append(end)
-
-    def listener_connect_failed(self, error, attempt) -> None:
-        pass
-
-    def listener_fatal(self, message) -> None:
-        pass
+    def __call__(self, event) -> None:
+        if isinstance(event, SessionReady):
+            self.ready += 1
+            if self.ready >= 4:
+                self.gave_up.set()
+        elif isinstance(event, SessionEnd):
+            self.ends.append(event)
 
 
 @pytest.mark.parametrize("code", [1000, 1001, 1006, 1011])
@@ -202,21 +196,3 @@ async def test_sessions_the_server_ends_young_back_off(monkeypatch, code):
     assert loop.time() - started >= 0.3
     assert all(end.failure and not end.by_us for end in observer.ends)
 
-
-def test_replay_sends_only_what_the_session_never_transcribed():
-    class ReadyListener:
-        ready = quiet = True
-        sessions_opened = 1
-
-    parts = CoordinatorParts(
-        settings=Settings(), listener_factory=lambda c: ReadyListener(), narrator=None, microphone=None,
-        speaker=None, tools=None, formatters=None, local_voice=None,
-    )
-    coordinator = Coordinator(parts)
-    heard = [(ms, b"A" * 960) for ms in range(0, 1000, 20)]  # transcribed already
-    unheard = [(ms, b"B" * 960) for ms in range(1000, 1400, 20)]  # still being spoken at the drop
-    coordinator._sent_audio.extend(heard + unheard)
-    end = SessionEnd(wire.Closed(1006), by_us=False, expired=False, healthy=True, interrupted_command=None,
-                     replay_from_ms=1000)
-    coordinator.listener_lost(end)
-    assert list(coordinator._mic_buffer) == [chunk for _, chunk in unheard]

@@ -1,0 +1,744 @@
+"""The coordinator's decisions: a synchronous core fed typed events, returning actions.
+
+The async shell (`handoff.Coordinator`) does the I/O: it feeds every listener event, finished
+route, tool run, narration and clock tick to `CoordinatorCore.handle` and carries out the actions
+that come back. The core never waits; it says when it next needs the clock (`next_deadline`), and
+the shell sleeps until then or until something changes. Nothing here polls.
+
+The state is six small machines, each an Enum, and `TRANSITIONS` is the one table of every legal
+move, keyed by (state, event). An event moves every machine that has a row for it; if one of those
+machines is in a state with no row for the event, `IllegalTransition` is raised and nothing moves.
+The phase logged and shown to people (listening, routing, narrating, restarting) is derived from
+them.
+"""
+
+from __future__ import annotations
+
+import enum
+import heapq
+import itertools
+import logging
+from collections import OrderedDict, deque
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Callable
+
+from decisions.errors import IllegalTransition
+from decisions.listener_core import (
+    CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
+)
+from decisions.mute import MuteHolders
+from decisions.timeline import Timeline, TimelineKind
+from decisions.uplink import Uplink
+from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
+
+if TYPE_CHECKING:
+    from realtime_api.wire import FunctionCall
+
+log = logging.getLogger("handoff.coordinator")
+
+
+# --- the machines --------------------------------------------------------------------------------
+
+
+class ListenerState(enum.Enum):
+    DOWN = "down"  # no configured session (connecting, or reconnecting)
+    UP = "up"  # a configured session takes our audio
+    CLOSING = "closing"  # we asked for a fresh session; this one takes nothing more
+
+
+class VoiceState(enum.Enum):
+    QUIET = "quiet"
+    CHIME = "chime"  # the wake chime plays
+    STATUS = "status"  # only messages about the connection so far: the listener carries on after
+    ANSWER = "answer"  # an answer, notice or error was said: a clean listener restart follows
+
+
+class RouteState(enum.Enum):
+    IDLE = "idle"
+    SENDING = "sending"  # the command is on its way to the listener session
+    AWAITING_RESPONSE = "awaiting response"  # the route watchdog runs
+    RUNNING_TOOLS = "running tools"
+
+
+class AnnounceState(enum.Enum):
+    NOTHING_SAID = "nothing said"
+    TROUBLE = "trouble announced"  # "I can't reach OpenAI right now" was said
+    CONFIRMING = "confirming"  # a session is up; "connected again" once it proves healthy
+
+
+class NoticeState(enum.Enum):
+    NONE = "none"
+    PENDING = "pending"  # notices wait for an idle moment
+    FETCHING = "fetching"
+    QUEUED = "queued"  # a batch is queued or being narrated; acknowledged when said
+
+
+class LifeState(enum.Enum):
+    RUNNING = "running"
+    FINISHING = "finishing"  # a finite microphone ended: settle, then stop
+    STOPPING = "stopping"  # a fatal error
+
+
+class Event(enum.Enum):
+    LISTENER_READY = "listener_ready"
+    LISTENER_LOST = "listener_lost"
+    RESTART_REQUESTED = "restart_requested"
+    CHIME_STARTED = "chime_started"
+    CHIME_FINISHED = "chime_finished"
+    STATUS_STARTED = "status_started"
+    ANSWER_STARTED = "answer_started"
+    NARRATIONS_FINISHED = "narrations_finished"
+    COMMAND_ROUTED = "command_routed"
+    ROUTE_SENT = "route_sent"
+    ROUTE_NOT_SENT = "route_not_sent"
+    ROUTE_INTERRUPTED = "route_interrupted"
+    TOOLS_REQUESTED = "tools_requested"
+    ROUTE_ANSWERED = "route_answered"  # text instead of a call, or the route failed
+    ROUTE_TIMED_OUT = "route_timed_out"
+    TOOLS_FINISHED = "tools_finished"
+    TROUBLE_ANNOUNCED = "trouble_announced"
+    HEALTHY = "healthy"
+    NOTICES_PENDING = "notices_pending"
+    NOTICES_FETCH = "notices_fetch"
+    NOTICES_NONE = "notices_none"
+    NOTICES_QUEUED = "notices_queued"
+    NOTICES_NARRATED = "notices_narrated"
+    INPUT_ENDED = "input_ended"
+    FATAL = "fatal"
+
+
+LD, LU, LC = ListenerState.DOWN, ListenerState.UP, ListenerState.CLOSING
+VQ, VC, VS, VA = VoiceState.QUIET, VoiceState.CHIME, VoiceState.STATUS, VoiceState.ANSWER
+RI, RS, RA, RT = RouteState.IDLE, RouteState.SENDING, RouteState.AWAITING_RESPONSE, RouteState.RUNNING_TOOLS
+AN, AT, AC = AnnounceState.NOTHING_SAID, AnnounceState.TROUBLE, AnnounceState.CONFIRMING
+NN, NP, NF, NQ = NoticeState.NONE, NoticeState.PENDING, NoticeState.FETCHING, NoticeState.QUEUED
+XR, XF, XS = LifeState.RUNNING, LifeState.FINISHING, LifeState.STOPPING
+E = Event
+
+# (state, event) -> next state, for every machine. Anything not listed is a bug and raises.
+TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
+    # the listener session
+    (LD, E.LISTENER_READY): LU,
+    (LU, E.LISTENER_LOST): LD,  # drop, expiry
+    (LC, E.LISTENER_LOST): LD,  # the close we asked for
+    (LD, E.LISTENER_LOST): LD,  # its end was already evident (a route it could not take)
+    (LU, E.RESTART_REQUESTED): LC,  # after an answer, a recycle, an abandoned route
+    (LU, E.ROUTE_NOT_SENT): LD,  # the session is gone: nothing more goes to it
+    (LC, E.ROUTE_NOT_SENT): LD,
+    (LD, E.ROUTE_NOT_SENT): LD,
+    # the one voice (the reader lock serialises these in the shell)
+    (VQ, E.CHIME_STARTED): VC,
+    (VC, E.CHIME_FINISHED): VQ,
+    (VQ, E.STATUS_STARTED): VS,
+    (VS, E.STATUS_STARTED): VS,
+    (VA, E.STATUS_STARTED): VA,
+    (VQ, E.ANSWER_STARTED): VA,
+    (VS, E.ANSWER_STARTED): VA,
+    (VA, E.ANSWER_STARTED): VA,
+    (VS, E.NARRATIONS_FINISHED): VQ,  # the listener carries on
+    (VA, E.NARRATIONS_FINISHED): VQ,  # a clean listener restart follows
+    # the command being routed (one at a time; others wait in order)
+    (RI, E.COMMAND_ROUTED): RS,
+    (RS, E.ROUTE_SENT): RA,
+    (RS, E.ROUTE_NOT_SENT): RI,  # the session vanished first: the command waits for the next
+    (RS, E.ROUTE_INTERRUPTED): RI,  # lost with the session before its response: routed again
+    (RA, E.ROUTE_INTERRUPTED): RI,
+    (RS, E.TOOLS_REQUESTED): RT,  # a fast response can beat the send's own completion
+    (RA, E.TOOLS_REQUESTED): RT,
+    (RS, E.ROUTE_ANSWERED): RI,
+    (RA, E.ROUTE_ANSWERED): RI,
+    (RA, E.ROUTE_TIMED_OUT): RI,  # abandoned: apology, fresh session, not routed again
+    (RT, E.TOOLS_FINISHED): RI,  # the answer is queued for the narrator
+    # what the user was told about the connection
+    (AN, E.TROUBLE_ANNOUNCED): AT,
+    (AN, E.LISTENER_READY): AN,
+    (AN, E.LISTENER_LOST): AN,
+    (AT, E.LISTENER_READY): AC,
+    (AC, E.LISTENER_LOST): AT,  # it did not last: still in trouble
+    (AC, E.HEALTHY): AN,  # "I'm connected again."
+    # background-task notices (exactly once: acknowledged only after they were said)
+    (NN, E.NOTICES_PENDING): NP,
+    (NP, E.NOTICES_FETCH): NF,
+    (NF, E.NOTICES_NONE): NN,
+    (NF, E.NOTICES_QUEUED): NQ,
+    (NQ, E.NOTICES_NARRATED): NN,
+    # the process
+    (XR, E.INPUT_ENDED): XF,
+    (XR, E.FATAL): XS,
+    (XF, E.FATAL): XS,
+    (XS, E.FATAL): XS,  # the first reason wins
+}
+
+MACHINES: tuple[type[enum.Enum], ...] = (ListenerState, VoiceState, RouteState, AnnounceState, NoticeState, LifeState)
+INITIAL: dict[type[enum.Enum], enum.Enum] = {
+    ListenerState: LD, VoiceState: VQ, RouteState: RI, AnnounceState: AN, NoticeState: NN, LifeState: XR,
+}
+# Which machines an event moves, derived from the table.
+EVENT_MACHINES: dict[Event, frozenset[type[enum.Enum]]] = {
+    event: frozenset(type(state) for (state, ev) in TRANSITIONS if ev is event) for event in Event
+}
+
+
+class Phase(enum.Enum):
+    """What people see in the log: derived from the machines, never set directly."""
+
+    LISTENING = "listening"
+    ROUTING = "routing"
+    NARRATING = "narrating"
+    RESTARTING = "restarting"
+    STOPPING = "stopping"
+
+
+class Machines:
+    """The six machines and the table. `fire` moves all that an event concerns, or none."""
+
+    def __init__(self, states: dict[type[enum.Enum], enum.Enum] | None = None) -> None:
+        self.states = dict(INITIAL if states is None else states)
+
+    def __getitem__(self, machine: type[enum.Enum]) -> Any:
+        return self.states[machine]
+
+    def fire(self, event: Event) -> None:
+        moves = {}
+        for machine in EVENT_MACHINES[event]:
+            current = self.states[machine]
+            try:
+                moves[machine] = TRANSITIONS[(current, event)]
+            except KeyError:
+                raise IllegalTransition(f"{event.value!r} is not allowed while {machine.__name__} is {current.value}") from None
+        self.states.update(moves)
+
+    @property
+    def phase(self) -> Phase:
+        if self.states[LifeState] is XS:
+            return Phase.STOPPING
+        if self.states[VoiceState] in (VS, VA):
+            return Phase.NARRATING
+        if self.states[ListenerState] is not LU:
+            return Phase.RESTARTING
+        if self.states[RouteState] is not RI:
+            return Phase.ROUTING
+        return Phase.LISTENING
+
+
+# --- events the shell reports (besides the listener's own, from decisions.listener_core) -----------
+
+
+@dataclass(frozen=True)
+class Tick:
+    """The clock moved (a deadline passed, or something changed): re-evaluate."""
+
+
+@dataclass(frozen=True)
+class RouteSent:
+    route: int
+
+
+@dataclass(frozen=True)
+class RouteNotSent:
+    route: int
+
+
+@dataclass(frozen=True)
+class ToolsFinished:
+    route: int
+    scripts: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class NarrationDone:
+    request: NarrationRequest
+    summary: str  # how it went, for the timeline ("similarity 1.00, attempts 1")
+
+
+@dataclass(frozen=True)
+class NarrationsFinished:
+    """The narration worker found nothing more to say and let go of the voice."""
+
+
+@dataclass(frozen=True)
+class ChimeStarted:
+    pass
+
+
+@dataclass(frozen=True)
+class ChimeFinished:
+    pass
+
+
+@dataclass(frozen=True)
+class NoticesPending:
+    pass
+
+
+@dataclass(frozen=True)
+class NoticeBatchFetched:
+    ids: tuple[int, ...]
+    script: str  # empty when there was nothing to say after all
+
+
+@dataclass(frozen=True)
+class InputEnded:
+    """A finite microphone (a WAV file) ended: finish what it said, then stop."""
+
+
+@dataclass(frozen=True)
+class DeviceFailed:
+    message: str
+
+
+CoordinatorEvent = (
+    SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
+    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | ToolsFinished | NarrationDone | NarrationsFinished
+    | ChimeStarted | ChimeFinished | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
+)
+
+
+# --- actions the shell carries out ----------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SendRoute:
+    route: int
+    command: str
+
+
+@dataclass(frozen=True)
+class StartTools:
+    route: int
+    command: str
+    calls: tuple[FunctionCall, ...]
+    session: int
+
+
+@dataclass(frozen=True)
+class AbandonRoute:
+    """Tell the listener to stop waiting for the route's response (it is not routed again)."""
+
+
+@dataclass(frozen=True)
+class RestartListener:
+    reason: str
+
+
+@dataclass(frozen=True)
+class PlayChime:
+    pass
+
+
+@dataclass(frozen=True)
+class FetchNotices:
+    pass
+
+
+@dataclass(frozen=True)
+class AckNotices:
+    ids: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Stop:
+    """Stop the assistant: `message` (when set) is said in the local voice first."""
+
+    exit_code: int
+    message: str | None
+
+
+Action = SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | FetchNotices | AckNotices | Stop
+
+
+# --- narration requests ----------------------------------------------------------------------------
+
+
+class NarrationKind(enum.Enum):
+    ANSWER = "answer"
+    FALLBACK = "fallback"  # the model's own text, when it called no tool
+    ERROR = "error"
+    NOTICE = "notice"
+    STATUS = "status"  # about the connection itself: no listener restart after it
+
+
+class Priority(enum.IntEnum):
+    ANSWER = 0  # answers to commands first
+    NOTICE = 1
+
+
+@dataclass(order=True, frozen=True)
+class NarrationRequest:
+    priority: Priority
+    seq: int
+    script: str = field(compare=False)
+    kind: NarrationKind = field(compare=False)
+    notice_ids: tuple[int, ...] = field(default=(), compare=False)
+
+
+CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
+CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
+RECONNECTED_MESSAGE = "I'm connected again."
+ROUTING_FAILED_MESSAGE = "Sorry, I couldn't work out what to do with that. Please say it again."
+EXECUTED_CALLS_KEPT = 1000  # call ids remembered so none runs twice; ids are unique per response
+
+
+@dataclass(frozen=True)
+class CoordinatorTimings:
+    """The coordinator's clock settings (seconds). Tests pass milliseconds."""
+
+    route_timeout_s: float = 30.0
+    recycle_after_s: float = 55 * 60.0
+    healthy_after_s: float = 30.0
+    announce_after_failures: int = 3
+    settle_quiet_s: float = 1.5  # a finished input is done after this long with nothing going on
+    chunk_ms: int = 20
+    chime: bool = True
+
+    @classmethod
+    def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:
+        return cls(
+            route_timeout_s=settings.listener.route_timeout_s,
+            recycle_after_s=settings.listener.recycle_after_s,
+            healthy_after_s=settings.reconnect.healthy_after_s,
+            announce_after_failures=settings.reconnect.announce_after_failures,
+            settle_quiet_s=settings.listener.vad_silence_ms / 1000 + 1.0,
+            chunk_ms=settings.audio.chunk_ms,
+            chime=chime,
+        )
+
+
+# --- the core --------------------------------------------------------------------------------------
+
+
+class CoordinatorCore:
+    def __init__(
+        self,
+        timings: CoordinatorTimings,
+        gate: WakeGate,
+        timeline: Timeline,
+        uplink: Uplink,
+        clock: Callable[[], float],
+        on_mute_change: Callable[[], None] = lambda: None,
+    ) -> None:
+        self.timings = timings
+        self.gate = gate
+        self.timeline = timeline
+        self.uplink = uplink
+        self._clock = clock
+        self.mute = MuteHolders(clock=clock, on_change=on_mute_change)
+        self.machines = Machines()
+        self.revision = 0  # bumped on every change the shell's waiters may care about
+        self._pending: deque[str] = deque()
+        self._narrations: list[NarrationRequest] = []
+        self._seq = itertools.count()
+        self._routes = itertools.count(1)
+        self._route: tuple[int, str] | None = None  # (id, command) while RouteState is not IDLE
+        self._route_deadline: float | None = None
+        self._executed_calls: OrderedDict[str, None] = OrderedDict()
+        self._session = 0
+        self._session_ready_at = 0.0
+        self._confirm_at: float | None = None
+        self._listener_quiet = True
+        self._idle_since: float | None = None
+        self.fatal_message: str | None = None
+
+    # -- what the shell reads ---------------------------------------------------------------------
+    @property
+    def phase(self) -> Phase:
+        return self.machines.phase
+
+    @property
+    def listener_up(self) -> bool:
+        return self.machines[ListenerState] is LU
+
+    @property
+    def session(self) -> int:
+        """The number of the latest listener session that became ready (0: none yet)."""
+        return self._session
+
+    @property
+    def finishing(self) -> bool:
+        return self.machines[LifeState] is XF
+
+    @property
+    def narration_waiting(self) -> bool:
+        return bool(self._narrations)
+
+    @property
+    def notices_settled(self) -> bool:
+        """No notice batch under way: the feeder may wait for the next one."""
+        return self.machines[NoticeState] is NN
+
+    @property
+    def stopping(self) -> bool:
+        return self.machines[LifeState] is XS
+
+    def idle(self, now: float) -> bool:
+        """Nothing heard, said, routed or about to be: the moment a notice may speak."""
+        m = self.machines
+        return (
+            m[ListenerState] is LU
+            and m[VoiceState] is VQ
+            and m[RouteState] is RI
+            and not self._pending
+            and not self._narrations
+            and self._listener_quiet  # nobody mid-sentence, no transcript pending
+            and not self.gate.window_open_at(now)  # nor a command about to come
+        )
+
+    def next_deadline(self, now: float) -> float | None:
+        """When the core next needs a Tick even if nothing else happens (None: only on a change).
+        Deadlines that passed but wait on a condition (recycle waits for quiet) are not repeated."""
+        candidates = [
+            self._route_deadline if self.machines[RouteState] is RA else None,
+            self.gate.window_until,
+            self._session_ready_at + self.timings.recycle_after_s if self.listener_up else None,
+            self._confirm_at if self.machines[AnnounceState] is AC else None,
+            self._idle_since + self.timings.settle_quiet_s
+            if self.machines[LifeState] is XF and self._idle_since is not None else None,
+        ]
+        future = [d for d in candidates if d is not None and d > now]
+        return min(future) if future else None
+
+    # -- the one entry point ----------------------------------------------------------------------
+    def handle(self, event: CoordinatorEvent) -> list[Action]:
+        now = self._clock()
+        actions: list[Action] = []
+        before = (dict(self.machines.states), len(self._narrations), len(self._pending), self._listener_quiet)
+        match event:
+            case SessionReady(session=session):
+                self._listener_ready(session, now)
+            case SessionEnd():
+                self._listener_lost(event)
+            case ConnectFailed(attempt=attempt, error=error):
+                self._connect_failed(attempt, error)
+            case QuietChanged(quiet=quiet):
+                self._listener_quiet = quiet
+            case Heard(transcript=transcript, decision=decision):
+                actions += self._heard(transcript, decision)
+            case CommandHeard(text=text):
+                self._pending.append(text)
+            case RunTools(command=command, calls=calls, session=session):
+                actions += self._tools_requested(command, calls, session)
+            case SpeakText(command=command, text=text):
+                self._route_answered()
+                self.timeline.add(TimelineKind.FALLBACK, f"no tool call for {command!r}; narrating the model's text")
+                self._queue(text, NarrationKind.FALLBACK)
+            case RoutingFailed(command=command, reason=reason):
+                self._route_answered()
+                self._routing_failed(command, reason)
+            case Fatal(message=message) | DeviceFailed(message=message):
+                actions += self._fatal(message)
+            case RouteSent(route=route):
+                if self._is_current(route, RS):  # else the response beat us, or the session is gone
+                    self._fire(E.ROUTE_SENT, "")
+                    self._route_deadline = now + self.timings.route_timeout_s
+            case RouteNotSent(route=route):
+                if self._is_current(route, RS):
+                    assert self._route is not None
+                    self._pending.appendleft(self._route[1])  # first in line for the next session
+                    self._route = None
+                    self._fire(E.ROUTE_NOT_SENT, "")
+            case ToolsFinished(route=route, scripts=scripts):
+                self._queue(" ".join(scripts), NarrationKind.ANSWER)
+                if self._is_current(route, RT):
+                    self._route = None
+                    self._fire(E.TOOLS_FINISHED, "")
+            case NarrationDone(request=request, summary=summary):
+                actions += self._narration_done(request, summary)
+            case NarrationsFinished():
+                actions += self._narrations_finished()
+            case ChimeStarted():
+                self._fire(E.CHIME_STARTED, "")
+            case ChimeFinished():
+                self._fire(E.CHIME_FINISHED, "")
+                self.timeline.add(TimelineKind.CHIME, f"listening for a command for {self.gate.window_s:g} s")
+            case NoticesPending():
+                self._fire(E.NOTICES_PENDING, "")
+            case NoticeBatchFetched(ids=ids, script=script):
+                if script:
+                    self.timeline.add(TimelineKind.NOTICE, script)
+                    self._queue(script, NarrationKind.NOTICE, ids)
+                    self._fire(E.NOTICES_QUEUED, "")
+                else:
+                    self._fire(E.NOTICES_NONE, "")
+            case InputEnded():
+                self.timeline.add(TimelineKind.MICROPHONE, "the input ended; finishing what it said")
+                self._fire(E.INPUT_ENDED, "")
+            case Tick():
+                pass
+            case _:
+                raise TypeError(f"not a coordinator event: {event!r}")
+        actions += self._evaluate(now)
+        if (dict(self.machines.states), len(self._narrations), len(self._pending), self._listener_quiet) != before:
+            self.revision += 1
+        return actions
+
+    def next_narration(self) -> NarrationRequest | None:
+        """The narration worker holds the voice: the next script to say, if any."""
+        if not self._narrations:
+            return None
+        request = heapq.heappop(self._narrations)
+        self._fire(E.STATUS_STARTED if request.kind is NarrationKind.STATUS else E.ANSWER_STARTED, request.kind.value)
+        self.timeline.add(TimelineKind.NARRATING, request.script)
+        self.revision += 1
+        return request
+
+    # -- handlers -----------------------------------------------------------------------------------
+    def _fire(self, event: Event, why: str) -> None:
+        old = self.machines.phase
+        self.machines.fire(event)
+        new = self.machines.phase
+        if new is not old:
+            log.info("state %s -> %s (%s%s)", old.value, new.value, event.value, f": {why}" if why else "")
+
+    def _is_current(self, route: int, state: RouteState) -> bool:
+        return self._route is not None and self._route[0] == route and self.machines[RouteState] is state
+
+    def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = ()) -> None:
+        priority = Priority.NOTICE if kind is NarrationKind.NOTICE else Priority.ANSWER
+        heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids))
+
+    def _listener_ready(self, session: int, now: float) -> None:
+        self._session = session
+        self._session_ready_at = now
+        self._listener_quiet = True
+        self.uplink.new_session()
+        self.timeline.add(TimelineKind.LISTENING, f"listener session {session} ready")
+        self._fire(E.LISTENER_READY, "")
+        if self.machines[AnnounceState] is AC:
+            self._confirm_at = now + self.timings.healthy_after_s  # said only once it proves healthy
+
+    def _listener_lost(self, end: SessionEnd) -> None:
+        replayed = self.uplink.session_lost(end.replay_from_ms, self.timings.chunk_ms)
+        if end.replay_from_ms is not None:
+            # The session went away before transcribing what was said: that audio goes to the
+            # next session first, so the user's words are not lost (and nothing heard is re-sent).
+            self.timeline.add(TimelineKind.REPLAYING, f"{replayed} ms of speech the session never transcribed")
+        if end.interrupted_command is not None and self.machines[RouteState] in (RS, RA):
+            # Not run yet (tools run only on a completed response): route it again, first in line.
+            self._pending.appendleft(end.interrupted_command)
+            self._route = None
+            self._fire(E.ROUTE_INTERRUPTED, "")
+        if end.expired:
+            self.timeline.add(TimelineKind.RESTARTING, "listener session expired; reconnecting")
+        elif not end.by_us:
+            self.timeline.add(TimelineKind.ERROR, f"listener connection dropped (code {end.closed.code}); reconnecting")
+            # Said once, for a good session that dropped, and only when nothing else will tell the
+            # user: a cut command, replayed speech or a running tool is answered anyway. Sessions
+            # that die young count as failed attempts and are announced after a few of those.
+            quiet_loss = not (end.interrupted_command or end.replay_from_ms is not None
+                              or self.machines[RouteState] is not RI or self._pending)
+            if end.healthy and quiet_loss and self.machines[VoiceState] not in (VS, VA):
+                self._queue(CONNECTION_LOST_MESSAGE, NarrationKind.STATUS)
+        self._listener_quiet = True
+        self._fire(E.LISTENER_LOST, f"code {end.closed.code}")
+
+    def _connect_failed(self, attempt: int, error: str) -> None:
+        self.timeline.add(TimelineKind.ERROR, f"listener connection attempt {attempt} failed: {error}")
+        if attempt == self.timings.announce_after_failures and self.machines[AnnounceState] is AN:
+            self._queue(CANNOT_CONNECT_MESSAGE, NarrationKind.STATUS)
+            self._fire(E.TROUBLE_ANNOUNCED, "")
+
+    def _heard(self, transcript: str, decision: Any) -> list[Action]:
+        match decision:
+            case Ignore():
+                self.timeline.add(TimelineKind.IGNORED, transcript)
+            case WakeOnly():
+                self.timeline.add(TimelineKind.WAKE, transcript)
+                return [PlayChime()] if self.timings.chime else []
+            case Command():
+                self.timeline.add(TimelineKind.HEARD, transcript)
+        return []
+
+    def _tools_requested(self, command: str, calls: tuple[FunctionCall, ...], session: int) -> list[Action]:
+        if self._route is None or self.machines[RouteState] not in (RS, RA):
+            log.warning("ignoring tool calls for %r: no command is being routed", command)
+            return []
+        fresh = tuple(c for c in calls if c.call_id not in self._executed_calls)
+        if len(fresh) < len(calls):
+            log.warning("ignoring %d call(s) that already ran", len(calls) - len(fresh))
+        if not fresh:
+            self._route_answered()
+            self._routing_failed(command, "the model repeated a call that already ran")
+            return []
+        for call in fresh:
+            self._executed_calls[call.call_id] = None
+        while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
+            self._executed_calls.popitem(last=False)
+        self._fire(E.TOOLS_REQUESTED, "")
+        return [StartTools(self._route[0], command, fresh, session)]
+
+    def _route_answered(self) -> None:
+        if self.machines[RouteState] in (RS, RA):
+            self._route = None
+            self._fire(E.ROUTE_ANSWERED, "")
+
+    def _routing_failed(self, command: str, reason: str) -> None:
+        self.timeline.add(TimelineKind.ERROR, f"routing {command!r} failed: {reason}")
+        self._queue(ROUTING_FAILED_MESSAGE, NarrationKind.ERROR)
+
+    def _fatal(self, message: str) -> list[Action]:
+        first = self.machines[LifeState] is not XS
+        self._fire(E.FATAL, message)
+        if not first:
+            return []
+        self.fatal_message = message
+        self.timeline.add(TimelineKind.ERROR, f"fatal: {message}")
+        return [Stop(3, message)]
+
+    def _narration_done(self, request: NarrationRequest, summary: str) -> list[Action]:
+        self.timeline.add(TimelineKind.NARRATED, f"{request.kind.value} ({summary})")
+        if request.notice_ids:
+            # Said (by the narrator or the local voice): acknowledged, so never heard again.
+            self._fire(E.NOTICES_NARRATED, "")
+            return [AckNotices(request.notice_ids)]
+        return []
+
+    def _narrations_finished(self) -> list[Action]:
+        owed_restart = self.machines[VoiceState] is VA
+        self._fire(E.NARRATIONS_FINISHED, "")
+        if owed_restart:
+            return self._restart("after a narration")
+        return []
+
+    def _restart(self, reason: str) -> list[Action]:
+        """A clean listener: close this session, the shell's loop opens and configures a fresh one.
+        A listener that is down or closing is getting a fresh session anyway."""
+        if not self.listener_up:
+            return []
+        self._fire(E.RESTART_REQUESTED, reason)
+        return [RestartListener(reason)]
+
+    def _evaluate(self, now: float) -> list[Action]:
+        """Everything that follows from the state and the clock, whatever event came in."""
+        actions: list[Action] = []
+        m = self.machines
+        if m[RouteState] is RA and self._route_deadline is not None and now >= self._route_deadline:
+            assert self._route is not None
+            command = self._route[1]
+            self._route = None
+            self._fire(E.ROUTE_TIMED_OUT, "")
+            self._routing_failed(command, f"no answer from the model in {self.timings.route_timeout_s:g} s")
+            actions += [AbandonRoute(), *self._restart("the model did not answer a command")]
+        if m[AnnounceState] is AC and self._confirm_at is not None and now >= self._confirm_at and self.listener_up:
+            self._fire(E.HEALTHY, "")
+            self._queue(RECONNECTED_MESSAGE, NarrationKind.STATUS)
+        if (
+            self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI and self._pending
+            and not self._narrations and m[LifeState] is not XS  # an answer first, then a fresh session
+        ):
+            command = self._pending.popleft()
+            self._route = (next(self._routes), command)
+            self._fire(E.COMMAND_ROUTED, command)
+            self.timeline.add(TimelineKind.COMMAND, command)
+            actions.append(SendRoute(self._route[0], command))
+        idle = self.idle(now)
+        if idle and m[NoticeState] is NP:
+            self._fire(E.NOTICES_FETCH, "")
+            actions.append(FetchNotices())
+        elif idle and now - self._session_ready_at >= self.timings.recycle_after_s:
+            self.timeline.add(TimelineKind.RESTARTING, "recycling the listener session before its time limit")
+            actions += self._restart("recycle before the session limit")
+        settled = self.idle(now) and self.uplink.empty  # nothing left to send either
+        self._idle_since = (self._idle_since or now) if settled else None
+        if m[LifeState] is XF and self._idle_since is not None and now - self._idle_since >= self.timings.settle_quiet_s:
+            actions.append(Stop(0, None))
+        return actions

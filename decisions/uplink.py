@@ -1,0 +1,83 @@
+"""Microphone audio on its way to the listener session: a bounded buffer, what the current session
+has been sent (with where each chunk starts in session time), and replay of what a lost session
+never transcribed. Pure: the coordinator's shell moves the bytes, this decides which ones."""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+
+@dataclass
+class UplinkStats:
+    chunks_sent: int = 0
+    chunks_muted: int = 0  # read from a live mic while muted, and dropped
+    chunks_buffered: int = 0  # taken while no session could take them
+
+
+class Uplink:
+    def __init__(self, capacity_chunks: int, bytes_per_second: int) -> None:
+        self._capacity = max(1, capacity_chunks)
+        self._bytes_per_second = bytes_per_second
+        self._waiting: deque[bytes] = deque(maxlen=self._capacity)
+        # Audio sent to the current session and where each chunk starts (ms of session audio).
+        self._sent: deque[tuple[int, bytes]] = deque(maxlen=self._capacity)
+        self._sent_bytes = 0
+        # Bumped whenever the waiting audio is rearranged (a replay), so a send that was under
+        # way meanwhile does not pop a chunk it did not send.
+        self._generation = 0
+        self.stats = UplinkStats()
+
+    # -- taking audio -------------------------------------------------------------------------
+    def take(self, chunk: bytes, *, session_ready: bool) -> None:
+        if not session_ready:
+            self.stats.chunks_buffered += 1
+        self._waiting.append(chunk)  # the oldest goes when full (a live mic cannot wait)
+
+    def dropped_while_muted(self) -> None:
+        self.stats.chunks_muted += 1
+
+    @property
+    def full(self) -> bool:
+        """A file microphone waits while this holds, so nothing in it is dropped."""
+        return len(self._waiting) >= self._capacity - 1
+
+    @property
+    def empty(self) -> bool:
+        return not self._waiting
+
+    # -- sending ------------------------------------------------------------------------------
+    def next_chunk(self) -> tuple[int, bytes] | None:
+        """The chunk to send next, with a token for `sent`."""
+        return (self._generation, self._waiting[0]) if self._waiting else None
+
+    def sent(self, token: int) -> bool:
+        """The chunk from `next_chunk` went out. Returns True when the buffer had been full (a file
+        reader may be waiting for room). A replay in between makes this a no-op."""
+        if token != self._generation or not self._waiting:
+            return False
+        was_full = self.full
+        chunk = self._waiting.popleft()
+        self._sent.append((self._sent_bytes * 1000 // self._bytes_per_second, chunk))
+        self._sent_bytes += len(chunk)
+        self.stats.chunks_sent += 1
+        return was_full
+
+    # -- sessions -----------------------------------------------------------------------------
+    def new_session(self) -> None:
+        self._sent.clear()
+        self._sent_bytes = 0
+
+    def session_lost(self, replay_from_ms: int | None, chunk_ms: int) -> int:
+        """The session went away. Audio it was sent from `replay_from_ms` on (never transcribed)
+        goes to the next session first; returns how many ms that is."""
+        replayed = 0
+        if replay_from_ms is not None:
+            unheard = [chunk for start, chunk in self._sent if start + chunk_ms > replay_from_ms]
+            self._waiting = deque([*unheard, *self._waiting], maxlen=self._capacity)
+            self._generation += 1
+            replayed = sum(len(c) for c in unheard) * 1000 // self._bytes_per_second
+        self._sent.clear()
+        self._sent_bytes = 0
+        return replayed
+
