@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 
@@ -101,7 +103,15 @@ async def tools(tmp_path: Path):
         ),  # fmt: skip
         source=tmp_path / "tasks.toml",
     )
-    settings = TaskSettings(state_dir=tmp_path / "state", kill_grace_s=0.3, drain_s=1.0)
+    async with voice_task_tools(config, TaskSettings(state_dir=tmp_path / "state", kill_grace_s=0.3, drain_s=1.0)) as parts:
+        yield parts
+
+
+@contextlib.asynccontextmanager
+async def voice_task_tools(
+    config: TaskConfig, settings: TaskSettings
+) -> AsyncIterator[tuple[ToolRegistry, FormatterRegistry, TaskManager]]:
+    """A started task manager with the task tools registered on a fresh registry."""
     store = TaskStore(settings.db_path)
     manager = TaskManager(config, store, settings)
     await manager.start()

@@ -10,12 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from listener_tools import ToolRegistry
-from tasks import ParameterError, TaskConfig, TaskManager, TaskParam, TaskSettings, TaskStatus, TaskStore, TaskTemplate
+from tasks import ParameterError, TaskConfig, TaskParam, TaskSettings, TaskStatus, TaskTemplate
 from tasks.runner import ProcessRunner
-from tasks.voice_tools import register_task_tools
 from tests.test_tasks_manager import running_manager, sh
-from tool_formatters import FormatterRegistry
+from tests.test_tasks_voice import voice_task_tools
 
 ECHO_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
 
@@ -29,12 +27,7 @@ async def test_a_lone_surrogate_is_refused_aloud_and_the_assistant_keeps_answeri
     template = echo("agent", "-p", "{prompt}", params=("prompt",))
     config = TaskConfig(templates=(template, sh("quick", "echo ok", cwd=tmp_path)), allow_shell=True, shell_cwd=tmp_path)
     settings = TaskSettings(state_dir=tmp_path / "state", kill_grace_s=0.3)
-    store = TaskStore(settings.db_path)
-    manager = TaskManager(config, store, settings)
-    await manager.start()
-    registry, formatters = ToolRegistry(), FormatterRegistry()
-    register_task_tools(registry, formatters, manager)
-    try:
+    async with voice_task_tools(config, settings) as (registry, _, manager):
         async with asyncio.timeout(10):
             for arguments in ({"name": "agent", "prompt": "fix \ud800 it"}, {"command": "echo \udcff"}):
                 result = await registry.run("start_task", json.dumps(arguments), "c1")
@@ -49,9 +42,6 @@ async def test_a_lone_surrogate_is_refused_aloud_and_the_assistant_keeps_answeri
             assert done.status is TaskStatus.SUCCEEDED
             cancelled = await registry.run("cancel_task", json.dumps({"task": "quick"}), "c4")
             assert cancelled.ok and cancelled.data["cancelled"] is False
-    finally:
-        await manager.close()
-        store.close()
 
 
 async def test_a_bug_while_running_a_task_fails_that_task_aloud_and_the_next_one_runs(
