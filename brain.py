@@ -23,9 +23,9 @@ from tenacity import (
     wait_exponential_jitter,
 )
 
-from logging_setup import redact
-from settings import BrainSettings, Settings, require_api_key
-from tool_formatters import speakable_text
+from config.logging_setup import redact
+from config.settings import BrainSettings, Settings, require_api_key
+from speech.speakable import speakable_text
 
 log = logging.getLogger(__name__)
 

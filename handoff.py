@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import contextlib
 import enum
 import functools
 import itertools
@@ -21,14 +20,20 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Iterator, Protocol
+from typing import Any, Awaitable, Callable, Protocol
 
-import realtime_wire as wire
-from main_agent import Listener, SessionEnd
-from realtime_link import HandshakeFailed
-from reader_agent import NarrationResult, Narrator
-from audio_devices import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
-from settings import Settings
+from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
+from concurrency.changes import Changes
+from config.settings import Settings
+from decisions.errors import IllegalTransition
+from decisions.listener_core import SessionEnd
+from decisions.mute import MuteHolders
+from decisions.narration import NarrationResult
+from decisions.timeline import Timeline
+from main_agent import Listener
+from realtime_api import wire
+from realtime_api.link import HandshakeFailed
+from reader_agent import Narrator
 
 log = logging.getLogger("handoff.coordinator")
 
@@ -63,10 +68,6 @@ TRANSITIONS: dict[tuple[Phase, str], Phase] = {
 }
 
 
-class IllegalTransition(RuntimeError):
-    pass
-
-
 class PhaseMachine:
     def __init__(self, initial: Phase = Phase.RESTARTING, on_change: Callable[[Phase, Phase, str], None] | None = None):
         self.phase = initial
@@ -83,115 +84,6 @@ class PhaseMachine:
             if self._on_change:
                 self._on_change(old, target, event)
         return target
-
-
-# --- change notification -----------------------------------------------------------------------
-
-
-class Changes:
-    """Wakes every waiter when something changed: `notify` is sync (state setters call it),
-    `wait` is async. Unlike a shared Event, one waiter cannot swallow another's wake-up.
-
-    (Timeouts in this project use `asyncio.timeout`, never `asyncio.wait_for`: on Python 3.11
-    wait_for can swallow a cancellation that lands as its inner await completes, which left a
-    cancelled task running forever.)"""
-
-    def __init__(self) -> None:
-        self._waiters: set[asyncio.Future[None]] = set()
-
-    def notify(self) -> None:
-        for waiter in self._waiters:
-            if not waiter.done():
-                waiter.set_result(None)
-        self._waiters.clear()
-
-    async def wait(self, timeout: float | None = None) -> None:
-        """Return on the next change, or after `timeout` seconds (callers re-check their condition)."""
-        waiter: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-        self._waiters.add(waiter)
-        try:
-            async with asyncio.timeout(timeout):
-                await waiter
-        except TimeoutError:
-            pass
-        finally:
-            self._waiters.discard(waiter)
-
-
-# --- muting --------------------------------------------------------------------------------------
-
-
-class MuteHolders:
-    """The mic upload is muted while anyone holds it; each holder removes itself in `finally`."""
-
-    def __init__(self, clock: Callable[[], float] = time.monotonic, on_change: Callable[[], None] = lambda: None) -> None:
-        self._holders: set[str] = set()
-        self._clock = clock
-        self._on_change = on_change
-        self.history: deque[tuple[str, float, float]] = deque(maxlen=100)  # (holder, start, end), recent
-
-    @property
-    def muted(self) -> bool:
-        return bool(self._holders)
-
-    @contextlib.contextmanager
-    def hold(self, holder: str) -> Iterator[None]:
-        if holder in self._holders:
-            raise RuntimeError(f"{holder} already holds the mute")
-        self._holders.add(holder)
-        start = self._clock()
-        try:
-            yield
-        finally:
-            self._holders.discard(holder)
-            self.history.append((holder, start, self._clock()))
-            self._on_change()
-
-
-# --- the readable timeline -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class TimelineEntry:
-    at: float
-    kind: str  # heard | ignored | wake | command | tool | narrating | narrated | restarted | error | notice
-    text: str
-
-
-class Timeline:
-    """What happened, in words; printed by the demo, asserted on by tests, logged always.
-    Keeps the recent entries and a count of every kind, so it stays small however long it runs."""
-
-    def __init__(
-        self,
-        clock: Callable[[], float] = time.monotonic,
-        printer: Callable[[TimelineEntry], None] | None = None,
-        keep: int = 1000,
-    ):
-        self._clock = clock
-        self._start = clock()
-        self.entries: deque[TimelineEntry] = deque(maxlen=keep)
-        self._counts: collections.Counter[str] = collections.Counter()
-        self._printer = printer
-        self._changed = Changes()
-
-    def add(self, kind: str, text: str) -> None:
-        entry = TimelineEntry(self._clock() - self._start, kind, text)
-        self.entries.append(entry)
-        self._counts[kind] += 1
-        log.info("%s: %s", kind, text)
-        if self._printer:
-            self._printer(entry)
-        self._changed.notify()
-
-    def count(self, kind: str) -> int:
-        return self._counts[kind]
-
-    async def wait_for(self, predicate: Callable[["Timeline"], bool], timeout: float) -> None:
-        """Await a timeline state (no sleeping): returns as soon as `predicate` holds."""
-        async with asyncio.timeout(timeout):
-            while not predicate(self):
-                await self._changed.wait()
 
 
 # --- collaborators (duck-typed so tests can inject small fakes) -----------------------------------
@@ -592,7 +484,7 @@ class Coordinator:
         or while no session can take it, so nothing in it is lost. Reading starts once the first
         listener session exists."""
         await self._first_session.wait()
-        live = getattr(self.parts.microphone, "live", True)
+        live = self.parts.microphone.live
         try:
             async for chunk in self.parts.microphone.chunks():
                 if live and self.mute.muted:

@@ -1,6 +1,6 @@
 """The narrator: a fresh Realtime session per narration that reads a script verbatim.
 
-`NarrationCore` decides (sync): which audio belongs to our response, when it is done, whether
+`NarrationCore` (decisions.narration) decides (sync): which audio belongs to our response, when it is done, whether
 the read matched the script. `Narrator` is the async shell: one session per attempt, audio
 streamed to the speaker as it arrives, a drop or a badly deviating read retried once.
 """
@@ -8,128 +8,22 @@ streamed to the speaker as it arrives, a drop or a badly deviating read retried 
 from __future__ import annotations
 
 import asyncio
-import difflib
 import itertools
 import logging
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
 from openai import AsyncOpenAI
 
-from audio_devices import SpeakerSink
-
-import realtime_wire as wire
-from realtime_link import HandshakeFailed, open_configured
-from realtime_wire import ClientEvents
-from settings import Settings
+from audio_io import SpeakerSink
+from config.settings import Settings
+from decisions.narration import (
+    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, similarity,
+)
+from realtime_api.link import HandshakeFailed, open_configured
+from realtime_api.sessions import narrator_session
 
 log = logging.getLogger("handoff.narrator")
-
-READ_VERBATIM = (
-    "You are a narrator. Read the user's message aloud exactly as written, word for word, "
-    "in a calm, friendly voice. Do not add, drop, answer or comment on anything."
-)
-
-
-def narrator_session(settings: Settings) -> dict[str, Any]:
-    """Audio out in the reader's voice; no tools, no input audio (turn detection off)."""
-    return {
-        "output_modalities": ["audio"],
-        "instructions": READ_VERBATIM,
-        "audio": {
-            "input": {"turn_detection": None},
-            "output": {"format": {"type": "audio/pcm", "rate": 24000}, "voice": settings.realtime.reader_voice},
-        },
-        "tools": [],
-        "tool_choice": "none",
-    }
-
-
-def _words(text: str) -> list[str]:
-    return re.findall(r"[a-z0-9']+", text.lower())
-
-
-def similarity(script: str, transcript: str) -> float:
-    """How closely the spoken transcript follows the script, 0..1, by words (case/punctuation ignored)."""
-    a, b = _words(script), _words(transcript)
-    if not a and not b:
-        return 1.0
-    return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
-
-
-# --- the sync core -------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class Play:
-    pcm: bytes
-
-
-@dataclass(frozen=True)
-class Finished:
-    status: str
-    transcript: str
-    failure: str | None
-
-
-@dataclass(frozen=True)
-class Interrupted:
-    reason: str
-    fatal: bool = False
-
-
-NarrationAction = Play | Finished | Interrupted
-
-
-@dataclass
-class NarrationCore:
-    """One read of one script in one session."""
-
-    script: str
-    narration_id: str
-    response_id: str | None = None
-    transcript: str = ""
-    audio_bytes: int = 0
-
-    def start(self) -> dict[str, Any]:
-        return ClientEvents.read_script(self.script, READ_VERBATIM, {"narration_id": self.narration_id})
-
-    def _ours(self, metadata: dict[str, Any] | None) -> bool:
-        return bool(metadata) and metadata.get("narration_id") == self.narration_id
-
-    def feed(self, event: wire.ServerEvent) -> list[NarrationAction]:
-        match event:
-            case wire.ResponseCreated(response_id=rid, metadata=metadata) if self._ours(metadata):
-                self.response_id = rid
-            case wire.AudioDelta(response_id=rid, pcm=pcm) if rid == self.response_id:
-                self.audio_bytes += len(pcm)
-                return [Play(pcm)]
-            case wire.AudioTranscriptDone(response_id=rid, transcript=text) if rid == self.response_id:
-                self.transcript = text
-            case wire.ResponseDone() if self._ours(event.metadata) or event.response_id == self.response_id:
-                return [Finished(event.status, self.transcript or event.transcript, event.failure)]
-            case wire.ServerError():
-                if event.fatal:
-                    return [Interrupted(f"{event.message} ({event.code})", fatal=True)]
-                log.warning("narrator session error %s: %s", event.code, event.message)
-            case wire.Closed(code=code):
-                return [Interrupted(f"the narrator connection closed (code {code})")]
-        return []
-
-
-# --- the async shell -----------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class NarrationResult:
-    ok: bool
-    transcript: str
-    similarity: float
-    attempts: int
-    audio_bytes: int
-    error: str | None = None
-    fatal: bool = False
 
 
 @dataclass

@@ -23,9 +23,10 @@ from pathlib import Path
 
 from openai import AsyncOpenAI
 
-from main_agent import listener_session
+from audio_io.format import BYTES_PER_SECOND
+from realtime_api.sessions import listener_session
 from realtime_sim import SimServer
-from tests.pipeline_harness import UTTERANCE, running_pipeline
+from tests.support.pipeline_harness import UTTERANCE, running_pipeline
 
 AUDIO_IN_PER_M = 32.0  # $ per 1M audio input tokens (gpt-realtime class)
 TEXT_IN_PER_M = 4.0
@@ -62,14 +63,14 @@ async def handoff_run(rounds: int) -> list[tuple[int, int]]:
 
 async def baseline_run(rounds: int) -> list[tuple[int, int]]:
     """The naive listener: one session, nothing deleted, commands answered in the conversation."""
-    from settings import Settings
+    from config.settings import Settings
 
     async with SimServer() as sim:
         client = AsyncOpenAI(api_key="sk-bench", base_url=sim.base_url, max_retries=0)
         tools = [{"type": "function", "name": "get_time", "description": "time", "parameters": {"type": "object", "properties": {}}}]
         async with client.realtime.connect(model="gpt-realtime") as conn:
             await conn.send({"type": "session.update", "session": {"type": "realtime", **listener_session(Settings(), tools)}})
-            audio = base64.b64encode(UTTERANCE + bytes(2 * 24000 * 600 // 1000)).decode()  # VAD needs its silence
+            audio = base64.b64encode(UTTERANCE + bytes(BYTES_PER_SECOND * 600 // 1000)).decode()  # VAD needs its silence
             for n in range(rounds):
                 for i in range(CHATTER_PER_ROUND + 1):
                     command = i == CHATTER_PER_ROUND

@@ -7,7 +7,7 @@ import asyncio
 import logging
 import sys
 
-from logging_setup import configure_logging
+from config.logging_setup import configure_logging
 from realtime_sim.config import SimConfig
 from realtime_sim.server import SimServer
 

@@ -14,7 +14,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any, Generator, Protocol
 
-from speech_synth import BYTES_PER_MS
+from speech.synth import BYTES_PER_MS
 
 
 @dataclass(frozen=True)

@@ -18,13 +18,14 @@ from typing import Any, Callable
 
 from aiohttp import WSMsgType, web
 
+from concurrency.changes import Changes
 from realtime_sim.brain_endpoint import MISSING_KEY_MESSAGE, BrainEndpoint, bearer_token, error_response
 from realtime_sim.config import SimConfig
 from realtime_sim.ids import IdFactory
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
 from realtime_sim.session_core import Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize
-from speech_synth import SpeechSynthesizer
+from speech.synth import SpeechSynthesizer
 from realtime_sim.validation import ClientEventValidator
 
 log = logging.getLogger(__name__)
@@ -89,7 +90,7 @@ class SimServer:
             self.script, IdFactory(random.Random(self._rng.random())), self._record_brain_request,
             read_timeout_s=config.request_read_timeout_s,
         )  # fmt: skip
-        self._changed = asyncio.Condition()
+        self._changed = Changes()
         self._live: set[_Connection] = set()
         self._runner: web.AppRunner | None = None
         self._listener: asyncio.base_events.Server | None = None
@@ -208,9 +209,7 @@ class SimServer:
                 return False
 
         try:
-            async with asyncio.timeout(timeout):
-                async with self._changed:
-                    await self._changed.wait_for(holds)
+            await self._changed.wait_until(holds, timeout)
         except TimeoutError:
             raise TimeoutError(
                 f"the simulator did not reach the awaited state within {timeout} s; {self.describe()}"
@@ -228,8 +227,7 @@ class SimServer:
         return f"{connections}; {len(self.brain_requests)} brain request(s)"
 
     async def notify(self) -> None:
-        async with self._changed:
-            self._changed.notify_all()
+        self._changed.notify()
 
     async def _record_brain_request(self, body: dict[str, Any]) -> None:
         if self.config.record_events:

@@ -9,6 +9,7 @@ import copy
 from types import MappingProxyType
 from typing import Any, Literal, Mapping
 
+from audio_io.format import SAMPLE_RATE
 from realtime_sim.vad import VadSettings
 
 Role = Literal["listener", "narrator", "unknown"]
@@ -30,7 +31,7 @@ _SEMANTIC_VAD_DEFAULTS: Mapping[str, Any] = MappingProxyType({
 })
 # semantic_vad has no silence knob; "auto" eagerness waits about this long (energy VAD stand-in).
 _SEMANTIC_SILENCE_MS: Mapping[str, int] = MappingProxyType({"low": 1500, "medium": 800, "high": 300, "auto": 800})
-_PCM: Mapping[str, Any] = MappingProxyType({"type": "audio/pcm", "rate": 24000})
+_PCM: Mapping[str, Any] = MappingProxyType({"type": "audio/pcm", "rate": SAMPLE_RATE})
 _SESSION_KEY_ORDER = (
     "type", "object", "id", "model", "output_modalities", "instructions", "tools", "tool_choice",
     "max_output_tokens", "tracing", "truncation", "prompt", "expires_at", "audio", "include",

@@ -11,7 +11,8 @@ import sys
 from array import array
 from dataclasses import dataclass
 
-SAMPLE_RATE = 24000
+from audio_io.format import SAMPLE_RATE
+
 BYTES_PER_MS = SAMPLE_RATE * 2 // 1000  # 48: pcm16 mono
 FRAME_MS = 10
 _FRAME_BYTES = FRAME_MS * BYTES_PER_MS

@@ -9,7 +9,7 @@ For the coordinator:
     await manager.notices.wait_pending(); batch = manager.notices.next_batch(now); ...; notices.ack(batch.ids)
     await manager.close(); store.close()
 
-`register_task_tools(registry, formatters, manager)` (from tasks.voice_tools) adds the voice
+`register_task_tools(registry, manager)` (from tasks.voice_tools) adds the voice
 tools; it is imported lazily so `handoff tasks` works without the listener's modules.
 """
 

@@ -10,7 +10,7 @@ import sqlite3
 import sys
 import time
 
-from settings import load_settings
+from config.settings import load_settings
 from tasks.config import TaskSettings
 from tasks.errors import TaskError
 from tasks.identify import resolve_task

@@ -8,13 +8,13 @@ acked one never is.
 
 from __future__ import annotations
 
-import asyncio
 import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from concurrency.changes import Changes
 from tasks.config import TaskSettings
 from tasks.records import Notice, TaskRecord, TaskStatus
 from tasks.speech import and_list, number_words, output_summary, sentence, status_clause
@@ -103,18 +103,17 @@ class NoticeQueue:
         self._pending: list[Notice] = []  # stored, not yet acked; oldest first
         self._announcements: list[Notice] = []  # about handoff itself (not stored): said once
         self._next_announcement_id = -1
-        self.wake = asyncio.Event()  # set whenever a notice is queued
+        self._posted = Changes()  # notified whenever a notice is queued
 
     async def load(self) -> None:
         """Read what earlier runs left undelivered."""
         self._pending = await self._io.call(self._io.store.pending_notices)
-        if self._pending:
-            self.wake.set()
+        self._posted.notify()
 
     def posted(self, notice: Notice) -> None:
         """Called after `notice` was stored (it has its id): wakes whoever waits in `wait_pending`."""
         self._pending.append(notice)
-        self.wake.set()
+        self._posted.notify()
 
     def announce(self, script: str) -> None:
         """Queue a sentence about handoff itself (a damaged task list was replaced); it is said
@@ -123,16 +122,14 @@ class NoticeQueue:
                         duration_s=None, summary=script, id=self._next_announcement_id)  # fmt: skip
         self._next_announcement_id -= 1
         self._announcements.append(notice)
-        self.wake.set()
+        self._posted.notify()
 
     def pending_count(self) -> int:
         return len(self._announcements) + len(self._pending)
 
     async def wait_pending(self) -> None:
         """Returns as soon as at least one notice is waiting (at once if one already is)."""
-        while not self.pending_count():
-            self.wake.clear()
-            await self.wake.wait()
+        await self._posted.wait_until(lambda: self.pending_count() > 0)
 
     def next_batch(self, now: float | None = None) -> NoticeBatch | None:
         """What to narrate next, or None. Notices older than `merge_older_than_s` (piled up while

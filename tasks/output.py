@@ -11,7 +11,7 @@ import logging
 from collections import deque
 from typing import Callable, Protocol
 
-from logging_setup import redact
+from config.logging_setup import redact
 
 log = logging.getLogger(__name__)
 

@@ -16,13 +16,10 @@ import dataclasses
 from dataclasses import dataclass
 from typing import Literal
 
+from decisions.errors import IllegalTransition
 from tasks.records import FINAL_STATUSES, TaskRecord, TaskStatus
 
 StopReason = Literal["cancel", "timeout"]
-
-
-class IllegalTransition(Exception):
-    """An event that makes no sense in the task's current state (a bug, not a user error)."""
 
 
 @dataclass(frozen=True)

@@ -13,16 +13,15 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
-from listener_tools import ToolError, ToolResult
+from tools.result import ToolError, ToolResult
 from tasks.config import TaskConfig
 from tasks.errors import AmbiguousTask, TaskError
 from tasks.records import TaskRecord
 from tasks.speech import and_list, duration_words, number_words, output_summary, sentence, status_clause
 
 if TYPE_CHECKING:
-    from listener_tools import ToolRegistry
     from tasks.manager import TaskManager
-    from tool_formatters import FormatterRegistry
+    from tools.registry import ToolRegistry
 
 MAX_LISTED = 6  # a spoken list names this many tasks (all running and queued ones first)
 MAX_TAIL_IN_RESULT = 10  # output lines kept in a tool result (the log file has them all)
@@ -33,33 +32,32 @@ _TASK_ARGUMENT = {
 }
 
 
-def register_task_tools(registry: "ToolRegistry", formatters: "FormatterRegistry", manager: "TaskManager") -> None:
-    """Register the four task tools on `registry` and their formatters on `formatters`."""
+def register_task_tools(registry: "ToolRegistry", manager: "TaskManager") -> None:
+    """Register the four task tools, each with its formatter, on `registry`."""
     handlers = _TaskToolHandlers(manager)
     registry.register("start_task", start_task_description(manager.config), start_task_parameters(manager.config),
-                      handlers.start_task)  # fmt: skip
+                      handlers.start_task, format_start_task)  # fmt: skip
     registry.register(
         "list_tasks",
         "List the background tasks: which are running, queued or finished, and how long they took.",
         {"type": "object", "properties": {}, "additionalProperties": False},
         handlers.list_tasks,
+        format_list_tasks,
     )
     registry.register(
         "get_task_result",
         "Tell how one background task went: its outcome and the last lines of its output.",
         {"type": "object", "properties": {"task": _TASK_ARGUMENT}, "required": ["task"], "additionalProperties": False},
         handlers.get_task_result,
+        format_get_task_result,
     )
     registry.register(
         "cancel_task",
         "Stop a running or queued background task.",
         {"type": "object", "properties": {"task": _TASK_ARGUMENT}, "required": ["task"], "additionalProperties": False},
         handlers.cancel_task,
+        format_cancel_task,
     )
-    formatters.register("start_task", format_start_task)
-    formatters.register("list_tasks", format_list_tasks)
-    formatters.register("get_task_result", format_get_task_result)
-    formatters.register("cancel_task", format_cancel_task)
 
 
 def start_task_description(config: TaskConfig) -> str:

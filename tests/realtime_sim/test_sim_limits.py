@@ -10,7 +10,7 @@ import json
 
 import aiohttp
 
-from tests.test_sim_support import FAST, recv_until, running_sim, sdk
+from tests.support.sim import FAST, recv_until, running_sim, sdk
 
 
 async def test_deeply_nested_json_is_an_invalid_json_error_and_the_session_stays() -> None:

@@ -10,7 +10,7 @@ from typing import Iterator
 
 import pytest
 
-from tests.test_tasks_manager import running_manager, sh
+from tests.tasks.test_tasks_manager import running_manager, sh
 
 
 @pytest.fixture

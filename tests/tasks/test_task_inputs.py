@@ -12,8 +12,8 @@ import pytest
 
 from tasks import ParameterError, TaskConfig, TaskParam, TaskSettings, TaskStatus, TaskTemplate
 from tasks.runner import ProcessRunner
-from tests.test_tasks_manager import running_manager, sh
-from tests.test_tasks_voice import voice_task_tools
+from tests.tasks.test_tasks_manager import running_manager, sh
+from tests.tasks.test_tasks_voice import voice_task_tools
 
 ECHO_ARGV = "import json, sys; print(json.dumps(sys.argv[1:]))"
 

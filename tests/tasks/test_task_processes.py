@@ -11,7 +11,7 @@ import textwrap
 from pathlib import Path
 
 from tasks import TaskStatus
-from tests.test_tasks_manager import alive, eventually, running_manager, sh
+from tests.tasks.test_tasks_manager import alive, eventually, running_manager, sh
 
 ROOT = Path(__file__).resolve().parents[2]
 # Writes its own pid, then the pid of a child that escaped the group with setsid.

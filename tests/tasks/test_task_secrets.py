@@ -8,10 +8,10 @@ from pathlib import Path
 
 import pytest
 
-from settings import load_settings
+from config.settings import load_settings
 from tasks import TaskSettings, TaskTemplate, parse_task_config
 from tasks.output import Redactor
-from tests.test_tasks_manager import running_manager, sh
+from tests.tasks.test_tasks_manager import running_manager, sh
 
 SECRET = "sk-proj-abcdefghijklmnop0123456789"
 

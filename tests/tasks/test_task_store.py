@@ -11,9 +11,9 @@ from typing import AsyncIterator
 
 import pytest
 
-import cli
+from commands import cli
 from tasks import TaskStatus, TaskStore
-from tests.test_tasks_manager import eventually, running_manager, settings_for, sh
+from tests.tasks.test_tasks_manager import eventually, running_manager, settings_for, sh
 
 
 def damage(db: Path) -> None:

@@ -1,0 +1,277 @@
+"""In-memory audio for tests and the offline demo: `PushMicrophone`, `MemorySpeaker`, and the
+modelled speaker they and `WavFileSpeaker` share (real-speaker timing, no device).
+
+Pacing (`pace`): 1.0 real time, 4.0 four times faster, 0 = unpaced (as fast as consumed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import deque
+from typing import AsyncIterator, Callable
+
+from audio_io.format import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, check_chunk_ms, check_pace, check_pcm, pcm_duration_s
+from concurrency.changes import Changes
+
+
+# --------------------------------------------------------------------------- pacing
+
+
+class Pacer:
+    """Releases chunk i at start + i * chunk duration / pace on the loop clock (no drift builds up);
+    pace 0 only yields to the loop so an endless source cannot starve it. stop() ends any wait."""
+
+    def __init__(self, chunk_ms: int, pace: float) -> None:
+        check_pace(pace)
+        self._chunk_s = chunk_ms / 1000
+        self._pace = pace
+        self._t0 = 0.0
+        self._stopped = asyncio.Event()
+
+    def start(self) -> None:
+        self._t0 = asyncio.get_running_loop().time()
+
+    def stop(self) -> None:
+        self._stopped.set()
+
+    async def wait_for_chunk(self, index: int) -> bool:
+        """Wait for chunk `index`'s turn; False when stopped meanwhile."""
+        delay = 0.0
+        if self._pace > 0:
+            delay = self._t0 + index * self._chunk_s / self._pace - asyncio.get_running_loop().time()
+        if delay <= 0:
+            await asyncio.sleep(0)
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await self._stopped.wait()
+        return not self._stopped.is_set()
+
+
+# --------------------------------------------------------------------------- push microphone
+
+
+class PushMicrophone:
+    """An in-memory microphone: `feed(pcm)` queues audio (say, an utterance); while nothing is queued
+    it emits silence, so the stream never stops, like a real microphone in a quiet room.
+
+    Every chunk has the same size; the end of fed audio is padded with silence to a whole chunk.
+    """
+
+    live = True  # stands in for a room: it never pauses for a slow reader
+
+    def __init__(self, chunk_ms: int = 20, pace: float = 1.0) -> None:
+        check_chunk_ms(chunk_ms)
+        self._chunk_bytes = SAMPLE_WIDTH * round(SAMPLE_RATE * chunk_ms / 1000)
+        self._pacer = Pacer(chunk_ms, pace)
+        self._pending = bytearray()
+        self._emptied = asyncio.Event()
+        self._emptied.set()
+        self._started = False
+        self._closed = False
+
+    async def start(self) -> None:
+        self._started = True
+        self._pacer.start()
+
+    def feed(self, pcm: bytes) -> None:
+        check_pcm(pcm)
+        if pcm and not self._closed:
+            self._pending += pcm
+            self._emptied.clear()
+
+    @property
+    def pending_bytes(self) -> int:
+        """Fed audio not yet emitted."""
+        return len(self._pending)
+
+    async def emitted(self) -> None:
+        """Return when everything fed so far has been emitted by `chunks()` (or the mic closed)."""
+        await self._emptied.wait()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        if not self._started:
+            raise RuntimeError("start() the microphone before reading chunks()")
+        index = 0
+        while not self._closed:
+            if not await self._pacer.wait_for_chunk(index):
+                return
+            chunk = bytes(self._pending[: self._chunk_bytes])
+            del self._pending[: self._chunk_bytes]
+            if chunk and not self._pending:
+                self._emptied.set()
+            yield chunk + bytes(self._chunk_bytes - len(chunk))
+            index += 1
+
+    async def close(self) -> None:
+        self._closed = True
+        self._pacer.stop()
+        self._pending.clear()
+        self._emptied.set()
+
+
+# --------------------------------------------------------------------------- modelled speakers
+
+
+class PlaybackTimeline:
+    """Where queued audio sits on a modelled speaker's timeline, in seconds of audio ("audio time").
+
+    Audio queued while the speaker is busy starts when the previous audio ends; audio queued while
+    idle starts at `now`. Pure and synchronous: the caller supplies `now`.
+    """
+
+    def __init__(self) -> None:
+        self._pending: deque[tuple[float, bytes]] = deque()
+        self._end = 0.0
+        self._intervals: list[list[float]] = []
+
+    @property
+    def end(self) -> float:
+        """When the last queued audio finishes playing."""
+        return self._end
+
+    def queue(self, pcm: bytes, now: float) -> None:
+        if not pcm:
+            return
+        start = max(now, self._end)
+        self._end = start + pcm_duration_s(pcm)
+        self._pending.append((start, pcm))
+        if self._intervals and abs(self._intervals[-1][1] - start) < 1e-9:
+            self._intervals[-1][1] = self._end  # back to back: one continuous interval
+        else:
+            self._intervals.append([start, self._end])
+
+    def advance(self, now: float) -> bytes:
+        """Remove and return the audio that has played by `now` (whole frames)."""
+        played = bytearray()
+        while self._pending:
+            start, pcm = self._pending[0]
+            if now >= start + pcm_duration_s(pcm):
+                played += pcm
+                self._pending.popleft()
+                continue
+            if now > start:
+                cut = int((now - start) * SAMPLE_RATE) * SAMPLE_WIDTH * CHANNELS
+                played += pcm[:cut]
+                self._pending[0] = (start + pcm_duration_s(pcm[:cut]), pcm[cut:])
+            break
+        return bytes(played)
+
+    def drop_pending(self, now: float) -> None:
+        """Forget audio not yet played at `now` (call advance(now) first to keep what played)."""
+        self._pending.clear()
+        if self._end > now:
+            self._end = now
+            self._intervals = [iv for iv in self._intervals if iv[0] < now]
+            if self._intervals and self._intervals[-1][1] > now:
+                self._intervals[-1][1] = now
+
+    def intervals(self, now: float) -> list[tuple[float, float]]:
+        """(start, end) of what has played by `now`, contiguous audio merged."""
+        return [(s, min(e, now)) for s, e in self._intervals if s < now]
+
+
+class _ModelledSpeaker:
+    """A speaker that plays nowhere but keeps real-speaker timing: with pace > 0, audio takes
+    duration / pace seconds of loop time to play, `flush()` keeps only what had played, and
+    `drained()` waits for the modelled end. pace 0 plays everything the moment it is queued.
+
+    `clock` (seconds, default: the loop's clock) can be injected by tests.
+    """
+
+    def __init__(self, pace: float = 0.0, *, clock: Callable[[], float] | None = None) -> None:
+        check_pace(pace)
+        self._pace = pace
+        self._clock = clock
+        self._t0 = 0.0
+        self._timeline = PlaybackTimeline()
+        self._changed = Changes()  # flush/close wake every drained() waiter
+        self._started = False
+        self._closed = False
+
+    def _on_played(self, pcm: bytes) -> None:
+        raise NotImplementedError
+
+    async def start(self) -> None:
+        if self._clock is None:
+            self._clock = asyncio.get_running_loop().time
+        self._t0 = self._clock()
+        self._started = True
+
+    def audio_time(self) -> float:
+        """Now, in seconds of audio since start() (pace 0: the end of everything played so far)."""
+        if self._pace == 0 or self._clock is None:
+            return self._timeline.end
+        return (self._clock() - self._t0) * self._pace
+
+    def _settle(self) -> float:
+        now = self.audio_time()
+        played = self._timeline.advance(now)
+        if played:
+            self._on_played(played)
+        return now
+
+    def play(self, pcm: bytes) -> None:
+        check_pcm(pcm)
+        if self._closed:
+            return
+        if not self._started:
+            raise RuntimeError("start() the speaker before play()")
+        self._timeline.queue(pcm, self._settle())
+        self._settle()
+
+    def flush(self) -> None:
+        if not self._started or self._closed:
+            return
+        self._timeline.drop_pending(self._settle())
+        self._changed.notify()
+
+    async def drained(self) -> None:
+        while self._started and not self._closed:
+            remaining = self._timeline.end - self._settle()
+            if remaining <= 0:
+                return
+            await self._changed.wait(remaining / self._pace)
+
+    async def close(self) -> None:
+        """Stop like a real speaker: what has not played by now is dropped (await drained() first)."""
+        if self._closed:
+            return
+        if self._started:
+            self._timeline.drop_pending(self._settle())
+        self._closed = True
+        self._changed.notify()
+        self._finish()
+
+    def _finish(self) -> None:
+        pass
+
+
+class MemorySpeaker(_ModelledSpeaker):
+    """Keeps everything played in memory, with when it played (for tests of the pipeline)."""
+
+    def __init__(self, pace: float = 0.0, *, clock: Callable[[], float] | None = None) -> None:
+        super().__init__(pace, clock=clock)
+        self._played = bytearray()
+        self.flush_count = 0
+
+    def _on_played(self, pcm: bytes) -> None:
+        self._played += pcm
+
+    @property
+    def played(self) -> bytes:
+        """All audio played so far."""
+        if self._started and not self._closed:
+            self._settle()
+        return bytes(self._played)
+
+    @property
+    def intervals(self) -> list[tuple[float, float]]:
+        """(start, end) in audio time of each stretch of continuous playback so far."""
+        now = self._settle() if self._started and not self._closed else self._timeline.end
+        return self._timeline.intervals(now)
+
+    def flush(self) -> None:
+        self.flush_count += 1
+        super().flush()

@@ -1,0 +1,161 @@
+"""`handoff demo`: the whole assistant, offline, against the built-in simulator.
+
+Scripted utterances (espeak-ng speech when installed) go into an in-memory microphone, chatter
+not addressed to the assistant included; the simulator "hears" them through its VAD and takes
+their words from its transcript queue. Everything the narrator says goes to a WAV file, and a
+readable timeline tells the story.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from audio_io import BYTES_PER_SECOND, PushMicrophone, WavFileSpeaker
+from commands.assemble import assistant
+from concurrency.changes import wait_for
+from decisions.timeline import Timeline, TimelineEntry
+from speech.local_voice import synthesize
+from config.logging_setup import configure_logging
+from realtime_sim import SimServer
+from config.settings import BrainSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings
+
+log = logging.getLogger("handoff.demo")
+
+DEFAULT_OUTPUT = Path("handoff-demo.wav")
+
+
+@dataclass(frozen=True)
+class Utterance:
+    text: str
+    expect: str  # the timeline kind that shows it was handled: ignored | wake | answer
+    voice: str = "en-us"
+
+
+DEMO_SCRIPT = (
+    Utterance("I think we should paint the kitchen blue.", "ignored", "en-us+f3"),
+    Utterance("Computer, what time is it?", "answer"),
+    Utterance("Did you feed the cat this morning?", "ignored", "en-us+m3"),
+    Utterance("Computer.", "wake"),
+    Utterance("List the files.", "answer"),
+    Utterance("Computer, read the first two lines of notes.txt", "answer"),
+    Utterance("Computer, ask the brain why the sky is blue.", "answer"),
+    Utterance("Computer, start the backup task.", "answer"),
+    Utterance("I wonder what's for dinner.", "ignored", "en-us+f5"),
+    Utterance("", "notice"),  # nothing said: wait for the backup to announce itself
+    Utterance("Computer, list my tasks.", "answer"),
+    Utterance("Computer, echo the demo is complete.", "answer"),
+)
+
+# A background task for the demo: archives the demo workspace, slowly enough to be "background".
+DEMO_TASKS = """
+[tasks.backup]
+description = "Archive the workspace folder"
+spoken = "the backup"
+argv = ["sh", "-c", "sleep 3; tar -cf ../backup.tar . && echo the archive is ready"]
+cwd = "workspace"
+timeout_s = 60
+"""
+
+BRAIN_ANSWER = (
+    "The sky looks **blue** because the air scatters short blue wavelengths of sunlight much more "
+    "than red ones, so blue light reaches your eyes from every direction."
+)
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--output-wav", type=Path, default=None, help=f"where the narration goes (default {DEFAULT_OUTPUT})")
+    parser.add_argument("--log-level", default=None, help="show log lines at this level too (default: timeline only)")
+
+
+def print_entry(entry: TimelineEntry) -> None:
+    print(f"{entry.at:6.1f}s  {entry.kind:<11} {entry.text}", flush=True)
+
+
+def demo_workspace(root: Path) -> Path:
+    (root / "photos").mkdir()
+    (root / "notes.txt").write_text("Call the plumber on Monday.\nBuy a birthday card for Sam.\nBack up the laptop.\n")
+    (root / "shopping-list.txt").write_text("eggs\nbread\ncoffee\n")
+    return root
+
+
+async def speech_for(utterance: Utterance) -> bytes:
+    # espeak-ng speech, or without it a synthetic voice that still drives the simulator's VAD;
+    # then silence, so the VAD hears the utterance end.
+    return await synthesize(utterance.text, voice=utterance.voice) + bytes(BYTES_PER_SECOND * 700 // 1000)
+
+
+async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry) -> int:
+    with tempfile.TemporaryDirectory(prefix="handoff-demo-") as tmp:
+        tmp_path = Path(tmp)
+        workspace = tmp_path / "workspace"
+        workspace.mkdir()
+        demo_workspace(workspace.resolve())
+        tasks_config = tmp_path / "tasks.toml"
+        tasks_config.write_text(DEMO_TASKS)
+        sim = SimServer()
+        base_url = await sim.start()
+        settings = Settings(
+            realtime=RealtimeSettings(api_key="sk-offline-demo", base_url=base_url),
+            listener=ListenerSettings(),
+            narrator=NarratorSettings(echo_margin_s=0.05),
+            brain=BrainSettings(timeout_s=5.0, retry_budget_s=10.0),
+            workspace_root=workspace.resolve(),
+            state_dir=tmp_path / "state",
+            tasks_config=tasks_config,
+        )
+        sim.script.push_brain_answer(BRAIN_ANSWER)
+        timeline = Timeline(printer=printer)
+        microphone = PushMicrophone(chunk_ms=settings.audio.chunk_ms, pace=1.0)
+        speaker = WavFileSpeaker(output_wav)
+        print(f"simulator on {base_url}; the narration goes to {output_wav}\n")
+        try:
+            async with assistant(settings, microphone, speaker, timeline) as coordinator:
+                async with asyncio.TaskGroup() as tg:
+                    running = tg.create_task(coordinator.run())
+                    await wait_for(timeline, lambda t: t.count("listening") >= 1, timeout=30)
+                    for utterance in DEMO_SCRIPT:
+                        await say(utterance, sim, microphone, timeline)
+                    running.cancel()
+        finally:
+            await sim.stop()
+    print(f"\ndone: {timeline.count('command')} commands handled, {timeline.count('ignored')} utterances ignored; "
+          f"narration written to {output_wav}")
+    return 0
+
+
+async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, timeline: Timeline) -> None:
+    """Speak one utterance into the microphone and wait until the assistant has dealt with it."""
+    before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening", "notice")}
+    if utterance.text:
+        sim.script.push_transcript(utterance.text)
+        microphone.feed(await speech_for(utterance))
+
+    def handled(t: Timeline) -> bool:
+        if utterance.expect in ("answer", "notice"):
+            # Narrated, and a fresh listener session is ready for the next command.
+            return (
+                t.count("narrated") > before["narrated"]
+                and t.count("listening") > before["listening"]
+                and (utterance.expect != "notice" or t.count("notice") > before["notice"])
+            )
+        return t.count(utterance.expect) > before[utterance.expect]
+
+    await wait_for(timeline, handled, timeout=60)
+
+
+def run(args: argparse.Namespace) -> int:
+    level = getattr(args, "log_level", None)
+    configure_logging(level or "WARNING")
+    output = getattr(args, "output_wav", None) or DEFAULT_OUTPUT
+    try:
+        return asyncio.run(play_demo(output))
+    except TimeoutError:
+        print("handoff demo: a step did not finish in time; run with --log-level INFO to see why", file=sys.stderr)
+        return 1

@@ -1,0 +1,99 @@
+"""The narrator's decisions for one read of one script (sync): which audio belongs to our
+response, when it is done, and how closely the read followed the script."""
+
+from __future__ import annotations
+
+import difflib
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from decisions.words import words
+from realtime_api import wire
+from realtime_api.wire import ClientEvents
+
+log = logging.getLogger("handoff.narrator")
+
+READ_VERBATIM = (
+    "You are a narrator. Read the user's message aloud exactly as written, word for word, "
+    "in a calm, friendly voice. Do not add, drop, answer or comment on anything."
+)
+
+
+def similarity(script: str, transcript: str) -> float:
+    """How closely the spoken transcript follows the script, 0..1, by words (case/punctuation ignored)."""
+    a, b = words(script), words(transcript)
+    if not a and not b:
+        return 1.0
+    return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
+
+
+# --- the sync core -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Play:
+    pcm: bytes
+
+
+@dataclass(frozen=True)
+class Finished:
+    status: str
+    transcript: str
+    failure: str | None
+
+
+@dataclass(frozen=True)
+class Interrupted:
+    reason: str
+    fatal: bool = False
+
+
+NarrationAction = Play | Finished | Interrupted
+
+
+@dataclass
+class NarrationCore:
+    """One read of one script in one session."""
+
+    script: str
+    narration_id: str
+    response_id: str | None = None
+    transcript: str = ""
+    audio_bytes: int = 0
+
+    def start(self) -> dict[str, Any]:
+        return ClientEvents.read_script(self.script, READ_VERBATIM, {"narration_id": self.narration_id})
+
+    def _ours(self, metadata: dict[str, Any] | None) -> bool:
+        return bool(metadata) and metadata.get("narration_id") == self.narration_id
+
+    def feed(self, event: wire.ServerEvent) -> list[NarrationAction]:
+        match event:
+            case wire.ResponseCreated(response_id=rid, metadata=metadata) if self._ours(metadata):
+                self.response_id = rid
+            case wire.AudioDelta(response_id=rid, pcm=pcm) if rid == self.response_id:
+                self.audio_bytes += len(pcm)
+                return [Play(pcm)]
+            case wire.AudioTranscriptDone(response_id=rid, transcript=text) if rid == self.response_id:
+                self.transcript = text
+            case wire.ResponseDone() if self._ours(event.metadata) or event.response_id == self.response_id:
+                return [Finished(event.status, self.transcript or event.transcript, event.failure)]
+            case wire.ServerError():
+                if event.fatal:
+                    return [Interrupted(f"{event.message} ({event.code})", fatal=True)]
+                log.warning("narrator session error %s: %s", event.code, event.message)
+            case wire.Closed(code=code):
+                return [Interrupted(f"the narrator connection closed (code {code})")]
+        return []
+
+
+@dataclass(frozen=True)
+class NarrationResult:
+    ok: bool
+    transcript: str
+    similarity: float
+    attempts: int
+    audio_bytes: int
+    error: str | None = None
+    fatal: bool = False

@@ -1,0 +1,68 @@
+"""The readable timeline: what happened, in words; printed by the demo, asserted on by tests,
+logged always. Synchronous: whoever wants to wait for a state observes it through `on_add`
+(see `concurrency.changes.wait_for`)."""
+
+from __future__ import annotations
+
+import collections
+import enum
+import logging
+import time
+from collections import deque
+from dataclasses import dataclass
+from typing import Callable
+
+log = logging.getLogger("handoff.coordinator")
+
+
+class TimelineKind(enum.StrEnum):
+    HEARD = "heard"  # a command-shaped utterance
+    IGNORED = "ignored"  # not addressed to us
+    WAKE = "wake"  # the wake phrase alone
+    CHIME = "chime"
+    COMMAND = "command"  # routed to the model
+    TOOL = "tool"
+    FALLBACK = "fallback"  # no tool call: the model's text is narrated
+    NARRATING = "narrating"
+    NARRATED = "narrated"
+    NOTICE = "notice"
+    LISTENING = "listening"
+    RESTARTING = "restarting"
+    REPLAYING = "replaying"
+    MICROPHONE = "microphone"
+    ERROR = "error"
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    at: float
+    kind: TimelineKind
+    text: str
+
+
+class Timeline:
+    """Keeps the recent entries and a count of every kind, so it stays small however long it runs.
+    Every added entry is passed to each callable in `on_add` (the printer, waiters)."""
+
+    def __init__(
+        self,
+        clock: Callable[[], float] = time.monotonic,
+        printer: Callable[[TimelineEntry], None] | None = None,
+        keep: int = 1000,
+    ):
+        self._clock = clock
+        self._start = clock()
+        self.entries: deque[TimelineEntry] = deque(maxlen=keep)
+        self._counts: collections.Counter[TimelineKind] = collections.Counter()
+        self.on_add: list[Callable[[TimelineEntry], None]] = [printer] if printer else []
+
+    def add(self, kind: TimelineKind | str, text: str) -> None:
+        entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), text)
+        self.entries.append(entry)
+        self._counts[entry.kind] += 1
+        log.info("%s: %s", entry.kind, text)
+        for observer in list(self.on_add):
+            observer(entry)
+
+    def count(self, kind: TimelineKind | str) -> int:
+        return self._counts[TimelineKind(kind)]

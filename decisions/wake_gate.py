@@ -1,0 +1,98 @@
+"""The wake gate: decides, from a transcript alone, whether an utterance is addressed to us.
+
+Code, not a model's judgement: an utterance is addressed when it starts with the wake phrase
+(case and punctuation ignored, "hey"/"ok" tolerated in front). A wake-only utterance opens a
+short window in which the next utterance is the command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from decisions.words import word_spans
+from decisions.words import words as _words
+
+# Words people put in front of a wake phrase ("hey computer", "ok computer").
+_LEADING_FILLERS = frozenset({"hey", "hi", "ok", "okay", "oh", "hello", "yo", "um", "uh", "so"})
+
+
+@dataclass(frozen=True)
+class Ignore:
+    """Not addressed to us."""
+
+
+@dataclass(frozen=True)
+class WakeOnly:
+    """Just the wake phrase: the next utterance within the window is the command."""
+
+
+@dataclass(frozen=True)
+class Command:
+    text: str
+    via_window: bool = False  # True when it came in the window after a wake-only utterance
+
+
+Decision = Ignore | WakeOnly | Command
+
+
+class WakeGate:
+    """Classifies transcripts. `now` is passed in (monotonic seconds), so tests control time."""
+
+    def __init__(self, phrase: str, aliases: tuple[str, ...] = (), window_s: float = 8.0) -> None:
+        self._phrases = [p for p in (_words(phrase), *(_words(a) for a in aliases)) if p]
+        if not self._phrases:
+            raise ValueError("the wake phrase has no words")
+        self._window_s = window_s
+        self._window_until: float | None = None
+
+    @property
+    def window_open(self) -> bool:
+        return self._window_until is not None
+
+    def window_open_at(self, now: float) -> bool:
+        """A wake-only utterance was heard and its window has not lapsed yet."""
+        return self._window_until is not None and now <= self._window_until
+
+    def classify(self, transcript: str, now: float) -> Decision:
+        words = _words(transcript)
+        if not words:
+            return Ignore()  # a cough or a click: neither a command nor the end of an open window
+        rest = self._strip_wake(words)
+        if rest is not None:
+            if rest:
+                self._window_until = None
+                return Command(self._command_text(transcript, rest))
+            self._window_until = now + self._window_s
+            return WakeOnly()
+        if self._window_until is not None:
+            in_window = now <= self._window_until
+            self._window_until = None
+            if in_window:
+                return Command(transcript.strip(), via_window=True)
+        return Ignore()
+
+    def _strip_wake(self, words: list[str]) -> list[str] | None:
+        """The words after the wake phrase, or None when the utterance does not start with it."""
+        fillers = 0
+        while fillers < len(words) and words[fillers] in _LEADING_FILLERS:
+            fillers += 1
+        # The phrase may itself begin with a filler word ("hey handoff"), so try each start.
+        for start in range(fillers + 1):
+            for phrase in self._phrases:
+                if words[start : start + len(phrase)] == phrase:
+                    return words[start + len(phrase) :]
+        return None
+
+    @staticmethod
+    def _command_text(transcript: str, rest: list[str]) -> str:
+        """The command as the user said it, minus the wake phrase and its punctuation."""
+        # Find where the remaining words begin in the original text, to keep its punctuation/case.
+        first = rest[0]
+        for match in word_spans(transcript):
+            token = _words(match.group(0))
+            if token and token[0] == first:
+                position = match.start()
+                # Make sure the remaining tail really is the rest (not an earlier repeat of the word).
+                if _words(transcript[position:]) == rest:
+                    return transcript[position:].strip()
+        return " ".join(rest)

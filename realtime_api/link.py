@@ -1,0 +1,192 @@
+"""A thin async shell around one Realtime WebSocket, opened with the official SDK.
+
+It only does I/O: open (classifying handshake failures), send, receive parsed events (ending with
+exactly one `Closed`), close. What to do with the events is decided by the sync cores in
+`main_agent.py` and `reader_agent.py`. The SDK's own reconnect is left off on purpose: it would
+start a blank server session and replay stale frames; the listener owns reconnects instead.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import Any, AsyncIterator, Callable
+
+from openai import AsyncOpenAI, OpenAIError
+from tenacity import AsyncRetrying, retry_if_exception, wait_exponential_jitter
+from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidStatus, WebSocketException
+
+from config.settings import RealtimeSettings, Settings
+from realtime_api import wire
+from realtime_api.fatal import FATAL_ADVICE, FATAL_ERROR_CODES, fatal_message
+from realtime_api.wire import ClientEvents, Closed, ServerEvent, parse_server_frame
+
+log = logging.getLogger("handoff.link")
+
+CLOSE_NO_FRAME = 1006  # what a client sees when the network drops without a close frame
+# What a broken connection raises (network errors and timeouts are OSErrors; protocol errors are
+# WebSocketExceptions). Anything else is a bug: it propagates, it is not reported as a 1006 close.
+LINK_ERRORS: tuple[type[BaseException], ...] = (OSError, WebSocketException)
+
+
+class HandshakeFailed(Exception):
+    """The WebSocket could not be opened. `fatal` means retrying cannot help (bad key, no quota)."""
+
+    def __init__(self, message: str, *, status: int | None = None, fatal: bool = False) -> None:
+        super().__init__(message)
+        self.status = status
+        self.fatal = fatal
+
+
+def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
+    # max_retries=0: retry policy is ours (tenacity / the listener loop), never stacked on the SDK's.
+    return AsyncOpenAI(api_key=settings.api_key or "sk-none", base_url=settings.base_url, max_retries=0)
+
+
+def _describe_handshake_failure(exc: BaseException) -> HandshakeFailed:
+    if isinstance(exc, InvalidStatus):
+        status = exc.response.status_code
+        code = None
+        try:
+            body = json.loads(exc.response.body or b"{}")
+            code = (body.get("error") or {}).get("code")
+        except (ValueError, AttributeError):
+            pass
+        if code in FATAL_ERROR_CODES:
+            return HandshakeFailed(fatal_message(code, ""), status=status, fatal=True)
+        fatal = status in (401, 403, 404)
+        reason = {
+            401: FATAL_ADVICE["invalid_api_key"],
+            403: "the API key may not use the Realtime API (HTTP 403): check the key's project and permissions",
+            404: "the Realtime model was not found (HTTP 404): check REALTIME_MODEL in .env",
+            429: "rate limited at connect (HTTP 429)",
+        }.get(status, f"the server answered HTTP {status} to the connection")
+        return HandshakeFailed(reason, status=status, fatal=fatal)
+    if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
+        return HandshakeFailed("the connection attempt timed out")
+    if isinstance(exc, (OSError, InvalidHandshake)):
+        return HandshakeFailed(f"could not connect ({exc.__class__.__name__}: {exc})")
+    return HandshakeFailed(f"could not connect ({exc.__class__.__name__})")
+
+
+@dataclass
+class RealtimeLink:
+    """One open Realtime connection. Create with `RealtimeLink.open(...)`."""
+
+    _connection: Any
+    _manager: Any
+    label: str
+    closed: Closed | None = None
+    closed_by_us: bool = False  # close() was called before the server or network ended it
+
+    @classmethod
+    async def open(cls, client: AsyncOpenAI, settings: RealtimeSettings, label: str) -> "RealtimeLink":
+        manager = client.realtime.connect(model=settings.realtime_model)
+        try:
+            async with asyncio.timeout(settings.connect_timeout_s):
+                connection = await manager.enter()
+        except (*LINK_ERRORS, OpenAIError) as exc:  # a bug in here propagates as itself
+            raise _describe_handshake_failure(exc) from None
+        return cls(_connection=connection, _manager=manager, label=label)
+
+    async def send(self, event: dict[str, Any]) -> bool:
+        """Send one client event. Returns False (never raises) when the connection is gone."""
+        if self.closed is not None:
+            return False
+        try:
+            await self._connection.send_raw(json.dumps(event))
+            return True
+        except ConnectionClosed as exc:
+            self._note_closed(exc)
+            return False
+        except LINK_ERRORS as exc:  # a send failure is a closed link, reported through events()
+            log.warning("%s: send failed (%s)", self.label, exc.__class__.__name__)
+            self.closed = self.closed or Closed(CLOSE_NO_FRAME, str(exc))
+            return False
+
+    async def events(self) -> AsyncIterator[ServerEvent]:
+        """Parsed server events; the last one is always `Closed`."""
+        while self.closed is None:
+            try:
+                frame = await self._connection.recv_bytes()
+            except ConnectionClosed as exc:
+                self._note_closed(exc)
+                break
+            except LINK_ERRORS as exc:
+                self.closed = Closed(CLOSE_NO_FRAME, f"{exc.__class__.__name__}: {exc}")
+                break
+            yield parse_server_frame(frame)
+        assert self.closed is not None
+        yield self.closed
+
+    async def close(self) -> None:
+        if self.closed is None:
+            self.closed = Closed(1000, "closed by handoff")
+            self.closed_by_us = True
+        try:
+            async with asyncio.timeout(2.0):
+                await self._connection.close()
+        except LINK_ERRORS:  # already gone: nothing to clean up
+            pass
+
+    def _note_closed(self, exc: ConnectionClosed) -> None:
+        if self.closed is None:
+            frame = exc.rcvd
+            self.closed = Closed(frame.code, frame.reason) if frame is not None else Closed(CLOSE_NO_FRAME, "")
+
+
+async def open_configured(
+    client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any]
+) -> RealtimeLink:
+    """Open a link and wait until the server confirmed our session config, all within
+    `connect_timeout_s`. A link that closes, errors or stalls before that counts as a failed
+    connection attempt (fatal only for errors retrying cannot fix), and is closed."""
+    link: RealtimeLink | None = None
+    try:
+        async with asyncio.timeout(settings.realtime.connect_timeout_s):
+            link = await RealtimeLink.open(client, settings.realtime, label)
+            return await _configure(link, label, session)
+    except BaseException as exc:  # cancellation included: never leave a half-open session behind
+        if link is not None:
+            await link.close()
+        if isinstance(exc, TimeoutError):
+            raise HandshakeFailed(
+                f"the {label} session was not ready within {settings.realtime.connect_timeout_s:g} s"
+            ) from None
+        raise
+
+
+async def _configure(link: RealtimeLink, label: str, session: dict[str, Any]) -> RealtimeLink:
+    await link.send(ClientEvents.session_update(session))
+    async for event in link.events():
+        if isinstance(event, wire.SessionUpdated):
+            return link
+        if isinstance(event, wire.ServerError):
+            # Our request was refused (bad key, quota, a setting the server rejects): retrying the
+            # same setup cannot help. A server_error can pass: that one is retried.
+            fatal = event.fatal or event.error_type == "invalid_request_error"
+            fallback = f"the server refused the {label} session: {event.message} ({event.code})"
+            raise HandshakeFailed(fatal_message(event.code, fallback), fatal=fatal)
+        if isinstance(event, wire.Closed):
+            raise HandshakeFailed(f"the {label} connection closed during setup (code {event.code})")
+    raise HandshakeFailed(f"the {label} connection ended during setup")
+
+
+def reconnect_policy(settings: Settings, on_retry: Callable[[HandshakeFailed, int], None]) -> AsyncRetrying:
+    """Failed attempts (handshakes, sessions that die young) back off exponentially with jitter,
+    capped, forever; fatal ones stop. Each policy object counts its own attempts, so making a new
+    one after a healthy session resets the backoff."""
+
+    def before_sleep(state: Any) -> None:
+        on_retry(state.outcome.exception(), state.attempt_number)
+
+    return AsyncRetrying(
+        retry=retry_if_exception(lambda e: isinstance(e, HandshakeFailed) and not e.fatal),
+        wait=wait_exponential_jitter(
+            multiplier=settings.reconnect.initial_s, max=settings.reconnect.max_s, jitter=settings.reconnect.jitter_s
+        ),
+        before_sleep=before_sleep,
+        reraise=True,
+    )

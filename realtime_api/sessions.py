@@ -1,0 +1,55 @@
+"""The session configurations (`session.update` payloads) of the listener and the narrator."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from audio_io.format import SAMPLE_RATE
+from decisions.narration import READ_VERBATIM
+
+if TYPE_CHECKING:
+    from config.settings import Settings
+
+LISTENER_INSTRUCTIONS = (
+    "You are the router of a voice assistant. Each user message is one spoken command. "
+    "Route every command to exactly one tool, choosing the tool that best fits, and fill its "
+    "arguments from the command. Questions that need knowledge or thought go to ask_brain with "
+    "the question as the query. Never answer in text yourself."
+)
+
+
+
+def listener_session(settings: Settings, tools: list[dict[str, Any]]) -> dict[str, Any]:
+    """The listener's session config: text only, VAD that never answers by itself, transcription on."""
+    return {
+        "output_modalities": ["text"],
+        "instructions": LISTENER_INSTRUCTIONS,
+        "audio": {
+            "input": {
+                "format": {"type": "audio/pcm", "rate": SAMPLE_RATE},
+                "transcription": {"model": settings.realtime.transcribe_model},
+                "turn_detection": {
+                    "type": "server_vad",
+                    "silence_duration_ms": settings.listener.vad_silence_ms,
+                    "create_response": False,
+                    "interrupt_response": False,
+                },
+            }
+        },
+        "tools": tools,
+        "tool_choice": "required",
+    }
+
+
+def narrator_session(settings: Settings) -> dict[str, Any]:
+    """Audio out in the reader's voice; no tools, no input audio (turn detection off)."""
+    return {
+        "output_modalities": ["audio"],
+        "instructions": READ_VERBATIM,
+        "audio": {
+            "input": {"turn_detection": None},
+            "output": {"format": {"type": "audio/pcm", "rate": SAMPLE_RATE}, "voice": settings.realtime.reader_voice},
+        },
+        "tools": [],
+        "tool_choice": "none",
+    }

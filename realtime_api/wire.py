@@ -1,0 +1,303 @@
+"""The one place that parses the Realtime wire, and builds the client events we send.
+
+Server frames become small tagged dataclasses. Parsing never raises: a frame that is not JSON
+becomes `Malformed`, an unknown type becomes `Unhandled`, so the receive loops survive anything
+the server sends. Dispatch is on `type` (the SDK does not validate frames; real ones carry fields
+it does not declare).
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from dataclasses import dataclass
+from typing import Any, Union
+
+from realtime_api.fatal import FATAL_ERROR_CODES
+
+
+
+# --- server events, as the listener and narrator cores see them ---------------------------------
+
+
+@dataclass(frozen=True)
+class SessionCreated:
+    session_id: str
+    expires_at: int | None
+
+
+@dataclass(frozen=True)
+class SessionUpdated:
+    output_modalities: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class SpeechStarted:
+    item_id: str
+    audio_start_ms: int
+
+
+@dataclass(frozen=True)
+class SpeechStopped:
+    item_id: str
+    audio_end_ms: int
+
+
+@dataclass(frozen=True)
+class AudioCommitted:
+    item_id: str
+
+
+@dataclass(frozen=True)
+class TranscriptCompleted:
+    item_id: str
+    transcript: str
+
+
+@dataclass(frozen=True)
+class TranscriptFailed:
+    item_id: str
+    message: str
+
+
+@dataclass(frozen=True)
+class ItemDeleted:
+    item_id: str
+
+
+@dataclass(frozen=True)
+class ResponseCreated:
+    response_id: str
+    metadata: dict[str, Any] | None
+
+
+@dataclass(frozen=True)
+class FunctionCall:
+    call_id: str
+    name: str
+    arguments: str
+    item_id: str
+
+
+@dataclass(frozen=True)
+class ResponseDone:
+    response_id: str
+    status: str  # completed | cancelled | failed | incomplete
+    function_calls: tuple[FunctionCall, ...]
+    text: str  # text output (text sessions), joined
+    transcript: str  # audio transcript (audio sessions), joined
+    metadata: dict[str, Any] | None
+    failure: str | None  # status_details reason / error message when not completed
+
+
+@dataclass(frozen=True)
+class AudioDelta:
+    response_id: str
+    pcm: bytes
+
+
+@dataclass(frozen=True)
+class AudioTranscriptDone:
+    response_id: str
+    transcript: str
+
+
+@dataclass(frozen=True)
+class ServerError:
+    code: str | None
+    message: str
+    error_type: str | None
+    client_event_id: str | None
+
+    @property
+    def fatal(self) -> bool:
+        return self.code in FATAL_ERROR_CODES
+
+    @property
+    def session_expired(self) -> bool:
+        return self.code == "session_expired"
+
+
+@dataclass(frozen=True)
+class Malformed:
+    reason: str
+
+
+@dataclass(frozen=True)
+class Unhandled:
+    type: str
+
+
+@dataclass(frozen=True)
+class Closed:
+    """Made by the connection shell when the socket ends (1006 when no close frame arrived)."""
+
+    code: int
+    reason: str = ""
+
+
+ServerEvent = Union[
+    SessionCreated,
+    SessionUpdated,
+    SpeechStarted,
+    SpeechStopped,
+    AudioCommitted,
+    TranscriptCompleted,
+    TranscriptFailed,
+    ItemDeleted,
+    ResponseCreated,
+    ResponseDone,
+    AudioDelta,
+    AudioTranscriptDone,
+    ServerError,
+    Malformed,
+    Unhandled,
+    Closed,
+]
+
+
+def parse_server_frame(frame: str | bytes) -> ServerEvent:
+    """Parse one raw frame. Never raises."""
+    try:
+        data = json.loads(frame)
+    except (ValueError, RecursionError, UnicodeDecodeError) as exc:
+        return Malformed(f"frame is not JSON ({exc.__class__.__name__})")
+    if not isinstance(data, dict) or not isinstance(data.get("type"), str):
+        return Malformed("frame has no event type")
+    try:
+        return parse_server_event(data)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        return Malformed(f"{data.get('type')} event could not be read: {exc}")
+
+
+def parse_server_event(data: dict[str, Any]) -> ServerEvent:
+    kind = data["type"]
+    parser = _PARSERS.get(kind)
+    return parser(data) if parser else Unhandled(kind)
+
+
+def _response_done(data: dict[str, Any]) -> ResponseDone:
+    response = data.get("response") or {}
+    calls: list[FunctionCall] = []
+    texts: list[str] = []
+    transcripts: list[str] = []
+    for item in response.get("output") or []:
+        if item.get("type") == "function_call":
+            calls.append(
+                FunctionCall(
+                    call_id=item.get("call_id") or "",
+                    name=item.get("name") or "",
+                    arguments=item.get("arguments") or "",
+                    item_id=item.get("id") or "",
+                )
+            )
+        elif item.get("type") == "message":
+            for part in item.get("content") or []:
+                if part.get("type") in ("output_text", "text") and part.get("text"):
+                    texts.append(part["text"])
+                elif part.get("type") in ("output_audio", "audio") and part.get("transcript"):
+                    transcripts.append(part["transcript"])
+    details = response.get("status_details") or {}
+    failure = None
+    if response.get("status") not in (None, "completed"):
+        error = details.get("error") or {}
+        failure = error.get("message") or details.get("reason") or details.get("type") or "unknown reason"
+    return ResponseDone(
+        response_id=response.get("id") or "",
+        status=response.get("status") or "completed",
+        function_calls=tuple(calls),
+        text=" ".join(texts),
+        transcript=" ".join(transcripts),
+        metadata=response.get("metadata"),
+        failure=failure,
+    )
+
+
+def _error(data: dict[str, Any]) -> ServerError:
+    error = data.get("error") or {}
+    return ServerError(
+        code=error.get("code"),
+        message=error.get("message") or "unknown error",
+        error_type=error.get("type"),
+        client_event_id=error.get("event_id"),
+    )
+
+
+_PARSERS = {
+    "session.created": lambda d: SessionCreated(d["session"].get("id", ""), d["session"].get("expires_at")),
+    "session.updated": lambda d: SessionUpdated(tuple(d["session"].get("output_modalities") or ())),
+    "input_audio_buffer.speech_started": lambda d: SpeechStarted(d["item_id"], int(d.get("audio_start_ms") or 0)),
+    "input_audio_buffer.speech_stopped": lambda d: SpeechStopped(d["item_id"], int(d.get("audio_end_ms") or 0)),
+    "input_audio_buffer.committed": lambda d: AudioCommitted(d["item_id"]),
+    "conversation.item.input_audio_transcription.completed": lambda d: TranscriptCompleted(
+        d["item_id"], d.get("transcript") or ""
+    ),
+    "conversation.item.input_audio_transcription.failed": lambda d: TranscriptFailed(
+        d["item_id"], (d.get("error") or {}).get("message") or "transcription failed"
+    ),
+    "conversation.item.deleted": lambda d: ItemDeleted(d["item_id"]),
+    "response.created": lambda d: ResponseCreated(d["response"].get("id", ""), d["response"].get("metadata")),
+    "response.done": _response_done,
+    "response.output_audio.delta": lambda d: AudioDelta(d.get("response_id", ""), base64.b64decode(d["delta"])),
+    "response.output_audio_transcript.done": lambda d: AudioTranscriptDone(
+        d.get("response_id", ""), d.get("transcript") or ""
+    ),
+    "error": _error,
+}
+
+
+# --- client events -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ClientEvents:
+    """Builders for the client events we send; plain dicts the SDK's `send` accepts."""
+
+    @staticmethod
+    def session_update(session: dict[str, Any]) -> dict[str, Any]:
+        return {"type": "session.update", "session": {"type": "realtime", **session}}
+
+    @staticmethod
+    def append_audio(pcm: bytes) -> dict[str, Any]:
+        return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
+
+    @staticmethod
+    def delete_item(item_id: str) -> dict[str, Any]:
+        return {"type": "conversation.item.delete", "item_id": item_id}
+
+    @staticmethod
+    def user_text(text: str) -> dict[str, Any]:
+        return {
+            "type": "conversation.item.create",
+            "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
+        }
+
+    @staticmethod
+    def function_output(call_id: str, output: str, previous_item_id: str | None) -> dict[str, Any]:
+        event: dict[str, Any] = {
+            "type": "conversation.item.create",
+            "item": {"type": "function_call_output", "call_id": call_id, "output": output},
+        }
+        if previous_item_id:
+            event["previous_item_id"] = previous_item_id
+        return event
+
+    @staticmethod
+    def route_command() -> dict[str, Any]:
+        # The listener answers only by calling a tool; it never produces audio.
+        return {"type": "response.create", "response": {"tool_choice": "required", "output_modalities": ["text"]}}
+
+    @staticmethod
+    def read_script(script: str, instructions: str, metadata: dict[str, str]) -> dict[str, Any]:
+        # Out of band: nothing is written to the narrator's conversation.
+        return {
+            "type": "response.create",
+            "response": {
+                "conversation": "none",
+                "output_modalities": ["audio"],
+                "instructions": instructions,
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": script}]}],
+                "tool_choice": "none",
+                "metadata": metadata,
+            },
+        }

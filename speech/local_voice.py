@@ -1,0 +1,55 @@
+"""Sound made on this machine, without any service: the wake chime, and a local voice (espeak-ng)
+for the moments the narrator cannot speak (no connection, bad key), so failures are still heard.
+
+All output is pcm16 mono 24 kHz, the format of the audio interface.
+"""
+
+from __future__ import annotations
+
+import array
+import logging
+import math
+import shutil
+
+from audio_io.format import SAMPLE_RATE
+from speech.synth import SpeechSynthesizer
+
+log = logging.getLogger("handoff.local_voice")
+
+
+def tone(frequencies_hz: list[float], note_s: float, volume: float = 0.3) -> bytes:
+    """Consecutive sine notes with short fades (no clicks)."""
+    samples = array.array("h")
+    per_note = int(SAMPLE_RATE * note_s)
+    fade = max(1, int(SAMPLE_RATE * 0.01))
+    for freq in frequencies_hz:
+        for i in range(per_note):
+            envelope = min(1.0, i / fade, (per_note - i) / fade)
+            samples.append(int(32767 * volume * envelope * math.sin(2 * math.pi * freq * i / SAMPLE_RATE)))
+    return samples.tobytes()
+
+
+def chime() -> bytes:
+    """The wake confirmation: two rising notes, 160 ms in all."""
+    return tone([880.0, 1320.0], 0.08)
+
+
+def espeak_available() -> bool:
+    return shutil.which("espeak-ng") is not None
+
+
+async def synthesize(text: str, voice: str = "en-us", words_per_minute: int = 165) -> bytes:
+    """Speech for `text`: espeak-ng when installed, else a synthetic voice of the same length."""
+    synthesizer = SpeechSynthesizer(voice=voice, words_per_minute=words_per_minute)
+    try:
+        return await synthesizer.synthesize(text)
+    finally:
+        synthesizer.close()
+
+
+async def speak_locally(text: str) -> bytes:
+    """The local voice: espeak-ng when installed, else an alert tone so the moment is still heard."""
+    if not espeak_available():
+        log.warning("espeak-ng is not installed (apt-get install espeak-ng); playing an alert tone instead")
+        return tone([660.0, 440.0, 660.0, 440.0], 0.15)
+    return await synthesize(text)

@@ -1,0 +1,193 @@
+"""In-memory audio for pipeline tests: PushMicrophone, MemorySpeaker and the playback model."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from audio_io import (
+    MemorySpeaker,
+    MicrophoneSource,
+    PlaybackTimeline,
+    PushMicrophone,
+    PyAudioMicrophone,
+    PyAudioSpeaker,
+    SpeakerSink,
+    WavFileMicrophone,
+    WavFileSpeaker,
+)
+from tests.support.audio_helpers import noise
+
+CHUNK_BYTES = 960
+
+
+def test_every_implementation_fits_the_shared_interface() -> None:
+    for mic in (PushMicrophone(), WavFileMicrophone("x.wav"), PyAudioMicrophone(None)):
+        assert isinstance(mic, MicrophoneSource)
+    for speaker in (MemorySpeaker(), WavFileSpeaker("x.wav"), PyAudioSpeaker(None)):
+        assert isinstance(speaker, SpeakerSink)
+
+
+# --------------------------------------------------------------------------- PushMicrophone
+
+
+async def test_push_microphone_emits_silence_when_idle_and_fed_audio_exactly() -> None:
+    mic = PushMicrophone(pace=0)
+    await mic.start()
+    chunks = mic.chunks()
+    assert [await anext(chunks) for _ in range(3)] == [bytes(CHUNK_BYTES)] * 3
+    utterance = noise(0.05, seed=1)  # 2.5 chunks: the last is padded with silence
+    mic.feed(utterance)
+    assert mic.pending_bytes == len(utterance)
+    emitted = [await anext(chunks) for _ in range(4)]
+    assert b"".join(emitted) == utterance + bytes(4 * CHUNK_BYTES - len(utterance))
+    assert mic.pending_bytes == 0
+    await asyncio.wait_for(mic.emitted(), 5)
+    await mic.close()
+    with pytest.raises(StopAsyncIteration):
+        await anext(chunks)
+
+
+async def test_push_microphone_emitted_waits_for_the_fed_audio() -> None:
+    mic = PushMicrophone(pace=0)
+    await mic.start()
+    mic.feed(noise(0.1, seed=2))
+    waiter = asyncio.create_task(mic.emitted())
+    chunks = mic.chunks()
+    for _ in range(4):
+        await anext(chunks)
+        await asyncio.sleep(0)
+        assert not waiter.done()
+    await anext(chunks)
+    await asyncio.wait_for(waiter, 5)
+    await mic.close()
+
+
+async def test_push_microphone_is_paced() -> None:
+    pace = 10.0
+    mic = PushMicrophone(pace=pace)
+    loop = asyncio.get_running_loop()
+    await mic.start()
+    started = loop.time()
+    chunks = mic.chunks()
+    for index in range(8):
+        await anext(chunks)
+        assert loop.time() - started >= index * 0.02 / pace - 1e-3
+    await mic.close()
+
+
+async def test_push_microphone_close_ends_a_waiting_reader() -> None:
+    mic = PushMicrophone(pace=0.0001)  # 200 s per chunk
+    await mic.start()
+    chunks = mic.chunks()
+    await anext(chunks)
+    waiter = asyncio.create_task(anext(chunks))
+    await asyncio.sleep(0)
+    await mic.close()
+    with pytest.raises(StopAsyncIteration):
+        await asyncio.wait_for(waiter, 10)
+
+
+async def test_push_microphone_needs_start_and_whole_samples() -> None:
+    mic = PushMicrophone()
+    with pytest.raises(RuntimeError, match="start"):
+        await anext(mic.chunks())
+    with pytest.raises(ValueError, match="even number of bytes"):
+        mic.feed(b"\x01")
+
+
+# --------------------------------------------------------------------------- MemorySpeaker
+
+
+async def test_unpaced_memory_speaker_plays_at_once_back_to_back() -> None:
+    speaker = MemorySpeaker()
+    await speaker.start()
+    first, second = noise(0.5, seed=3), noise(0.25, seed=4)
+    speaker.play(first)
+    speaker.play(second)
+    await speaker.drained()
+    assert speaker.played == first + second
+    assert speaker.intervals == [(0.0, 0.75)]
+    speaker.flush()  # everything already played: nothing to drop
+    assert speaker.played == first + second and speaker.flush_count == 1
+    await speaker.close()
+
+
+async def test_paced_memory_speaker_flush_drops_queued_audio() -> None:
+    now = [100.0]
+    speaker = MemorySpeaker(pace=1.0, clock=lambda: now[0])
+    await speaker.start()
+    audio = noise(1.0, seed=5)
+    speaker.play(audio)
+    now[0] += 0.5
+    assert speaker.played == audio[:24000]
+    speaker.flush()
+    await asyncio.wait_for(speaker.drained(), 5)
+    now[0] += 2.0
+    assert speaker.played == audio[:24000]  # the flushed half never plays
+    assert speaker.intervals == [(0.0, 0.5)]
+
+
+async def test_paced_memory_speaker_records_when_audio_played() -> None:
+    now = [0.0]
+    speaker = MemorySpeaker(pace=1.0, clock=lambda: now[0])
+    await speaker.start()
+    speaker.play(noise(1.0, seed=6))
+    now[0] = 0.5
+    speaker.play(noise(0.5, seed=7))  # queued behind the first: plays from 1.0 to 1.5
+    now[0] = 3.0
+    speaker.play(noise(0.25, seed=8))  # after a gap
+    now[0] = 3.1
+    assert speaker.intervals == [(0.0, 1.5), (3.0, pytest.approx(3.1))]
+    now[0] = 4.0
+    assert speaker.intervals == [(0.0, 1.5), (3.0, 3.25)]
+    assert speaker.played == noise(1.0, seed=6) + noise(0.5, seed=7) + noise(0.25, seed=8)
+
+
+async def test_paced_memory_speaker_drained_returns_only_after_the_audio_played() -> None:
+    now = [0.0]
+    speaker = MemorySpeaker(pace=50.0, clock=lambda: now[0])
+    await speaker.start()
+    speaker.play(noise(1.0, seed=9))
+    waiter = asyncio.create_task(speaker.drained())
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not waiter.done()
+    now[0] = 0.02  # 1 s of audio at pace 50
+    await asyncio.wait_for(waiter, 10)
+    assert speaker.played == noise(1.0, seed=9)
+
+
+async def test_flush_releases_a_waiting_drained() -> None:
+    speaker = MemorySpeaker(pace=0.001)  # would take 1000 s per second of audio
+    await speaker.start()
+    speaker.play(noise(1.0, seed=10))
+    waiter = asyncio.create_task(speaker.drained())
+    await asyncio.sleep(0)
+    speaker.flush()
+    await asyncio.wait_for(waiter, 10)
+
+
+async def test_memory_speaker_after_close_drops_audio_and_before_start_refuses() -> None:
+    speaker = MemorySpeaker()
+    with pytest.raises(RuntimeError, match="start"):
+        speaker.play(b"\0\0")
+    await speaker.start()
+    await speaker.close()
+    speaker.play(noise(0.1, seed=11))
+    assert speaker.played == b""
+
+
+# --------------------------------------------------------------------------- the playback model
+
+
+def test_timeline_splits_partly_played_audio_on_whole_samples() -> None:
+    timeline = PlaybackTimeline()
+    audio = noise(0.1, seed=12)
+    timeline.queue(audio, now=0.0)
+    first = timeline.advance(0.03333)
+    assert first == audio[: 799 * 2]
+    rest = timeline.advance(1.0)
+    assert first + rest == audio
+    assert timeline.intervals(1.0) == [(0.0, 0.1)]

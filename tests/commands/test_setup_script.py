@@ -1,0 +1,63 @@
+"""The README's set-up: what it does on a machine that lacks system packages."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def shim_path(tmp_path: Path, *, uid: int, hide: set[str]) -> str:
+    """A PATH with the tools the script needs, minus `hide`, and an `id` that reports `uid`."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    for tool in ("bash", "env", "dirname", "cat", "cut", "rm", "sha256sum", "gcc", "espeak-ng", "sox", "apt-get"):
+        real = shutil.which(tool)
+        if real and tool not in hide:
+            (bin_dir / tool).symlink_to(real)
+    (bin_dir / "id").write_text(f"#!/bin/sh\necho {uid}\n")
+    (bin_dir / "id").chmod(0o755)
+    return str(bin_dir)
+
+
+def run_setup(tmp_path: Path, path: str) -> subprocess.CompletedProcess[str]:
+    env = {"PATH": path, "HOME": str(tmp_path), "HANDOFF_PYTHON": sys.executable}
+    return subprocess.run(
+        ["bash", str(REPO / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_without_root_it_stops_with_the_exact_apt_line(tmp_path):
+    result = run_setup(tmp_path, shim_path(tmp_path, uid=1000, hide={"espeak-ng", "sox"}))
+    assert result.returncode == 1
+    assert "Run: sudo apt-get install -y espeak-ng sox" in result.stderr, result.stderr
+    assert not (tmp_path / ".venv").exists()
+
+
+def test_as_root_it_installs_the_missing_packages_with_apt(tmp_path):
+    # apt-get is a stand-in that records its arguments; nothing is installed for real.
+    path = shim_path(tmp_path, uid=0, hide={"espeak-ng", "apt-get"})
+    log = tmp_path / "apt.log"
+    fake_apt = Path(path) / "apt-get"
+    # `update` succeeds; `install` fails, so the script must stop right after it.
+    fake_apt.write_text(f'#!/bin/sh\necho "$@" >> {log}\n[ "$1" = update ] || exit 7\n')
+    fake_apt.chmod(0o755)
+    result = run_setup(tmp_path, path)
+    calls = log.read_text().splitlines()
+    assert calls[0] == "update -qq"
+    assert calls[1].startswith("install -y -qq --no-install-recommends") and calls[1].endswith("espeak-ng")
+    assert result.returncode != 0  # the stand-in failed, and the script does not carry on regardless
+    assert "installing system packages: espeak-ng" in result.stderr
+
+
+def test_a_too_old_python_is_named(tmp_path):
+    fake_python = tmp_path / "python3"
+    fake_python.write_text("#!/bin/sh\ncase \"$1\" in --version) echo 'Python 3.9.2';; *) exit 1;; esac\n")
+    fake_python.chmod(0o755)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HANDOFF_PYTHON": str(fake_python)}
+    result = subprocess.run(["bash", str(REPO / "scripts" / "setup.sh")], env=env, capture_output=True, text=True)
+    assert result.returncode == 1 and "Python 3.11 or newer; Python 3.9.2 found" in result.stderr

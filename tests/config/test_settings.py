@@ -1,0 +1,82 @@
+"""Settings precedence, validation, the missing-key message, and secrets kept out of logs."""
+
+import logging
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from config.logging_setup import RedactingFilter, redact
+from config.settings import ENV_DEFAULTS, Settings, SettingsError, load_settings, require_api_key
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_precedence_cli_then_environment_then_dotenv_then_defaults(tmp_path):
+    dotenv = tmp_path / ".env"
+    dotenv.write_text("WAKE_PHRASE=jarvis\nREADER_VOICE=cedar\nBRAIN_MODEL=from-dotenv\n")
+    settings = load_settings(
+        cli={"WAKE_PHRASE": "hal"},
+        environ={"WAKE_PHRASE": "env-phrase", "READER_VOICE": "ash"},
+        dotenv_path=dotenv,
+    )
+    assert settings.listener.wake_phrase == "hal"
+    assert settings.realtime.reader_voice == "ash"
+    assert settings.brain.model == "from-dotenv"
+    assert settings.realtime.realtime_model == ENV_DEFAULTS["REALTIME_MODEL"]
+
+
+def test_settings_are_frozen_and_hide_the_key():
+    settings = load_settings(environ={"OPENAI_API_KEY": "sk-supersecretvalue123"}, dotenv_path=None)
+    assert "sk-supersecret" not in repr(settings)
+    with pytest.raises(Exception):
+        settings.log_level = "DEBUG"  # type: ignore[misc]
+
+
+def test_aliases_and_workspace(tmp_path):
+    settings = load_settings(
+        environ={"WAKE_ALIASES": "komputer, compooter ,", "WORKSPACE_ROOT": str(tmp_path)}, dotenv_path=None
+    )
+    assert settings.listener.wake_aliases == ("komputer", "compooter")
+    assert settings.workspace_root == tmp_path.resolve()
+    with pytest.raises(SettingsError, match="WORKSPACE_ROOT"):
+        load_settings(environ={"WORKSPACE_ROOT": str(tmp_path / "missing")}, dotenv_path=None)
+
+
+def test_missing_key_is_one_clear_line():
+    with pytest.raises(SettingsError, match="OPENAI_API_KEY.*\\.env"):
+        require_api_key(Settings())
+
+
+def test_env_example_documents_every_key():
+    example = (REPO / ".env.example").read_text()
+    for key in ENV_DEFAULTS:
+        assert f"\n{key}=" in "\n" + example, key
+
+
+def test_handoff_run_without_key_exits_2_without_traceback(tmp_path):
+    env = {k: v for k, v in os.environ.items() if k != "OPENAI_API_KEY"}
+    result = subprocess.run(
+        [sys.executable, "-m", "commands.cli", "run"], cwd=tmp_path, env={**env, "PYTHONPATH": str(REPO)},
+        capture_output=True, text=True, timeout=60,
+    )
+    assert result.returncode == 2
+    assert "OPENAI_API_KEY" in result.stderr and ".env" in result.stderr
+    assert "Traceback" not in result.stderr and len(result.stderr.strip().splitlines()) == 1
+
+
+def test_redaction_covers_keys_and_bearer_tokens():
+    text = "connecting with Authorization: Bearer sk-proj-abcdefghijklmnop and key sk-abcdefghijklmnopqrst"
+    cleaned = redact(text)
+    assert "abcdefghijklmnop" not in cleaned and "[redacted]" in cleaned
+    assert redact("my key is hunter2hunter2", secrets=["hunter2hunter2"]) == "my key is [redacted]"
+
+
+def test_log_records_are_redacted(caplog):
+    logger = logging.getLogger("test.redaction")
+    logger.addFilter(RedactingFilter(["customsecretvalue"]))
+    with caplog.at_level(logging.INFO, logger="test.redaction"):
+        logger.info("key=%s other=%s", "customsecretvalue", "sk-abcdefghijklmnopqrstu")
+    assert "customsecretvalue" not in caplog.text and "sk-abcdefghijkl" not in caplog.text

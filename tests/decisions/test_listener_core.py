@@ -1,0 +1,124 @@
+"""The listener's sync core: what it sends and asks for, fed events by hand."""
+
+import pytest
+
+from realtime_api import wire
+from decisions.listener_core import (
+    CommandHeard,
+    Fatal,
+    Heard,
+    ListenerCore,
+    RoutingFailed,
+    RunTools,
+    Send,
+    SpeakText,
+)
+from realtime_api.sessions import listener_session
+from config.settings import Settings
+from decisions.wake_gate import WakeGate
+
+
+def make_core(now=0.0):
+    clock = {"t": now}
+    return ListenerCore(gate=WakeGate("computer", window_s=8.0), clock=lambda: clock["t"]), clock
+
+
+def sent(actions):
+    return [a.event for a in actions if isinstance(a, Send)]
+
+
+def test_unaddressed_utterance_is_deleted_and_goes_no_further():
+    core, _ = make_core()
+    core.feed(wire.AudioCommitted("item_1"))
+    assert not core.quiet
+    actions = core.feed(wire.TranscriptCompleted("item_1", "nice weather today"))
+    assert sent(actions) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
+    assert Heard("nice weather today", "ignored") in actions
+    assert not any(isinstance(a, CommandHeard) for a in actions)
+    assert core.quiet
+
+
+def test_addressed_command_is_deleted_then_routed_as_text():
+    core, _ = make_core()
+    actions = core.feed(wire.TranscriptCompleted("item_1", "Computer, what time is it?"))
+    assert sent(actions) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
+    assert CommandHeard("what time is it?") in actions
+    routed = sent(core.route("what time is it?"))
+    assert routed[0]["item"]["content"] == [{"type": "input_text", "text": "what time is it?"}]
+    assert routed[1]["response"] == {"tool_choice": "required", "output_modalities": ["text"]}
+    with pytest.raises(RuntimeError):
+        core.route("another")  # one at a time: the coordinator queues
+
+
+def test_completed_response_with_a_call_runs_tools_once():
+    core, _ = make_core()
+    core.route("what time is it")
+    call = wire.FunctionCall("call_1", "get_time", "{}", "item_9")
+    done = wire.ResponseDone("resp_1", "completed", (call,), "", "", None, None)
+    assert core.feed(done) == [RunTools("what time is it", (call,))]
+    # A repeated response.done (not ours any more) asks for nothing.
+    assert core.feed(done) == []
+
+
+def test_text_without_a_call_is_narrated_and_failures_are_reported():
+    core, _ = make_core()
+    core.route("hello")
+    text = wire.ResponseDone("resp_1", "completed", (), "Hello there.", "", None, None)
+    assert core.feed(text) == [SpeakText("hello", "Hello there.")]
+    core.route("hello")
+    failed = wire.ResponseDone("resp_2", "failed", (), "", "", None, "server had an error")
+    assert core.feed(failed) == [RoutingFailed("hello", "server had an error")]
+
+
+def test_session_expiry_is_noted():
+    core, _ = make_core()
+    expired = wire.ServerError("session_expired", "Your session hit the maximum duration", "invalid_request_error", None)
+    assert core.feed(expired) == [] and core.expired
+
+
+def test_replay_starts_at_the_oldest_utterance_not_yet_transcribed():
+    core, _ = make_core()
+    assert core.replay_from_ms(include_unfinished=True) is None
+    core.feed(wire.SpeechStarted("item_a", 1000))
+    core.feed(wire.SpeechStopped("item_a", 2500))
+    core.feed(wire.AudioCommitted("item_a"))
+    core.feed(wire.SpeechStarted("item_b", 4000))  # still being spoken
+    assert core.replay_from_ms(include_unfinished=True) == 700  # 300 ms of prefix padding
+    core.feed(wire.TranscriptCompleted("item_a", "computer, start the backup task"))
+    # A's audio was heard: only B's is worth sending again, and only if a drop cut it.
+    assert core.replay_from_ms(include_unfinished=True) == 3700
+    assert core.replay_from_ms(include_unfinished=False) is None
+
+
+def test_an_error_about_our_route_ends_it():
+    core, _ = make_core()
+    routed = sent(core.route("what time is it"))
+    unrelated = wire.ServerError("server_error", "hiccup", "server_error", None)
+    assert core.feed(unrelated) == [] and core.in_flight == "what time is it"
+    refused = wire.ServerError("invalid_value", "bad", "invalid_request_error", routed[1]["event_id"])
+    assert core.feed(refused) == [RoutingFailed("what time is it", "bad")]
+    assert core.in_flight is None
+
+
+def test_fatal_error_stops():
+    core, _ = make_core()
+    actions = core.feed(wire.ServerError("invalid_api_key", "Incorrect API key", "invalid_request_error", None))
+    assert len(actions) == 1 and isinstance(actions[0], Fatal)
+
+
+def test_transcription_failure_deletes_the_item():
+    core, _ = make_core()
+    core.feed(wire.AudioCommitted("item_1"))
+    assert sent(core.feed(wire.TranscriptFailed("item_1", "nope"))) == [
+        {"type": "conversation.item.delete", "item_id": "item_1"}
+    ]
+    assert core.quiet
+
+
+def test_listener_session_never_speaks_or_answers_by_itself():
+    session = listener_session(Settings(), [{"type": "function", "name": "get_time", "parameters": {}}])
+    assert session["output_modalities"] == ["text"]
+    vad = session["audio"]["input"]["turn_detection"]
+    assert vad["create_response"] is False and vad["interrupt_response"] is False
+    assert "idle_timeout_ms" not in vad
+    assert session["audio"]["input"]["transcription"]["model"]

@@ -1,0 +1,68 @@
+import pytest
+
+from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
+
+
+@pytest.mark.parametrize(
+    "transcript, command",
+    [
+        ("Computer, what time is it?", "what time is it?"),
+        ("computer. list the files", "list the files"),
+        ("COMPUTER: echo hello", "echo hello"),
+        ("Hey computer, ask the brain why the sky is blue.", "ask the brain why the sky is blue."),
+        ("Okay computer start the backup task", "start the backup task"),
+        ("  computer!  cancel the backup ", "cancel the backup"),
+    ],
+)
+def test_addressed_utterances_become_commands(transcript, command):
+    assert WakeGate("computer").classify(transcript, now=0.0) == Command(command)
+
+
+@pytest.mark.parametrize(
+    "transcript",
+    [
+        "I left my computer at work",
+        "what time is it",
+        "the computer, he said, was slow",
+        "computation is hard",
+        "",
+        "...",
+    ],
+)
+def test_unaddressed_utterances_are_ignored(transcript):
+    assert WakeGate("computer").classify(transcript, now=0.0) == Ignore()
+
+
+def test_aliases_and_multiword_phrases():
+    gate = WakeGate("hey handoff", aliases=("komputer",))
+    assert gate.classify("Hey, Handoff: what time is it", 0) == Command("what time is it")
+    assert gate.classify("komputer, echo hi", 0) == Command("echo hi")
+    assert gate.classify("handoff what time is it", 0) == Ignore()
+
+
+def test_wake_only_opens_a_window_for_the_next_utterance():
+    gate = WakeGate("computer", window_s=8.0)
+    assert gate.classify("Computer.", now=100.0) == WakeOnly()
+    assert gate.window_open
+    assert gate.classify("what time is it", now=107.9) == Command("what time is it", via_window=True)
+    # The window is used up by that command.
+    assert gate.classify("and the date?", now=108.0) == Ignore()
+
+
+def test_window_expires():
+    gate = WakeGate("computer", window_s=8.0)
+    gate.classify("computer", now=0.0)
+    assert gate.classify("what time is it", now=8.5) == Ignore()
+    assert not gate.window_open
+
+
+def test_noise_does_not_consume_an_open_window():
+    gate = WakeGate("computer", window_s=8.0)
+    gate.classify("computer", now=0.0)
+    assert gate.classify("", now=1.0) == Ignore()
+    assert gate.classify("list the files", now=2.0) == Command("list the files", via_window=True)
+
+
+def test_an_empty_wake_phrase_is_refused():
+    with pytest.raises(ValueError):
+        WakeGate("!!!")

@@ -1,0 +1,52 @@
+"""Background tasks by voice, end to end: start, notice, list, cancel (real subprocesses)."""
+
+from __future__ import annotations
+
+import time
+
+
+from tests.support.pipeline_harness import running_pipeline
+
+TASKS = """
+[tasks.backup]
+description = "Copy the documents"
+spoken = "the backup"
+argv = ["sh", "-c", "sleep {seconds}; echo copied 3 files"]
+cwd = "."
+timeout_s = 60
+[tasks.backup.params]
+seconds = { description = "how long it takes", default = "0.3" }
+"""
+
+
+def scripts(p) -> list[str]:
+    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
+
+
+async def test_start_then_completion_notice_then_fresh_listener(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
+        before = await p.ask("Computer, start the backup task")
+        assert "backup" in scripts(p)[-1].lower() and "start" in scripts(p)[-1].lower()
+        # The notice arrives by itself once the task is done, then the listener is fresh again.
+        await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == before["narrated"] + 2
+                     and t.count("listening") >= before["listening"] + 2)
+        notice = scripts(p)[-1]
+        assert "backup finished" in notice.lower() and "copied 3 files" in notice
+        assert p.timeline.count("tool") == before["tool"] + 1
+
+
+async def test_list_and_cancel_by_voice(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
+        sim.script.push_tool_call("start_task", {"name": "backup", "seconds": "30"})
+        before = await p.ask("Computer, start the backup task")
+
+        before = await p.ask("Computer, list my tasks")
+        assert "backup is still going" in scripts(p)[-1].lower()
+
+        before = await p.ask("Computer, cancel the backup")
+        assert "cancel" in scripts(p)[-1].lower() or "stopped" in scripts(p)[-1].lower()
+        tools = [e.text for e in p.timeline.entries if e.kind == "tool"]
+        assert [t.split("(")[0] for t in tools] == ["start_task", "list_tasks", "cancel_task"]
+        # A cancel the user asked for is not announced again: nothing is waiting to be narrated.
+        assert p.coordinator.parts.notices.next_batch(time.time()) is None
+        assert p.timeline.count("notice") == 0

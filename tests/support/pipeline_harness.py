@@ -1,0 +1,148 @@
+"""Runs the whole assistant against the simulator, with an in-memory microphone and speaker.
+
+Utterances are short voiced tones (the simulator's VAD only needs energy; what they "say" comes
+from its transcript queue), paced a few times faster than real time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from audio_io import MemorySpeaker, PushMicrophone
+from commands.assemble import assistant
+from concurrency.changes import wait_for
+from decisions.timeline import Timeline
+from handoff import Coordinator
+from speech.local_voice import tone
+from realtime_sim import SimServer
+from config.settings import (
+    BrainSettings,
+    ListenerSettings,
+    NarratorSettings,
+    RealtimeSettings,
+    ReconnectSettings,
+    Settings,
+)
+
+# 0.6 s of "speech", then enough silence for the VAD to end the utterance.
+UTTERANCE = tone([190.0, 230.0, 210.0], 0.2) + bytes(2 * 24000 * 400 // 1000)
+MIC_PACE = 4.0  # audio time runs four times faster than the wall clock
+
+
+def fast_settings(
+    base_url: str,
+    workspace: Path,
+    state_dir: Path,
+    tasks_config: Path | None = None,
+    connect_timeout_s: float = 5.0,
+    **listener: object,
+) -> Settings:
+    return Settings(
+        realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
+        listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
+        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
+        brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
+        reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=0.5),
+        workspace_root=workspace,
+        state_dir=state_dir,
+        tasks_config=tasks_config,
+    )
+
+
+@dataclass
+class Pipeline:
+    sim: SimServer
+    coordinator: Coordinator
+    microphone: PushMicrophone
+    speaker: MemorySpeaker
+    timeline: Timeline
+    settings: Settings
+    task: asyncio.Task = field(repr=False)
+
+    def say(self, transcript: str, audio: bytes = UTTERANCE) -> None:
+        """Speak: the VAD hears `audio`, the transcript says what it was."""
+        self.sim.script.push_transcript(transcript)
+        self.microphone.feed(audio)
+
+    async def wait(self, predicate, timeout: float = 20.0) -> None:
+        await wait_for(self.timeline, predicate, timeout)
+
+    async def answered(self, before: dict[str, int], timeout: float = 20.0) -> None:
+        """Narrated, and a fresh listener session is ready again."""
+        await self.wait(
+            lambda t: t.count("narrated") > before["narrated"] and t.count("listening") > before["listening"], timeout
+        )
+
+    async def ask(self, transcript: str, timeout: float = 20.0) -> dict[str, int]:
+        """Say `transcript` and wait until it is answered; returns the counts from before."""
+        before = self.counts()
+        self.say(transcript)
+        await self.answered(before, timeout)
+        return before
+
+    def counts(self) -> dict[str, int]:
+        return {k: self.timeline.count(k) for k in ("narrated", "listening", "tool", "ignored", "wake", "command", "heard", "error")}
+
+    def listener_connections(self):
+        return [c for c in self.sim.connections if c.role == "listener"]
+
+    def narrator_connections(self):
+        return [c for c in self.sim.connections if c.role == "narrator"]
+
+
+# Error events the simulator may send in a healthy run: those the tests inject on purpose.
+INJECTED_ERRORS = frozenset({"server_error", "session_expired"})  # by type or code
+
+
+def unexpected_errors(sim: SimServer) -> list[dict]:
+    """Errors the simulator reported that no test asked for: a client bug (say, a result sent
+    to the wrong session) shows up here even when the user-facing story looks fine."""
+    return [
+        event["error"]
+        for connection in sim.connections
+        for event in connection.sent_of("error")
+        if not {event["error"].get("type"), event["error"].get("code")} & INJECTED_ERRORS
+    ]
+
+
+@contextlib.asynccontextmanager
+async def running_pipeline(
+    tmp_path: Path,
+    sim: SimServer,
+    speaker_pace: float = 0.0,
+    tasks_toml: str | None = None,
+    speaker: MemorySpeaker | None = None,
+    connect_timeout_s: float = 5.0,
+    **listener: object,
+) -> AsyncIterator[Pipeline]:
+    workspace = tmp_path / "workspace"
+    workspace.mkdir(exist_ok=True)
+    (workspace / "notes.txt").write_text("first line\nsecond line\nthird line\n")
+    tasks_config = None
+    if tasks_toml is not None:
+        tasks_config = tmp_path / "tasks.toml"
+        tasks_config.write_text(tasks_toml)
+    settings = fast_settings(
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, **listener
+    )
+    timeline = Timeline()
+    microphone = PushMicrophone(chunk_ms=20, pace=MIC_PACE)
+    speaker = speaker or MemorySpeaker(pace=speaker_pace)
+    async with assistant(settings, microphone, speaker, timeline) as coordinator:
+        task = asyncio.create_task(coordinator.run(), name="coordinator under test")
+        pipeline = Pipeline(sim, coordinator, microphone, speaker, timeline, settings, task)
+        try:
+            await pipeline.wait(
+                lambda t: t.count("listening") >= 1 or any(e.text.startswith("fatal:") for e in t.entries), 20
+            )
+            yield pipeline
+            assert not unexpected_errors(sim), unexpected_errors(sim)
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task

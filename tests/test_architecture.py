@@ -1,0 +1,233 @@
+"""The package layout's rules, checked on the source with `ast` (nothing is imported).
+
+Rules:
+- No import circles among project modules. Only *runtime imports at module level* count: an
+  import inside a function runs late (when the function is called, after both modules loaded)
+  and an import under `if TYPE_CHECKING:` never runs, so neither can make a circle at import
+  time. Module level means anywhere outside a `def` (inside `try`/`with`/`if` blocks too).
+  Importing `a.b.c` also imports the packages `a` and `a.b` (their `__init__` runs), so those
+  count as imported as well.
+- Nothing under `decisions/` may import asyncio, openai, websockets or aiohttp, directly or
+  through any chain of project modules. For this rule *every* runtime import counts (also those
+  inside functions: they run when the decision code is used); only `TYPE_CHECKING` imports are
+  exempt.
+"""
+
+from __future__ import annotations
+
+import ast
+from dataclasses import dataclass, field
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+SKIP_DIRS = {".venv", ".git", "__pycache__", "tests", "node_modules", ".ci", "scripts"}
+FORBIDDEN_IN_DECISIONS = frozenset({"asyncio", "openai", "websockets", "aiohttp"})
+
+
+@dataclass
+class ModuleImports:
+    module_level: set[str] = field(default_factory=set)  # runtime imports outside any function
+    runtime: set[str] = field(default_factory=set)  # every import that can run (not TYPE_CHECKING)
+
+
+def module_name(path: Path) -> str:
+    parts = list(path.relative_to(REPO).with_suffix("").parts)
+    if parts[-1] == "__init__":
+        parts.pop()
+    return ".".join(parts)
+
+
+def project_files() -> dict[str, Path]:
+    files = {}
+    for path in REPO.rglob("*.py"):
+        if SKIP_DIRS.intersection(path.relative_to(REPO).parts[:-1]):
+            continue
+        files[module_name(path)] = path
+    return files
+
+
+def _is_type_checking(test: ast.expr) -> bool:
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def _resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> list[str]:
+    if node.level:
+        base = module.split(".") if is_package else module.split(".")[:-1]
+        base = base[: len(base) - (node.level - 1)]
+        prefix = ".".join(base + ([node.module] if node.module else []))
+    else:
+        prefix = node.module or ""
+    # `from pkg import name` may import the submodule pkg.name: record both, unknown ones drop out.
+    return [prefix] + [f"{prefix}.{alias.name}" for alias in node.names if alias.name != "*"]
+
+
+def parse_imports(module: str, path: Path) -> ModuleImports:
+    tree = ast.parse(path.read_text(), filename=str(path))
+    result = ModuleImports()
+    is_package = path.name == "__init__.py"
+
+    def visit(node: ast.AST, in_function: bool) -> None:
+        if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.orelse:  # the else branch does run
+                visit(child, in_function)
+            return
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            names = (
+                [alias.name for alias in node.names]
+                if isinstance(node, ast.Import)
+                else _resolve_from(module, is_package, node)
+            )
+            result.runtime.update(names)
+            if not in_function:
+                result.module_level.update(names)
+            return
+        inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+
+    visit(tree, False)
+    return result
+
+
+def with_parents(name: str) -> list[str]:
+    """`a.b.c` -> ['a', 'a.b', 'a.b.c']: importing a module runs its packages' __init__ first."""
+    parts = name.split(".")
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def build_graph(kind: str) -> dict[str, set[str]]:
+    """module -> the project modules it imports (`kind`: 'module_level' or 'runtime')."""
+    files = project_files()
+    graph: dict[str, set[str]] = {}
+    for module, path in files.items():
+        imported = getattr(parse_imports(module, path), kind)
+        targets = {parent for name in imported for parent in with_parents(name) if parent in files}
+        targets.discard(module)
+        # A package's own parents are not an import of it (a.b runs a/__init__ anyway).
+        graph[module] = targets - set(with_parents(module))
+    return graph
+
+
+def external_imports() -> dict[str, set[str]]:
+    """module -> the top-level names of everything it imports at runtime (project or not)."""
+    files = project_files()
+    return {m: {name.split(".")[0] for name in parse_imports(m, p).runtime} for m, p in files.items()}
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One import circle as [a, b, ..., a], or None. Iterative DFS with colours."""
+    white, grey, black = 0, 1, 2
+    colour = {node: white for node in graph}
+    for root in sorted(graph):
+        if colour[root] != white:
+            continue
+        stack: list[tuple[str, list[str]]] = [(root, sorted(graph[root]))]
+        path = [root]
+        colour[root] = grey
+        while stack:
+            node, pending = stack[-1]
+            if not pending:
+                stack.pop()
+                path.pop()
+                colour[node] = black
+                continue
+            nxt = pending.pop(0)
+            if colour.get(nxt, black) == grey:
+                return path[path.index(nxt):] + [nxt]
+            if colour.get(nxt) == white:
+                colour[nxt] = grey
+                path.append(nxt)
+                stack.append((nxt, sorted(graph.get(nxt, ()))))
+    return None
+
+
+def reachable(graph: dict[str, set[str]], start: str) -> dict[str, str | None]:
+    """Every module reachable from `start`, mapped to the module that imported it first."""
+    seen: dict[str, str | None] = {start: None}
+    queue = [start]
+    while queue:
+        node = queue.pop(0)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in seen:
+                seen[nxt] = node
+                queue.append(nxt)
+    return seen
+
+
+def chain(seen: dict[str, str | None], end: str) -> list[str]:
+    path = [end]
+    while seen[path[-1]] is not None:
+        path.append(seen[path[-1]])  # type: ignore[arg-type]
+    return path[::-1]
+
+
+# --- the rules -----------------------------------------------------------------------------------
+
+
+def test_the_project_has_no_import_circles() -> None:
+    graph = build_graph("module_level")
+    assert {"handoff", "main_agent", "decisions.timeline", "commands.cli"} <= set(graph), "project files not found"
+    cycle = find_cycle(graph)
+    assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_decisions_never_reach_async_or_network_libraries() -> None:
+    graph = build_graph("runtime")
+    externals = external_imports()
+    decision_modules = [m for m in graph if m == "decisions" or m.startswith("decisions.")]
+    assert len(decision_modules) >= 8, decision_modules
+    problems = []
+    for module in decision_modules:
+        seen = reachable(graph, module)
+        for dependency in seen:
+            bad = externals.get(dependency, set()) & FORBIDDEN_IN_DECISIONS
+            for name in sorted(bad):
+                problems.append(" -> ".join(chain(seen, dependency) + [name]))
+    assert not problems, "decision code reaches async/network libraries:\n" + "\n".join(problems)
+
+
+def test_no_flat_modules_are_left_at_the_top_level() -> None:
+    top = {p.stem for p in REPO.glob("*.py")}
+    assert top == {"main_agent", "reader_agent", "brain", "handoff"}, top
+
+
+# --- the checker itself --------------------------------------------------------------------------
+
+
+def test_the_cycle_finder_reports_a_cycle_and_accepts_a_dag() -> None:
+    assert find_cycle({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == ["a", "b", "c", "a"]
+    assert find_cycle({"a": {"a2"}, "a2": set(), "x": {"y"}, "y": {"x"}}) == ["x", "y", "x"]
+    assert find_cycle({"a": {"b", "c"}, "b": {"c"}, "c": set()}) is None
+
+
+def test_import_parsing_separates_module_level_function_and_type_checking_imports(tmp_path: Path) -> None:
+    source = tmp_path / "sample.py"
+    source.write_text(
+        "from __future__ import annotations\n"
+        "import asyncio\n"
+        "from typing import TYPE_CHECKING\n"
+        "from decisions import words\n"
+        "from .sibling import thing\n"
+        "if TYPE_CHECKING:\n"
+        "    from handoff import Coordinator\n"
+        "try:\n"
+        "    import openai\n"
+        "except ImportError:\n"
+        "    pass\n"
+        "def late():\n"
+        "    import websockets\n"
+        "    from commands import demo\n"
+    )
+    parsed = parse_imports("pkg.sample", source)
+    assert {"asyncio", "decisions", "decisions.words", "pkg.sibling", "pkg.sibling.thing", "openai"} <= parsed.module_level
+    assert "websockets" not in parsed.module_level and "commands.demo" not in parsed.module_level
+    assert {"websockets", "commands.demo"} <= parsed.runtime
+    assert "handoff" not in parsed.runtime and "handoff" not in parsed.module_level
+
+
+def test_a_decision_reaching_asyncio_through_another_module_is_found() -> None:
+    graph = {"decisions.x": {"helpers"}, "helpers": {"more"}, "more": set()}
+    seen = reachable(graph, "decisions.x")
+    assert chain(seen, "more") == ["decisions.x", "helpers", "more"]
