@@ -24,9 +24,6 @@ from tasks.voice_tools import register_task_tools
 CALLS = 1000
 SEED = 20261122
 CALL_LIMIT_S = 1.0
-# The file tools are hardened with the tools package (issue 10, item 4: symlink races, lone
-# surrogates in paths, undecodable names); until then they are fuzzed only for confinement.
-CONFINEMENT_ONLY = frozenset({"list_files", "read_file_head"})
 
 _NASTY_PIECES = [
     "\ud800", "\udfff", "\udce9", "\x00", "\x1b[31m", "\r\n", "\t", "\x7f", "-", "--", "--output=pwned", "-C",
@@ -144,11 +141,10 @@ async def test_a_thousand_hostile_calls_each_answer_in_time_and_touch_nothing_ou
             outcomes["ok"] += 1
         else:
             assert result.error and isinstance(result.error, str), (name, arguments[:200])
-            if name not in CONFINEMENT_ONLY:
-                result.error.encode("utf-8")  # speakable: no lone surrogate reaches the narrator
+            result.error.encode("utf-8")  # speakable: no lone surrogate reaches the narrator
             outcomes["error"] += 1
         assert "sentinel secret" not in json.dumps(result.data if result.ok else result.error)
-    bugs = [r for r in caplog.records if r.exc_info and not any(t in r.getMessage() for t in CONFINEMENT_ONLY)]
+    bugs = [r for r in caplog.records if r.exc_info]
     assert not bugs, [r.getMessage() for r in bugs]
     assert outcomes["ok"] > 50 and outcomes["error"] > 50, outcomes
     # Still answering a normal command, and the task layer still runs tasks.
