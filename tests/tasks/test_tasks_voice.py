@@ -109,13 +109,13 @@ async def tools(tmp_path: Path):
 
 @contextlib.asynccontextmanager
 async def voice_task_tools(
-    config: TaskConfig, settings: TaskSettings
+    config: TaskConfig, settings: TaskSettings, registry: ToolRegistry | None = None
 ) -> AsyncIterator[tuple[ToolRegistry, ToolRegistry, TaskManager]]:
-    """A started task manager with the task tools registered on a fresh registry."""
+    """A started task manager with the task tools registered on `registry` (default: a fresh one)."""
     store = TaskStore(settings.db_path)
     manager = TaskManager(config, store, settings)
     await manager.start()
-    registry = formatters = ToolRegistry()  # the registry formats through each tool's spec
+    registry = formatters = registry or ToolRegistry()  # the registry formats through each tool's spec
     register_task_tools(registry, manager)
     try:
         yield registry, formatters, manager

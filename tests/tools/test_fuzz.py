@@ -18,8 +18,8 @@ import pytest
 from tools.builtin import build_listener_tools
 from tools.registry import ToolRegistry
 from config.settings import Settings
-from tasks import TaskConfig, TaskManager, TaskParam, TaskSettings, TaskStore, TaskTemplate
-from tasks.voice_tools import register_task_tools
+from tasks import TaskConfig, TaskParam, TaskSettings, TaskTemplate
+from tests.tasks.test_tasks_voice import voice_task_tools
 
 CALLS = 1000
 SEED = 20261122
@@ -109,15 +109,8 @@ async def registry(tmp_path: Path) -> Any:
         ),  # fmt: skip
     )
     settings = TaskSettings(state_dir=tmp_path / "state", kill_grace_s=0.2, drain_s=0.2, max_concurrent=3)
-    store = TaskStore(settings.db_path)
-    manager = TaskManager(config, store, settings)
-    await manager.start()
-    register_task_tools(tools, manager)
-    try:
+    async with voice_task_tools(config, settings, tools) as (_, _, manager):
         yield tools, manager, sentinel
-    finally:
-        await manager.close()
-        store.close()
 
 
 async def test_a_thousand_hostile_calls_each_answer_in_time_and_touch_nothing_outside(
