@@ -53,5 +53,5 @@ def configure_logging(level: str = "INFO", secrets: Iterable[str] = ()) -> None:
     root.addHandler(handler)
     root.setLevel(level.upper())
     # Library chatter (frames, handshakes) is only useful when debugging them.
-    for noisy in ("websockets", "openai", "httpx", "httpx2", "httpcore", "aiohttp.access"):
+    for noisy in ("websockets", "openai", "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp.access"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

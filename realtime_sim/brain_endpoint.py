@@ -95,17 +95,23 @@ def default_answer(request_input: Any) -> str:
 class BrainEndpoint:
     """Handles `POST /v1/responses`, taking one scripted step per request."""
 
-    def __init__(self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]]) -> None:
+    def __init__(
+        self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]], read_timeout_s: float
+    ) -> None:
         self._script = script
         self._ids = ids
         self._record = record
+        self._read_timeout_s = read_timeout_s
 
     async def handle(self, request: web.Request) -> web.Response:
         if bearer_token(request) is None:
             return error_response(401, MISSING_KEY_MESSAGE)
         try:
-            body = await request.json()
-        except (json.JSONDecodeError, UnicodeDecodeError):
+            async with asyncio.timeout(self._read_timeout_s):  # a half-sent body must not hold the handler forever
+                body = await request.json()
+        except TimeoutError:
+            return error_response(408, "The request body did not arrive in time.")
+        except (json.JSONDecodeError, UnicodeDecodeError, RecursionError):  # RecursionError: absurdly deep nesting
             return error_response(400, "We could not parse the JSON body of your request.")
         if not isinstance(body, dict):
             return error_response(400, "The request body must be a JSON object.")

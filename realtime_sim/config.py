@@ -40,6 +40,11 @@ class SimConfig:
     # Keep every frame in ConnectionRecord.sent/received and every brain request body. Tests want
     # them; `handoff sim`, left running for days with a live microphone, turns this off.
     record_events: bool = True
+    # Limits a misbehaving client cannot push past (the real service has its own).
+    request_read_timeout_s: float = 10.0  # a request's headers (and a brain request's body) must arrive within this
+    max_conversation_items: int = 5_000  # conversation.item.create past this is refused with an error event
+    max_conversation_bytes: int = 16 * 1024 * 1024  # ... and past this many bytes of item JSON
+    max_outbox_bytes: int = 32 * 1024 * 1024  # events queued for a client that does not read: past this, close 1008
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fault_rate <= 1.0:
@@ -53,5 +58,8 @@ class SimConfig:
         unknown = [k for k in self.random_fault_kinds if k not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kinds in random_fault_kinds: {unknown}; known: {list(FAULT_KINDS)}")
+        for name in ("request_read_timeout_s", "max_conversation_items", "max_conversation_bytes", "max_outbox_bytes"):
+            if getattr(self, name) <= 0:
+                raise ValueError(f"{name} must be positive, got {getattr(self, name)}")
         if self.fault_rate > 0 and not self.random_fault_kinds:
             raise ValueError("fault_rate is set but random_fault_kinds is empty")

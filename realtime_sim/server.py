@@ -86,10 +86,15 @@ class SimServer:
             words_per_minute=config.espeak_words_per_minute,
             ms_per_char=config.synthetic_ms_per_char,
         )
-        self._brain = BrainEndpoint(self.script, IdFactory(random.Random(self._rng.random())), self._record_brain_request)
+        self._brain = BrainEndpoint(
+            self.script, IdFactory(random.Random(self._rng.random())), self._record_brain_request,
+            read_timeout_s=config.request_read_timeout_s,
+        )  # fmt: skip
         self._changed = Changes()
         self._live: set[_Connection] = set()
         self._runner: web.AppRunner | None = None
+        self._listener: asyncio.base_events.Server | None = None
+        self._header_deadlines: dict[Any, asyncio.TimerHandle] = {}  # connections still owing their request headers
         self._host = "127.0.0.1"
         self._port: int | None = None
 
@@ -98,21 +103,49 @@ class SimServer:
     async def start(self, host: str = "127.0.0.1", port: int = 0) -> str:
         if self._runner is not None:
             raise RuntimeError("the simulator is already running; stop() it before starting again")
-        app = web.Application()
+        app = web.Application(middlewares=[self._headers_arrived])
         app.router.add_get("/v1/realtime", self._realtime)
         app.router.add_post("/v1/responses", self._brain.handle)
-        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout_s)
+        # Idle keep-alive connections are closed after the read timeout too.
+        runner = web.AppRunner(app, access_log=None, shutdown_timeout=self.config.shutdown_timeout_s,
+                               keepalive_timeout=self.config.request_read_timeout_s)  # fmt: skip
         await runner.setup()
-        site = web.TCPSite(runner, host, port)
+        loop = asyncio.get_running_loop()
         try:
-            await site.start()
+            # Our own listener rather than TCPSite: each connection must get a deadline for its
+            # request headers (aiohttp has none, so a half-sent request was held forever).
+            listener = await loop.create_server(lambda: self._with_header_deadline(runner.server()), host, port)
         except OSError as exc:
             await runner.cleanup()
             raise OSError(f"the simulator cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
         self._runner = runner
+        self._listener = listener
         self._host = host
-        self._port = runner.addresses[0][1]
+        self._port = listener.sockets[0].getsockname()[1]
         return self.base_url
+
+    def _with_header_deadline(self, protocol: Any) -> asyncio.Protocol:
+        """The connection's protocol, behind a shim that arms the header deadline when the
+        connection is made; `_headers_arrived` disarms it."""
+        return _HeaderDeadline(protocol, self)
+
+    def _arm_header_deadline(self, protocol: Any, transport: asyncio.BaseTransport) -> None:
+        loop = asyncio.get_running_loop()
+        self._header_deadlines[protocol] = loop.call_later(
+            self.config.request_read_timeout_s, self._header_timeout, protocol, transport
+        )
+
+    def _header_timeout(self, protocol: Any, transport: asyncio.BaseTransport) -> None:
+        if self._header_deadlines.pop(protocol, None) is not None:
+            log.info("closing a connection whose request headers did not arrive within %ss", self.config.request_read_timeout_s)
+            transport.close()
+
+    @web.middleware
+    async def _headers_arrived(self, request: web.Request, handler: Callable[[web.Request], Any]) -> web.StreamResponse:
+        deadline = self._header_deadlines.pop(request.protocol, None)
+        if deadline is not None:
+            deadline.cancel()
+        return await handler(request)
 
     async def stop(self) -> None:
         """Close every connection (1001, like a server going away), then stop listening."""
@@ -129,6 +162,12 @@ class SimServer:
                 await self.wait_for(lambda sim: not sim._live, self.config.shutdown_timeout_s)
             except TimeoutError:
                 pass  # the runner's cleanup cancels what is left
+        for deadline in self._header_deadlines.values():
+            deadline.cancel()
+        self._header_deadlines.clear()
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -252,6 +291,41 @@ class SimServer:
         return error_response(500)
 
 
+class _HeaderDeadline(asyncio.Protocol):
+    """Passes every transport callback to aiohttp's protocol (which has __slots__, so it cannot
+    be patched), arming the request-header deadline first."""
+
+    def __init__(self, inner: Any, server: SimServer) -> None:
+        self._inner = inner
+        self._server = server
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._inner.connection_made(transport)
+        self._server._arm_header_deadline(self._inner, transport)
+
+    def data_received(self, data: bytes) -> None:
+        self._inner.data_received(data)
+
+    def eof_received(self) -> bool | None:
+        return self._inner.eof_received()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self._inner.connection_lost(exc)
+
+    def pause_writing(self) -> None:
+        self._inner.pause_writing()
+
+    def resume_writing(self) -> None:
+        self._inner.resume_writing()
+
+
+@dataclass(frozen=True)
+class _Encoded(Send):
+    """A Send with its JSON already made (its size counts against the outbox cap)."""
+
+    text: str = ""
+
+
 class _Connection:
     """Runs one upgraded WebSocket around its SessionCore until either side closes it."""
 
@@ -271,6 +345,7 @@ class _Connection:
         self._core = core
         self._speech = speech
         self._outbox: asyncio.Queue[Output] = asyncio.Queue()
+        self._outbox_bytes = 0  # JSON bytes queued for the client (bounded by max_outbox_bytes)
         self._work = asyncio.Event()  # the core has response steps to pump
         self._timers_changed = asyncio.Event()  # a fault was pushed: re-plan the clock
         self._tasks: asyncio.TaskGroup | None = None
@@ -308,13 +383,21 @@ class _Connection:
             self._request.transport.abort()
 
     def _dispatch(self, outputs: list[Output]) -> None:
-        """Queue the core's outputs in order; speech requests run as owned tasks."""
+        """Queue the core's outputs in order; speech requests run as owned tasks. A client that
+        stops reading is disconnected (1008) once its queue passes max_outbox_bytes."""
         for output in outputs:
             if isinstance(output, Synthesize):
                 assert self._tasks is not None
                 self._tasks.create_task(self._synthesize(output))
-            else:
-                self._outbox.put_nowait(output)
+                continue
+            if isinstance(output, Send):
+                text = json.dumps(output.event)
+                output = _Encoded(output.event, text)
+                self._outbox_bytes += len(text)
+                if self._outbox_bytes > self._server.config.max_outbox_bytes:
+                    self._overflowed()
+                    return
+            self._outbox.put_nowait(output)
         self._record.role = self._core.role
         self._record.session = self._core.session
         if self._core.has_runnable_work:
@@ -339,12 +422,24 @@ class _Connection:
             self._record.close_code = self._ws.close_code or 1006
         raise _ConnectionFinished()
 
+    def _overflowed(self) -> None:
+        """The client is not reading: drop what is queued and cut the connection, recording 1008
+        (a close frame could not get through a full socket buffer either)."""
+        log.warning("%s: client stopped reading; over %d bytes queued; closing", self._record.id, self._server.config.max_outbox_bytes)
+        while not self._outbox.empty():
+            self._outbox.get_nowait()
+        self._outbox_bytes = 0
+        self._core.shutdown()  # no more output from the session (its close frame is dropped too)
+        self._record.close_code = 1008  # the reader, seeing the cut, ends the connection's tasks
+        self.abort()
+
     async def _write_loop(self) -> None:
         while True:
             output = await self._outbox.get()
             try:
-                if isinstance(output, Send):
-                    await self._ws.send_str(json.dumps(output.event))
+                if isinstance(output, _Encoded):
+                    self._outbox_bytes -= len(output.text)
+                    await self._ws.send_str(output.text)
                     if self._server.config.record_events:
                         self._record.sent.append(output.event)
                         self._record.sent_at.append(time.monotonic())

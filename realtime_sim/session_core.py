@@ -109,6 +109,7 @@ class _Entry:
     item: dict[str, Any]
     text: str = ""
     audio_ms: float = 0.0
+    size: int = 0  # JSON bytes counted against max_conversation_bytes (client-created items)
 
     @property
     def id(self) -> str:
@@ -162,6 +163,7 @@ class SessionCore:
         self._conversation_id = ids.new("conv")
         self._configured = False  # role is unknown until the client configures or asks for a response
         self._entries: list[_Entry] = []
+        self._conversation_bytes = 0  # JSON size of the items clients created (the cap's measure)
         self._vad: EnergyVad | None = None
         self._vad_offset_ms = 0.0  # input audio received before the current detector was made
         self._input_ms = 0.0  # all input audio received, in ms
@@ -219,7 +221,7 @@ class SessionCore:
             return []
         try:
             event = json.loads(text)
-        except ValueError:
+        except (ValueError, RecursionError):  # RecursionError: nesting too deep to parse; the session goes on
             self._error(
                 "invalid_json",
                 "The server could not parse your message as JSON. Send one JSON object per text frame.",
@@ -543,7 +545,17 @@ class SessionCore:
             )
             return
         item, text = self._stored_item(item_id, raw)
-        self._entries.insert(position, _Entry(item, text=text))
+        size = len(json.dumps(item))
+        if len(self._entries) >= self._config.max_conversation_items or self._conversation_bytes + size > self._config.max_conversation_bytes:
+            self._error(
+                "conversation_too_large",
+                f"The conversation is full (at most {self._config.max_conversation_items} items and "
+                f"{self._config.max_conversation_bytes} bytes); delete items before adding more.",
+                client_event_id=event.get("event_id"),
+            )
+            return
+        self._conversation_bytes += size
+        self._entries.insert(position, _Entry(item, text=text, size=size))
         previous = self._entries[position - 1].id if position > 0 else None
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
@@ -593,6 +605,7 @@ class SessionCore:
         index = self._existing_item(event, "delete", "deleting")
         if index is None:
             return
+        self._conversation_bytes -= self._entries[index].size
         del self._entries[index]
         self._send({"type": "conversation.item.deleted", "item_id": event["item_id"]})
 

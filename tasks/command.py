@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import sqlite3
 import sys
 import time
 
@@ -14,9 +15,10 @@ from tasks.config import TaskSettings
 from tasks.errors import TaskError
 from tasks.identify import resolve_task
 from tasks.records import TaskRecord
-from tasks.store import TaskStore
+from tasks.store import TaskStore, is_busy
 
 EXIT_NOT_FOUND = 1
+EXIT_STORE = 1  # the task database could not be read
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,9 +34,18 @@ def run(args: argparse.Namespace) -> int:
     if not task_settings.db_path.exists():
         print(f"No tasks yet (no task database at {task_settings.db_path}).")
         return 0
-    store = TaskStore(task_settings.db_path)
+    # Read-only: a damaged database is reported, and set aside only by the assistant itself.
+    store = TaskStore(task_settings.db_path, replace_damaged=False, busy_timeout_s=2.0)
     try:
         records = store.list_tasks()
+    except TaskError as exc:  # StoreDamaged, StoreBusy: one sentence, no traceback
+        print(f"handoff tasks: {exc}", file=sys.stderr)
+        return EXIT_STORE
+    except sqlite3.OperationalError as exc:
+        if not is_busy(exc):
+            raise
+        print(f"handoff tasks: the task database {task_settings.db_path} is locked by another program; try again in a moment.", file=sys.stderr)
+        return EXIT_STORE
     finally:
         store.close()
     if getattr(args, "tasks_action", None) == "show":

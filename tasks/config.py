@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import re
 import tomllib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Mapping
 
@@ -22,7 +22,6 @@ from tasks.speech import and_list, match_key, or_list, sentence_start
 # `{name}` is a placeholder; `{{` and `}}` are literal braces. A brace that is not part of
 # either (`{print $1}` has a space) is left as it is.
 _PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([A-Za-z_][A-Za-z0-9_]*)\}")
-_WHOLE_PLACEHOLDER = re.compile(r"\{([A-Za-z_][A-Za-z0-9_]*)\}")
 _TEMPLATE_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]*$")
 MAX_PARAM_CHARS = 8000  # an agent prompt fits; a runaway transcript does not
 # The start_task voice tool takes parameters next to these arguments of its own.
@@ -43,6 +42,10 @@ class TaskSettings:
     merge_older_than_s: float = 120.0  # notices older than this, when delivered, are merged into one
     max_merged_notices: int = 6  # a merged notice names this many tasks and counts the rest
     summary_lines: int = 2  # output lines quoted when a task's outcome is announced
+    log_max_bytes: int = 10 * 1024 * 1024  # a task's log is rotated (one old part kept) past this
+    logs_max_total_bytes: int = 200 * 1024 * 1024  # oldest finished logs are deleted past this
+    # Values never passed to a task's environment nor kept in its output (the API key).
+    secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:
         if self.max_concurrent < 1:
@@ -67,8 +70,10 @@ class TaskSettings:
 
     @classmethod
     def from_settings(cls, settings: Any, **overrides: Any) -> "TaskSettings":
-        """From the application's `settings.Settings` (only its state_dir is used)."""
-        return cls(state_dir=Path(settings.state_dir), **overrides)
+        """From the application's `settings.Settings` (its state_dir and its secrets)."""
+        realtime = getattr(settings, "realtime", None)
+        secrets = tuple(s for s in (getattr(realtime, "api_key", ""),) if s)
+        return cls(state_dir=Path(settings.state_dir), **{"secrets": secrets, **overrides})
 
 
 @dataclass(frozen=True)
@@ -96,6 +101,7 @@ class TaskTemplate:
     params: tuple[TaskParam, ...] = ()
     agent: bool = False  # the template "go do this work" requests are routed to
     spoken: str = ""  # how speech names it, e.g. "the test run"; default "the <name> task"
+    env: tuple[str, ...] = ()  # environment variables passed on even though they are secret
 
     def __post_init__(self) -> None:
         where = f"task template '{self.name}'"
@@ -144,20 +150,33 @@ class TaskTemplate:
                 raise ParameterError(f"{sentence_start(self.spoken_name)} needs a value for {param.name}{hint}.")
             if isinstance(raw, bool) or not isinstance(raw, (str, int, float)):
                 raise ParameterError(f"The value for {param.name} must be text.")
-            value = str(raw)
-            if "\x00" in value:
-                raise ParameterError(f"The value for {param.name} contains a null character, which no program accepts.")
-            if len(value) > MAX_PARAM_CHARS:
-                raise ParameterError(f"The value for {param.name} is too long: at most {MAX_PARAM_CHARS} characters.")
-            filled[param.name] = value
+            filled[param.name] = check_text(str(raw), f"The value for {param.name}")
         argv = []
         for element in self.argv:
-            whole = _WHOLE_PLACEHOLDER.fullmatch(element)
-            if whole and filled[whole.group(1)].startswith("-"):
-                # A whole argument starting with a dash would be read as an option by the program.
-                raise ParameterError(f"The value for {whole.group(1)} cannot start with a dash.")
-            argv.append(_PLACEHOLDER.sub(lambda m: _substitute(m, filled), element))
+            value = _PLACEHOLDER.sub(lambda m: _substitute(m, filled), element)
+            if value.startswith("-") and not element.startswith("-"):
+                # The dash came from a value: the program would read the argument as an option
+                # (`{since}..HEAD` with since="--output=x"). Templates put `--` before such arguments.
+                first = _PLACEHOLDER.search(element)
+                name = first.group(1) if first and first.group(1) else "a parameter"
+                raise ParameterError(f"The value for {name} cannot start with a dash.")
+            argv.append(value)
         return tuple(argv), tuple(filled.items())
+
+
+def check_text(value: str, what: str, max_chars: int = MAX_PARAM_CHARS) -> str:
+    """`value` if it can be passed to a program, a path or the database; otherwise a
+    ParameterError saying why ("The value for prompt ..."). Models can send any JSON string,
+    including lone surrogates, which no argv, file name or UTF-8 column can hold."""
+    if len(value) > max_chars:
+        raise ParameterError(f"{what} is too long: at most {max_chars} characters.")
+    if "\x00" in value:
+        raise ParameterError(f"{what} contains a null character, which no program accepts.")
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        raise ParameterError(f"{what} contains a broken character that cannot be passed on; please say it again.") from None
+    return value
 
 
 def _substitute(match: re.Match[str], values: Mapping[str, str]) -> str:
@@ -250,7 +269,7 @@ def parse_task_config(data: Mapping[str, Any], base_dir: Path, source: Path | No
     )
 
 
-_TEMPLATE_KEYS = {"argv", "cwd", "timeout_s", "description", "params", "agent", "spoken"}
+_TEMPLATE_KEYS = {"argv", "cwd", "timeout_s", "description", "params", "agent", "spoken", "env"}
 
 
 def _parse_template(name: str, body: Any, base_dir: Path, where: str) -> TaskTemplate:
@@ -271,6 +290,9 @@ def _parse_template(name: str, body: Any, base_dir: Path, where: str) -> TaskTem
             raise TaskConfigError(f"{label}: {key} must be text.")
     if not isinstance(body.get("agent", False), bool):
         raise TaskConfigError(f"{label}: agent must be true or false.")
+    env = body.get("env", [])
+    if not isinstance(env, list) or not all(isinstance(n, str) and n and "=" not in n for n in env):
+        raise TaskConfigError(f"{label}: env must be a list of environment variable names, like env = [\"GITHUB_TOKEN\"].")
     try:
         return TaskTemplate(
             name=name,
@@ -282,6 +304,7 @@ def _parse_template(name: str, body: Any, base_dir: Path, where: str) -> TaskTem
             params=tuple(_parse_param(p, spec, label) for p, spec in params.items()),
             agent=body.get("agent", False),
             spoken=body.get("spoken", ""),
+            env=tuple(env),
         )
     except TaskConfigError as exc:
         raise TaskConfigError(f"{exc}{'' if not where else ' (' + where.strip() + ')'}") from None

@@ -3,32 +3,41 @@ wait as "queued"), records every state change, and queues a notice when a task e
 
 Each running task is one asyncio task owned by the manager (`close` cancels and awaits them all,
 which stops their process groups). Records change only through `tasks.state.transition`.
+The store is only ever used through a `StoreWorker`: its I/O never runs on the event loop, and
+state changes are written in the order they happen without the loop waiting for them.
+A bug in running a task is logged with its traceback, counted, and ends that task as failed
+with a spoken reason; the worker loop, the other tasks and the voice tools go on.
 """
 
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import dataclasses
+import hashlib
 import logging
+import os
 import time
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
-from tasks.config import TaskConfig, TaskSettings
+from tasks.config import TaskConfig, TaskSettings, check_text
 from tasks.errors import NotStarted, ShellNotAllowed
+from tasks.files import TaskLog, private_dir, prune_logs
 from tasks.identify import resolve_task
 from tasks.notices import NoticeBatch, NoticeQueue, notice_for
-from tasks.output import OutputSink, OutputTail
-from tasks.records import FINAL_STATUSES, TaskRecord, TaskStatus
-from tasks.runner import LaunchError, ProcessRunner
-from tasks.state import Exited, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition
-from tasks.store import TaskStore
+from tasks.output import OutputSink, OutputTail, Redactor
+from tasks.records import FINAL_STATUSES, Notice, TaskRecord, TaskStatus
+from tasks.runner import MARKER, LaunchError, ProcessRunner, stop_marked, task_environment
+from tasks.state import Crashed, Exited, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition
+from tasks.store import StoreWorker, TaskStore
 
 log = logging.getLogger(__name__)
 
 SHELL_NAME = "shell"
+INTERNAL_ERROR = "handoff hit an internal error while running it; the details are in handoff's log"
 
 
 @dataclass(frozen=True)
@@ -47,8 +56,10 @@ class _LiveTask:
     record: TaskRecord
     tail: OutputTail
     stop: asyncio.Future[str]  # resolved with "cancel" to stop it
+    env: tuple[str, ...] = ()  # secret variables its template passes on
     launched: asyncio.Event = field(default_factory=asyncio.Event)  # spawned, or failed to
     done: asyncio.Event = field(default_factory=asyncio.Event)  # reached a final state
+    saved: asyncio.Event = field(default_factory=asyncio.Event)  # ... and that state is stored, its notice queued
     worker: asyncio.Task[None] | None = None  # set once it has a slot
 
 
@@ -72,7 +83,10 @@ class TaskManager:
         self._clock = clock
         self._on_change = on_change
         self._runner = ProcessRunner(kill_grace_s=settings.kill_grace_s, drain_s=settings.drain_s)
-        self.notices = NoticeQueue(store, settings, clock)
+        self._io = StoreWorker(store)
+        self.notices = NoticeQueue(self._io, settings, clock)
+        self._loop: asyncio.AbstractEventLoop | None = None  # set by start; store results come back on it
+        self.internal_errors = 0  # bugs caught while running tasks (each logged with its traceback)
         self._live: dict[int, _LiveTask] = {}
         self._queue: deque[int] = deque()  # ids waiting for a slot, first come first served
         self._workers: set[asyncio.Task[None]] = set()
@@ -84,9 +98,19 @@ class TaskManager:
         """Mark whatever the last run left queued or running as interrupted, and announce it."""
         if self._state != "new":
             raise NotStarted("The task manager can only be started once.")
-        self.settings.log_dir.mkdir(parents=True, exist_ok=True)
+        self._loop = asyncio.get_running_loop()
+        for folder in (self.settings.state_dir, self.settings.tasks_dir, self.settings.log_dir):
+            private_dir(folder)
+        await self._io.call(self._store.open)
+        if self._store.recovery is not None:
+            self.notices.announce(self._store.recovery.sentence())
+        await self.notices.load()
         now = self._clock()
-        for record in self._store.unfinished_tasks():
+        for record in await self._io.call(self._store.unfinished_tasks):
+            # The daemon died under it: whatever it left running is found by its marker.
+            found = await stop_marked(self._token(record), self.settings.kill_grace_s)
+            if found:
+                log.warning("stopped %d process(es) left behind by task %s (%s)", found, record.id, record.name)
             self._record_change(transition(record, Interrupted(now)))
         self._state = "started"
 
@@ -104,7 +128,9 @@ class TaskManager:
         for live in self._live.values():
             live.launched.set()
             live.done.set()
+            live.saved.set()
         self._live.clear()
+        await self._io.close()
 
     # --- notices (the coordinator's side) ------------------------------------------------
 
@@ -120,6 +146,11 @@ class TaskManager:
     # --- the voice tools' side -----------------------------------------------------------
 
     @property
+    def store_busy_retries(self) -> int:
+        """How often a store call found the database locked by another program and was retried."""
+        return self._io.busy_retries
+
+    @property
     def running_count(self) -> int:
         return sum(1 for live in self._live.values() if live.record.status is TaskStatus.RUNNING)
 
@@ -132,10 +163,11 @@ class TaskManager:
         to start), or at once with status "queued" if all slots are taken.
         Raises UnknownTemplate or ParameterError (clear sentences)."""
         self._require_started()
-        template = self.config.template(name)
+        template = self.config.template(check_text(name, "The task name", 200))
         argv, filled = template.fill(params or {})
         return await self._admit(
             self._draft(template.name, template.spoken_name, argv, template.cwd, template.timeout_s),
+            template.env,
             params=filled,
             # An agent's prompt is what tells its runs apart ("cancel the login bug one").
             label=" ".join(value for _, value in filled) if template.agent else "",
@@ -152,24 +184,25 @@ class TaskManager:
             )
         if not command.strip():
             raise ShellNotAllowed("Say the shell command to run.")
+        check_text(command, "The shell command")
         draft = self._draft(SHELL_NAME, "the shell command", ("/bin/sh", "-c", command),
                             self.config.shell_cwd, self.config.shell_timeout_s)  # fmt: skip
-        return await self._admit(draft, label=command)
+        return await self._admit(draft, (), label=command)
 
-    def list_tasks(self) -> list[TaskRecord]:
+    async def list_tasks(self) -> list[TaskRecord]:
         """Every task, oldest first; running ones with their output so far."""
-        return [self._current(record) for record in self._store.list_tasks()]
+        return [self._current(record) for record in await self._io.call(self._store.list_tasks)]
 
-    def get_result(self, ident: str | int) -> TaskRecord:
+    async def get_result(self, ident: str | int) -> TaskRecord:
         """The task `ident` names (number, name, unique part of a name), with its output tail.
         Raises UnknownTask or AmbiguousTask."""
-        return resolve_task(ident, self.list_tasks())
+        return resolve_task(_checked_ident(ident), await self.list_tasks())
 
     async def cancel(self, ident: str | int) -> Cancellation:
         """Cancel the task `ident` names (preferring a running one when a name matches several);
         returns once its processes are gone. Raises UnknownTask or AmbiguousTask."""
         self._require_started()
-        record = resolve_task(ident, self.list_tasks(), prefer=lambda r: r.is_active)
+        record = resolve_task(_checked_ident(ident), await self.list_tasks(), prefer=lambda r: r.is_active)
         live = self._live.get(record.id)
         if live is None:
             return Cancellation(record, stopped=False)
@@ -187,8 +220,9 @@ class TaskManager:
         live = self._live.get(task_id)
         if live is not None:
             await live.done.wait()
+            await live.saved.wait()
             return live.record
-        record = self._store.get_task(task_id)
+        record = await self._io.call(self._store.get_task, task_id)
         if record is None:
             raise KeyError(task_id)
         return record
@@ -214,13 +248,14 @@ class TaskManager:
             created_at=self._clock(),
         )
 
-    async def _admit(self, draft: TaskRecord, **details: object) -> TaskRecord:
+    async def _admit(self, draft: TaskRecord, env: tuple[str, ...], **details: object) -> TaskRecord:
         """Store the new task, queue it, and start it if a slot is free."""
-        record = self._store.create_task(dataclasses.replace(draft, **details), self.settings.log_path)
+        record = await self._io.call(self._store.create_task, dataclasses.replace(draft, **details), self.settings.log_path)
         live = _LiveTask(
             record=record,
             tail=OutputTail(self.settings.tail_lines, self.settings.max_line_chars),
             stop=asyncio.get_running_loop().create_future(),
+            env=env,
         )
         self._live[record.id] = live
         self._queue.append(record.id)
@@ -228,6 +263,8 @@ class TaskManager:
         self._fill_slots()
         if live.worker is not None:
             await live.launched.wait()
+            if not live.record.is_active:  # it could not start: its notice is queued before the reply
+                await live.saved.wait()
         return live.record
 
     def _fill_slots(self) -> None:
@@ -240,32 +277,60 @@ class TaskManager:
     def _worker_finished(self, worker: asyncio.Task[None]) -> None:
         self._workers.discard(worker)
         if not worker.cancelled() and worker.exception() is not None:
-            log.error("task worker crashed", exc_info=worker.exception())
+            # _run catches everything; this is a bug in that very handling.
+            self._bug("task worker crashed", worker.exception())
         self._fill_slots()
+
+    def _bug(self, what: str, exc: BaseException | None) -> None:
+        self.internal_errors += 1
+        log.error("%s (internal error #%d)", what, self.internal_errors, exc_info=exc)
+
+    def _token(self, record: TaskRecord) -> str:
+        """The marker a task's processes carry: unique to this state folder, task and moment."""
+        where = hashlib.sha256(str(self.settings.db_path).encode("utf-8", "replace")).hexdigest()[:12]
+        return f"{where}-{record.id}-{record.created_at:.6f}"
 
     async def _run(self, live: _LiveTask) -> None:
         record = live.record
         try:
-            try:
-                log_file = open(record.log_path, "wb", buffering=0)  # unbuffered: `handoff tasks show` sees it live
-            except OSError as exc:
-                raise LaunchError(f"its log file could not be created: {exc.strerror}") from exc
-            with log_file:
-                exit_code = await self._runner.run(
-                    record.argv,
-                    record.cwd,
-                    OutputSink(log_file, live.tail),
-                    timeout_s=record.timeout_s,
-                    stop=live.stop,
-                    on_started=lambda pid: self._on_started(live, pid),
-                    on_stop=lambda reason: self._apply(live, StopRequested(reason, self._clock())),
-                )
+            exit_code = await self._launch(live)
         except LaunchError as exc:
             self._apply(live, LaunchFailed(str(exc), self._clock()))
+        except Exception as exc:  # a bug: it must not take the worker loop (and every later task) with it
+            self._bug(f"task {record.id} ({record.name}) failed unexpectedly", exc)
+            if live.record.is_active:
+                self._apply(live, Crashed(INTERNAL_ERROR, self._clock()))
         else:
             self._apply(live, Exited(exit_code, self._clock(), live.tail.lines(), live.tail.line_count))
         finally:
             live.launched.set()
+
+    async def _launch(self, live: _LiveTask) -> int:
+        record = live.record
+        try:
+            log_file = TaskLog(Path(record.log_path), self.settings.log_max_bytes)
+        except OSError as exc:
+            raise LaunchError(f"its log file could not be created: {exc.strerror}") from exc
+        redactor = Redactor(self.settings.secrets, OutputSink(log_file, live.tail))
+        env = task_environment(os.environ, self._token(record), self.settings.secrets, live.env)
+        with log_file:
+            try:
+                return await self._runner.run(
+                    record.argv,
+                    record.cwd,
+                    redactor,
+                    timeout_s=record.timeout_s,
+                    stop=live.stop,
+                    on_started=lambda pid: self._on_started(live, pid),
+                    on_stop=lambda reason: self._apply(live, StopRequested(reason, self._clock())),
+                    env=env,
+                )
+            finally:
+                redactor.flush()
+                # The cap on all logs together; the other running tasks' logs are still being written.
+                others = [r.record.log_path for r in self._live.values() if r is not live]
+                prune_logs(self.settings.log_dir, self.settings.logs_max_total_bytes,
+                           keep={p for path in others for p in (path, path + ".1")})  # fmt: skip
 
     def _on_started(self, live: _LiveTask, pid: int) -> None:
         self._apply(live, Started(pid, self._clock()))
@@ -273,18 +338,34 @@ class TaskManager:
 
     def _apply(self, live: _LiveTask, event: TaskEvent) -> None:
         live.record = transition(live.record, event)
-        self._record_change(live.record)
-        if live.record.status in FINAL_STATUSES:
+        final = live.record.status in FINAL_STATUSES
+        self._record_change(live.record, live.saved if final else None)
+        if final:
             live.done.set()
             self._live.pop(live.record.id, None)
 
-    def _record_change(self, record: TaskRecord) -> None:
-        """Persist a new state; a final one with its notice, in one transaction."""
+    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None) -> None:
+        """Persist a new state; a final one with its notice, in one transaction. The write is
+        queued on the store's thread (in order) and its notice posted once it has landed."""
         log.info("task %s (%s) is %s", record.id, record.name, record.status)
         notice = notice_for(record, self._clock(), self.settings.summary_lines)  # None unless it ended worth telling
-        if self._store.save_task(record, notice) is not None:
-            self.notices.posted()
+        saved = self._io.submit(self._store.save_task, record, notice)
+        loop = self._loop or asyncio.get_running_loop()
+        saved.add_done_callback(lambda future: loop.call_soon_threadsafe(self._saved, record, future, landed))
         self._notify(record)
+
+    def _saved(
+        self, record: TaskRecord, future: "concurrent.futures.Future[Notice | None]", landed: asyncio.Event | None
+    ) -> None:
+        if landed is not None:
+            landed.set()
+        error = future.exception()
+        if error is not None:
+            self._bug(f"task {record.id} ({record.name}): its {record.status} state could not be saved", error)
+            return
+        notice = future.result()
+        if notice is not None:
+            self.notices.posted(notice)
 
     def _notify(self, record: TaskRecord) -> None:
         if self._on_change is not None:
@@ -295,3 +376,8 @@ class TaskManager:
         if live is None:
             return stored
         return dataclasses.replace(live.record, tail=live.tail.lines(), line_count=live.tail.line_count)
+
+
+def _checked_ident(ident: str | int) -> str | int:
+    """A task identifier from the model, checked like any text it sends."""
+    return ident if isinstance(ident, int) else check_text(str(ident), "The task name", 200)

@@ -8,6 +8,8 @@ acked one never is.
 
 from __future__ import annotations
 
+import concurrent.futures
+import logging
 import time
 from dataclasses import dataclass
 from typing import Callable, Sequence
@@ -16,7 +18,9 @@ from concurrency.changes import Changes
 from tasks.config import TaskSettings
 from tasks.records import Notice, TaskRecord, TaskStatus
 from tasks.speech import and_list, number_words, output_summary, sentence, status_clause
-from tasks.store import TaskStore
+from tasks.store import StoreWorker
+
+log = logging.getLogger(__name__)
 
 # Outcomes worth announcing. A cancel is not: the user just asked for it and heard the reply.
 ANNOUNCED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.INTERRUPTED})
@@ -88,30 +92,53 @@ def _clause(notice: Notice, detailed: bool) -> str:
 
 
 class NoticeQueue:
-    """Pending announcements, stored in the task database."""
+    """Pending announcements: stored in the task database, and mirrored in memory so the
+    coordinator's `next_batch` and `ack` never wait for the disk (writes go through the
+    store's worker thread, in order)."""
 
-    def __init__(self, store: TaskStore, settings: TaskSettings, clock: Callable[[], float] = time.time) -> None:
-        self._store = store
+    def __init__(self, io: StoreWorker, settings: TaskSettings, clock: Callable[[], float] = time.time) -> None:
+        self._io = io
         self._settings = settings
         self._clock = clock
+        self._pending: list[Notice] = []  # stored, not yet acked; oldest first
+        self._announcements: list[Notice] = []  # about handoff itself (not stored): said once
+        self._next_announcement_id = -1
         self._posted = Changes()  # notified whenever a notice is queued
 
-    def posted(self) -> None:
-        """Called after a notice was stored: wakes whoever waits in `wait_pending`."""
+    async def load(self) -> None:
+        """Read what earlier runs left undelivered."""
+        self._pending = await self._io.call(self._io.store.pending_notices)
+        self._posted.notify()
+
+    def posted(self, notice: Notice) -> None:
+        """Called after `notice` was stored (it has its id): wakes whoever waits in `wait_pending`."""
+        self._pending.append(notice)
+        self._posted.notify()
+
+    def announce(self, script: str) -> None:
+        """Queue a sentence about handoff itself (a damaged task list was replaced); it is said
+        once, before any task's notice, and not stored."""
+        notice = Notice(task_id=0, created_at=self._clock(), outcome=TaskStatus.FAILED, spoken="",
+                        duration_s=None, summary=script, id=self._next_announcement_id)  # fmt: skip
+        self._next_announcement_id -= 1
+        self._announcements.append(notice)
         self._posted.notify()
 
     def pending_count(self) -> int:
-        return len(self._store.pending_notices())
+        return len(self._announcements) + len(self._pending)
 
     async def wait_pending(self) -> None:
         """Returns as soon as at least one notice is waiting (at once if one already is)."""
-        await self._posted.wait_until(self._store.has_pending_notices)
+        await self._posted.wait_until(lambda: self.pending_count() > 0)
 
     def next_batch(self, now: float | None = None) -> NoticeBatch | None:
         """What to narrate next, or None. Notices older than `merge_older_than_s` (piled up while
         nobody could be told, e.g. across a restart) come together as one script; a fresh one
         comes alone. Nothing is marked delivered until `ack`."""
-        pending = self._store.pending_notices()
+        if self._announcements:
+            first = self._announcements[0]
+            return NoticeBatch(ids=[first.id], script=first.summary)
+        pending = self._pending
         if not pending:
             return None
         now = self._clock() if now is None else now
@@ -123,4 +150,16 @@ class NoticeQueue:
 
     def ack(self, ids: Sequence[int]) -> None:
         """These notices have been heard; they are never offered again, across restarts too."""
-        self._store.mark_delivered(ids, self._clock())
+        heard = set(ids)
+        self._announcements = [n for n in self._announcements if n.id not in heard]
+        self._pending = [n for n in self._pending if n.id not in heard]
+        stored = [i for i in ids if i >= 0]
+        if stored:
+            written = self._io.submit(self._io.store.mark_delivered, stored, self._clock())
+            written.add_done_callback(_log_failure)
+
+
+def _log_failure(future: "concurrent.futures.Future[None]") -> None:
+    if future.exception() is not None:
+        # After a restart these would be said again: annoying, not lost. Worth a line in the log.
+        log.error("could not record notices as delivered", exc_info=future.exception())

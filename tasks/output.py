@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from typing import BinaryIO
+from typing import Callable, Protocol
+
+from config.logging_setup import redact
 
 log = logging.getLogger(__name__)
 
@@ -60,11 +62,49 @@ def _decode(line: bytes) -> str:
     return line.decode("utf-8", errors="replace").rstrip("\r")
 
 
+class LogFile(Protocol):
+    name: str
+
+    def write(self, data: bytes) -> object: ...
+
+
+class Redactor:
+    """Removes known secret values (and anything shaped like an API key) from output before
+    it is logged, kept or spoken. Works on whole lines, so a secret split across two reads is
+    still found; a line longer than `max_held` is passed on in pieces (only the last
+    `overlap` bytes are held back, enough for the longest secret)."""
+
+    def __init__(self, secrets: tuple[str, ...], out: Callable[[bytes], None], max_held: int = 65536) -> None:
+        # latin-1 maps every byte to one character and back, so non-UTF-8 output survives intact.
+        self._secrets = tuple(s.encode("utf-8", "replace").decode("latin-1") for s in secrets if s)
+        self._out = out
+        self._held = b""
+        self._max_held = max_held
+        self._overlap = max((len(s) for s in self._secrets), default=0) + 256
+
+    def __call__(self, data: bytes) -> None:
+        data = self._held + data
+        cut = data.rfind(b"\n") + 1
+        if cut == 0 and len(data) > self._max_held:
+            cut = len(data) - self._overlap
+        self._held = data[cut:]
+        if cut:
+            self._out(self._clean(data[:cut]))
+
+    def flush(self) -> None:
+        if self._held:
+            held, self._held = self._held, b""
+            self._out(self._clean(held))
+
+    def _clean(self, data: bytes) -> bytes:
+        return redact(data.decode("latin-1"), self._secrets).encode("latin-1")
+
+
 class OutputSink:
     """Where a running task's output goes: appended to its log, and into its tail."""
 
-    def __init__(self, log_file: BinaryIO, tail: OutputTail) -> None:
-        self._log_file: BinaryIO | None = log_file
+    def __init__(self, log_file: LogFile, tail: OutputTail) -> None:
+        self._log_file: LogFile | None = log_file
         self._tail = tail
 
     def __call__(self, data: bytes) -> None:

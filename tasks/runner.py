@@ -1,26 +1,102 @@
 """Runs one program as a task: its own session and process group, output streamed to a sink,
-ended by exit, time limit or a stop request, and never leaving a process of its group behind.
+ended by exit, time limit or a stop request, and never leaving a process behind.
 
-Stopping a group is SIGTERM to every process in it, a grace period, then SIGKILL to whatever is
-left. This is the only async part of a task; what the outcome *means* is decided by
-`tasks.state`.
+A task's processes are found two ways: its process group, and a marker in the environment
+(`HANDOFF_TASK=<token>`) that every descendant inherits, so a child that calls setsid and
+leaves the group is still found. Stopping is SIGTERM to all of them, a grace period, then
+SIGKILL to whatever is left. The leader gets PR_SET_PDEATHSIG, so it dies with the daemon
+even on kill -9; whatever it left is found by its marker at the next start (`stop_marked`).
+This is the only async part of a task; what the outcome *means* is decided by `tasks.state`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ctypes
 import logging
 import os
+import re
 import signal
 import subprocess
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import Callable, Mapping, Sequence
 
 log = logging.getLogger(__name__)
 
 
+MARKER = "HANDOFF_TASK"
+_PR_SET_PDEATHSIG = 1
+# Environment variables a task never inherits unless its template names them (`env = [...]`).
+_SECRET_NAME = re.compile(r"^OPENAI_")
+
+
 class LaunchError(Exception):
     """The program could not be started; the message says why in plain words."""
+
+
+def task_environment(
+    base: Mapping[str, str], token: str, secrets: Sequence[str], passed: Sequence[str] = ()
+) -> dict[str, str]:
+    """`base` without OpenAI settings or any variable holding a configured secret (unless named
+    in `passed`), plus the marker that identifies the task's processes."""
+    secret_values = {s for s in secrets if s}
+    env = {
+        name: value
+        for name, value in base.items()
+        if name in passed or not (_SECRET_NAME.match(name) or value in secret_values)
+    }
+    env[MARKER] = token
+    return env
+
+
+def _die_with_parent() -> None:
+    """Runs in the child between fork and exec: SIGKILL it when the daemon's thread dies."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+
+
+def marked_processes(token: str) -> list[int]:
+    """Live processes whose environment carries `MARKER=token` (zombies have none)."""
+    needle = f"{MARKER}={token}".encode() + b"\0"
+    found = []
+    me = os.getpid()
+    with os.scandir("/proc") as entries:
+        for entry in entries:
+            if not entry.name.isdigit() or int(entry.name) == me:
+                continue
+            try:
+                with open(f"/proc/{entry.name}/environ", "rb") as handle:
+                    environ = handle.read() + b"\0"
+            except OSError:
+                continue  # gone, or not ours to read
+            if b"\0" + needle in b"\0" + environ:
+                found.append(int(entry.name))
+    return found
+
+
+def _signal_marked(token: str, sig: int) -> bool:
+    """Signal every process carrying the marker; True if there were any."""
+    pids = marked_processes(token)
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except ProcessLookupError:
+            pass
+    return bool(pids)
+
+
+async def stop_marked(token: str, grace_s: float, poll_s: float = 0.02) -> int:
+    """Stop whatever a task left running when the daemon died (found by its marker): SIGTERM,
+    then SIGKILL after `grace_s`. Returns how many processes were found."""
+    count = len(marked_processes(token))
+    if not _signal_marked(token, signal.SIGTERM):
+        return 0
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + grace_s
+    while marked_processes(token) and loop.time() < deadline:
+        await asyncio.sleep(poll_s)  # nothing signals that a process has died unless it is our child
+    _signal_marked(token, signal.SIGKILL)
+    return count
 
 
 class _OutputProtocol(asyncio.SubprocessProtocol):
@@ -62,14 +138,17 @@ class ProcessRunner:
         stop: asyncio.Future[str],
         on_started: Callable[[int], None],
         on_stop: Callable[[str], None],
+        env: Mapping[str, str],
     ) -> int:
         """Run `argv` to the end and return its exit code (negative: killed by that signal).
 
         `stop` resolving (with a reason such as "cancel") or `timeout_s` passing stops the whole
         process group; `on_stop(reason)` is called first ("timeout" for the time limit).
         Raises LaunchError if it cannot start. If this coroutine is cancelled (handoff is
-        shutting down), the group is stopped before the cancellation goes on.
+        shutting down), the group is stopped before the cancellation goes on. `env` must hold
+        the task's MARKER: it is how processes that left the group are found.
         """
+        token = env[MARKER]
         if not Path(cwd).is_dir():
             raise LaunchError(f"its working folder {cwd} does not exist")
         loop = asyncio.get_running_loop()
@@ -84,6 +163,8 @@ class ProcessRunner:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.STDOUT,
                 start_new_session=True,  # its own process group, so stopping it reaches its children
+                env=dict(env),
+                preexec_fn=_die_with_parent,
             )
         except FileNotFoundError as exc:
             raise LaunchError(f"the program {argv[0]} was not found") from exc
@@ -98,38 +179,41 @@ class ProcessRunner:
             await asyncio.wait({exited, stop}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
             if not exited.done():
                 on_stop(stop.result() if stop.done() else "timeout")
-                await self._stop_group(pgid, exited)
-            elif group_alive(pgid):
+                await self._stop_group(pgid, token, exited)
+            elif group_alive(pgid) or marked_processes(token):
                 # The program ended but left processes behind; they belong to this task.
-                await self._stop_group(pgid, exited)
+                await self._stop_group(pgid, token, exited)
             # The last output may still be in the pipe after the exit is reported.
             await asyncio.wait({closed}, timeout=self._drain_s)
             return_code = transport.get_returncode()
             return return_code if return_code is not None else -signal.SIGKILL
-        except asyncio.CancelledError:
-            await self._stop_group(pgid, exited)
+        except BaseException:
+            # Cancelled (handoff is closing) or a bug: either way its processes must not outlive it.
+            await self._stop_group(pgid, token, exited)
             raise
         finally:
             transport.close()
 
-    async def _stop_group(self, pgid: int, exited: asyncio.Future[None]) -> None:
-        """SIGTERM to the group; SIGKILL to whatever is still alive after the grace period.
-        Returns once the whole group is gone (or, after SIGKILL, a bounded wait has passed)."""
+    async def _stop_group(self, pgid: int, token: str, exited: asyncio.Future[None]) -> None:
+        """SIGTERM to the group and every marked process; SIGKILL to whatever is still alive
+        after the grace period. Returns once all are gone (or, after SIGKILL, a bounded wait)."""
         _signal_group(pgid, signal.SIGTERM)
-        if await self._group_gone(pgid, exited, self._kill_grace_s):
+        _signal_marked(token, signal.SIGTERM)
+        if await self._all_gone(pgid, token, exited, self._kill_grace_s):
             return
         log.info("task process group %s outlived SIGTERM by %.1fs; sending SIGKILL", pgid, self._kill_grace_s)
         _signal_group(pgid, signal.SIGKILL)
+        _signal_marked(token, signal.SIGKILL)
         # SIGKILL cannot be ignored; the bound only guards a process stuck inside the kernel.
-        if not await self._group_gone(pgid, exited, max(self._kill_grace_s, 1.0)):
+        if not await self._all_gone(pgid, token, exited, max(self._kill_grace_s, 1.0)):
             log.warning("task process group %s survived SIGKILL", pgid)
 
-    async def _group_gone(self, pgid: int, exited: asyncio.Future[None], within_s: float) -> bool:
+    async def _all_gone(self, pgid: int, token: str, exited: asyncio.Future[None], within_s: float) -> bool:
         loop = asyncio.get_running_loop()
         deadline = loop.time() + within_s
         if not exited.done():
             await asyncio.wait({exited}, timeout=within_s)
-        while group_alive(pgid):
+        while group_alive(pgid) or marked_processes(token):
             if loop.time() >= deadline:
                 return False
             await asyncio.sleep(self._poll_s)  # nothing signals that a process group has emptied

@@ -150,8 +150,10 @@ def status_clause(
     if status == "succeeded":
         return f"{spoken} finished in {took}" if took else f"{spoken} finished"
     if status == "failed":
-        if error:
+        if error and took is None:
             return f"{spoken} could not start" + (f": {error}" if detailed else "")
+        if error:
+            return f"{spoken} failed after {took}" + (f": {error}" if detailed else "")
         clause = f"{spoken} failed after {took}" if took else f"{spoken} failed"
         if detailed and exit_code is not None:
             clause += f", killed by signal {-exit_code}" if exit_code < 0 else f", with exit code {exit_code}"

@@ -3,6 +3,7 @@
     queued --Started--> running --Exited--> succeeded | failed | timed_out | cancelled
     queued --StopRequested(cancel)--> cancelled      queued --LaunchFailed--> failed
     queued | running --Interrupted--> interrupted    (found unfinished after a restart)
+    queued | running --Crashed--> failed, with the reason  (a bug in running it)
     running --StopRequested--> running, remembering why it is being stopped, so the Exited
                                that follows becomes cancelled or timed_out, not failed.
 
@@ -52,7 +53,13 @@ class Interrupted:
     at: float
 
 
-TaskEvent = Started | StopRequested | Exited | LaunchFailed | Interrupted
+@dataclass(frozen=True)
+class Crashed:
+    error: str
+    at: float
+
+
+TaskEvent = Started | StopRequested | Exited | LaunchFailed | Interrupted | Crashed
 
 
 def transition(record: TaskRecord, event: TaskEvent) -> TaskRecord:
@@ -64,6 +71,8 @@ def transition(record: TaskRecord, event: TaskEvent) -> TaskRecord:
 
     if isinstance(event, Interrupted):
         return replace(record, status=TaskStatus.INTERRUPTED, finished_at=event.at)
+    if isinstance(event, Crashed):
+        return replace(record, status=TaskStatus.FAILED, error=event.error, finished_at=event.at)
 
     if status is TaskStatus.QUEUED:
         if isinstance(event, Started):

@@ -5,18 +5,39 @@ is due in the manager, how notices are merged in `tasks.notices`. A task's final
 its notice are written in one transaction, so after a crash there is never a finished task
 without its announcement, or an announcement for a task that is still shown as running.
 WAL lets `handoff tasks` read while the daemon writes.
+
+The daemon never touches the database on its event loop: `StoreWorker` runs every call in one
+thread that owns the connection, in order, and retries a call that finds the database locked
+(another program holding it) instead of losing the write. A database that is not one (or is
+corrupt) is set aside under a timestamped name and a new one started; `recovery` says so once.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import dataclasses
 import json
+import logging
+import os
 import sqlite3
+import threading
+import time
 from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, TypeVar
 
+from tasks.errors import TaskError
+from tasks.files import private_dir
 from tasks.records import ACTIVE_STATUSES, Notice, TaskRecord, TaskStatus
+
+log = logging.getLogger(__name__)
+T = TypeVar("T")
+
+# sqlite3 result codes (the low byte of an extended code).
+_SQLITE_CORRUPT, _SQLITE_NOTADB = 11, 26
+_SQLITE_BUSY, _SQLITE_LOCKED = 5, 6
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS tasks (
@@ -65,24 +86,118 @@ _TASK_COLUMNS = (
 )  # fmt: skip
 
 
-class TaskStore:
-    """Task records and the notice queue in `<state_dir>/tasks/tasks.db`."""
+class StoreDamaged(TaskError):
+    """The task database is not a database (or is corrupt) and may not be replaced here."""
 
-    def __init__(self, db_path: Path) -> None:
+
+class StoreBusy(TaskError):
+    """Another program holds the task database locked."""
+
+
+@dataclass(frozen=True)
+class StoreRecovery:
+    """A damaged database was set aside and a new one started."""
+
+    moved_to: Path
+    reason: str
+
+    def sentence(self) -> str:
+        return (
+            f"My list of background tasks was damaged ({self.reason}), so I put it aside as "
+            f"{self.moved_to.name} and started a new one."
+        )
+
+
+def is_busy(exc: sqlite3.Error) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in (_SQLITE_BUSY, _SQLITE_LOCKED)
+
+
+def _is_damage(exc: sqlite3.Error) -> bool:
+    return (getattr(exc, "sqlite_errorcode", 0) or 0) & 0xFF in (_SQLITE_CORRUPT, _SQLITE_NOTADB)
+
+
+class TaskStore:
+    """Task records and the notice queue in `<state_dir>/tasks/tasks.db`.
+
+    Synchronous: the daemon calls it only through a `StoreWorker`; `handoff tasks` directly.
+    The connection opens on first use, so constructing a store does no I/O."""
+
+    def __init__(self, db_path: Path, *, replace_damaged: bool = True, busy_timeout_s: float = 0.2) -> None:
+        """`replace_damaged=False` (the read-only CLI) raises StoreDamaged instead of setting a
+        damaged file aside. `busy_timeout_s` is how long one statement waits for a lock before
+        SQLite reports it busy (the worker then retries, off the event loop)."""
         self.path = Path(db_path)
-        self.path.parent.mkdir(parents=True, exist_ok=True)
+        self.recovery: StoreRecovery | None = None
+        self._replace_damaged = replace_damaged
+        self._busy_timeout_ms = int(busy_timeout_s * 1000)
+        self._conn: sqlite3.Connection | None = None
+
+    @property
+    def _db(self) -> sqlite3.Connection:
+        if self._conn is None:
+            self.open()
+        assert self._conn is not None
+        return self._conn
+
+    def open(self) -> None:
+        """Open (and if need be create) the database; a damaged one is set aside (see class doc)."""
+        if self._conn is not None:
+            return
+        private_dir(self.path.parent)
+        # Created private before SQLite touches it; its -wal and -shm files copy these permissions.
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        os.chmod(self.path, 0o600)
+        try:
+            self._conn = self._connect()
+        except sqlite3.DatabaseError as exc:
+            if not _is_damage(exc):
+                if is_busy(exc):
+                    raise StoreBusy(f"The task database {self.path} is locked by another program; try again in a moment.") from exc
+                raise
+            if not self._replace_damaged:
+                raise StoreDamaged(
+                    f"The task database {self.path} is damaged ({exc}); handoff will set it aside and start a new one when it next starts."
+                ) from exc
+            self.recovery = self._set_aside(str(exc))
+            self._conn = self._connect()
+
+    def _connect(self) -> sqlite3.Connection:
         # isolation_level=None: no implicit transactions; `_transaction` says where they are.
-        self._db = sqlite3.connect(self.path, isolation_level=None)
-        self._db.row_factory = sqlite3.Row
-        self._db.execute("PRAGMA journal_mode=WAL")
-        # NORMAL in WAL mode loses nothing when the process dies, only (maybe) on power loss.
-        self._db.execute("PRAGMA synchronous=NORMAL")
-        self._db.execute("PRAGMA busy_timeout=5000")  # `handoff tasks` may be reading
-        # executescript would commit an open transaction first, so the script carries its own.
-        self._db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+        # check_same_thread=False: a StoreWorker's thread uses it; one thread at a time.
+        db = sqlite3.connect(self.path, isolation_level=None, check_same_thread=False)
+        try:
+            db.row_factory = sqlite3.Row
+            db.execute(f"PRAGMA busy_timeout={self._busy_timeout_ms}")
+            db.execute("PRAGMA journal_mode=WAL")
+            # NORMAL in WAL mode loses nothing when the process dies, only (maybe) on power loss.
+            db.execute("PRAGMA synchronous=NORMAL")
+            checked = db.execute("PRAGMA quick_check").fetchone()[0]
+            if checked != "ok":
+                error = sqlite3.DatabaseError(f"database disk image is malformed: {checked}")
+                error.sqlite_errorcode = _SQLITE_CORRUPT  # type: ignore[attr-defined]
+                raise error
+            # executescript would commit an open transaction first, so the script carries its own.
+            db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+        except BaseException:
+            db.close()
+            raise
+        return db
+
+    def _set_aside(self, reason: str) -> StoreRecovery:
+        stamp = time.strftime("%Y%m%d-%H%M%S")
+        moved = self.path.with_name(f"{self.path.name}.damaged-{stamp}")
+        for suffix in ("", "-wal", "-shm"):  # the journal belongs to the damaged file
+            source = Path(f"{self.path}{suffix}")
+            if source.exists():
+                os.replace(source, f"{moved}{suffix}")
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT, 0o600))
+        log.error("task database %s was damaged (%s); kept it as %s and started a new one", self.path, reason, moved)
+        return StoreRecovery(moved, reason)
 
     def close(self) -> None:
-        self._db.close()
+        if self._conn is not None:
+            self._conn.close()
+            self._conn = None
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -214,3 +329,55 @@ def _notice_from_row(row: sqlite3.Row) -> Notice:
         error=row["error"],
         summary=row["summary"],
     )
+
+
+class StoreWorker:
+    """Runs calls on a TaskStore in one thread, in the order they were made, off the event loop.
+
+    A call that finds the database locked is retried (with backoff) until it lands: a task's
+    outcome must not be lost because another program held the file for a while. Once `close`
+    has begun, retrying stops after `close_wait_s` and what is still pending is logged as lost."""
+
+    def __init__(self, store: TaskStore, *, max_backoff_s: float = 0.5, close_wait_s: float = 10.0) -> None:
+        self.store = store
+        self.busy_retries = 0  # how often a call found the database locked (tests and logs)
+        self.failures = 0  # calls that failed for good
+        self._max_backoff_s = max_backoff_s
+        self._close_wait_s = close_wait_s
+        self._give_up_at: float | None = None
+        self._lock = threading.Lock()
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="task-store")
+
+    def submit(self, fn: Callable[..., T], *args: Any) -> "concurrent.futures.Future[T]":
+        """Queue `fn(*args)` behind every earlier call; does not wait."""
+        return self._executor.submit(self._retrying, fn, *args)
+
+    async def call(self, fn: Callable[..., T], *args: Any) -> T:
+        return await asyncio.wrap_future(self.submit(fn, *args))
+
+    def _retrying(self, fn: Callable[..., T], *args: Any) -> T:
+        backoff = 0.01
+        while True:
+            try:
+                return fn(*args)
+            except (sqlite3.OperationalError, StoreBusy) as exc:
+                cause = exc.__cause__ if isinstance(exc, StoreBusy) else exc
+                if not isinstance(cause, sqlite3.Error) or not is_busy(cause) or self._given_up():
+                    with self._lock:
+                        self.failures += 1
+                    raise
+                with self._lock:
+                    self.busy_retries += 1
+                    first = self.busy_retries == 1
+                if first:
+                    log.warning("task database %s is locked by another program; retrying", self.store.path)
+                time.sleep(backoff)
+                backoff = min(backoff * 2, self._max_backoff_s)
+
+    def _given_up(self) -> bool:
+        return self._give_up_at is not None and time.monotonic() >= self._give_up_at
+
+    async def close(self) -> None:
+        """Wait for every queued call (a locked database gets `close_wait_s` more), then stop the thread."""
+        self._give_up_at = time.monotonic() + self._close_wait_s
+        await asyncio.get_running_loop().run_in_executor(None, self._executor.shutdown, True)

@@ -134,14 +134,14 @@ class _TaskToolHandlers:
         }
 
     async def list_tasks(self, args: dict) -> dict:
-        records = self._manager.list_tasks()
+        records = await self._manager.list_tasks()
         shown = pick_for_listing(records, MAX_LISTED)
         now = self._clock()
         return {"tasks": [task_data(r, now) for r in shown], "more": len(records) - len(shown)}
 
     async def get_task_result(self, args: dict) -> dict:
         with _spoken_errors():
-            record = self._manager.get_result(args["task"])
+            record = await self._manager.get_result(args["task"])
         return {"task": task_data(record, self._clock())}
 
     async def cancel_task(self, args: dict) -> dict:

@@ -18,7 +18,7 @@ from speech.speakable import DEFAULT_MAX_CHARS
 from tools.formatters import format_ask_brain, format_echo, format_get_time, format_list_files, format_read_file_head
 from tools.registry import ToolRegistry
 from tools.result import ToolError
-from tools.workspace import Workspace
+from tools.workspace import Workspace, speakable_name
 
 if TYPE_CHECKING:
     from brain import Brain
@@ -52,14 +52,15 @@ class FileTools:
         self.workspace = workspace
 
     async def list_files(self, args: dict) -> dict:
-        folder = self.workspace.resolve(args["path"])
-        if not folder.is_dir():
-            raise ToolError("That path is a file, not a folder.")
+        fd, folder = self.workspace.open(args["path"], folder=True)
         try:
-            entries = sorted(os.scandir(folder), key=lambda e: (e.name.lower(), e.name))
+            # Listed through the descriptor that was checked, not by path again.
+            entries = sorted(os.scandir(fd), key=lambda e: (e.name.lower(), e.name))
+            shown = [_describe_entry(e) for e in entries[:MAX_LIST_ENTRIES]]  # stats need the descriptor open
         except OSError as exc:
             raise ToolError(f"That folder cannot be read: {_os_reason(exc)}.")
-        shown = [_describe_entry(e) for e in entries[:MAX_LIST_ENTRIES]]
+        finally:
+            os.close(fd)
         return {
             "path": self.workspace.relative(folder),
             "entries": shown,
@@ -68,16 +69,18 @@ class FileTools:
         }
 
     async def read_file_head(self, args: dict) -> dict:
-        path = self.workspace.resolve(args["path"])
+        fd, path = self.workspace.open(args["path"], folder=False)
         wanted: int = args["lines"]
         name = self.workspace.relative(path)
         try:
-            info = path.stat()
-            if stat.S_ISDIR(info.st_mode):
-                raise ToolError("That path is a folder, not a file.")
-            if not stat.S_ISREG(info.st_mode):  # a FIFO or device could block or never end
-                raise ToolError("That path is not a regular file.")
-            with path.open("rb") as handle:
+            # Everything through the descriptor that was checked, not by path again.
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                os.close(fd)
+                if stat.S_ISDIR(info.st_mode):
+                    raise ToolError("That path is a folder, not a file.")
+                raise ToolError("That path is not a regular file.")  # a FIFO or device could block or never end
+            with os.fdopen(fd, "rb") as handle:
                 head = handle.read(MAX_READ_BYTES)
                 complete = handle.read(1) == b""
         except OSError as exc:
@@ -106,15 +109,16 @@ def _os_reason(exc: OSError) -> str:
 
 def _describe_entry(entry: os.DirEntry) -> dict:
     # Not following symlinks: a link's target may be outside the workspace.
+    name = speakable_name(entry.name)
     if entry.is_symlink():
-        return {"name": entry.name, "kind": "link"}
+        return {"name": name, "kind": "link"}
     if entry.is_dir(follow_symlinks=False):
-        return {"name": entry.name, "kind": "dir"}
+        return {"name": name, "kind": "dir"}
     try:
         size = entry.stat(follow_symlinks=False).st_size
     except OSError:
         size = None
-    return {"name": entry.name, "kind": "file", "size": size}
+    return {"name": name, "kind": "file", "size": size}
 
 
 def _decode_text(head: bytes, complete: bool) -> str:

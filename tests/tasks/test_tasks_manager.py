@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import inspect
 import json
 import resource
 import sys
@@ -60,10 +61,11 @@ async def running_manager(
         store.close()
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
-    """Poll for a condition no event reports (output appearing, a file being written)."""
+async def eventually(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+    """Poll for a condition no event reports (output appearing, a file being written);
+    `predicate` may return an awaitable."""
     deadline = time.monotonic() + timeout
-    while not predicate():
+    while not await _value(predicate()):
         if time.monotonic() > deadline:
             raise AssertionError("condition not met in time")
         await asyncio.sleep(0.01)
@@ -78,8 +80,15 @@ def alive(pid: int) -> bool:
     return stat[stat.rfind(")") + 2] not in "ZX"
 
 
-def printed(manager: TaskManager, task_id: int, text: str) -> Callable[[], bool]:
-    return lambda: text in manager.get_result(task_id).tail
+async def _value(result: object) -> object:
+    return await result if inspect.isawaitable(result) else result
+
+
+def printed(manager: TaskManager, task_id: int, text: str) -> Callable[[], object]:
+    async def check() -> bool:
+        return text in (await manager.get_result(task_id)).tail
+
+    return check
 
 
 # --- outcomes -------------------------------------------------------------------------------------
@@ -178,7 +187,7 @@ async def test_cancelling_a_queued_task_never_starts_it(tmp_path: Path) -> None:
         assert (await manager.cancel("first")).stopped
         assert not (await manager.cancel("first")).stopped  # already ended: nothing to do
         assert not (tmp_path / "started").exists()
-        assert manager.list_tasks()[1].status is TaskStatus.CANCELLED
+        assert (await manager.list_tasks())[1].status is TaskStatus.CANCELLED
         assert first.id != second.id
 
 
@@ -273,7 +282,7 @@ async def test_tasks_left_running_by_a_crash_are_marked_interrupted_and_announce
 
     assert not alive(running.pid)  # closing stopped its processes
     async with running_manager(tmp_path, templates) as second:
-        statuses = {r.name: r.status for r in second.list_tasks()}
+        statuses = {r.name: r.status for r in await second.list_tasks()}
         assert statuses == {"backup": TaskStatus.INTERRUPTED, "tests": TaskStatus.INTERRUPTED}
         assert second.next_batch().script == "The backup was interrupted when handoff stopped."
         merged = second.next_batch(now=time.time() + 3600)
@@ -293,14 +302,14 @@ async def test_names_numbers_and_ambiguity(tmp_path: Path) -> None:
         two = await manager.wait((await manager.start_task("backup")).id)
         tests = await manager.start_task("the test run")
         with pytest.raises(AmbiguousTask) as caught:
-            manager.get_result("backup")
+            await manager.get_result("backup")
         assert caught.value.question.startswith("Which one: ")
         assert " or " in caught.value.question and caught.value.question.endswith("?")
         assert {r.id for r in caught.value.candidates} == {one.id, two.id}
-        assert manager.get_result(str(two.id)).id == two.id
-        assert manager.get_result("test").id == tests.id  # unique partial name
+        assert (await manager.get_result(str(two.id))).id == two.id
+        assert (await manager.get_result("test")).id == tests.id  # unique partial name
         with pytest.raises(UnknownTask, match="I can't find a task called 'deploy'"):
-            manager.get_result("deploy")
+            await manager.get_result("deploy")
         with pytest.raises(UnknownTemplate, match="There is no task template called 'deploy'"):
             await manager.start_task("deploy")
 

@@ -16,8 +16,8 @@ from tasks.notices import NoticeQueue, notice_for
 from tasks.output import OutputTail
 from tasks.records import Notice, TaskRecord, TaskStatus
 from tasks.speech import duration_words, output_summary, speakable_line
+from tasks.store import StoreWorker, TaskStore
 from tasks.state import Exited, IllegalTransition, Interrupted, LaunchFailed, Started, StopRequested, transition
-from tasks.store import TaskStore
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "tasks" / "example_tasks.toml"
 
@@ -298,13 +298,14 @@ def finished(task_id: int, name: str, status: TaskStatus, took: float, **changes
     return record(task_id, name, status=status, started_at=1000.0, finished_at=1000.0 + took, **changes)
 
 
-def test_a_fresh_notice_is_narrated_alone_with_its_output(tmp_path: Path) -> None:
+async def test_a_fresh_notice_is_narrated_alone_with_its_output(tmp_path: Path) -> None:
     settings = TaskSettings(state_dir=tmp_path, merge_older_than_s=60)
     store = TaskStore(settings.db_path)
-    queue = NoticeQueue(store, settings)
+    queue = NoticeQueue(StoreWorker(store), settings)
     failed = finished(1, "tests", TaskStatus.FAILED, 40, exit_code=1, tail=("collected 3 items", "== 1 failed, 2 passed =="))
     store.create_task(failed, settings.log_path)
     store.save_task(failed, notice_for(failed, now=2000.0, summary_lines=2))
+    await queue.load()
     batch = queue.next_batch(now=2001.0)
     assert batch is not None
     assert batch.script == (
@@ -313,10 +314,11 @@ def test_a_fresh_notice_is_narrated_alone_with_its_output(tmp_path: Path) -> Non
     store.close()
 
 
-def test_old_notices_are_merged_and_ack_makes_them_final(tmp_path: Path) -> None:
+async def test_old_notices_are_merged_and_ack_makes_them_final(tmp_path: Path) -> None:
     settings = TaskSettings(state_dir=tmp_path, merge_older_than_s=60)
     store = TaskStore(settings.db_path)
-    queue = NoticeQueue(store, settings)
+    worker = StoreWorker(store)
+    queue = NoticeQueue(worker, settings)
     outcomes = [
         finished(1, "backup", TaskStatus.SUCCEEDED, 120),
         finished(2, "tests", TaskStatus.FAILED, 40, exit_code=2),
@@ -325,6 +327,7 @@ def test_old_notices_are_merged_and_ack_makes_them_final(tmp_path: Path) -> None
     for done in outcomes:
         store.create_task(done, settings.log_path)
         store.save_task(done, notice_for(done, now=1000.0, summary_lines=2))
+    await queue.load()
     assert queue.next_batch(now=1010.0).script.startswith("The backup finished")  # fresh: one at a time
     batch = queue.next_batch(now=5000.0)
     assert batch.script == (
@@ -334,17 +337,21 @@ def test_old_notices_are_merged_and_ack_makes_them_final(tmp_path: Path) -> None
     assert len(batch.ids) == 3
     queue.ack(batch.ids)
     assert queue.next_batch(now=5000.0) is None
+    await worker.close()  # the ack's write lands
+    assert store.pending_notices() == []
     store.close()
 
 
-def test_a_long_backlog_names_a_few_and_counts_the_rest(tmp_path: Path) -> None:
+async def test_a_long_backlog_names_a_few_and_counts_the_rest(tmp_path: Path) -> None:
     settings = TaskSettings(state_dir=tmp_path, merge_older_than_s=60, max_merged_notices=2)
     store = TaskStore(settings.db_path)
     for i in range(1, 6):
         done = finished(i, f"job{i}", TaskStatus.INTERRUPTED, 5)
         store.create_task(done, settings.log_path)
         store.save_task(done, notice_for(done, now=1000.0, summary_lines=2))
-    batch = NoticeQueue(store, settings).next_batch(now=9000.0)
+    queue = NoticeQueue(StoreWorker(store), settings)
+    await queue.load()
+    batch = queue.next_batch(now=9000.0)
     assert batch.script == (
         "While you were away, there was news of five tasks: the job1 was interrupted when handoff stopped; "
         "the job2 was interrupted when handoff stopped; and three more, which you can hear with the task list."

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import re
 import sys
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 
@@ -101,11 +103,19 @@ async def tools(tmp_path: Path):
         ),  # fmt: skip
         source=tmp_path / "tasks.toml",
     )
-    settings = TaskSettings(state_dir=tmp_path / "state", kill_grace_s=0.3, drain_s=1.0)
+    async with voice_task_tools(config, TaskSettings(state_dir=tmp_path / "state", kill_grace_s=0.3, drain_s=1.0)) as parts:
+        yield parts
+
+
+@contextlib.asynccontextmanager
+async def voice_task_tools(
+    config: TaskConfig, settings: TaskSettings, registry: ToolRegistry | None = None
+) -> AsyncIterator[tuple[ToolRegistry, ToolRegistry, TaskManager]]:
+    """A started task manager with the task tools registered on `registry` (default: a fresh one)."""
     store = TaskStore(settings.db_path)
     manager = TaskManager(config, store, settings)
     await manager.start()
-    registry = formatters = ToolRegistry()  # the registry formats through each tool's spec
+    registry = formatters = registry or ToolRegistry()  # the registry formats through each tool's spec
     register_task_tools(registry, manager)
     try:
         yield registry, formatters, manager
