@@ -88,7 +88,8 @@ class UploadGateSettings:
     # ON_DEVICE_WAKE: a hit whose phrase starts later than this after the utterance onset is not
     # a wake ("I bought a new computer"); room for "hey"/"ok" in front.
     max_wake_lead_s: float = 0.5
-    # ON_DEVICE_WAKE: the longest unwoken speech held in memory, waiting for a late keyword hit.
+    # ON_DEVICE_WAKE: the most audio held in memory (never sent) while waiting for a keyword hit,
+    # which pocketsphinx reports at the phrase's end, up to a second or two after it began.
     hold_s: float = 4.0
     sample_rate: int = 24000
     sample_width: int = 2
@@ -167,6 +168,11 @@ class UploadGate:
             return self._window_until
         return None
 
+    @property
+    def held_bytes(self) -> int:
+        """Audio kept in memory and not sent (pre-roll, or an unwoken utterance): bounded by the settings."""
+        return sum(len(chunk) for _, chunk in self._held)
+
     def reset(self) -> None:
         """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous)."""
         self.__init__(self.settings)
@@ -200,7 +206,9 @@ class UploadGate:
         self._trim_held()
 
     def _trim_held(self) -> None:
-        keep = self.settings.hold_s if self.state is GateState.HEARING else self.settings.preroll_s
+        # Waiting for a wake, keep enough for a hit that arrives up to hold_s after its phrase began.
+        waiting = self.settings.mode is UploadMode.ON_DEVICE_WAKE and self.state in (GateState.QUIET, GateState.HEARING)
+        keep = self.settings.hold_s if waiting else self.settings.preroll_s
         if not self._held:
             return
         newest = self._held[-1][0]
