@@ -272,6 +272,15 @@ def not_addressed_specs(count: int = 42) -> list[UtteranceSpec]:
     ]
 
 
+def chatter_specs(count: int = 24) -> list[UtteranceSpec]:
+    """Everyday talk with no sound-alike of the wake word: what a room overhears most of the time."""
+    lines = BABBLE_LINES + NEAR_MISSES[10:]
+    return [
+        UtteranceSpec((lines[i % len(lines)],), VOICES[(i + 1) % len(VOICES)], SPEEDS[(i // len(lines)) % len(SPEEDS)], False)
+        for i in range(count)
+    ]
+
+
 def standard(corpus: Corpus, small: bool = False) -> tuple[list[Clip], list[Clip]]:
     """(addressed, not addressed): 48 and 42 clips, or a handful of each when `small` (for tests)."""
     addressed = addressed_specs(6 if small else 48)

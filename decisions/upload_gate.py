@@ -86,8 +86,11 @@ class UploadGateSettings:
     hangover_s: float = 1.0
     command_window_s: float = 8.0  # ON_DEVICE_WAKE: as the server gate's wake window (wake_window_s)
     # ON_DEVICE_WAKE: a hit whose phrase starts later than this after the utterance onset is not
-    # a wake ("I bought a new computer"); room for "hey"/"ok" in front.
-    max_wake_lead_s: float = 0.5
+    # a wake ("I bought a new computer"). Room for a slow "okay" in front (0.45 s) and for a VAD
+    # that, in a room with other talk, reports the run up to 0.25 s early.
+    max_wake_lead_s: float = 0.7
+    # ON_DEVICE_WAKE: how late after the phrase's start the VAD may report the speech run it begins.
+    vad_lag_s: float = 0.3
     # ON_DEVICE_WAKE: the most audio held in memory (never sent) while waiting for a keyword hit,
     # which pocketsphinx reports at the phrase's end, up to a second or two after it began.
     hold_s: float = 4.0
@@ -114,7 +117,10 @@ class UploadGate:
         # (start time, chunk) of recent unsent audio: the pre-roll, or in HEARING the utterance so far.
         self._held: deque[tuple[float, bytes]] = deque()
         self._last_speech: float | None = None  # end time of the last speech chunk
-        self._utterance_onset: float | None = None  # start time of the current utterance's first speech
+        # Start times of recent speech runs (speech after non-speech) while waiting for a wake:
+        # in a room with other talk the utterance that holds the wake word is not the first run.
+        self._onsets: deque[float] = deque()
+        self._was_speech = False
         self._window_until: float | None = None
 
     # ------------------------------------------------------------------ public
@@ -126,17 +132,19 @@ class UploadGate:
         self.advance(start)  # deadlines that passed before this chunk began
         out: list[bytes] = []
         if is_speech:
+            if not self._was_speech:
+                self._note_onset(start)
             if self.state in (GateState.QUIET, GateState.WINDOW):
-                self._utterance_onset = start
                 self._fire(GateEvent.SPEECH)
                 if self.state is GateState.SENDING:
                     out.extend(self._release_preroll(start))
             self._last_speech = now
-        if keyword_hit is not None and self._accepts(keyword_hit):
+        self._was_speech = is_speech
+        wake_onset = self._wake_onset(keyword_hit) if keyword_hit is not None else None
+        if wake_onset is not None:
             if self.state in (GateState.QUIET, GateState.HEARING):
-                onset = self._utterance_onset if self.state is GateState.HEARING else keyword_hit.start_s
-                self._utterance_onset = onset
-                out.extend(self._release_preroll(onset))
+                out.extend(self._release_preroll(wake_onset))
+                self._onsets.clear()
             self._fire(GateEvent.WAKE)
             self._window_until = now + self.settings.command_window_s
             self._last_speech = max(self._last_speech or now, now)
@@ -154,7 +162,6 @@ class UploadGate:
                 return
             if self.state in (GateState.SENDING, GateState.HEARING):
                 self._fire(GateEvent.HANGOVER_ENDED)
-                self._utterance_onset = None
                 self._trim_held()
             elif self.state is GateState.WINDOW:
                 self._fire(GateEvent.WINDOW_ENDED)
@@ -185,14 +192,29 @@ class UploadGate:
             raise IllegalTransition(f"{self.settings.mode.name}: {event.name} in state {self.state.name}")
         self.state = target
 
-    def _accepts(self, hit: KeywordHit) -> bool:
+    def _note_onset(self, start: float) -> None:
         if self.settings.mode is not UploadMode.ON_DEVICE_WAKE:
-            return False
+            return
+        self._onsets.append(start)
+        while self._onsets and self._onsets[0] < start - self.settings.hold_s:
+            self._onsets.popleft()
+
+    def _wake_onset(self, hit: KeywordHit) -> float | None:
+        """Where the woken utterance starts (its pre-roll goes before that), or None: not a wake.
+
+        A hit is a wake when the phrase starts an utterance: a speech run began at most
+        max_wake_lead_s before the phrase ("hey computer") or up to vad_lag_s after it (the VAD
+        notices speech late). "I bought a new computer" has no run starting near "computer".
+        """
+        if self.settings.mode is not UploadMode.ON_DEVICE_WAKE:
+            return None
         if self.state in (GateState.SENDING, GateState.WINDOW):
-            return True  # already woken: a repeat only reopens the window
-        if self.state is GateState.HEARING and self._utterance_onset is not None:
-            return hit.start_s - self._utterance_onset <= self.settings.max_wake_lead_s
-        return True  # QUIET: the VAD missed it; the hit itself marks the onset
+            return hit.start_s  # already woken: a repeat only reopens the window
+        if self.state is GateState.QUIET:
+            return hit.start_s  # the VAD missed the speech: the hit itself marks the onset
+        near = [o for o in self._onsets
+                if hit.start_s - self.settings.max_wake_lead_s <= o <= hit.start_s + self.settings.vad_lag_s]
+        return min([hit.start_s, *near]) if near else None
 
     def _release_preroll(self, onset: float) -> list[bytes]:
         """Held chunks from `preroll_s` before `onset` on; the hold is emptied."""

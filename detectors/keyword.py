@@ -38,9 +38,6 @@ class KeywordSpotterSettings:
     phrase: str = "computer"
     # Lower finds more (and fires more on sound-alikes); measured in benchmarks/detector_choice.py.
     threshold: float = 1e-50
-    # A phrase that starts later than this after the utterance's onset is not a wake ("my new
-    # computer is slow"); room for "hey" / "ok" in front. Applied by the upload gate.
-    max_lead_s: float = 0.5
     input_rate: int = 24000
 
 

@@ -70,7 +70,7 @@ def test_the_spotter_does_not_fire_on_the_wake_word_late_in_a_sentence(small_cor
     _, others = small_corpus
     late = next(c for c in others if c.text.startswith("I bought a new computer"))
     hit = feed_spotter(KeywordSpotter(), late)
-    assert hit is None or hit.start_s - late.speech_spans[0][0] > KeywordSpotterSettings().max_lead_s
+    assert hit is None or hit.start_s - late.speech_spans[0][0] > UploadGateSettings().max_wake_lead_s
 
 
 def test_a_wake_phrase_outside_the_dictionary_is_refused():
