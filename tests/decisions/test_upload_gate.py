@@ -200,3 +200,14 @@ def test_the_decisions_package_stays_pure():
                 names = [node.module]
             for name in names:
                 assert name.split(".")[0] not in forbidden, f"{path.name} imports {name}"
+
+
+def test_a_wake_word_starting_a_new_speech_run_in_ongoing_talk_is_accepted():
+    mic = gate(UploadMode.ON_DEVICE_WAKE, preroll_s=0.3, max_wake_lead_s=0.7)
+    mic.feed(1.0, speech=False)
+    mic.feed(1.0, speech=True)  # someone else talking, t=1..2
+    mic.feed(0.3, speech=False)  # a breath, shorter than the hangover: still one HEARING stretch
+    # "computer" from t=2.3 (chunk 116), recognised at 2.9
+    mic.feed(1.0, speech=True, hit_at=2.9, hit_start=2.3)
+    assert mic.gate.state is GateState.SENDING
+    assert mic.sent[0] <= 116 - 15  # the pre-roll before the wake word's run
