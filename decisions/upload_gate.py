@@ -9,8 +9,10 @@ detectors' verdicts and the clock time, and returns the chunks to upload now:
   outlasts the server VAD's silence_duration_ms, so the server ends the turn on silence we sent,
   and a pause inside a command shorter than it never splits the upload. Silence is not sent.
 - ON_DEVICE_WAKE: nothing until a local keyword hit near the start of an utterance; then that
-  utterance from its pre-roll, and afterwards, for `command_window_s`, speech as in SPEECH_ONLY
-  (the command after "computer ... "). The server's transcript gate still has the final word.
+  utterance from its pre-roll. When that utterance was the wake phrase alone ("computer ..."),
+  speech in the next `command_window_s` goes up as in SPEECH_ONLY (the command after the pause),
+  as the server's wake gate expects; once a command has been sent, the gate closes after its
+  hangover. The server's transcript gate still has the final word.
 
 The clock is injected (times are plain floats, seconds), so tests drive time; `next_deadline()`
 tells an async shell when a time-based change is due, and `advance(now)` applies it when no
@@ -43,6 +45,7 @@ class GateEvent(Enum):
     WAKE = "wake"  # an accepted keyword hit
     HANGOVER_ENDED = "hangover_ended"  # hangover_s without speech
     WINDOW_ENDED = "window_ended"  # command_window_s after the last wake
+    COMMAND_ENDED = "command_ended"  # hangover_s without speech after a command was sent: no window needed
 
 
 class IllegalTransition(RuntimeError):
@@ -59,6 +62,7 @@ TRANSITIONS: dict[tuple[UploadMode, GateState, GateEvent], GateState] = {
     (UploadMode.ON_DEVICE_WAKE, GateState.HEARING, GateEvent.HANGOVER_ENDED): GateState.QUIET,
     (UploadMode.ON_DEVICE_WAKE, GateState.SENDING, GateEvent.WAKE): GateState.SENDING,  # reopens the window
     (UploadMode.ON_DEVICE_WAKE, GateState.SENDING, GateEvent.HANGOVER_ENDED): GateState.WINDOW,
+    (UploadMode.ON_DEVICE_WAKE, GateState.SENDING, GateEvent.COMMAND_ENDED): GateState.QUIET,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.SPEECH): GateState.SENDING,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.WAKE): GateState.SENDING,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.WINDOW_ENDED): GateState.QUIET,
@@ -85,6 +89,9 @@ class UploadGateSettings:
     # bridges pauses inside a command.
     hangover_s: float = 1.0
     command_window_s: float = 8.0  # ON_DEVICE_WAKE: as the server gate's wake window (wake_window_s)
+    # ON_DEVICE_WAKE: speech after the wake word that makes a command ("what time is it" is about
+    # 1 s). Less, and the utterance was the wake phrase alone: the command window opens.
+    command_min_s: float = 0.6
     # ON_DEVICE_WAKE: a hit whose phrase starts later than this after the utterance onset is not
     # a wake ("I bought a new computer"). Room for a slow "okay" in front (0.45 s) and for a VAD
     # that, in a room with other talk, reports the run up to 0.25 s early.
@@ -122,6 +129,8 @@ class UploadGate:
         self._onsets: deque[float] = deque()
         self._was_speech = False
         self._window_until: float | None = None
+        self._woke_at: float | None = None  # when the last wake was recognised
+        self._speech_since_wake = 0.0  # seconds of speech sent after it: the command
 
     # ------------------------------------------------------------------ public
 
@@ -147,7 +156,11 @@ class UploadGate:
                 self._onsets.clear()
             self._fire(GateEvent.WAKE)
             self._window_until = now + self.settings.command_window_s
+            self._woke_at = now
+            self._speech_since_wake = 0.0
             self._last_speech = max(self._last_speech or now, now)
+        elif is_speech and self._woke_at is not None and self.state is GateState.SENDING:
+            self._speech_since_wake += now - start
         if self.state is GateState.SENDING:
             out.append(chunk)
         else:
@@ -160,12 +173,16 @@ class UploadGate:
             deadline = self.next_deadline()
             if deadline is None or deadline > now:
                 return
-            if self.state in (GateState.SENDING, GateState.HEARING):
+            if self._command_sent():
+                self._fire(GateEvent.COMMAND_ENDED)
+                self._window_until = self._woke_at = None
+                self._trim_held()
+            elif self.state in (GateState.SENDING, GateState.HEARING):
                 self._fire(GateEvent.HANGOVER_ENDED)
                 self._trim_held()
             elif self.state is GateState.WINDOW:
                 self._fire(GateEvent.WINDOW_ENDED)
-                self._window_until = None
+                self._window_until = self._woke_at = None
 
     def next_deadline(self) -> float | None:
         """When the next time-based change is due (hangover or command window end), or None."""
@@ -191,6 +208,12 @@ class UploadGate:
         if target is None:
             raise IllegalTransition(f"{self.settings.mode.name}: {event.name} in state {self.state.name}")
         self.state = target
+
+    def _command_sent(self) -> bool:
+        return (
+            self.settings.mode is UploadMode.ON_DEVICE_WAKE and self.state is GateState.SENDING
+            and self._woke_at is not None and self._speech_since_wake >= self.settings.command_min_s
+        )
 
     def _note_onset(self, start: float) -> None:
         if self.settings.mode is not UploadMode.ON_DEVICE_WAKE:

@@ -138,16 +138,35 @@ def test_the_command_window_sends_the_command_after_a_long_pause_then_closes():
     mic.feed(0.8, speech=True, hit_at=1.7, hit_start=1.0)  # "computer" alone; wake at t=1.7
     mic.feed(2.0, speech=False)  # a long pause: hangover ends, window stays open, nothing sent
     assert mic.gate.state is GateState.WINDOW
+    assert mic.gate.next_deadline() == pytest.approx(1.7 + 5.0)
     sent_before_command = len(mic.sent)
     mic.feed(1.0, speech=True)  # the command, t=3.8..4.8, inside the window
     assert mic.sent[sent_before_command] < 190 + 1  # its own pre-roll before onset chunk 191
+    mic.feed(1.0, speech=False)  # its hangover ends at 5.6: the command was sent, the gate closes
+    assert mic.gate.state is GateState.QUIET
+    sent = len(mic.sent)
+    mic.feed(1.0, speech=True)  # more talk (inside the old window, but after the command): not sent
+    assert len(mic.sent) == sent
+
+
+def test_the_command_window_expires_without_a_command():
+    mic = gate(UploadMode.ON_DEVICE_WAKE, hangover_s=0.8, command_window_s=5.0)
     mic.feed(1.0, speech=False)
-    assert mic.gate.next_deadline() == pytest.approx(1.7 + 5.0)
-    mic.feed(2.0, speech=False)  # the window ends at 6.7 s
+    mic.feed(0.8, speech=True, hit_at=1.7, hit_start=1.0)
+    mic.feed(5.5, speech=False)  # past 6.7 s
     assert mic.gate.state is GateState.QUIET
     sent = len(mic.sent)
     mic.feed(1.0, speech=True)  # after the window: overheard, not sent
     assert len(mic.sent) == sent
+
+
+def test_a_wake_with_its_command_in_one_utterance_opens_no_window():
+    mic = gate(UploadMode.ON_DEVICE_WAKE, hangover_s=0.8, command_window_s=5.0)
+    mic.feed(1.0, speech=False)
+    mic.feed(2.5, speech=True, hit_at=1.7, hit_start=1.0)  # "computer, what time is it"
+    mic.feed(1.0, speech=False)  # hangover ends at 4.3
+    assert mic.gate.state is GateState.QUIET
+    assert mic.gate.next_deadline() is None
 
 
 def test_a_keyword_hit_the_vad_missed_still_wakes_with_preroll():
