@@ -175,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
     addressed, others = standard(corpus, small=args.quick)
     if args.quick:  # a smoke test: enough to print every row
         addressed, others = addressed[:3], others[:3]
-    chatter = corpus.clips(chatter_specs(8 if args.quick else 24))
+    chatter = corpus.clips(chatter_specs(3 if args.quick else 24))
     detectors = Detectors()
     modes = list(UploadMode)
 
