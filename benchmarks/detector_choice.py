@@ -16,7 +16,6 @@ the others: pip install webrtcvad-wheels==2.0.14 ten-vad==1.0.6.9).
 from __future__ import annotations
 
 import argparse
-import array
 import time
 from collections.abc import Callable, Iterator
 

@@ -18,8 +18,6 @@ from decisions.upload_gate import KeywordHit
 from detectors.keyword import KeywordSpotter
 from detectors.vad import SileroVad
 
-BYTES_PER_SECOND = 24000 * 2
-
 
 @dataclass(frozen=True)
 class Verdict:
