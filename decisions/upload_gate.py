@@ -115,12 +115,16 @@ class UploadGate:
     """Feed every mic chunk in order: `feed(chunk, now, is_speech, keyword_hit)` -> chunks to upload.
 
     `now` is the clock time at the end of `chunk`. Chunks are returned unchanged (same objects),
-    in order, each at most once; what is not returned is never sent.
+    in order, each at most once; what is not returned is never sent. Between chunks (muted),
+    `next_deadline()` says when `advance(now)` has something to do.
     """
 
     def __init__(self, settings: UploadGateSettings = UploadGateSettings()) -> None:
         self.settings = settings
-        self.state = GateState.STREAMING if settings.mode is UploadMode.CONTINUOUS else GateState.QUIET
+        self._start_quiet()
+
+    def _start_quiet(self) -> None:
+        self.state = GateState.STREAMING if self.settings.mode is UploadMode.CONTINUOUS else GateState.QUIET
         # (start time, chunk) of recent unsent audio: the pre-roll, or in HEARING the utterance so far.
         self._held: deque[tuple[float, bytes]] = deque()
         self._last_speech: float | None = None  # end time of the last speech chunk
@@ -199,7 +203,7 @@ class UploadGate:
 
     def reset(self) -> None:
         """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous)."""
-        self.__init__(self.settings)
+        self._start_quiet()
 
     # ------------------------------------------------------------------ internals
 

@@ -230,3 +230,11 @@ def test_a_wake_word_starting_a_new_speech_run_in_ongoing_talk_is_accepted():
     mic.feed(1.0, speech=True, hit_at=2.9, hit_start=2.3)
     assert mic.gate.state is GateState.SENDING
     assert mic.sent[0] <= 116 - 15  # the pre-roll before the wake word's run
+
+
+def test_reset_forgets_held_audio_and_goes_quiet():
+    mic = gate(UploadMode.SPEECH_ONLY)
+    mic.feed(0.5, speech=True)
+    assert mic.gate.state is GateState.SENDING
+    mic.gate.reset()
+    assert mic.gate.state is GateState.QUIET and mic.gate.held_bytes == 0 and mic.gate.next_deadline() is None
