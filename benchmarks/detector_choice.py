@@ -21,7 +21,8 @@ from collections.abc import Callable, Iterator
 
 from benchmarks.corpus import DEFAULT_CACHE, FRAME_BYTES, Clip, Corpus, Noise, active_rms, mix, standard
 from detectors.keyword import KeywordSpotter, KeywordSpotterSettings
-from detectors.vad import SileroVad, VadSettings, audioop
+from detectors.audio import Resampler
+from detectors.vad import SileroVad, VadSettings
 
 FrameScorer = Callable[[bytes], bool]  # one 20 ms 24 kHz frame -> speech?
 
@@ -42,12 +43,10 @@ def webrtc_factory(aggressiveness: int) -> Callable[[], FrameScorer] | None:
 
     def make() -> FrameScorer:
         vad = webrtcvad.Vad(aggressiveness)
-        state = None
+        resample = Resampler(24000)
 
         def score(frame: bytes) -> bool:
-            nonlocal state
-            pcm16k, state = audioop.ratecv(frame, 2, 1, 24000, 16000, state)
-            return vad.is_speech(pcm16k[:640], 16000)  # 20 ms at 16 kHz
+            return vad.is_speech(resample(frame)[:640], 16000)  # 20 ms at 16 kHz
         return score
     return make
 
@@ -62,12 +61,10 @@ def ten_factory() -> Callable[[], FrameScorer] | None:
 
     def make() -> FrameScorer:
         vad = TenVad(hop_size=160)  # 10 ms hops at 16 kHz: two per 20 ms frame
-        state = None
+        resample = Resampler(24000)
 
         def score(frame: bytes) -> bool:
-            nonlocal state
-            pcm16k, state = audioop.ratecv(frame, 2, 1, 24000, 16000, state)
-            samples = np.frombuffer(pcm16k[:640], dtype=np.int16)
+            samples = np.frombuffer(resample(frame)[:640], dtype=np.int16)
             flags = [vad.process(samples[i : i + 160])[1] for i in (0, 160)]
             return any(flags)
         return score

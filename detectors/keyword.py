@@ -12,20 +12,13 @@ gate accepts it only near the start of an utterance, as the server's transcript 
 
 from __future__ import annotations
 
-import warnings
 from dataclasses import dataclass
 
 from pocketsphinx import Decoder
 
 from decisions.upload_gate import KeywordHit
+from detectors.audio import SAMPLE_WIDTH, Resampler
 
-with warnings.catch_warnings():
-    # Deprecated in 3.11-3.12, gone in 3.13 where the audioop-lts package provides the same module.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import audioop
-
-SAMPLE_WIDTH = 2
-DECODER_RATE = 16000
 FRAMES_PER_SECOND = 100  # pocketsphinx's feature frames are 10 ms
 
 
@@ -58,7 +51,7 @@ class KeywordSpotter:
                 f"the wake phrase {settings.phrase!r} has words the on-device spotter does not know: {unknown}"
             )
         self.phrase = phrase
-        self._resample_state = None
+        self._resample = Resampler(settings.input_rate)
         self._stream_start: float | None = None  # clock time of the first sample since reset()
         self._in_utterance = False
 
@@ -66,7 +59,7 @@ class KeywordSpotter:
         if self._in_utterance:
             self._decoder.end_utt()
             self._in_utterance = False
-        self._resample_state = None
+        self._resample.reset()
         self._stream_start = None
 
     def feed(self, chunk: bytes, end_time: float) -> KeywordHit | None:
@@ -76,10 +69,7 @@ class KeywordSpotter:
         if not self._in_utterance:
             self._decoder.start_utt()
             self._in_utterance = True
-        pcm16k, self._resample_state = audioop.ratecv(
-            chunk, SAMPLE_WIDTH, 1, self.settings.input_rate, DECODER_RATE, self._resample_state
-        )
-        self._decoder.process_raw(pcm16k, False, False)
+        self._decoder.process_raw(self._resample(chunk), False, False)
         if self._decoder.hyp() is None:
             return None
         start_frame = min((seg.start_frame for seg in self._decoder.seg()), default=0)

