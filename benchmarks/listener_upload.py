@@ -1,0 +1,216 @@
+"""What leaves the machine in each upload mode: bytes, audio seconds and detector CPU, per room.
+
+The microphone audio of three rooms, made from the corpus (benchmarks/corpus.py), goes through
+the on-device detectors (detectors/) and the upload gate (decisions/upload_gate.py) in each mode:
+
+- quiet room: a long silence with a microphone's own hiss;
+- noisy room: a fan and mains hum at a realistic level, nobody talking;
+- overheard room: people talking (everyday chatter, not to the assistant) 30 % of the time
+  over a quiet fan; and the same with an addressed command about once a minute. (The near misses, "my
+  computer is slow", are measured on their own in the second table.)
+
+For each: base64 bytes per minute (as input_audio_buffer.append carries them), chunks and
+seconds of audio sent (a proxy for transcription seconds billed), the detector path's CPU in %
+of one core (time.process_time per second of audio), all also as ratios to CONTINUOUS measured
+in the same run. Then, per mode, at 20 and 10 dB SNR: the addressed utterances whose upload
+includes the wake-word onset (recall) and the non-addressed ones that caused an upload, scaled to
+40 (for ON_DEVICE_WAKE: false local wakes).
+
+Figures are printed, never asserted. Run: .venv/bin/python -m benchmarks.listener_upload [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from dataclasses import dataclass
+
+from benchmarks.corpus import (
+    DEFAULT_CACHE, FRAME_BYTES, FRAME_S, RATE, WIDTH, audioop, Clip, Corpus, Noise, chatter_specs, mix, scale_to_rms, standard,
+)
+from decisions.upload_gate import UploadGate, UploadGateSettings, UploadMode
+from detectors.keyword import KeywordSpotter
+from detectors.pipeline import MicDetectors
+from detectors.vad import SileroVad
+
+MIC_HISS_RMS = 12  # about -69 dBFS: a decent microphone's self-noise in a silent room
+FAN_RMS = 250  # about -42 dBFS: a fan that is clearly audible, speech at the desk is ~3000
+HUM_RMS = 120
+OVERHEARD_SHARE = 0.30
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    pcm: bytes
+    addressed_onsets: tuple[float, ...] = ()  # seconds into pcm
+
+
+@dataclass(frozen=True)
+class RunResult:
+    sent: frozenset[int]  # indexes of the chunks uploaded
+    wire_bytes: int  # base64, as the wire carries it
+    detector_cpu_s: float
+    seconds: float
+
+    @property
+    def sent_seconds(self) -> float:
+        return len(self.sent) * FRAME_S
+
+    def includes(self, at_s: float) -> bool:
+        return int(at_s / FRAME_S) in self.sent
+
+
+class Detectors:
+    """One reusable set of detectors per mode (pocketsphinx takes a moment to load)."""
+
+    def __init__(self) -> None:
+        self.vad = MicDetectors(SileroVad())
+        self.wake = MicDetectors(SileroVad(), KeywordSpotter())
+
+    def for_mode(self, mode: UploadMode) -> MicDetectors | None:
+        if mode is UploadMode.CONTINUOUS:
+            return None
+        chosen = self.wake if mode is UploadMode.ON_DEVICE_WAKE else self.vad
+        chosen.reset()
+        return chosen
+
+
+def run(pcm: bytes, mode: UploadMode, detectors: Detectors) -> RunResult:
+    """Feeds pcm through detectors and gate, chunk by chunk, on a clock that follows the audio."""
+    gate = UploadGate(UploadGateSettings(mode=mode))
+    path = detectors.for_mode(mode)
+    sent: set[int] = set()
+    wire = 0
+    cpu = 0.0
+    count = len(pcm) // FRAME_BYTES
+    for index in range(count):
+        chunk = pcm[index * FRAME_BYTES : (index + 1) * FRAME_BYTES]
+        now = (index + 1) * FRAME_S
+        started = time.process_time()
+        if path is None:
+            out = gate.feed(chunk, now, True)
+        else:
+            verdict = path.feed(chunk, now)
+            out = gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit)
+        cpu += time.process_time() - started
+        for piece in out:
+            wire += 4 * math.ceil(len(piece) / 3)
+        # Chunks come back unchanged and in order: the newest `len(out)` held ones end at `index`.
+        sent.update(range(index - len(out) + 1, index + 1))
+    return RunResult(frozenset(sent), wire, cpu, count * FRAME_S)
+
+
+def rooms(corpus: Corpus, addressed: list[Clip], chatter: list[Clip], minutes: float) -> list[Scenario]:
+    seconds = minutes * 60
+    hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
+    quiet = _loop(hiss, seconds)
+    fan = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=2), FAN_RMS)
+    hum = scale_to_rms(corpus.noise(Noise.HUM, 30.0), HUM_RMS)
+    noisy = audioop.add(_loop(fan, seconds), _loop(hum, seconds), WIDTH)
+    return [
+        Scenario("quiet room", quiet),
+        Scenario("noisy room (fan + hum)", noisy),
+        _overheard(corpus, [], chatter, seconds),
+        _overheard(corpus, addressed, chatter, seconds),
+    ]
+
+
+def _overheard(corpus: Corpus, addressed: list[Clip], others: list[Clip], seconds: float) -> Scenario:
+    """Talk not meant for us 30 % of the time over a quiet fan; with `addressed`, one of them about once a minute."""
+    pcm = b""
+    talk = 0.0
+    onsets = []
+    i = j = 0
+    while len(pcm) < seconds * RATE * WIDTH:
+        elapsed = len(pcm) / WIDTH / RATE
+        if elapsed >= (len(onsets) + 0.5) * 60 and j < len(addressed):
+            clip = addressed[j]
+            j += 1
+            onsets.append(elapsed + clip.wake_onset_s)
+        elif talk < OVERHEARD_SHARE * max(elapsed, 1.0):
+            clip = others[i % len(others)]
+            i += 1
+            talk += sum(b - a for a, b in clip.speech_spans)
+        else:
+            pcm += bytes(FRAME_BYTES * 50)  # a second of nobody talking
+            continue
+        pcm += clip.pcm
+    pcm = pcm[: int(seconds * RATE) * WIDTH]
+    fan = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=3), MIC_HISS_RMS * 4)
+    name = "overheard room (30 % talk)" + (" + a command a minute" if addressed else "")
+    return Scenario(name, audioop.add(pcm, _loop(fan, len(pcm) / WIDTH / RATE), WIDTH),
+                    tuple(t for t in onsets if t < seconds))
+
+
+def _loop(pcm: bytes, seconds: float) -> bytes:
+    total = int(seconds * RATE) * WIDTH
+    return (pcm * (total // len(pcm) + 1))[:total]
+
+
+def wake_figures(corpus: Corpus, addressed: list[Clip], others: list[Clip], mode: UploadMode, snr: float,
+                 detectors: Detectors) -> tuple[int, int]:
+    """(addressed clips whose upload includes the wake onset, non-addressed clips that caused any upload)."""
+    kinds = list(Noise)
+    found = fired = 0
+    for index, clip in enumerate(addressed + others):
+        noisy = mix(clip.pcm, corpus.noise(kinds[index % 3], 10.0, seed=index % 4), snr)
+        result = run(noisy, mode, detectors)
+        if clip.addressed:
+            found += result.includes(clip.wake_onset_s)
+        else:
+            fired += bool(result.sent)
+    return found, fired
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="30 s rooms and six clips (a smoke test)")
+    parser.add_argument("--minutes", type=float, default=None, help="length of each room (default 5, quick 0.5)")
+    parser.add_argument("--cache", default=DEFAULT_CACHE)
+    args = parser.parse_args(argv)
+    minutes = args.minutes or (0.5 if args.quick else 5.0)
+    corpus = Corpus(args.cache)
+    addressed, others = standard(corpus, small=args.quick)
+    if args.quick:  # a smoke test: enough to print every row
+        addressed, others = addressed[:3], others[:3]
+    chatter = corpus.clips(chatter_specs(3 if args.quick else 24))
+    detectors = Detectors()
+    modes = list(UploadMode)
+
+    print(f"Upload per room ({minutes:g} min each); ratios are to CONTINUOUS in the same run")
+    print("| room | mode | KB/min (base64) | ratio | chunks sent | audio s sent | ratio | detector CPU % of a core | addressed kept |")
+    print("|---|---|---|---|---|---|---|---|---|")
+    for scenario in rooms(corpus, addressed, chatter, minutes):
+        baseline = None
+        for mode in modes:
+            result = run(scenario.pcm, mode, detectors)
+            baseline = baseline or result
+            per_min = result.wire_bytes / (result.seconds / 60) / 1000
+            kept = sum(result.includes(t) for t in scenario.addressed_onsets)
+            print(
+                f"| {scenario.name} | {mode.value} | {per_min:.1f} | {result.wire_bytes / baseline.wire_bytes:.3f} "
+                f"| {len(result.sent)} | {result.sent_seconds:.1f} | {result.sent_seconds / baseline.sent_seconds:.3f} "
+                f"| {100 * result.detector_cpu_s / result.seconds:.2f} | {kept}/{len(scenario.addressed_onsets)} |"
+            )
+
+    scale = 40 / len(others)
+    print()
+    print(f"Wake onset kept, and non-addressed utterances that caused an upload (for wake_word: false local"
+          f" wakes): {len(addressed)} addressed, {len(others)} near misses, {len(chatter)} everyday chatter")
+    print("| mode | SNR dB | addressed with onset uploaded | recall % | near misses uploaded | per 40 "
+          "| everyday chatter uploaded | per 40 |")
+    print("|---|---|---|---|---|---|---|---|")
+    for mode in modes:
+        for snr in (20, 10):
+            found, fired = wake_figures(corpus, addressed, others, mode, snr, detectors)
+            _, chatted = wake_figures(corpus, [], chatter, mode, snr, detectors)
+            print(f"| {mode.value} | {snr} | {found}/{len(addressed)} | {100 * found / len(addressed):.0f} "
+                  f"| {fired}/{len(others)} | {fired * scale:.1f} | {chatted}/{len(chatter)} "
+                  f"| {chatted * 40 / len(chatter):.1f} |")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

