@@ -8,7 +8,7 @@ import logging
 from dataclasses import dataclass
 from typing import Any
 
-from decisions.words import words
+from decisions.spoken_form import spoken_words
 from realtime_api import wire
 from realtime_api.wire import ClientEvents
 
@@ -21,8 +21,10 @@ READ_VERBATIM = (
 
 
 def similarity(script: str, transcript: str) -> float:
-    """How closely the spoken transcript follows the script, 0..1, by words (case/punctuation ignored)."""
-    a, b = words(script), words(transcript)
+    """How closely the spoken transcript follows the script, 0..1, by words, after bringing both
+    to their spoken form (numbers, times, dates, units, abbreviations in words; case and
+    punctuation ignored): "3:05 PM, March 3" and "three oh five p.m., March third" match."""
+    a, b = spoken_words(script), spoken_words(transcript)
     if not a and not b:
         return 1.0
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
@@ -97,3 +99,4 @@ class NarrationResult:
     audio_bytes: int
     error: str | None = None
     fatal: bool = False
+    weak: bool = False  # played in full, but the transcript strayed from the script (similarity < min)

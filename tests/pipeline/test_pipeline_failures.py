@@ -37,11 +37,11 @@ async def test_drop_mid_command_routes_it_again_and_runs_the_tool_once(tmp_path,
         assert CONNECTION_LOST_MESSAGE not in narrated_scripts(p)
 
 
-async def test_drop_mid_narration_retries_it_once_on_a_new_session(tmp_path, sim):
+async def test_drop_before_the_first_audio_retries_the_narration_once(tmp_path, sim):
     async with running_pipeline(tmp_path, sim) as p:
         before = p.counts()
         sim.script.push_tool_call("echo", {"text": "the narration survives a dropped connection"})
-        sim.script.push_fault(Fault("drop", target="narrator", after_sent="response.output_audio.delta"))
+        sim.script.push_fault(Fault("drop", target="narrator", after_sent="response.created"))
         p.say("Computer, echo the narration survives a dropped connection")
         await p.answered(before)
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
@@ -49,6 +49,19 @@ async def test_drop_mid_narration_retries_it_once_on_a_new_session(tmp_path, sim
         assert len(p.narrator_connections()) == 2
         assert [c.close_code for c in p.narrator_connections()][0] == 1006
         assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_drop_mid_narration_is_not_read_again(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        sim.script.push_tool_call("echo", {"text": "the narration survives a dropped connection"})
+        sim.script.push_fault(Fault("drop", target="narrator", after_sent="response.output_audio.delta"))
+        p.say("Computer, echo the narration survives a dropped connection")
+        await p.answered(before)
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[-1].endswith("attempts 1)")
+        assert len(p.narrator_connections()) == 1  # what was heard is not said again from the top
+        assert not [e for e in p.timeline.entries if e.kind == "error" and "local voice" in e.text]
 
 
 @pytest.mark.parametrize("sim", [SimConfig(session_length_s=0.5)], indirect=True)
