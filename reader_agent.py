@@ -35,6 +35,7 @@ class Narrator:
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     sessions_opened: int = 0
     weak_matches: int = 0  # reads whose transcript strayed from the script (played, not re-read)
+    inexact_reads: int = 0  # reads that matched, but not word for word (a filler dropped or added)
 
     async def narrate(self, script: str, speaker: SpeakerSink) -> NarrationResult:
         """Read `script` aloud. Retries once on a new session only when the first attempt failed
@@ -69,6 +70,7 @@ class Narrator:
                 score = similarity(script, transcript)
                 log.info("narration %s read with similarity %.2f", narration_id, score)
                 weak = score < self.settings.narrator.min_similarity
+                self.inexact_reads += score < 1.0
                 if weak:  # already heard: counted and logged, never read again
                     self.weak_matches += 1
                     log.warning("narration %s strayed from its script (similarity %.2f): %r", narration_id, score, transcript)

@@ -288,15 +288,16 @@ class ClientEvents:
         return {"type": "response.create", "response": {"tool_choice": "required", "output_modalities": ["text"]}}
 
     @staticmethod
-    def read_script(script: str, instructions: str, metadata: dict[str, str]) -> dict[str, Any]:
-        # Out of band: nothing is written to the narrator's conversation.
+    def read_script(instructions: str, cue: str, metadata: dict[str, str]) -> dict[str, Any]:
+        # Out of band: nothing is written to the narrator's conversation. The script travels in
+        # the response's instructions (text to perform); the one user message is a fixed cue.
         return {
             "type": "response.create",
             "response": {
                 "conversation": "none",
                 "output_modalities": ["audio"],
                 "instructions": instructions,
-                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": script}]}],
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": cue}]}],
                 "tool_choice": "none",
                 "metadata": metadata,
             },

@@ -40,6 +40,13 @@ class SimConfig:
     # Keep every frame in ConnectionRecord.sent/received and every brain request body. Tests want
     # them; `handoff sim`, left running for days with a live microphone, turns this off.
     record_events: bool = True
+    # A real model, not a perfect one (see realtime_sim/performance.py): reads come back with
+    # numbers, times, dates and units in words and the odd filler word; a script sent as a user
+    # message is answered or obeyed; input transcripts complete late, after other events.
+    # False = the perfect model: verbatim reads, transcripts right after the commit.
+    realistic: bool = True
+    paraphrase_rate: float = 0.2  # share of reads with one filler word dropped or added
+    transcription_delay_ms: tuple[int, int] = (200, 1500)  # realistic: completed this long after the commit
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fault_rate <= 1.0:
@@ -50,6 +57,11 @@ class SimConfig:
             raise ValueError(f"audio_chunk_ms must be at least 10, got {self.audio_chunk_ms}")
         if self.audio_frame_delay_s < 0:
             raise ValueError(f"audio_frame_delay_s cannot be negative, got {self.audio_frame_delay_s}")
+        if not 0.0 <= self.paraphrase_rate <= 1.0:
+            raise ValueError(f"paraphrase_rate must be between 0 and 1, got {self.paraphrase_rate}")
+        low, high = self.transcription_delay_ms
+        if not 0 <= low <= high:
+            raise ValueError(f"transcription_delay_ms must be (low, high) with 0 <= low <= high, got {self.transcription_delay_ms}")
         unknown = [k for k in self.random_fault_kinds if k not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kinds in random_fault_kinds: {unknown}; known: {list(FAULT_KINDS)}")

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from realtime_sim import session_config
 from realtime_sim.config import SimConfig
 from realtime_sim.fault_matcher import FaultMatcher
 from realtime_sim.ids import IdFactory
+from realtime_sim.performance import Performer, framed_script
 from realtime_sim.response_run import (
     FRAME_PAUSE,
     Emit,
@@ -160,6 +162,8 @@ class SessionCore:
             expires_at=int(wall_clock() + config.session_length_s),
         )
         self._conversation_id = ids.new("conv")
+        seed = None if config.seed is None else f"{config.seed}:{self._session['id']}"
+        self._performer = Performer(config, random.Random(seed))
         self._configured = False  # role is unknown until the client configures or asks for a response
         self._entries: list[_Entry] = []
         self._vad: EnergyVad | None = None
@@ -657,7 +661,7 @@ class SessionCore:
             output_format=session["audio"]["output"]["format"],
             max_output_tokens=params.get("max_output_tokens", session["max_output_tokens"]),
             metadata=params.get("metadata"),
-            plan=self._plan(context, modalities, tools, tool_choice),
+            plan=self._plan(context, modalities, tools, tool_choice, params.get("instructions")),
             chunk_ms=self._config.audio_chunk_ms,
             conversation=None if out_of_band else _ConversationWriter(self._entries),
             input_tokens=TokenEstimate(
@@ -699,7 +703,10 @@ class SessionCore:
                 context.append(_Entry(item, text=text))
         return context
 
-    def _plan(self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any) -> ResponsePlan:
+    def _plan(
+        self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any,
+        instructions: str | None = None,
+    ) -> ResponsePlan:
         last = context[-1] if context else None
         if tools and tool_choice != "none":
             scripted = self._script.take_tool_call()
@@ -714,6 +721,11 @@ class SessionCore:
         scripted_text = (self._script.take_reading() if speaks else None) or self._script.take_reply()
         if scripted_text is not None:
             return MessagePlan(scripted_text)
+        script = framed_script(instructions) if speaks else None
+        if script is not None:  # a narrator told what to read: it performs the script
+            return MessagePlan(self._performer.perform(script))
+        if speaks and last is not None and last.kind == "user" and last.text:
+            return MessagePlan(self._performer.respond(last.text))
         return MessagePlan(_default_answer(last, speaks))
 
     def _cancel_response(self, event: dict[str, Any]) -> None:

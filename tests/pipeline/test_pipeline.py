@@ -6,7 +6,7 @@ import asyncio
 
 
 from speech.local_voice import tone
-from tests.support.pipeline_harness import running_pipeline
+from tests.support.pipeline_harness import narrated_similarity, running_pipeline
 
 
 def listener_sent_types(pipeline) -> list[str]:
@@ -38,7 +38,9 @@ async def test_twenty_command_cycles_each_run_once_narrated_once_then_fresh_list
             assert after["narrated"] == before["narrated"] + 1
             assert len(p.listener_connections()) == sessions_before + 1  # a fresh listener session
         narrations = [e.text for e in p.timeline.entries if e.kind == "narrated"]
-        assert all("similarity 1.00" in n for n in narrations), narrations
+        # Read once each (the realistic model performs numbers and dates, and paraphrases a little).
+        assert all(n.endswith("attempts 1)") and narrated_similarity(n) >= 0.8 for n in narrations), narrations
+        assert p.coordinator.parts.narrator.weak_matches == 0
         # Every listener session was configured before audio flowed, and each call ran once.
         calls = [e for c in p.listener_connections() for e in c.received if e["type"] == "conversation.item.create"
                  and e["item"]["type"] == "function_call_output"]
@@ -132,7 +134,7 @@ async def test_a_deviating_read_is_counted_not_read_again(tmp_path, sim):
         sim.script.push_reading("Sure, I can help you with foxes and dogs today.")
         await p.ask("Computer, echo the quick brown fox jumps over the lazy dog")
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"][-1]
-        assert narrated.endswith("attempts 1)") and "similarity 1.00" not in narrated
+        assert narrated.endswith("attempts 1)") and narrated_similarity(narrated) < 0.8
         assert len(p.narrator_connections()) == 1  # the user heard it: never read again from the top
         assert p.coordinator.parts.narrator.weak_matches == 1
 

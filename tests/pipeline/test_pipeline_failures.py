@@ -9,7 +9,7 @@ import pytest
 from audio_io import AudioDeviceError, MemorySpeaker
 from handoff import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_sim import Fault, SimConfig
-from tests.support.pipeline_harness import UTTERANCE, running_pipeline
+from tests.support.pipeline_harness import UTTERANCE, narrated_similarity, running_pipeline
 
 
 def narrated_scripts(p) -> list[str]:
@@ -45,7 +45,7 @@ async def test_drop_before_the_first_audio_retries_the_narration_once(tmp_path, 
         p.say("Computer, echo the narration survives a dropped connection")
         await p.answered(before)
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
-        assert narrated[-1].endswith("attempts 2)") and "similarity 1.00" in narrated[-1]
+        assert narrated[-1].endswith("attempts 2)") and narrated_similarity(narrated[-1]) >= 0.8
         assert len(p.narrator_connections()) == 2
         assert [c.close_code for c in p.narrator_connections()][0] == 1006
         assert p.counts()["tool"] == before["tool"] + 1

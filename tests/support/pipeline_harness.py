@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
@@ -93,6 +94,13 @@ class Pipeline:
 
     def narrator_connections(self):
         return [c for c in self.sim.connections if c.role == "narrator"]
+
+
+def narrated_similarity(line: str) -> float:
+    """The similarity in a `narrated` timeline line: "answer (similarity 0.95, attempts 1)"."""
+    found = re.search(r"similarity (\d\.\d\d)", line)
+    assert found, line
+    return float(found.group(1))
 
 
 # Error events the simulator may send in a healthy run: those the tests inject on purpose.
