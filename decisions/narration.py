@@ -10,6 +10,7 @@ from typing import Any
 
 from decisions.spoken_form import spoken_words
 from realtime_api import wire
+from realtime_api.fatal import fatal_message
 from realtime_api.wire import ClientEvents
 
 log = logging.getLogger("handoff.narrator")
@@ -95,10 +96,12 @@ class NarrationCore:
             case wire.AudioTranscriptDone(response_id=rid, transcript=text) if rid == self.response_id:
                 self.transcript = text
             case wire.ResponseDone() if self._ours(event.metadata) or event.response_id == self.response_id:
+                if event.error is not None and event.error.fatal:  # out of credit, in status_details.error
+                    return [Interrupted(fatal_message(event.error), fatal=True)]
                 return [Finished(event.status, self.transcript or event.transcript, event.failure)]
             case wire.ServerError():
                 if event.fatal:
-                    return [Interrupted(f"{event.message} ({event.code})", fatal=True)]
+                    return [Interrupted(fatal_message(event.verdict), fatal=True)]
                 log.warning("narrator session error %s: %s", event.code, event.message)
             case wire.Closed(code=code):
                 return [Interrupted(f"the narrator connection closed (code {code})")]

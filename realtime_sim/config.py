@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from realtime_sim.script import FAULT_KINDS, FaultKind
+from realtime_sim.script import FATAL_FAULTS, FAULT_KINDS, FaultKind
 
 # What the real service says by default (shortened); `session.created` carries it.
 DEFAULT_INSTRUCTIONS = (
@@ -12,9 +12,9 @@ DEFAULT_INSTRUCTIONS = (
     "human and that you can't do human things in the real world."
 )
 
-# Random faults never include the 401: a client must treat it as fatal and stop, which would end
-# a soak test instead of exercising recovery.
-DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(k for k in FAULT_KINDS if k != "handshake_401")
+# Random faults never include the fatal ones (a 401, no quota): a client must stop on them, which
+# would end a soak test instead of exercising recovery.
+DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(k for k in FAULT_KINDS if k not in FATAL_FAULTS)
 
 
 @dataclass(frozen=True)

@@ -67,6 +67,13 @@ class Performer:
             said = self._paraphrase(said)
         return said
 
+    def transcription_delay_s(self) -> float:
+        """How long after its commit an utterance's transcript completes (0: at once)."""
+        if not self.config.realistic:
+            return 0.0
+        low, high = self.config.transcription_delay_ms
+        return self.rng.uniform(low, high) / 1000
+
     def respond(self, message: str) -> str:
         """What the model says to a user message in an audio response: a perfect model reads it;
         a real one answers a question and obeys an instruction in it."""

@@ -47,6 +47,10 @@ SERVER_ERROR_MESSAGE = (
     "request, or contact us through our help center at help.openai.com if the error persists."
 )
 SESSION_EXPIRED_MESSAGE = "Your session hit the maximum duration of 60 minutes."
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. For more information on "
+    "this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
 MIN_COMMIT_MS = 100
 # Conversation edits the real server applies only after the response in progress is done.
 _DEFERRED_WHILE_RESPONDING = frozenset({"conversation.item.create", "conversation.item.delete"})
@@ -164,6 +168,8 @@ class SessionCore:
         self._conversation_id = ids.new("conv")
         seed = None if config.seed is None else f"{config.seed}:{self._session['id']}"
         self._performer = Performer(config, random.Random(seed))
+        # Transcripts still being "transcribed": (due on the clock, item id, transcript, audio ms).
+        self._late_transcripts: list[tuple[float, str, str, float]] = []
         self._configured = False  # role is unknown until the client configures or asks for a response
         self._entries: list[_Entry] = []
         self._vad: EnergyVad | None = None
@@ -175,7 +181,7 @@ class SessionCore:
         self._runs: dict[str, ResponseRun] = {}
         self._default_run: ResponseRun | None = None
         self._deferred: deque[dict[str, Any]] = deque()
-        self._fail_next_response = False
+        self._fail_next_response: dict[str, Any] | None = None  # the status_details of the next response's failure
         self._audio_produced = False
         self._rate_remaining = config.rate_limit_tokens
         self._faults = FaultMatcher(script, random_faults)
@@ -207,10 +213,11 @@ class SessionCore:
         """The next clock time (monotonic) at which `tick()` has something to do."""
         if self._closed:
             return None
+        deadlines = [self._expires_at_mono] + [due for due, *_ in self._late_transcripts[:1]]
         next_fault_age = self._faults.next_due_s(self._clock() - self._opened_at)
-        if next_fault_age is None:
-            return self._expires_at_mono
-        return min(self._expires_at_mono, self._opened_at + next_fault_age)
+        if next_fault_age is not None:
+            deadlines.append(self._opened_at + next_fault_age)
+        return min(deadlines)
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -317,6 +324,9 @@ class SessionCore:
         if now >= self._expires_at_mono:
             self._expire()
             return
+        while self._late_transcripts and self._late_transcripts[0][0] <= now and not self._closed:
+            _due, item_id, transcript, audio_ms = self._late_transcripts.pop(0)
+            self._send_transcript(item_id, transcript, audio_ms)
         for fault in self._faults.due(now - self._opened_at, self.role):
             self._apply_fault(fault)
             if self._closed:
@@ -339,12 +349,18 @@ class SessionCore:
             self._out.append(Stall(fault.delay_s))
         elif kind == "server_error":
             self._error(None, SERVER_ERROR_MESSAGE, error_type="server_error")
-        elif kind == "response_failed":
+        elif kind in ("response_failed", "response_failed_quota"):
+            details = _failed_details() if kind == "response_failed" else _quota_details()
             active = next((r for r in self._runs.values() if not r.finished), None)
             if active is None:
-                self._fail_next_response = True
+                self._fail_next_response = details
             else:
-                self._end_run(active, "failed", _failed_details())
+                self._end_run(active, "failed", details)
+        elif kind == "quota_error":
+            self._error("credit_balance_exhausted", QUOTA_MESSAGE, error_type="insufficient_quota")
+        elif kind == "session_expired_no_code":
+            self._error(None, SESSION_EXPIRED_MESSAGE)
+            self._close(Close(1001, "session expired"))
         elif kind == "malformed_frame":
             self._out.append(SendRaw('{"type": "response.output_text.delta", "delta": "trunc'))
         elif kind == "unknown_event":
@@ -479,24 +495,32 @@ class SessionCore:
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
         if session_config.transcription_enabled(self._session):
-            for delta in text_deltas(transcript):
-                self._send(
-                    {
-                        "type": "conversation.item.input_audio_transcription.delta",
-                        "item_id": item_id,
-                        "content_index": 0,
-                        "delta": delta,
-                    }
-                )
+            delay = self._performer.transcription_delay_s()
+            if delay:  # a real transcriber finishes later, after other events
+                self._late_transcripts.append((self._clock() + delay, item_id, transcript, audio_ms))
+                self._late_transcripts.sort()
+            else:
+                self._send_transcript(item_id, transcript, audio_ms)
+
+    def _send_transcript(self, item_id: str, transcript: str, audio_ms: float) -> None:
+        for delta in text_deltas(transcript):
             self._send(
                 {
-                    "type": "conversation.item.input_audio_transcription.completed",
+                    "type": "conversation.item.input_audio_transcription.delta",
                     "item_id": item_id,
                     "content_index": 0,
-                    "transcript": transcript,
-                    "usage": {"type": "duration", "seconds": max(1, round(audio_ms / 1000))},
+                    "delta": delta,
                 }
             )
+        self._send(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": transcript,
+                "usage": {"type": "duration", "seconds": max(1, round(audio_ms / 1000))},
+            }
+        )
 
     def _clear_audio(self, event: dict[str, Any]) -> None:
         self._buffer_ms = 0.0
@@ -673,11 +697,11 @@ class SessionCore:
         self._runs[run.response_id] = run
         if not out_of_band:
             self._default_run = run
-        if self._fail_next_response:
-            self._fail_next_response = False
+        if self._fail_next_response is not None:
+            details, self._fail_next_response = self._fail_next_response, None
             self._advance_one(run)  # response.created
             if not run.finished:
-                self._end_run(run, "failed", _failed_details())
+                self._end_run(run, "failed", details)
             return
         self._advance(run)
 
@@ -833,6 +857,10 @@ def _default_answer(last: _Entry | None, speaks: bool) -> str:
 
 def _failed_details() -> dict[str, Any]:
     return {"type": "failed", "error": {"type": "server_error", "code": "server_error", "message": SERVER_ERROR_MESSAGE}}
+
+
+def _quota_details() -> dict[str, Any]:
+    return {"type": "failed", "error": {"type": "insufficient_quota", "code": "insufficient_quota", "message": QUOTA_MESSAGE}}
 
 
 def _str_or_none(value: Any) -> str | None:

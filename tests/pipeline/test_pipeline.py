@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 
+
+from realtime_sim import SimConfig
 from speech.local_voice import tone
 from tests.support.pipeline_harness import narrated_similarity, running_pipeline
 
@@ -155,3 +158,26 @@ async def test_recycling_waits_for_the_speaker_to_finish(tmp_path, sim):
         recycled_at = next(i for i, k in enumerate(kinds) if "recycling" in k)
         assert "ignored" in kinds[:recycled_at]  # the utterance was heard out first
         assert p.timeline.count("replaying") == 0
+
+
+@pytest.mark.parametrize("sim", [SimConfig(seed=4, transcription_delay_ms=(1500, 1500))], indirect=True)
+async def test_overheard_speech_not_yet_transcribed_never_reaches_the_router(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        p.say("Computer, what time is it")
+        p.say("my password is hunter two")  # overheard right after: committed, transcribed later
+        await p.answered(before)
+        await p.wait(lambda t: t.count("ignored") > before["ignored"])
+        listener = next(c for c in p.listener_connections() if any(e["type"] == "response.create" for e in c.received))
+        (route_at, route), = [(t, e) for t, e in zip(listener.received_at, listener.received) if e["type"] == "response.create"]
+        committed = [(t, e["item_id"]) for t, e in zip(listener.sent_at, listener.sent) if e["type"] == "input_audio_buffer.committed"]
+        transcribed = {e["item_id"]: (t, e["transcript"]) for t, e in zip(listener.sent_at, listener.sent)
+                       if e["type"] == "conversation.item.input_audio_transcription.completed"}
+        overheard = next(item for _, item in committed if transcribed[item][1].startswith("my password"))
+        # The overheard utterance was committed before the route went out and transcribed after it...
+        assert dict((item, t) for t, item in committed)[overheard] < route_at < transcribed[overheard][0]
+        # ...and the routing response read only the approved command, out of band.
+        assert route["response"]["conversation"] == "none"
+        texts = [part["text"] for item in route["response"]["input"] for part in item["content"]]
+        assert texts == ["what time is it"]
+        assert p.counts()["tool"] == before["tool"] + 1
