@@ -25,6 +25,7 @@ from tenacity import (
 
 from config.logging_setup import redact
 from config.settings import BrainSettings, Settings, require_api_key
+from realtime_api.fatal import ErrorKind, Verdict, classify
 from speech.speakable import speakable_text
 
 log = logging.getLogger(__name__)
@@ -145,6 +146,10 @@ class Brain:
 
     def _failure(self, exc: BaseException, attempts: int) -> BrainAnswer:
         reason = f"{describe(exc)} (after {attempts} attempt{'s' if attempts != 1 else ''})"
+        verdict = verdict_of(exc)
+        if verdict is not None and verdict.kind is ErrorKind.NO_CREDIT:  # the same line the assistant says when it stops
+            log.error("brain unavailable: %s", reason)
+            return BrainAnswer(verdict.spoken, ok=False, attempts=attempts, error=reason)
         if is_setup_problem(exc):
             log.error("brain unavailable: %s", reason)
             return BrainAnswer(APOLOGY_SETUP, ok=False, attempts=attempts, error=reason)
@@ -155,12 +160,22 @@ class Brain:
         return BrainAnswer(APOLOGY_TRY_AGAIN, ok=False, attempts=attempts, error=reason)
 
 
+def verdict_of(exc: BaseException | None) -> Verdict | None:
+    """What an API error means (realtime_api.fatal decides, whichever shape it came in)."""
+    if isinstance(exc, openai.APIStatusError):
+        return classify(exc.type, exc.code, exc.message, exc.status_code)
+    return None
+
+
 def is_transient(exc: BaseException) -> bool:
     """Worth retrying: rate limits, server errors, timeouts, connection failures."""
     if isinstance(exc, (openai.APIConnectionError, TimeoutError)):  # APITimeoutError is a connection error
         return True
+    verdict = verdict_of(exc)
+    if verdict is not None and verdict.fatal:
+        return False  # a used-up quota or a bad key does not come back in a minute
     if isinstance(exc, openai.RateLimitError):
-        return exc.code != "insufficient_quota"  # a used-up quota does not come back in a minute
+        return True
     if isinstance(exc, openai.APIStatusError):
         return exc.status_code >= 500 or exc.status_code == 408
     return False
@@ -170,7 +185,8 @@ def is_setup_problem(exc: BaseException) -> bool:
     """Failures only the user can fix (key, access, model name, quota); retrying cannot help."""
     if isinstance(exc, (openai.AuthenticationError, openai.PermissionDeniedError, openai.NotFoundError)):
         return True
-    return isinstance(exc, openai.RateLimitError) and exc.code == "insufficient_quota"
+    verdict = verdict_of(exc)
+    return verdict is not None and verdict.fatal
 
 
 def describe(exc: BaseException | None) -> str:

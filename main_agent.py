@@ -76,14 +76,16 @@ class Listener:
         """Route a command in the current session; False when there is none (caller keeps it)."""
         if self._core is None or self._link is None:
             return False
-        await self._apply(self._core.route(command))
+        await self._apply(self._core.route(command, self._session["tools"]))
         return True
 
     async def send_tool_output(self, call: wire.FunctionCall, output: str, session: int) -> None:
         """Return a result to the session whose model asked for it (a later session never saw
-        the call). The listener makes no further response: the narrator speaks the result."""
+        the call). The listener makes no further response: the narrator speaks the result. The
+        call came from an out-of-band response, so it is in no conversation to anchor the output
+        after: the output is appended (once per call)."""
         if self._link is not None and session == self.sessions_opened:
-            await self._link.send(ClientEvents.function_output(call.call_id, output, call.item_id))
+            await self._link.send(ClientEvents.function_output(call.call_id, output, None))
 
     def abandon_route(self) -> None:
         if self._core is not None:

@@ -2,7 +2,9 @@
 
 `NarrationCore` (decisions.narration) decides (sync): which audio belongs to our response, when it is done, whether
 the read matched the script. `Narrator` is the async shell: one session per attempt, audio
-streamed to the speaker as it arrives, a drop or a badly deviating read retried once.
+streamed to the speaker as it arrives. Audio plays as it arrives, so what the listener heard is
+never read again: only an attempt that failed before its first audio is retried (once); a read
+that strays from the script is logged and counted in `weak_matches`, not re-read.
 """
 
 from __future__ import annotations
@@ -32,9 +34,12 @@ class Narrator:
     client: AsyncOpenAI
     _ids: Any = field(default_factory=lambda: itertools.count(1))
     sessions_opened: int = 0
+    weak_matches: int = 0  # reads whose transcript strayed from the script (played, not re-read)
+    inexact_reads: int = 0  # reads that matched, but not word for word (a filler dropped or added)
 
     async def narrate(self, script: str, speaker: SpeakerSink) -> NarrationResult:
-        """Read `script` aloud. Retries once on a new session after a drop or a deviating read."""
+        """Read `script` aloud. Retries once on a new session only when the first attempt failed
+        before any audio played (a drop, a refused or failed response): nothing is said twice."""
         narration_id = f"n{next(self._ids)}"
         last = NarrationResult(False, "", 0.0, 0, 0, "not started")
         for attempt in (1, 2):
@@ -44,6 +49,8 @@ class Narrator:
             if last.ok or last.fatal:
                 return last
             log.warning("narration %s attempt %d failed: %s", narration_id, attempt, last.error)
+            if last.audio_bytes:
+                break  # the listener heard part of it: reading it again from the top would repeat it
         return last
 
     async def _attempt(self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink) -> NarrationResult:
@@ -62,11 +69,12 @@ class Narrator:
             case Finished(status="completed", transcript=transcript):
                 score = similarity(script, transcript)
                 log.info("narration %s read with similarity %.2f", narration_id, score)
-                if score < self.settings.narrator.min_similarity:
-                    return NarrationResult(
-                        False, transcript, score, attempt, core.audio_bytes, f"the read deviated (similarity {score:.2f})"
-                    )
-                return NarrationResult(True, transcript, score, attempt, core.audio_bytes)
+                weak = score < self.settings.narrator.min_similarity
+                self.inexact_reads += score < 1.0
+                if weak:  # already heard: counted and logged, never read again
+                    self.weak_matches += 1
+                    log.warning("narration %s strayed from its script (similarity %.2f): %r", narration_id, score, transcript)
+                return NarrationResult(True, transcript, score, attempt, core.audio_bytes, weak=weak)
             case Finished(status=status, failure=failure):
                 return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, f"response {status}: {failure}")
             case Interrupted(reason=reason, fatal=fatal):

@@ -7,6 +7,7 @@ can build a `Settings` with millisecond timeouts and a temporary workspace.
 from __future__ import annotations
 
 import dataclasses
+import enum
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,6 +21,8 @@ ENV_DEFAULTS: dict[str, str] = {
     "OPENAI_BASE_URL": "",
     "REALTIME_MODEL": "gpt-realtime",
     "TRANSCRIBE_MODEL": "gpt-4o-mini-transcribe",
+    "TRANSCRIBE_LANGUAGE": "en",
+    "NOISE_REDUCTION": "far_field",
     "READER_VOICE": "marin",
     "BRAIN_MODEL": "gpt-5.2",
     "WAKE_PHRASE": "computer",
@@ -37,6 +40,14 @@ class SettingsError(Exception):
     """A setting is missing or invalid; the message says which and where to set it."""
 
 
+class NoiseReduction(enum.Enum):
+    """The listener's input noise reduction (the GA session's `audio.input.noise_reduction`)."""
+
+    FAR_FIELD = "far_field"  # a microphone across the room (laptop, desk, conference)
+    NEAR_FIELD = "near_field"  # a headset or a close-talking microphone
+    OFF = "off"
+
+
 @dataclass(frozen=True)
 class RealtimeSettings:
     """How to reach the OpenAI side (or the simulator)."""
@@ -45,6 +56,8 @@ class RealtimeSettings:
     base_url: str | None = None  # e.g. http://127.0.0.1:8765/v1 for the simulator; None = OpenAI
     realtime_model: str = "gpt-realtime"
     transcribe_model: str = "gpt-4o-mini-transcribe"
+    transcribe_language: str | None = "en"  # ISO-639-1 hint for the transcriber; None = detect
+    noise_reduction: NoiseReduction = NoiseReduction.FAR_FIELD
     reader_voice: str = "marin"
     connect_timeout_s: float = 10.0  # a handshake slower than this counts as a failed attempt
 
@@ -66,7 +79,7 @@ class ListenerSettings:
 class NarratorSettings:
     """The narrator: a fresh session per script."""
 
-    min_similarity: float = 0.8  # a read whose transcript matches the script less than this is retried once
+    min_similarity: float = 0.8  # a read below this (after normalising both sides) is logged and counted as weak, never re-read
     echo_margin_s: float = 0.3  # mic stays muted this long after playback ends, so the tail is not heard
     response_timeout_s: float = 60.0  # a narration that produces nothing for this long is abandoned
     max_script_chars: int = 1200  # longer scripts are cut at a sentence boundary
@@ -158,12 +171,20 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     if not wake_phrase:
         raise SettingsError("WAKE_PHRASE is empty; set it in .env or the environment (default: computer).")
     tasks_config = values.get("HANDOFF_TASKS_CONFIG") or ""
+    noise = values.get("NOISE_REDUCTION", "far_field").strip().lower()
+    try:
+        noise_reduction = NoiseReduction(noise)
+    except ValueError:
+        choices = ", ".join(n.value for n in NoiseReduction)
+        raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
     return Settings(
         realtime=RealtimeSettings(
             api_key=values.get("OPENAI_API_KEY", ""),
             base_url=values.get("OPENAI_BASE_URL") or None,
             realtime_model=values["REALTIME_MODEL"],
             transcribe_model=values["TRANSCRIBE_MODEL"],
+            transcribe_language=values.get("TRANSCRIBE_LANGUAGE", "").strip() or None,
+            noise_reduction=noise_reduction,
             reader_voice=values["READER_VOICE"],
         ),
         listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases),

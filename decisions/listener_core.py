@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Sequence
 
 from decisions.wake_gate import Command, Decision, WakeGate
 from realtime_api import wire
@@ -155,17 +155,19 @@ class ListenerCore:
         """Nothing half-heard or half-routed: a safe moment to recycle the session."""
         return self.all_heard and self.in_flight is None
 
-    def route(self, command: str) -> list[Action]:
-        """Put an addressed command to the model as text and require a tool call."""
+    def route(self, command: str, tools: Sequence[dict[str, Any]] = ()) -> list[Action]:
+        """Put an addressed command to the model and require a tool call, out of band: the
+        response reads only the command it is given (and the tools), never the conversation, so
+        overheard audio committed but not yet transcribed or deleted cannot reach the router."""
         if self.in_flight is not None:
             raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
         self.in_flight = command
         self._routes += 1
-        # Tagged, so an error the server reports for either event ends this route.
-        self._route_event_ids = {f"route-{self._routes}-item", f"route-{self._routes}-response"}
-        item, response = ClientEvents.user_text(command), ClientEvents.route_command()
-        item["event_id"], response["event_id"] = sorted(self._route_event_ids)
-        return [Send(item), Send(response)]
+        # Tagged, so an error the server reports for it ends this route.
+        self._route_event_ids = {f"route-{self._routes}-response"}
+        response = ClientEvents.route_command(command, list(tools))
+        response["event_id"] = f"route-{self._routes}-response"
+        return [Send(response)]
 
     def feed(self, event: wire.ServerEvent) -> list[Action]:
         match event:
@@ -204,6 +206,10 @@ class ListenerCore:
         return actions
 
     def _on_response_done(self, done: wire.ResponseDone) -> list[Action]:
+        if done.error is not None and done.error.fatal:  # e.g. out of credit, in status_details.error
+            self.in_flight = None
+            log.error("a listener response failed: %s", done.error.detail)
+            return [Fatal(fatal_message(done.error))]
         command, self.in_flight = self.in_flight, None
         if command is None:
             return []  # not ours (nothing else creates responses here)
@@ -214,8 +220,10 @@ class ListenerCore:
         return [RoutingFailed(command, done.failure or f"the model returned no tool call (status {done.status})")]
 
     def _on_error(self, error: wire.ServerError) -> list[Action]:
-        if error.fatal:
-            return [Fatal(fatal_message(error.code, f"OpenAI refused the listener: {error.message} ({error.code})"))]
+        verdict = error.verdict
+        if verdict.fatal:
+            log.error("the listener session was refused: %s", verdict.detail)
+            return [Fatal(fatal_message(verdict))]
         if error.session_expired:
             self.expired = True  # the server closes with 1001 next; reconnect at once
             log.info("listener session reached its maximum length; reconnecting")

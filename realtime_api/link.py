@@ -20,7 +20,7 @@ from websockets.exceptions import ConnectionClosed, InvalidHandshake, InvalidSta
 
 from config.settings import RealtimeSettings, Settings
 from realtime_api import wire
-from realtime_api.fatal import FATAL_ADVICE, FATAL_ERROR_CODES, fatal_message
+from realtime_api.fatal import ErrorKind, Verdict, classify, fatal_message
 from realtime_api.wire import ClientEvents, Closed, ServerEvent, parse_server_frame
 
 log = logging.getLogger("handoff.link")
@@ -34,10 +34,17 @@ LINK_ERRORS: tuple[type[BaseException], ...] = (OSError, WebSocketException)
 class HandshakeFailed(Exception):
     """The WebSocket could not be opened. `fatal` means retrying cannot help (bad key, no quota)."""
 
-    def __init__(self, message: str, *, status: int | None = None, fatal: bool = False) -> None:
+    def __init__(
+        self, message: str, *, status: int | None = None, fatal: bool = False, verdict: Verdict | None = None
+    ) -> None:
         super().__init__(message)
         self.status = status
         self.fatal = fatal
+        self.verdict = verdict  # what the server's refusal means, when it said
+
+    @property
+    def rate_limited(self) -> bool:
+        return self.verdict is not None and self.verdict.kind is ErrorKind.RATE_LIMITED
 
 
 def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
@@ -48,22 +55,17 @@ def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
 def _describe_handshake_failure(exc: BaseException) -> HandshakeFailed:
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
-        code = None
+        error: dict = {}
         try:
-            body = json.loads(exc.response.body or b"{}")
-            code = (body.get("error") or {}).get("code")
+            error = json.loads(exc.response.body or b"{}").get("error") or {}
         except (ValueError, AttributeError):
             pass
-        if code in FATAL_ERROR_CODES:
-            return HandshakeFailed(fatal_message(code, ""), status=status, fatal=True)
-        fatal = status in (401, 403, 404)
-        reason = {
-            401: FATAL_ADVICE["invalid_api_key"],
-            403: "the API key may not use the Realtime API (HTTP 403): check the key's project and permissions",
-            404: "the Realtime model was not found (HTTP 404): check REALTIME_MODEL in .env",
-            429: "rate limited at connect (HTTP 429)",
-        }.get(status, f"the server answered HTTP {status} to the connection")
-        return HandshakeFailed(reason, status=status, fatal=fatal)
+        verdict = classify(error.get("type"), error.get("code"), error.get("message"), status)
+        if verdict.fatal:
+            return HandshakeFailed(fatal_message(verdict), status=status, fatal=True, verdict=verdict)
+        if verdict.kind is ErrorKind.RATE_LIMITED:
+            return HandshakeFailed(f"rate limited at connect: {verdict.detail}", status=status, verdict=verdict)
+        return HandshakeFailed(f"the server answered HTTP {status} to the connection", status=status, verdict=verdict)
     if isinstance(exc, (asyncio.TimeoutError, TimeoutError)):
         return HandshakeFailed("the connection attempt timed out")
     if isinstance(exc, (OSError, InvalidHandshake)):
@@ -166,9 +168,12 @@ async def _configure(link: RealtimeLink, label: str, session: dict[str, Any]) ->
         if isinstance(event, wire.ServerError):
             # Our request was refused (bad key, quota, a setting the server rejects): retrying the
             # same setup cannot help. A server_error can pass: that one is retried.
-            fatal = event.fatal or event.error_type == "invalid_request_error"
-            fallback = f"the server refused the {label} session: {event.message} ({event.code})"
-            raise HandshakeFailed(fatal_message(event.code, fallback), fatal=fatal)
+            verdict = event.verdict
+            if verdict.fatal:
+                raise HandshakeFailed(fatal_message(verdict), fatal=True, verdict=verdict)
+            if event.error_type == "invalid_request_error":
+                raise HandshakeFailed(f"the server refused the {label} session: {verdict.detail}", fatal=True, verdict=verdict)
+            raise HandshakeFailed(f"the {label} session failed during setup: {verdict.detail}", verdict=verdict)
         if isinstance(event, wire.Closed):
             raise HandshakeFailed(f"the {label} connection closed during setup (code {event.code})")
     raise HandshakeFailed(f"the {label} connection ended during setup")

@@ -7,6 +7,8 @@ from typing import TYPE_CHECKING, Any
 from audio_io.format import SAMPLE_RATE
 from decisions.narration import READ_VERBATIM
 
+from config.settings import NoiseReduction
+
 if TYPE_CHECKING:
     from config.settings import Settings
 
@@ -19,15 +21,30 @@ LISTENER_INSTRUCTIONS = (
 
 
 
+def transcription(settings: Settings) -> dict[str, Any]:
+    """Transcription with the hints the GA session takes: the language, and a prompt that spells
+    the wake phrase, so the wake gate sees it written the same way every time."""
+    wake = settings.listener.wake_phrase
+    config: dict[str, Any] = {
+        "model": settings.realtime.transcribe_model,
+        "prompt": f"Commands start with the wake word \"{wake}\", as in: {wake.capitalize()}, what time is it?",
+    }
+    if settings.realtime.transcribe_language:
+        config["language"] = settings.realtime.transcribe_language
+    return config
+
+
 def listener_session(settings: Settings, tools: list[dict[str, Any]]) -> dict[str, Any]:
     """The listener's session config: text only, VAD that never answers by itself, transcription on."""
+    noise = settings.realtime.noise_reduction
     return {
         "output_modalities": ["text"],
         "instructions": LISTENER_INSTRUCTIONS,
         "audio": {
             "input": {
                 "format": {"type": "audio/pcm", "rate": SAMPLE_RATE},
-                "transcription": {"model": settings.realtime.transcribe_model},
+                "transcription": transcription(settings),
+                "noise_reduction": None if noise is NoiseReduction.OFF else {"type": noise.value},
                 "turn_detection": {
                     "type": "server_vad",
                     "silence_duration_ms": settings.listener.vad_silence_ms,

@@ -13,7 +13,7 @@ import json
 from dataclasses import dataclass
 from typing import Any, Union
 
-from realtime_api.fatal import FATAL_ERROR_CODES
+from realtime_api.fatal import ErrorKind, Verdict, classify
 
 
 
@@ -88,6 +88,7 @@ class ResponseDone:
     transcript: str  # audio transcript (audio sessions), joined
     metadata: dict[str, Any] | None
     failure: str | None  # status_details reason / error message when not completed
+    error: Verdict | None = None  # what status_details.error means (a failed response: quota, ...)
 
 
 @dataclass(frozen=True)
@@ -110,12 +111,17 @@ class ServerError:
     client_event_id: str | None
 
     @property
+    def verdict(self) -> Verdict:
+        return classify(self.error_type, self.code, self.message)
+
+    @property
     def fatal(self) -> bool:
-        return self.code in FATAL_ERROR_CODES
+        return self.verdict.fatal
 
     @property
     def session_expired(self) -> bool:
-        return self.code == "session_expired"
+        """By its code, or by its message alone (it sometimes arrives without the code)."""
+        return self.verdict.kind is ErrorKind.SESSION_EXPIRED
 
 
 @dataclass(frozen=True)
@@ -198,10 +204,12 @@ def _response_done(data: dict[str, Any]) -> ResponseDone:
                 elif part.get("type") in ("output_audio", "audio") and part.get("transcript"):
                     transcripts.append(part["transcript"])
     details = response.get("status_details") or {}
-    failure = None
+    failure = verdict = None
     if response.get("status") not in (None, "completed"):
         error = details.get("error") or {}
         failure = error.get("message") or details.get("reason") or details.get("type") or "unknown reason"
+        if error:
+            verdict = classify(error.get("type"), error.get("code"), error.get("message"))
     return ResponseDone(
         response_id=response.get("id") or "",
         status=response.get("status") or "completed",
@@ -210,6 +218,7 @@ def _response_done(data: dict[str, Any]) -> ResponseDone:
         transcript=" ".join(transcripts),
         metadata=response.get("metadata"),
         failure=failure,
+        error=verdict,
     )
 
 
@@ -266,13 +275,6 @@ class ClientEvents:
         return {"type": "conversation.item.delete", "item_id": item_id}
 
     @staticmethod
-    def user_text(text: str) -> dict[str, Any]:
-        return {
-            "type": "conversation.item.create",
-            "item": {"type": "message", "role": "user", "content": [{"type": "input_text", "text": text}]},
-        }
-
-    @staticmethod
     def function_output(call_id: str, output: str, previous_item_id: str | None) -> dict[str, Any]:
         event: dict[str, Any] = {
             "type": "conversation.item.create",
@@ -283,20 +285,31 @@ class ClientEvents:
         return event
 
     @staticmethod
-    def route_command() -> dict[str, Any]:
-        # The listener answers only by calling a tool; it never produces audio.
-        return {"type": "response.create", "response": {"tool_choice": "required", "output_modalities": ["text"]}}
+    def route_command(command: str, tools: list[dict[str, Any]]) -> dict[str, Any]:
+        # The listener answers only by calling a tool; it never produces audio. Out of band with
+        # its own input: the model reads the approved command and nothing else of the session.
+        return {
+            "type": "response.create",
+            "response": {
+                "conversation": "none",
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": command}]}],
+                "tools": tools,
+                "tool_choice": "required",
+                "output_modalities": ["text"],
+            },
+        }
 
     @staticmethod
-    def read_script(script: str, instructions: str, metadata: dict[str, str]) -> dict[str, Any]:
-        # Out of band: nothing is written to the narrator's conversation.
+    def read_script(instructions: str, cue: str, metadata: dict[str, str]) -> dict[str, Any]:
+        # Out of band: nothing is written to the narrator's conversation. The script travels in
+        # the response's instructions (text to perform); the one user message is a fixed cue.
         return {
             "type": "response.create",
             "response": {
                 "conversation": "none",
                 "output_modalities": ["audio"],
                 "instructions": instructions,
-                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": script}]}],
+                "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": cue}]}],
                 "tool_choice": "none",
                 "metadata": metadata,
             },

@@ -43,7 +43,9 @@ _ERROR_BODIES: Mapping[int, Mapping[str, Any]] = MappingProxyType({
 })
 
 
-def error_response(status: int, message: str | None = None, code: str | None = None) -> web.Response:
+def error_response(
+    status: int, message: str | None = None, code: str | None = None, error_type: str | None = None
+) -> web.Response:
     body = dict(
         _ERROR_BODIES.get(
             status,
@@ -54,6 +56,8 @@ def error_response(status: int, message: str | None = None, code: str | None = N
         body["message"] = message
     if code is not None:
         body["code"] = code
+    if error_type is not None:
+        body["type"] = error_type
     return web.json_response({"error": body}, status=status)
 
 
@@ -125,7 +129,7 @@ class BrainEndpoint:
             await asyncio.sleep(step.seconds)
             text = step.text if step.text is not None else default_answer(body.get("input"))
         elif isinstance(step, BrainError):
-            return error_response(step.status, step.message)
+            return error_response(step.status, step.message, step.code, step.error_type)
         elif isinstance(step, BrainAnswer):
             text = step.text
         else:

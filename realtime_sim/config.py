@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from realtime_sim.script import FAULT_KINDS, FaultKind
+from realtime_sim.script import FATAL_FAULTS, FAULT_KINDS, FaultKind
 
 # What the real service says by default (shortened); `session.created` carries it.
 DEFAULT_INSTRUCTIONS = (
@@ -12,9 +12,9 @@ DEFAULT_INSTRUCTIONS = (
     "human and that you can't do human things in the real world."
 )
 
-# Random faults never include the 401: a client must treat it as fatal and stop, which would end
-# a soak test instead of exercising recovery.
-DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(k for k in FAULT_KINDS if k != "handshake_401")
+# Random faults never include the fatal ones (a 401, no quota): a client must stop on them, which
+# would end a soak test instead of exercising recovery.
+DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(k for k in FAULT_KINDS if k not in FATAL_FAULTS)
 
 
 @dataclass(frozen=True)
@@ -45,6 +45,13 @@ class SimConfig:
     max_conversation_items: int = 5_000  # conversation.item.create past this is refused with an error event
     max_conversation_bytes: int = 16 * 1024 * 1024  # ... and past this many bytes of item JSON
     max_outbox_bytes: int = 32 * 1024 * 1024  # events queued for a client that does not read: past this, close 1008
+    # A real model, not a perfect one (see realtime_sim/performance.py): reads come back with
+    # numbers, times, dates and units in words and the odd filler word; a script sent as a user
+    # message is answered or obeyed; input transcripts complete late, after other events.
+    # False = the perfect model: verbatim reads, transcripts right after the commit.
+    realistic: bool = True
+    paraphrase_rate: float = 0.2  # share of reads with one filler word dropped or added
+    transcription_delay_ms: tuple[int, int] = (200, 1500)  # realistic: completed this long after the commit
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fault_rate <= 1.0:
@@ -55,6 +62,11 @@ class SimConfig:
             raise ValueError(f"audio_chunk_ms must be at least 10, got {self.audio_chunk_ms}")
         if self.audio_frame_delay_s < 0:
             raise ValueError(f"audio_frame_delay_s cannot be negative, got {self.audio_frame_delay_s}")
+        if not 0.0 <= self.paraphrase_rate <= 1.0:
+            raise ValueError(f"paraphrase_rate must be between 0 and 1, got {self.paraphrase_rate}")
+        low, high = self.transcription_delay_ms
+        if not 0 <= low <= high:
+            raise ValueError(f"transcription_delay_ms must be (low, high) with 0 <= low <= high, got {self.transcription_delay_ms}")
         unknown = [k for k in self.random_fault_kinds if k not in FAULT_KINDS]
         if unknown:
             raise ValueError(f"unknown fault kinds in random_fault_kinds: {unknown}; known: {list(FAULT_KINDS)}")

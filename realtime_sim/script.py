@@ -23,9 +23,16 @@ FaultKind = Literal[
     "response_failed",  # the active (or next) response ends with `response.done` status `failed`
     "malformed_frame",  # a text frame that is not JSON
     "unknown_event",  # a JSON frame whose `type` the protocol does not have
+    "quota_error",  # an `error` of type `insufficient_quota`, code `credit_balance_exhausted`
+    "response_failed_quota",  # the active (or next) response fails; `status_details.error` says no quota
+    "session_expired_no_code",  # `session_expired` with only its message (no code), then close 1001
+    "handshake_429",  # refuse the upgrade: 429 rate limited (`rate_limit_exceeded`)
+    "handshake_429_quota",  # refuse the upgrade: 429 with an `insufficient_quota` body
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
-HANDSHAKE_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_500"})
+HANDSHAKE_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_500", "handshake_429", "handshake_429_quota"})
+# Faults a client must treat as fatal (it stops): never drawn at random in a soak.
+FATAL_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_429_quota", "quota_error", "response_failed_quota"})
 
 FaultTarget = Literal["any", "listener", "narrator"]
 FAULT_TARGETS: tuple[FaultTarget, ...] = get_args(FaultTarget)
@@ -111,6 +118,8 @@ class BrainAnswer:
 class BrainError:
     status: int
     message: str | None = None
+    code: str | None = None
+    error_type: str | None = None
 
 
 @dataclass(frozen=True)
@@ -160,11 +169,14 @@ class SimScript:
         """The next `POST /v1/responses` answers with this text."""
         self._brain_steps.append(BrainAnswer(text))
 
-    def push_brain_error(self, status: int = 429, message: str | None = None) -> None:
-        """The next `POST /v1/responses` fails with this HTTP status (429 and 5xx are typical)."""
+    def push_brain_error(
+        self, status: int = 429, message: str | None = None, code: str | None = None, error_type: str | None = None
+    ) -> None:
+        """The next `POST /v1/responses` fails with this HTTP status (429 and 5xx are typical);
+        `code` / `error_type` replace the body's (429 + "insufficient_quota": no credit left)."""
         if not 400 <= status <= 599:
             raise ValueError(f"a brain error needs an HTTP error status (400-599), got {status}")
-        self._brain_steps.append(BrainError(status, message))
+        self._brain_steps.append(BrainError(status, message, code, error_type))
 
     def push_brain_delay(self, seconds: float, text: str | None = None) -> None:
         """The next `POST /v1/responses` waits this long, then answers `text` (default: the usual

@@ -22,9 +22,9 @@ from concurrency.changes import Changes
 from realtime_sim.brain_endpoint import MISSING_KEY_MESSAGE, BrainEndpoint, bearer_token, error_response
 from realtime_sim.config import SimConfig
 from realtime_sim.ids import IdFactory
-from realtime_sim.script import Fault, SimScript
+from realtime_sim.script import HANDSHAKE_FAULTS, Fault, SimScript
 from realtime_sim.session_config import Role
-from realtime_sim.session_core import Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize
+from realtime_sim.session_core import QUOTA_MESSAGE, Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize
 from speech.synth import SpeechSynthesizer
 from realtime_sim.validation import ClientEventValidator
 
@@ -273,7 +273,7 @@ class SimServer:
         if self.config.fault_rate <= 0 or self._rng.random() >= self.config.fault_rate:
             return None
         kind = self._rng.choice(self.config.random_fault_kinds)
-        if kind in ("handshake_401", "handshake_500"):
+        if kind in HANDSHAKE_FAULTS:
             return Fault(kind)
         return Fault(kind, after_sent=self._rng.choice(_RANDOM_TRIGGERS), delay_s=self.config.random_fault_delay_s)
 
@@ -288,6 +288,10 @@ class SimServer:
         record.faults.append(fault)
         if fault.kind == "handshake_401":
             return error_response(401, INVALID_KEY_MESSAGE, code="invalid_api_key")
+        if fault.kind == "handshake_429":
+            return error_response(429)
+        if fault.kind == "handshake_429_quota":
+            return error_response(429, QUOTA_MESSAGE, code="insufficient_quota", error_type="insufficient_quota")
         return error_response(500)
 
 
@@ -402,6 +406,7 @@ class _Connection:
         self._record.session = self._core.session
         if self._core.has_runnable_work:
             self._work.set()
+        self._timers_changed.set()  # the core may have a new deadline (a late transcript)
 
     async def _read_loop(self) -> None:
         async for message in self._ws:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import base64
 import binascii
 import json
+import random
 import time
 from collections import deque
 from dataclasses import dataclass
@@ -23,6 +24,7 @@ from realtime_sim import session_config
 from realtime_sim.config import SimConfig
 from realtime_sim.fault_matcher import FaultMatcher
 from realtime_sim.ids import IdFactory
+from realtime_sim.performance import Performer, framed_script
 from realtime_sim.response_run import (
     FRAME_PAUSE,
     Emit,
@@ -45,6 +47,10 @@ SERVER_ERROR_MESSAGE = (
     "request, or contact us through our help center at help.openai.com if the error persists."
 )
 SESSION_EXPIRED_MESSAGE = "Your session hit the maximum duration of 60 minutes."
+QUOTA_MESSAGE = (
+    "You exceeded your current quota, please check your plan and billing details. For more information on "
+    "this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
+)
 MIN_COMMIT_MS = 100
 # Conversation edits the real server applies only after the response in progress is done.
 _DEFERRED_WHILE_RESPONDING = frozenset({"conversation.item.create", "conversation.item.delete"})
@@ -161,6 +167,10 @@ class SessionCore:
             expires_at=int(wall_clock() + config.session_length_s),
         )
         self._conversation_id = ids.new("conv")
+        seed = None if config.seed is None else f"{config.seed}:{self._session['id']}"
+        self._performer = Performer(config, random.Random(seed))
+        # Transcripts still being "transcribed": (due on the clock, item id, transcript, audio ms).
+        self._late_transcripts: list[tuple[float, str, str, float]] = []
         self._configured = False  # role is unknown until the client configures or asks for a response
         self._entries: list[_Entry] = []
         self._conversation_bytes = 0  # JSON size of the items clients created (the cap's measure)
@@ -173,7 +183,7 @@ class SessionCore:
         self._runs: dict[str, ResponseRun] = {}
         self._default_run: ResponseRun | None = None
         self._deferred: deque[dict[str, Any]] = deque()
-        self._fail_next_response = False
+        self._fail_next_response: dict[str, Any] | None = None  # the status_details of the next response's failure
         self._audio_produced = False
         self._rate_remaining = config.rate_limit_tokens
         self._faults = FaultMatcher(script, random_faults)
@@ -205,10 +215,11 @@ class SessionCore:
         """The next clock time (monotonic) at which `tick()` has something to do."""
         if self._closed:
             return None
+        deadlines = [self._expires_at_mono] + [due for due, *_ in self._late_transcripts[:1]]
         next_fault_age = self._faults.next_due_s(self._clock() - self._opened_at)
-        if next_fault_age is None:
-            return self._expires_at_mono
-        return min(self._expires_at_mono, self._opened_at + next_fault_age)
+        if next_fault_age is not None:
+            deadlines.append(self._opened_at + next_fault_age)
+        return min(deadlines)
 
     # -- inputs ----------------------------------------------------------------------------
 
@@ -315,6 +326,9 @@ class SessionCore:
         if now >= self._expires_at_mono:
             self._expire()
             return
+        while self._late_transcripts and self._late_transcripts[0][0] <= now and not self._closed:
+            _due, item_id, transcript, audio_ms = self._late_transcripts.pop(0)
+            self._send_transcript(item_id, transcript, audio_ms)
         for fault in self._faults.due(now - self._opened_at, self.role):
             self._apply_fault(fault)
             if self._closed:
@@ -337,12 +351,18 @@ class SessionCore:
             self._out.append(Stall(fault.delay_s))
         elif kind == "server_error":
             self._error(None, SERVER_ERROR_MESSAGE, error_type="server_error")
-        elif kind == "response_failed":
+        elif kind in ("response_failed", "response_failed_quota"):
+            details = _failed_details() if kind == "response_failed" else _quota_details()
             active = next((r for r in self._runs.values() if not r.finished), None)
             if active is None:
-                self._fail_next_response = True
+                self._fail_next_response = details
             else:
-                self._end_run(active, "failed", _failed_details())
+                self._end_run(active, "failed", details)
+        elif kind == "quota_error":
+            self._error("credit_balance_exhausted", QUOTA_MESSAGE, error_type="insufficient_quota")
+        elif kind == "session_expired_no_code":
+            self._error(None, SESSION_EXPIRED_MESSAGE)
+            self._close(Close(1001, "session expired"))
         elif kind == "malformed_frame":
             self._out.append(SendRaw('{"type": "response.output_text.delta", "delta": "trunc'))
         elif kind == "unknown_event":
@@ -477,24 +497,32 @@ class SessionCore:
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
         if session_config.transcription_enabled(self._session):
-            for delta in text_deltas(transcript):
-                self._send(
-                    {
-                        "type": "conversation.item.input_audio_transcription.delta",
-                        "item_id": item_id,
-                        "content_index": 0,
-                        "delta": delta,
-                    }
-                )
+            delay = self._performer.transcription_delay_s()
+            if delay:  # a real transcriber finishes later, after other events
+                self._late_transcripts.append((self._clock() + delay, item_id, transcript, audio_ms))
+                self._late_transcripts.sort()
+            else:
+                self._send_transcript(item_id, transcript, audio_ms)
+
+    def _send_transcript(self, item_id: str, transcript: str, audio_ms: float) -> None:
+        for delta in text_deltas(transcript):
             self._send(
                 {
-                    "type": "conversation.item.input_audio_transcription.completed",
+                    "type": "conversation.item.input_audio_transcription.delta",
                     "item_id": item_id,
                     "content_index": 0,
-                    "transcript": transcript,
-                    "usage": {"type": "duration", "seconds": max(1, round(audio_ms / 1000))},
+                    "delta": delta,
                 }
             )
+        self._send(
+            {
+                "type": "conversation.item.input_audio_transcription.completed",
+                "item_id": item_id,
+                "content_index": 0,
+                "transcript": transcript,
+                "usage": {"type": "duration", "seconds": max(1, round(audio_ms / 1000))},
+            }
+        )
 
     def _clear_audio(self, event: dict[str, Any]) -> None:
         self._buffer_ms = 0.0
@@ -670,7 +698,7 @@ class SessionCore:
             output_format=session["audio"]["output"]["format"],
             max_output_tokens=params.get("max_output_tokens", session["max_output_tokens"]),
             metadata=params.get("metadata"),
-            plan=self._plan(context, modalities, tools, tool_choice),
+            plan=self._plan(context, modalities, tools, tool_choice, params.get("instructions")),
             chunk_ms=self._config.audio_chunk_ms,
             conversation=None if out_of_band else _ConversationWriter(self._entries),
             input_tokens=TokenEstimate(
@@ -682,11 +710,11 @@ class SessionCore:
         self._runs[run.response_id] = run
         if not out_of_band:
             self._default_run = run
-        if self._fail_next_response:
-            self._fail_next_response = False
+        if self._fail_next_response is not None:
+            details, self._fail_next_response = self._fail_next_response, None
             self._advance_one(run)  # response.created
             if not run.finished:
-                self._end_run(run, "failed", _failed_details())
+                self._end_run(run, "failed", details)
             return
         self._advance(run)
 
@@ -712,7 +740,10 @@ class SessionCore:
                 context.append(_Entry(item, text=text))
         return context
 
-    def _plan(self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any) -> ResponsePlan:
+    def _plan(
+        self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any,
+        instructions: str | None = None,
+    ) -> ResponsePlan:
         last = context[-1] if context else None
         if tools and tool_choice != "none":
             scripted = self._script.take_tool_call()
@@ -727,6 +758,11 @@ class SessionCore:
         scripted_text = (self._script.take_reading() if speaks else None) or self._script.take_reply()
         if scripted_text is not None:
             return MessagePlan(scripted_text)
+        script = framed_script(instructions) if speaks else None
+        if script is not None:  # a narrator told what to read: it performs the script
+            return MessagePlan(self._performer.perform(script))
+        if speaks and last is not None and last.kind == "user" and last.text:
+            return MessagePlan(self._performer.respond(last.text))
         return MessagePlan(_default_answer(last, speaks))
 
     def _cancel_response(self, event: dict[str, Any]) -> None:
@@ -834,6 +870,10 @@ def _default_answer(last: _Entry | None, speaks: bool) -> str:
 
 def _failed_details() -> dict[str, Any]:
     return {"type": "failed", "error": {"type": "server_error", "code": "server_error", "message": SERVER_ERROR_MESSAGE}}
+
+
+def _quota_details() -> dict[str, Any]:
+    return {"type": "failed", "error": {"type": "insufficient_quota", "code": "insufficient_quota", "message": QUOTA_MESSAGE}}
 
 
 def _str_or_none(value: Any) -> str | None:

@@ -43,9 +43,16 @@ def test_addressed_command_is_deleted_then_routed_as_text():
     actions = core.feed(wire.TranscriptCompleted("item_1", "Computer, what time is it?"))
     assert sent(actions) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
     assert CommandHeard("what time is it?") in actions
-    routed = sent(core.route("what time is it?"))
-    assert routed[0]["item"]["content"] == [{"type": "input_text", "text": "what time is it?"}]
-    assert routed[1]["response"] == {"tool_choice": "required", "output_modalities": ["text"]}
+    tools = [{"type": "function", "name": "get_time", "description": "the time", "parameters": {"type": "object"}}]
+    (routed,) = sent(core.route("what time is it?", tools))
+    # Out of band, with its own input: the router reads the approved command and nothing else.
+    assert routed["response"] == {
+        "conversation": "none",
+        "input": [{"type": "message", "role": "user", "content": [{"type": "input_text", "text": "what time is it?"}]}],
+        "tools": tools,
+        "tool_choice": "required",
+        "output_modalities": ["text"],
+    }
     with pytest.raises(RuntimeError):
         core.route("another")  # one at a time: the coordinator queues
 
@@ -95,7 +102,7 @@ def test_an_error_about_our_route_ends_it():
     routed = sent(core.route("what time is it"))
     unrelated = wire.ServerError("server_error", "hiccup", "server_error", None)
     assert core.feed(unrelated) == [] and core.in_flight == "what time is it"
-    refused = wire.ServerError("invalid_value", "bad", "invalid_request_error", routed[1]["event_id"])
+    refused = wire.ServerError("invalid_value", "bad", "invalid_request_error", routed[0]["event_id"])
     assert core.feed(refused) == [RoutingFailed("what time is it", "bad")]
     assert core.in_flight is None
 

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
 
+
+from realtime_sim import SimConfig
 from speech.local_voice import tone
-from tests.support.pipeline_harness import running_pipeline
+from tests.support.pipeline_harness import narrated_similarity, running_pipeline
 
 
 def listener_sent_types(pipeline) -> list[str]:
@@ -38,7 +41,9 @@ async def test_twenty_command_cycles_each_run_once_narrated_once_then_fresh_list
             assert after["narrated"] == before["narrated"] + 1
             assert len(p.listener_connections()) == sessions_before + 1  # a fresh listener session
         narrations = [e.text for e in p.timeline.entries if e.kind == "narrated"]
-        assert all("similarity 1.00" in n for n in narrations), narrations
+        # Read once each (the realistic model performs numbers and dates, and paraphrases a little).
+        assert all(n.endswith("attempts 1)") and narrated_similarity(n) >= 0.8 for n in narrations), narrations
+        assert p.coordinator.parts.narrator.weak_matches == 0
         # Every listener session was configured before audio flowed, and each call ran once.
         calls = [e for c in p.listener_connections() for e in c.received if e["type"] == "conversation.item.create"
                  and e["item"]["type"] == "function_call_output"]
@@ -126,14 +131,15 @@ async def test_no_upload_while_narrating_and_speech_right_after_is_heard(tmp_pat
         assert p.coordinator.core.uplink.stats.chunks_muted > 0
 
 
-async def test_a_deviating_read_is_retried_once(tmp_path, sim):
+async def test_a_deviating_read_is_counted_not_read_again(tmp_path, sim):
     async with running_pipeline(tmp_path, sim) as p:
         sim.script.push_tool_call("echo", {"text": "the quick brown fox jumps over the lazy dog"})
         sim.script.push_reading("Sure, I can help you with foxes and dogs today.")
-        before = await p.ask("Computer, echo the quick brown fox jumps over the lazy dog")
+        await p.ask("Computer, echo the quick brown fox jumps over the lazy dog")
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"][-1]
-        assert narrated == "answer (similarity 1.00, attempts 2)"
-        assert len(p.narrator_connections()) == 2
+        assert narrated.endswith("attempts 1)") and narrated_similarity(narrated) < 0.8
+        assert len(p.narrator_connections()) == 1  # the user heard it: never read again from the top
+        assert p.coordinator.parts.narrator.weak_matches == 1
 
 
 async def test_the_listener_is_recycled_at_a_quiet_moment(tmp_path, sim):
@@ -152,3 +158,26 @@ async def test_recycling_waits_for_the_speaker_to_finish(tmp_path, sim):
         recycled_at = next(i for i, k in enumerate(kinds) if "recycling" in k)
         assert "ignored" in kinds[:recycled_at]  # the utterance was heard out first
         assert p.timeline.count("replaying") == 0
+
+
+@pytest.mark.parametrize("sim", [SimConfig(seed=4, transcription_delay_ms=(1500, 1500))], indirect=True)
+async def test_overheard_speech_not_yet_transcribed_never_reaches_the_router(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        before = p.counts()
+        p.say("Computer, what time is it")
+        p.say("my password is hunter two")  # overheard right after: committed, transcribed later
+        await p.answered(before)
+        await p.wait(lambda t: t.count("ignored") > before["ignored"])
+        listener = next(c for c in p.listener_connections() if any(e["type"] == "response.create" for e in c.received))
+        (route_at, route), = [(t, e) for t, e in zip(listener.received_at, listener.received) if e["type"] == "response.create"]
+        committed = [(t, e["item_id"]) for t, e in zip(listener.sent_at, listener.sent) if e["type"] == "input_audio_buffer.committed"]
+        transcribed = {e["item_id"]: (t, e["transcript"]) for t, e in zip(listener.sent_at, listener.sent)
+                       if e["type"] == "conversation.item.input_audio_transcription.completed"}
+        overheard = next(item for _, item in committed if transcribed[item][1].startswith("my password"))
+        # The overheard utterance was committed before the route went out and transcribed after it...
+        assert dict((item, t) for t, item in committed)[overheard] < route_at < transcribed[overheard][0]
+        # ...and the routing response read only the approved command, out of band.
+        assert route["response"]["conversation"] == "none"
+        texts = [part["text"] for item in route["response"]["input"] for part in item["content"]]
+        assert texts == ["what time is it"]
+        assert p.counts()["tool"] == before["tool"] + 1

@@ -20,7 +20,7 @@ from decisions.coordinator import (
 from speech.local_voice import tone
 from decisions.listener_core import SessionEnd, SessionReady
 from decisions.timeline import Timeline
-from realtime_sim import Fault
+from realtime_sim import Fault, SimConfig
 from config.settings import ReconnectSettings, Settings
 from tests.support.audio_helpers import write_wav
 from tests.support.pipeline_harness import UTTERANCE, fast_settings, running_pipeline
@@ -78,6 +78,8 @@ async def test_a_server_error_while_the_listener_is_set_up_is_retried(tmp_path, 
         assert not any("local voice" in e.text for e in p.timeline.entries)
 
 
+# Transcripts right after the commit: the narration must start while the user is still talking.
+@pytest.mark.parametrize("sim", [SimConfig(realistic=False)], indirect=True)
 async def test_speech_cut_off_by_a_narration_is_not_replayed_after_it(tmp_path, sim):
     async with running_pipeline(tmp_path, sim) as p:
         before = p.counts()

@@ -81,6 +81,7 @@ def test_client_event_builders():
     assert base64.b64decode(wire.ClientEvents.append_audio(pcm)["audio"]) == pcm
     out = wire.ClientEvents.function_output("call_1", "{}", "item_9")
     assert out["previous_item_id"] == "item_9" and out["item"]["type"] == "function_call_output"
-    read = wire.ClientEvents.read_script("Hello.", "read it", {"narration_id": "n1"})
+    read = wire.ClientEvents.read_script("Read this: <script>Hello.</script>", "Read it now.", {"narration_id": "n1"})
     assert read["response"]["conversation"] == "none" and read["response"]["metadata"] == {"narration_id": "n1"}
-    assert wire.ClientEvents.route_command()["response"]["tool_choice"] == "required"
+    routed = wire.ClientEvents.route_command("what time is it", [])["response"]
+    assert routed["tool_choice"] == "required" and routed["conversation"] == "none"

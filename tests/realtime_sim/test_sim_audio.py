@@ -6,9 +6,9 @@ import base64
 import dataclasses
 
 from speech.synth import SpeechSynthesizer, duration_ms, silence
-from tests.support.sim import FAST, SPOKEN_TURN_ORDER, audio_of, pcm_rms, recv_until, running_sim, sdk, spoken_turn_head, text_session, user_text
+from tests.support.sim import FAST, PERFECT, SPOKEN_TURN_ORDER, audio_of, pcm_rms, recv_until, running_sim, sdk, spoken_turn_head, text_session, user_text
 
-WITH_ESPEAK = dataclasses.replace(FAST, use_espeak=True)
+WITH_ESPEAK = dataclasses.replace(FAST, use_espeak=True, realistic=False)  # transcripts compared verbatim
 
 
 async def espeak(text: str) -> bytes:
@@ -39,7 +39,7 @@ def listening_session(create_response: bool) -> dict:
 
 async def test_spoken_turn_gives_vad_events_then_transcript_then_response_in_recorded_order() -> None:
     speech = silence(800) + await espeak("computer, what time is it") + silence(1000)
-    async with running_sim() as sim:
+    async with running_sim(PERFECT) as sim:  # the perfect model: the transcript right after the commit
         sim.script.push_transcript("computer, what time is it")
         async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
             await conn.session.update(session=listening_session(create_response=True))
@@ -56,6 +56,24 @@ async def test_spoken_turn_gives_vad_events_then_transcript_then_response_in_rec
         assert completed.transcript == deltas == "computer, what time is it"
         answer = next(e for e in events if e.type == "response.output_text.done").text
         assert "computer, what time is it" in answer  # the response read the spoken words
+
+
+async def test_a_realistic_transcript_completes_late_after_other_events() -> None:
+    speech = silence(300) + await espeak("computer, what time is it") + silence(1000)
+    async with running_sim(dataclasses.replace(FAST, transcription_delay_ms=(200, 400))) as sim:
+        sim.script.push_transcript("computer, what time is it")
+        async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
+            await conn.session.update(session=listening_session(create_response=False))
+            await recv_until(conn, "session.updated")
+            await stream(conn, speech)
+            committed = await recv_until(conn, "input_audio_buffer.committed")
+            # Something else happens before the transcript: an item of ours is added meanwhile.
+            await conn.conversation.item.create(item=user_text("meanwhile"))
+            events = await recv_until(conn, "conversation.item.input_audio_transcription.completed")
+        kinds = [e.type for e in events]
+        assert kinds.index("conversation.item.done") < kinds.index("conversation.item.input_audio_transcription.completed")
+        assert any(e.type == "conversation.item.added" and e.item.content[0].type == "input_text" for e in events)
+        assert events[-1].item_id == committed[-1].item_id and events[-1].transcript == "computer, what time is it"
 
 
 async def test_without_transcription_or_scripted_text_a_segment_still_commits_with_the_fallback() -> None:
@@ -129,7 +147,7 @@ async def test_out_of_band_narration_streams_real_speech_and_echoes_metadata() -
 
 
 async def test_push_reading_makes_the_next_narration_deviate() -> None:
-    async with running_sim() as sim:
+    async with running_sim(PERFECT) as sim:
         sim.script.push_reading("the backup failed")
         async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
             for _ in range(2):

@@ -32,7 +32,7 @@ class FakeClock:
 
 def make_core(script: SimScript | None = None, clock: FakeClock | None = None, **config: Any) -> SessionCore:
     return SessionCore(
-        config=SimConfig(**{"audio_frame_delay_s": 0, "session_length_s": 60.0, **config}),
+        config=SimConfig(**{"audio_frame_delay_s": 0, "session_length_s": 60.0, "realistic": False, **config}),
         script=script or SimScript(),
         validator=VALIDATOR,
         ids=IdFactory(random.Random(3)),

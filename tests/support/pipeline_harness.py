@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import re
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
@@ -18,6 +19,7 @@ from commands.assemble import assistant
 from concurrency.changes import wait_for
 from decisions.timeline import Timeline
 from handoff import Coordinator
+from realtime_api.fatal import ErrorKind, classify
 from speech.local_voice import tone
 from realtime_sim import SimServer
 from config.settings import (
@@ -95,8 +97,17 @@ class Pipeline:
         return [c for c in self.sim.connections if c.role == "narrator"]
 
 
+def narrated_similarity(line: str) -> float:
+    """The similarity in a `narrated` timeline line: "answer (similarity 0.95, attempts 1)"."""
+    found = re.search(r"similarity (\d\.\d\d)", line)
+    assert found, line
+    return float(found.group(1))
+
+
 # Error events the simulator may send in a healthy run: those the tests inject on purpose.
-INJECTED_ERRORS = frozenset({"server_error", "session_expired"})  # by type or code
+INJECTED_ERRORS = frozenset(
+    {"server_error", "session_expired", "insufficient_quota", "credit_balance_exhausted"}
+)  # by type or code
 
 
 def unexpected_errors(sim: SimServer) -> list[dict]:
@@ -107,6 +118,7 @@ def unexpected_errors(sim: SimServer) -> list[dict]:
         for connection in sim.connections
         for event in connection.sent_of("error")
         if not {event["error"].get("type"), event["error"].get("code")} & INJECTED_ERRORS
+        and classify(message=event["error"].get("message")).kind is not ErrorKind.SESSION_EXPIRED  # code-less expiry
     ]
 
 

@@ -31,6 +31,7 @@ ALLOWED_UNDECLARED = {
 }
 # Unpaced audio, synthetic voice: fast, and no subprocess per narration.
 FAST = SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=1)
+PERFECT = SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=1, realistic=False)  # reads verbatim
 
 
 def undeclared_paths(value: Any, path: str = "") -> list[str]:
