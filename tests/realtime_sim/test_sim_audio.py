@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 import dataclasses
 
+from realtime_sim import SimConfig
 from speech.synth import SpeechSynthesizer, duration_ms, silence
 from tests.support.sim import FAST, PERFECT, SPOKEN_TURN_ORDER, audio_of, pcm_rms, recv_until, running_sim, sdk, spoken_turn_head, text_session, user_text
 
@@ -37,43 +39,45 @@ def listening_session(create_response: bool) -> dict:
     )
 
 
-async def test_spoken_turn_gives_vad_events_then_transcript_then_response_in_recorded_order() -> None:
-    speech = silence(800) + await espeak("computer, what time is it") + silence(1000)
-    async with running_sim(PERFECT) as sim:  # the perfect model: the transcript right after the commit
+@contextlib.asynccontextmanager
+async def spoken_to(config: SimConfig, lead_ms: int, create_response: bool):
+    """A listening session that has just been sent "computer, what time is it" after `lead_ms` of silence."""
+    speech = silence(lead_ms) + await espeak("computer, what time is it") + silence(1000)
+    async with running_sim(config) as sim:
         sim.script.push_transcript("computer, what time is it")
         async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
-            await conn.session.update(session=listening_session(create_response=True))
+            await conn.session.update(session=listening_session(create_response=create_response))
             await recv_until(conn, "session.updated")
             await stream(conn, speech)
-            events = await recv_until(conn, "response.done")
-        assert spoken_turn_head([e.type for e in events]) == list(SPOKEN_TURN_ORDER)
-        started, stopped = events[0], events[1]
-        assert started.item_id == stopped.item_id == events[2].item_id
-        assert 800 - 300 - 50 <= started.audio_start_ms <= 800  # onset minus the 300 ms prefix padding
-        assert stopped.audio_end_ms > started.audio_start_ms + 1000
-        completed = next(e for e in events if e.type == "conversation.item.input_audio_transcription.completed")
-        deltas = "".join(e.delta for e in events if e.type == "conversation.item.input_audio_transcription.delta")
-        assert completed.transcript == deltas == "computer, what time is it"
-        answer = next(e for e in events if e.type == "response.output_text.done").text
-        assert "computer, what time is it" in answer  # the response read the spoken words
+            yield conn
+
+
+async def test_spoken_turn_gives_vad_events_then_transcript_then_response_in_recorded_order() -> None:
+    # The perfect model: the transcript right after the commit.
+    async with spoken_to(PERFECT, 800, create_response=True) as conn:
+        events = await recv_until(conn, "response.done")
+    assert spoken_turn_head([e.type for e in events]) == list(SPOKEN_TURN_ORDER)
+    started, stopped = events[0], events[1]
+    assert started.item_id == stopped.item_id == events[2].item_id
+    assert 800 - 300 - 50 <= started.audio_start_ms <= 800  # onset minus the 300 ms prefix padding
+    assert stopped.audio_end_ms > started.audio_start_ms + 1000
+    completed = next(e for e in events if e.type == "conversation.item.input_audio_transcription.completed")
+    deltas = "".join(e.delta for e in events if e.type == "conversation.item.input_audio_transcription.delta")
+    assert completed.transcript == deltas == "computer, what time is it"
+    answer = next(e for e in events if e.type == "response.output_text.done").text
+    assert "computer, what time is it" in answer  # the response read the spoken words
 
 
 async def test_a_realistic_transcript_completes_late_after_other_events() -> None:
-    speech = silence(300) + await espeak("computer, what time is it") + silence(1000)
-    async with running_sim(dataclasses.replace(FAST, transcription_delay_ms=(200, 400))) as sim:
-        sim.script.push_transcript("computer, what time is it")
-        async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
-            await conn.session.update(session=listening_session(create_response=False))
-            await recv_until(conn, "session.updated")
-            await stream(conn, speech)
-            committed = await recv_until(conn, "input_audio_buffer.committed")
-            # Something else happens before the transcript: an item of ours is added meanwhile.
-            await conn.conversation.item.create(item=user_text("meanwhile"))
-            events = await recv_until(conn, "conversation.item.input_audio_transcription.completed")
-        kinds = [e.type for e in events]
-        assert kinds.index("conversation.item.done") < kinds.index("conversation.item.input_audio_transcription.completed")
-        assert any(e.type == "conversation.item.added" and e.item.content[0].type == "input_text" for e in events)
-        assert events[-1].item_id == committed[-1].item_id and events[-1].transcript == "computer, what time is it"
+    async with spoken_to(dataclasses.replace(FAST, transcription_delay_ms=(200, 400)), 300, create_response=False) as conn:
+        committed = await recv_until(conn, "input_audio_buffer.committed")
+        # Something else happens before the transcript: an item of ours is added meanwhile.
+        await conn.conversation.item.create(item=user_text("meanwhile"))
+        events = await recv_until(conn, "conversation.item.input_audio_transcription.completed")
+    kinds = [e.type for e in events]
+    assert kinds.index("conversation.item.done") < kinds.index("conversation.item.input_audio_transcription.completed")
+    assert any(e.type == "conversation.item.added" and e.item.content[0].type == "input_text" for e in events)
+    assert events[-1].item_id == committed[-1].item_id and events[-1].transcript == "computer, what time is it"
 
 
 async def test_without_transcription_or_scripted_text_a_segment_still_commits_with_the_fallback() -> None:
