@@ -222,7 +222,9 @@ class Coordinator:
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
             result = await self.parts.narrator.narrate(request.script, speaker)
-            if not result.ok and result.audio_bytes == 0:
+            if result.fatal:  # no credit, a refused key: retrying cannot help
+                self._feed(Fatal(result.error or "OpenAI refused the narrator"))
+            elif not result.ok and result.audio_bytes == 0:
                 self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
                 speaker.play(await self.parts.local_voice(request.script))
             await speaker.drained()

@@ -157,7 +157,7 @@ class Listener:
         )
 
     def _connect_failed(self, error: HandshakeFailed, attempt: int) -> None:
-        self._report(ConnectFailed(attempt, str(error)))
+        self._report(ConnectFailed(attempt, str(error), rate_limited=error.rate_limited))
 
     async def _apply(self, actions: list[Action]) -> bool:
         """Carry out the core's actions: events go to the server, the rest to the coordinator as

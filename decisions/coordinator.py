@@ -30,6 +30,7 @@ from decisions.mute import MuteHolders
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
+from realtime_api.fatal import SPOKEN, ErrorKind
 
 if TYPE_CHECKING:
     from realtime_api.wire import FunctionCall
@@ -375,6 +376,7 @@ class NarrationRequest:
 CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
 RECONNECTED_MESSAGE = "I'm connected again."
+RATE_LIMITED_MESSAGE = SPOKEN[ErrorKind.RATE_LIMITED]
 ROUTING_FAILED_MESSAGE = "Sorry, I couldn't work out what to do with that. Please say it again."
 EXECUTED_CALLS_KEPT = 1000  # call ids remembered so none runs twice; ids are unique per response
 
@@ -507,8 +509,8 @@ class CoordinatorCore:
                 self._listener_ready(session, now)
             case SessionEnd():
                 self._listener_lost(event)
-            case ConnectFailed(attempt=attempt, error=error):
-                self._connect_failed(attempt, error)
+            case ConnectFailed(attempt=attempt, error=error, rate_limited=rate_limited):
+                self._connect_failed(attempt, error, rate_limited)
             case QuietChanged(quiet=quiet):
                 self._listener_quiet = quiet
             case Heard(transcript=transcript, decision=decision):
@@ -572,8 +574,9 @@ class CoordinatorCore:
         return actions
 
     def next_narration(self) -> NarrationRequest | None:
-        """The narration worker holds the voice: the next script to say, if any."""
-        if not self._narrations:
+        """The narration worker holds the voice: the next script to say, if any (nothing more
+        once stopping: the final message comes next)."""
+        if not self._narrations or self.machines[LifeState] is XS:
             return None
         request = heapq.heappop(self._narrations)
         self._fire(E.STATUS_STARTED if request.kind is NarrationKind.STATUS else E.ANSWER_STARTED, request.kind.value)
@@ -631,9 +634,14 @@ class CoordinatorCore:
         self._listener_quiet = True
         self._fire(E.LISTENER_LOST, f"code {end.closed.code}")
 
-    def _connect_failed(self, attempt: int, error: str) -> None:
+    def _connect_failed(self, attempt: int, error: str, rate_limited: bool) -> None:
         self.timeline.add(TimelineKind.ERROR, f"listener connection attempt {attempt} failed: {error}")
-        if attempt == self.timings.announce_after_failures and self.machines[AnnounceState] is AN:
+        if self.machines[AnnounceState] is not AN:
+            return  # said already, once
+        if rate_limited:  # the server asked us to slow down: say why the wait, at once
+            self._queue(RATE_LIMITED_MESSAGE, NarrationKind.STATUS)
+            self._fire(E.TROUBLE_ANNOUNCED, "")
+        elif attempt >= self.timings.announce_after_failures:
             self._queue(CANNOT_CONNECT_MESSAGE, NarrationKind.STATUS)
             self._fire(E.TROUBLE_ANNOUNCED, "")
 

@@ -98,6 +98,7 @@ class SessionReady:
 class ConnectFailed:
     attempt: int  # failures in a row
     error: str
+    rate_limited: bool = False  # the server said to slow down: the user is told at once, once
 
 
 @dataclass(frozen=True)

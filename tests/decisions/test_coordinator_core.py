@@ -463,3 +463,20 @@ def test_random_event_orders_answer_every_command_once_and_never_run_a_call_twic
     assert len(walk.started) == len(set(walk.started))
     assert walk.answers == heard  # each command: exactly one answer, fallback or apology
     assert core.phase is Phase.LISTENING and core.idle(clock.now)
+
+
+def test_a_rate_limit_is_explained_at_once_and_only_once(core):
+    from decisions.coordinator import RATE_LIMITED_MESSAGE
+
+    core.handle(ConnectFailed(1, "HTTP 429", rate_limited=True))
+    core.handle(ConnectFailed(2, "HTTP 429", rate_limited=True))
+    core.handle(ConnectFailed(3, "refused"))
+    said, _ = say_all(core)
+    assert [r.script for r in said] == [RATE_LIMITED_MESSAGE]
+
+
+def test_nothing_more_is_narrated_once_stopping(core):
+    core.handle(SessionReady(1))
+    core.handle(ConnectFailed(3, "refused"))  # a status message waits
+    core.handle(Fatal("no credit"))
+    assert core.narration_waiting and core.next_narration() is None

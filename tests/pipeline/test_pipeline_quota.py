@@ -52,12 +52,22 @@ async def test_a_routing_response_failed_for_quota_stops_the_daemon(tmp_path, si
         assert not any("couldn't work out" in s for s in narrated_scripts(p))
 
 
+async def test_a_narration_refused_for_quota_stops_the_daemon(tmp_path, sim):
+    async with running_pipeline(tmp_path, sim) as p:
+        sim.script.push_fault(Fault("response_failed_quota", target="narrator", after_sent="response.created"))
+        p.say("Computer, what time is it")
+        await stopped_for_no_credit(p)
+        assert len(p.narrator_connections()) == 1  # not retried, not read by the local voice instead
+
+
 async def test_a_rate_limited_handshake_backs_off_and_is_told_once(tmp_path, sim):
     for _ in range(3):
         sim.script.push_fault(Fault("handshake_429"))
     async with running_pipeline(tmp_path, sim) as p:
         await p.wait(lambda t: RECONNECTED_MESSAGE in narrated_scripts(p) and t.count("narrated") >= 2)
-        assert narrated_scripts(p).count(CANNOT_CONNECT_MESSAGE) == 1  # told once, after the third in a row
+        # Told once, at the first refusal, why the wait: not the generic "can't reach" line.
+        assert narrated_scripts(p).count(SPOKEN[ErrorKind.RATE_LIMITED]) == 1
+        assert CANNOT_CONNECT_MESSAGE not in narrated_scripts(p)
         assert p.coordinator.fatal_message is None and not p.task.done()
         assert [c.handshake_status for c in sim.connections[:3]] == [429] * 3
         before = await p.ask("Computer, what time is it")
