@@ -361,7 +361,8 @@ class NarrationKind(enum.Enum):
 
 class Priority(enum.IntEnum):
     ANSWER = 0  # answers to commands first
-    NOTICE = 1
+    STATUS = 1  # then what we have to say about the connection
+    NOTICE = 2
 
 
 @dataclass(order=True, frozen=True)
@@ -461,7 +462,13 @@ class CoordinatorCore:
 
     @property
     def narration_waiting(self) -> bool:
-        return bool(self._narrations)
+        """A narration may start now."""
+        return bool(self._narrations) and self._may_start(self._narrations[0])
+
+    def _may_start(self, request: NarrationRequest) -> bool:
+        # Nobody asked for a message about the connection: it waits until whoever is talking has
+        # finished (its mute would cut them off). Answers were asked for; notices wait for idle.
+        return request.kind is not NarrationKind.STATUS or not self.listener_up or self._listener_quiet
 
     @property
     def notices_settled(self) -> bool:
@@ -576,7 +583,7 @@ class CoordinatorCore:
     def next_narration(self) -> NarrationRequest | None:
         """The narration worker holds the voice: the next script to say, if any (nothing more
         once stopping: the final message comes next)."""
-        if not self._narrations or self.machines[LifeState] is XS:
+        if not self.narration_waiting or self.machines[LifeState] is XS:
             return None
         request = heapq.heappop(self._narrations)
         self._fire(E.STATUS_STARTED if request.kind is NarrationKind.STATUS else E.ANSWER_STARTED, request.kind.value)
@@ -596,7 +603,7 @@ class CoordinatorCore:
         return self._route is not None and self._route[0] == route and self.machines[RouteState] is state
 
     def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = ()) -> None:
-        priority = Priority.NOTICE if kind is NarrationKind.NOTICE else Priority.ANSWER
+        priority = {NarrationKind.NOTICE: Priority.NOTICE, NarrationKind.STATUS: Priority.STATUS}.get(kind, Priority.ANSWER)
         heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids))
 
     def _listener_ready(self, session: int, now: float) -> None:

@@ -19,9 +19,13 @@ class Uplink:
     def __init__(self, capacity_chunks: int, bytes_per_second: int) -> None:
         self._capacity = max(1, capacity_chunks)
         self._bytes_per_second = bytes_per_second
-        self._waiting: deque[bytes] = deque(maxlen=self._capacity)
+        self._waiting: deque[bytes] = deque()  # bounded by `_evict`, not maxlen: see there
+        # How many chunks at the head of `_waiting` are replayed speech: an utterance is kept
+        # whole, so these are never evicted (newer audio goes first).
+        self._protected = 0
         # Audio sent to the current session and where each chunk starts (ms of session audio).
-        self._sent: deque[tuple[int, bytes]] = deque(maxlen=self._capacity)
+        # Twice the buffer, so an utterance that began before the buffer's span is still whole.
+        self._sent: deque[tuple[int, bytes]] = deque(maxlen=2 * self._capacity)
         self._sent_bytes = 0
         # Bumped whenever the waiting audio is rearranged (a replay), so a send that was under
         # way meanwhile does not pop a chunk it did not send.
@@ -32,7 +36,14 @@ class Uplink:
     def take(self, chunk: bytes, *, session_ready: bool) -> None:
         if not session_ready:
             self.stats.chunks_buffered += 1
-        self._waiting.append(chunk)  # the oldest goes when full (a live mic cannot wait)
+        self._waiting.append(chunk)
+        self._evict()
+
+    def _evict(self) -> None:
+        """Over capacity, the oldest audio that is not replayed speech goes (a live mic cannot
+        wait): never the start of an utterance a lost session did not transcribe."""
+        while len(self._waiting) - self._protected > self._capacity:  # replayed speech is on top
+            del self._waiting[self._protected]
 
     def dropped_while_muted(self) -> None:
         self.stats.chunks_muted += 1
@@ -58,6 +69,7 @@ class Uplink:
             return False
         was_full = self.full
         chunk = self._waiting.popleft()
+        self._protected = max(0, self._protected - 1)
         self._sent.append((self._sent_bytes * 1000 // self._bytes_per_second, chunk))
         self._sent_bytes += len(chunk)
         self.stats.chunks_sent += 1
@@ -74,8 +86,11 @@ class Uplink:
         replayed = 0
         if replay_from_ms is not None:
             unheard = [chunk for start, chunk in self._sent if start + chunk_ms > replay_from_ms]
-            self._waiting = deque([*unheard, *self._waiting], maxlen=self._capacity)
+            unheard = unheard[-2 * self._capacity:]  # bounded: at most what the sent record holds
+            self._waiting = deque([*unheard, *self._waiting])
+            self._protected = len(unheard) + self._protected
             self._generation += 1
+            self._evict()
             replayed = sum(len(c) for c in unheard) * 1000 // self._bytes_per_second
         self._sent.clear()
         self._sent_bytes = 0

@@ -480,3 +480,40 @@ def test_nothing_more_is_narrated_once_stopping(core):
     core.handle(ConnectFailed(3, "refused"))  # a status message waits
     core.handle(Fatal("no credit"))
     assert core.narration_waiting and core.next_narration() is None
+
+
+def test_a_connection_message_waits_for_a_speaker_to_finish(core, clock):
+    """Issue 10, defect 8: an unprompted message must not start (and mute the mic) while the
+    user is mid-sentence; it is said once they are done."""
+    core.handle(ConnectFailed(3, "refused"))
+    core.handle(SessionReady(1))  # trouble announced: "connected again" once healthy
+    core.next_narration()
+    core.handle(NarrationsFinished())
+    core.handle(QuietChanged(False))  # someone starts talking
+    clock.now += 30
+    core.handle(Tick())
+    assert not core.narration_waiting and core.next_narration() is None
+    core.handle(QuietChanged(True))
+    assert core.narration_waiting
+    assert core.next_narration().script == RECONNECTED_MESSAGE
+
+
+def test_replay_keeps_a_whole_utterance_when_the_buffer_is_full():
+    """Issue 10, defect 8: with the buffer full of newer audio, the replayed utterance's start
+    survives; the oldest audio that is not part of it goes instead."""
+    uplink = Uplink(capacity_chunks=10, bytes_per_second=48000)
+    uplink.new_session()
+    for n in range(15):  # 300 ms sent; speech began at 100 ms
+        uplink.take(bytes([n]) * 960, session_ready=True)
+        uplink.sent(uplink.next_chunk()[0])
+    for n in range(100, 120):  # the session is gone; 400 ms more arrive while reconnecting
+        uplink.take(bytes([n]) * 960, session_ready=False)
+    uplink.session_lost(replay_from_ms=100, chunk_ms=20)
+    for n in range(200, 205):
+        uplink.take(bytes([n]) * 960, session_ready=False)
+    order = []
+    while (nxt := uplink.next_chunk()) is not None:
+        order.append(nxt[1][0])
+        uplink.sent(nxt[0])
+    assert order[:10] == list(range(5, 15))  # the utterance from its start, whole
+    assert order[-5:] == list(range(200, 205))  # the newest audio kept too

@@ -10,6 +10,7 @@ from audio_io import AudioDeviceError, MemorySpeaker
 from decisions.coordinator import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_api.fatal import SPOKEN, ErrorKind
 from realtime_sim import Fault, SimConfig
+from speech.local_voice import tone
 from tests.support.pipeline_harness import UTTERANCE, running_pipeline
 
 
@@ -248,3 +249,26 @@ async def test_audio_is_buffered_while_the_listener_reconnects(tmp_path, sim):
         assert p.listener_connections()[1].faults  # the delay did hit the new listener
         assert p.coordinator.core.uplink.stats.chunks_buffered - buffered_before > 20  # a good part of the 0.6 s
         assert [e.text for e in p.timeline.entries if e.kind == "heard"][-1] == "Computer, what time is it"
+
+
+async def test_a_connection_message_never_cuts_off_a_user_mid_sentence(tmp_path, sim):
+    """Issue 10, defect 8: "I'm connected again" falls due while the user is speaking a long
+    command; it waits for them, so the whole utterance reaches the listener (its mute would have
+    dropped the rest) and the message comes after."""
+    for _ in range(3):
+        sim.script.push_fault(Fault("handshake_500"))
+    long_command = tone([190.0, 230.0, 210.0, 200.0], 4.0) + bytes(2 * 24000 * 400 // 1000)  # 16.4 s, 4.1 s at 4x
+    # "Connected again" falls due 2.5 s after the session is ready: after the first message is
+    # said, and inside the command (which starts right after it and lasts 4 s).
+    async with running_pipeline(tmp_path, sim, healthy_after_s=2.5) as p:
+        await p.wait(lambda t: CANNOT_CONNECT_MESSAGE in narrated_scripts(p) and t.count("narrated") >= 1)
+        sim.script.push_tool_call("get_time", {})
+        p.say("Computer, what time is it", long_command)
+        await p.wait(lambda t: RECONNECTED_MESSAGE in narrated_scripts(p) and t.count("tool") >= 1)
+        kinds = [(e.kind, e.text) for e in p.timeline.entries]
+        heard_at = kinds.index(("heard", "Computer, what time is it"))
+        assert kinds.index(("narrating", RECONNECTED_MESSAGE)) > heard_at
+        started = [e for e in p.listener_connections()[0].sent if e["type"] == "input_audio_buffer.speech_started"]
+        stopped = [e for e in p.listener_connections()[0].sent if e["type"] == "input_audio_buffer.speech_stopped"]
+        assert len(started) == len(stopped) == 1  # one utterance, not cut in two by a mute
+        assert stopped[0]["audio_end_ms"] - started[0]["audio_start_ms"] >= 15000  # heard whole

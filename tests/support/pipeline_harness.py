@@ -42,6 +42,7 @@ def fast_settings(
     state_dir: Path,
     tasks_config: Path | None = None,
     connect_timeout_s: float = 5.0,
+    healthy_after_s: float = 0.5,
     **listener: object,
 ) -> Settings:
     return Settings(
@@ -49,7 +50,7 @@ def fast_settings(
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
         narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
-        reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=0.5),
+        reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,
@@ -130,6 +131,7 @@ async def running_pipeline(
     tasks_toml: str | None = None,
     speaker: MemorySpeaker | None = None,
     connect_timeout_s: float = 5.0,
+    healthy_after_s: float = 0.5,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -140,7 +142,7 @@ async def running_pipeline(
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
-        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, **listener
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, **listener
     )
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=MIC_PACE)
