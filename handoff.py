@@ -47,6 +47,15 @@ class Tools(Protocol):
     def format(self, result: Any) -> Any: ...
 
 
+class MicFilter(Protocol):
+    """What of the microphone goes up (detectors.pipeline.UploadFilter): speech only, or only
+    after an on-device wake word; without one, everything goes."""
+
+    def feed(self, chunk: bytes) -> list[bytes]: ...
+    def skip(self, chunk: bytes) -> None: ...
+    def reset(self) -> None: ...
+
+
 class Notices(Protocol):
     async def wait_pending(self) -> None: ...
     def next_batch(self, now: float) -> Any: ...
@@ -66,6 +75,7 @@ class CoordinatorParts:
     local_voice: Callable[[str], Awaitable[bytes]]  # speaks when the narrator cannot
     chime: bytes = b""
     notices: Notices | None = None
+    mic_filter: MicFilter | None = None  # None: every chunk goes up (the continuous stream)
 
 
 class Coordinator:
@@ -262,17 +272,29 @@ class Coordinator:
         (oldest dropped) for the uplink. A file is not a room: it is not read at all while muted
         or while no session can take it, so nothing in it is lost. Reading starts once the first
         listener session exists."""
-        core, microphone = self.core, self.parts.microphone
+        core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
         await self.changes.wait_until(lambda: core.session > 0)
+        mutes_seen = core.mute.releases
         try:
             async for chunk in microphone.chunks():
                 if microphone.live and core.mute.muted:
                     core.uplink.dropped_while_muted()
+                    if mic_filter is not None:
+                        mic_filter.skip(chunk)
                     continue
                 if not microphone.live:
                     await self.changes.wait_until(lambda: not (core.mute.muted or not core.listener_up or core.uplink.full))
-                core.uplink.take(chunk, session_ready=core.listener_up)
-                self._uplink_wake.notify()
+                if mic_filter is None:
+                    pieces = [chunk]
+                else:
+                    if core.mute.releases != mutes_seen:  # what came before the mute is another utterance
+                        mutes_seen = core.mute.releases
+                        mic_filter.reset()
+                    pieces = mic_filter.feed(chunk)
+                for piece in pieces:
+                    core.uplink.take(piece, session_ready=core.listener_up)
+                if pieces:
+                    self._uplink_wake.notify()
         except AudioDeviceError as exc:  # a device that vanished: say so and stop
             log.error("the microphone failed: %s", exc)
             self._feed(DeviceFailed(f"the microphone stopped working ({exc})"))

@@ -6,10 +6,12 @@ from __future__ import annotations
 import contextlib
 from typing import AsyncIterator
 
-from audio_io import MicrophoneSource, SpeakerSink
+from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink
 from brain import Brain
-from config.settings import Settings
+from config.settings import Settings, SettingsError
 from decisions.timeline import Timeline
+from detectors.keyword import UnknownWakeWord
+from detectors.pipeline import UploadFilter, build_upload_filter
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
@@ -28,6 +30,7 @@ async def assistant(
 ) -> AsyncIterator[Coordinator]:
     """Build the whole assistant around the given audio devices. Everything opened here is
     closed on exit, whatever fails; run it with `await coordinator.run()`."""
+    mic_filter = upload_filter(settings)
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
         stack.push_async_callback(client.close)
@@ -54,5 +57,18 @@ async def assistant(
             local_voice=speak_locally,
             chime=chime(),
             notices=task_manager,
+            mic_filter=mic_filter,
         )
         yield Coordinator(parts, timeline)
+
+
+def upload_filter(settings: Settings) -> UploadFilter:
+    """The on-device detectors and gate that decide what of the microphone leaves the machine."""
+    listener = settings.listener
+    try:
+        return build_upload_filter(settings.upload, listener.wake_phrase, listener.wake_window_s, BYTES_PER_SECOND)
+    except UnknownWakeWord as exc:
+        raise SettingsError(
+            f"{exc}; HANDOFF_UPLOAD_MODE=wake_word needs a wake phrase the on-device spotter knows, "
+            "so choose another WAKE_PHRASE or use HANDOFF_UPLOAD_MODE=speech_only."
+        ) from None

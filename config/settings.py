@@ -62,6 +62,21 @@ class RealtimeSettings:
     connect_timeout_s: float = 10.0  # a handshake slower than this counts as a failed attempt
 
 
+class UploadMode(enum.Enum):
+    """What of the microphone leaves the machine (HANDOFF_UPLOAD_MODE)."""
+
+    CONTINUOUS = "continuous"  # everything while not muted: the old behaviour
+    SPEECH_ONLY = "speech_only"  # speech only, decided by an on-device VAD
+    ON_DEVICE_WAKE = "wake_word"  # nothing until an on-device spotter hears the wake phrase
+
+
+@dataclass(frozen=True)
+class UploadSettings:
+    mode: UploadMode = UploadMode.SPEECH_ONLY
+    preroll_ms: int = 500  # sent from before the detected onset, so the wake word's first syllable is kept
+    hangover_ms: int = 1000  # silence still sent after speech: longer than the server VAD's, so it ends the turn
+
+
 @dataclass(frozen=True)
 class ListenerSettings:
     """The always-on listener and its wake gate."""
@@ -128,6 +143,7 @@ class Settings:
     brain: BrainSettings = field(default_factory=BrainSettings)
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     audio: AudioSettings = field(default_factory=AudioSettings)
+    upload: UploadSettings = field(default_factory=UploadSettings)
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
@@ -177,7 +193,9 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     except ValueError:
         choices = ", ".join(n.value for n in NoiseReduction)
         raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
+    upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
     return Settings(
+        upload=upload,
         realtime=RealtimeSettings(
             api_key=values.get("OPENAI_API_KEY", ""),
             base_url=values.get("OPENAI_BASE_URL") or None,
@@ -198,6 +216,35 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
         log_level=values.get("LOG_LEVEL", "INFO").upper(),
     )
+
+
+def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> UploadSettings:
+    mode_value = values.get("HANDOFF_UPLOAD_MODE", UploadMode.SPEECH_ONLY.value).strip().lower()
+    try:
+        mode = UploadMode(mode_value)
+    except ValueError:
+        choices = ", ".join(m.value for m in UploadMode)
+        raise SettingsError(f"HANDOFF_UPLOAD_MODE={mode_value} is not one of {choices}; set it in .env or the environment.") from None
+    preroll = _whole_number(values, "HANDOFF_PREROLL_MS", UploadSettings.preroll_ms)
+    hangover = _whole_number(values, "HANDOFF_HANGOVER_MS", UploadSettings.hangover_ms)
+    if preroll < 300:
+        raise SettingsError(f"HANDOFF_PREROLL_MS={preroll} would cut the first syllable of the wake word; use 300 or more.")
+    if hangover <= server_silence_ms:
+        raise SettingsError(
+            f"HANDOFF_HANGOVER_MS={hangover} must be longer than the server's {server_silence_ms} ms of silence "
+            "that ends a turn, or a command is never ended (or is cut at a pause); use 1000."
+        )
+    return UploadSettings(mode, preroll, hangover)
+
+
+def _whole_number(values: Mapping[str, str], key: str, default: int) -> int:
+    raw = values.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise SettingsError(f"{key}={raw} is not a whole number of milliseconds; set it in .env or the environment.") from None
 
 
 def load_settings(

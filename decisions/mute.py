@@ -15,6 +15,7 @@ class MuteHolders:
         self._clock = clock
         self._on_change = on_change
         self.history: deque[tuple[str, float, float]] = deque(maxlen=100)  # (holder, start, end), recent
+        self.releases = 0  # holds ended so far: a reader can tell that a mute came and went
 
     @property
     def muted(self) -> bool:
@@ -31,5 +32,6 @@ class MuteHolders:
         finally:
             self._holders.discard(holder)
             self.history.append((holder, start, self._clock()))
+            self.releases += 1
             self._on_change()
 

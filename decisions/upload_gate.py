@@ -25,11 +25,8 @@ from collections import deque
 from dataclasses import dataclass
 from enum import Enum
 
-
-class UploadMode(Enum):
-    CONTINUOUS = "continuous"
-    SPEECH_ONLY = "speech_only"
-    ON_DEVICE_WAKE = "wake_word"  # the HANDOFF_UPLOAD_MODE value
+from config.settings import UploadMode
+from decisions.errors import IllegalTransition
 
 
 class GateState(Enum):
@@ -46,10 +43,6 @@ class GateEvent(Enum):
     HANGOVER_ENDED = "hangover_ended"  # hangover_s without speech
     WINDOW_ENDED = "window_ended"  # command_window_s after the last wake
     COMMAND_ENDED = "command_ended"  # hangover_s without speech after a command was sent: no window needed
-
-
-class IllegalTransition(RuntimeError):
-    """An event the current state cannot take: a bug in the gate or its caller."""
 
 
 # Every legal transition, per mode. Events not listed for a state are illegal.

@@ -14,8 +14,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from decisions.upload_gate import KeywordHit
-from detectors.keyword import KeywordSpotter
+from config.settings import UploadMode, UploadSettings
+from decisions.upload_gate import KeywordHit, UploadGate, UploadGateSettings
+from detectors.keyword import KeywordSpotter, KeywordSpotterSettings
 from detectors.vad import SileroVad
 
 
@@ -72,3 +73,57 @@ class MicDetectors:
             while self._recent and now - self._recent[0][0] > self._preroll_s:
                 self._recent.popleft()
         return hit
+
+
+class UploadFilter:
+    """What of one microphone stream goes to the listener: the detectors' verdicts through the
+    upload gate. It runs on audio time (the bytes it has seen), not the wall clock, so a WAV read
+    at full speed is gated as the same room would be live, and no timer is needed: muted chunks
+    that a live mic still delivers advance the clock through `skip`."""
+
+    def __init__(self, gate: UploadGate, detectors: MicDetectors | None, bytes_per_second: int) -> None:
+        self.gate = gate
+        self.detectors = detectors  # None: everything is sent (CONTINUOUS)
+        self._bytes_per_second = bytes_per_second
+        self._audio_bytes = 0
+        self.chunks_held = 0  # read but not sent: silence, or speech never addressed to us
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        now = self._advance(chunk)
+        if self.detectors is None:
+            return self.gate.feed(chunk, now, True)
+        verdict = self.detectors.feed(chunk, now)
+        sent = self.gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit)
+        self.chunks_held += not sent
+        return sent
+
+    def skip(self, chunk: bytes) -> None:
+        """A chunk that is not listened to (the mic is muted while the narrator speaks)."""
+        self.gate.advance(self._advance(chunk))
+
+    def reset(self) -> None:
+        """After a gap in what was listened to (a mute): start from quiet."""
+        self.gate.reset()
+        if self.detectors is not None:
+            self.detectors.reset()
+
+    def _advance(self, chunk: bytes) -> float:
+        self._audio_bytes += len(chunk)
+        return self._audio_bytes / self._bytes_per_second
+
+
+def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: float, bytes_per_second: int) -> UploadFilter:
+    """The filter the settings ask for. Raises UnknownWakeWord (one sentence) when the on-device
+    spotter has no pronunciation for a word of the wake phrase."""
+    gate = UploadGate(UploadGateSettings(
+        mode=upload.mode,
+        preroll_s=upload.preroll_ms / 1000,
+        hangover_s=upload.hangover_ms / 1000,
+        command_window_s=window_s,
+    ))
+    if upload.mode is UploadMode.CONTINUOUS:
+        return UploadFilter(gate, None, bytes_per_second)
+    spotter = None
+    if upload.mode is UploadMode.ON_DEVICE_WAKE:
+        spotter = KeywordSpotter(KeywordSpotterSettings(phrase=wake_phrase))
+    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second)

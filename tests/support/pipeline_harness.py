@@ -29,6 +29,8 @@ from config.settings import (
     RealtimeSettings,
     ReconnectSettings,
     Settings,
+    UploadMode,
+    UploadSettings,
 )
 
 # 0.6 s of "speech", then enough silence for the VAD to end the utterance.
@@ -43,6 +45,7 @@ def fast_settings(
     tasks_config: Path | None = None,
     connect_timeout_s: float = 5.0,
     healthy_after_s: float = 0.5,
+    upload_mode: UploadMode = UploadMode.CONTINUOUS,
     **listener: object,
 ) -> Settings:
     return Settings(
@@ -51,6 +54,9 @@ def fast_settings(
         narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),
+        # The tests speak in tones (the simulator's VAD hears energy); the on-device VAD would
+        # rightly call a tone no speech. tests/pipeline/test_pipeline_upload.py speaks words.
+        upload=UploadSettings(mode=upload_mode),
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,
@@ -132,6 +138,8 @@ async def running_pipeline(
     speaker: MemorySpeaker | None = None,
     connect_timeout_s: float = 5.0,
     healthy_after_s: float = 0.5,
+    upload_mode: UploadMode = UploadMode.CONTINUOUS,
+    mic_pace: float = MIC_PACE,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -142,10 +150,10 @@ async def running_pipeline(
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
-        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, **listener
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode, **listener
     )
     timeline = Timeline()
-    microphone = PushMicrophone(chunk_ms=20, pace=MIC_PACE)
+    microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)
     speaker = speaker or MemorySpeaker(pace=speaker_pace)
     async with assistant(settings, microphone, speaker, timeline) as coordinator:
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")
