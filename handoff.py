@@ -24,7 +24,7 @@ from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, Speak
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
-    AbandonRoute, AckNotices, Action, ChimeFinished, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
+    AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished, NoticeBatchFetched,
     NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools, Stop, Tick,
     ToolsFinished,
@@ -36,6 +36,8 @@ from main_agent import Listener
 from reader_agent import Narrator
 
 log = logging.getLogger("handoff.coordinator")
+
+WORKING_SOUND_GAP_S = 0.7  # between ticks of the working sound
 
 
 # --- collaborators (duck-typed so tests can inject small fakes) -----------------------------------
@@ -73,7 +75,9 @@ class CoordinatorParts:
     speaker: SpeakerSink
     tools: Tools
     local_voice: Callable[[str], Awaitable[bytes]]  # speaks when the narrator cannot
-    chime: bytes = b""
+    chime: bytes = b""  # after the wake phrase alone
+    follow_up_sound: bytes = b""  # after an answer: a follow-up needs no wake phrase for a moment
+    working_sound: bytes = b""  # one tick of the sound that plays while an answer is late
     notices: Notices | None = None
     mic_filter: MicFilter | None = None  # None: every chunk goes up (the continuous stream)
 
@@ -127,6 +131,8 @@ class Coordinator:
                 tg.create_task(self._keep_time(), name="clock")
                 if self.parts.notices is not None:
                     tg.create_task(self._watch_notices(), name="notices")
+                if self.parts.working_sound:
+                    tg.create_task(self._play_working_sound(), name="working sound")
                 stop = await self._exit
                 if stop.message is not None:
                     await self._speak_now(stop.message)
@@ -158,8 +164,8 @@ class Coordinator:
                 self.listener.abandon_route()
             case RestartListener(reason=reason):
                 self._spawn(self.listener.restart(reason), "restart")
-            case PlayChime():
-                self._spawn(self._play_chime(), "chime")
+            case PlayChime(earcon=earcon):
+                self._spawn(self._play_chime(earcon), "chime")
             case FetchNotices():
                 self._spawn(self._fetch_notices(), "fetch notices")
             case AckNotices(ids=ids):
@@ -252,18 +258,35 @@ class Coordinator:
                 except AudioDeviceError:
                     log.warning("could not say the final message: the speaker does not work")
 
-    async def _play_chime(self) -> None:
+    async def _play_chime(self, earcon: Earcon) -> None:
+        sound = self.parts.chime if earcon is Earcon.WAKE else self.parts.follow_up_sound
         async with self._reader_lock:
             self._feed(ChimeStarted())
             try:
                 with self.core.mute.hold("chime"):
-                    self.parts.speaker.play(self.parts.chime)
+                    self.parts.speaker.play(sound)
                     await self.parts.speaker.drained()
                     await asyncio.sleep(self.settings.narrator.echo_margin_s)  # its echo is no command
             except AudioDeviceError as exc:
                 self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
             finally:
-                self._feed(ChimeFinished())
+                self._feed(ChimeFinished(earcon))
+
+    async def _play_working_sound(self) -> None:
+        """Soft ticks while a command's answer is late, never under a narration. Not muted: a
+        tick is no speech (the on-device VAD keeps it home), and the user may speak meanwhile."""
+        core, speaker = self.core, self.parts.speaker
+        while True:
+            await self.changes.wait_until(lambda: core.working_sound_on)
+            async with self._reader_lock:
+                if core.working_sound_on:
+                    try:
+                        speaker.play(self.parts.working_sound)
+                        await speaker.drained()
+                    except AudioDeviceError as exc:
+                        self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
+                        return
+            await self.changes.wait(WORKING_SOUND_GAP_S)  # the rhythm of the ticks; a change ends it early
 
     # -- microphone -----------------------------------------------------------------------------------
     async def _read_microphone(self) -> None:

@@ -16,7 +16,7 @@ from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import make_client
-from speech.local_voice import chime, speak_locally
+from speech.local_voice import chime, follow_up_earcon, speak_locally, working_tick
 from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools
 from tools.builtin import build_listener_tools
 
@@ -56,6 +56,8 @@ async def assistant(
             tools=tools,
             local_voice=speak_locally,
             chime=chime(),
+            follow_up_sound=follow_up_earcon(),
+            working_sound=working_tick(),
             notices=task_manager,
             mic_filter=mic_filter,
         )

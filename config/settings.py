@@ -91,6 +91,15 @@ class ListenerSettings:
 
 
 @dataclass(frozen=True)
+class ConversationSettings:
+    """The habits of a spoken conversation around each answer."""
+
+    follow_up_s: float = 6.0  # after an answer, the next utterance this soon needs no wake phrase (0: off)
+    working_sound_after_s: float = 1.0  # an answer not ready by then: a soft working sound until it is
+    still_working_after_s: float = 8.0  # a tool running this long: "Still working on it." once
+
+
+@dataclass(frozen=True)
 class NarratorSettings:
     """The narrator: a fresh session per script."""
 
@@ -144,6 +153,7 @@ class Settings:
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     audio: AudioSettings = field(default_factory=AudioSettings)
     upload: UploadSettings = field(default_factory=UploadSettings)
+    conversation: ConversationSettings = field(default_factory=ConversationSettings)
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
@@ -194,8 +204,10 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         choices = ", ".join(n.value for n in NoiseReduction)
         raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
     upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
+    follow_up = _seconds(values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
     return Settings(
         upload=upload,
+        conversation=ConversationSettings(follow_up_s=follow_up),
         realtime=RealtimeSettings(
             api_key=values.get("OPENAI_API_KEY", ""),
             base_url=values.get("OPENAI_BASE_URL") or None,
@@ -235,6 +247,19 @@ def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> Uploa
             "that ends a turn, or a command is never ended (or is cut at a pause); use 1000."
         )
     return UploadSettings(mode, preroll, hangover)
+
+
+def _seconds(values: Mapping[str, str], key: str, default: float) -> float:
+    raw = values.get(key, "").strip()
+    if not raw:
+        return default
+    try:
+        seconds = float(raw)
+    except ValueError:
+        seconds = -1.0
+    if not 0 <= seconds <= 3600:
+        raise SettingsError(f"{key}={raw} is not a number of seconds from 0 to 3600; set it in .env or the environment.")
+    return seconds
 
 
 def _whole_number(values: Mapping[str, str], key: str, default: int) -> int:

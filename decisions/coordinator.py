@@ -5,7 +5,7 @@ route, tool run, narration and clock tick to `CoordinatorCore.handle` and carrie
 that come back. The core never waits; it says when it next needs the clock (`next_deadline`), and
 the shell sleeps until then or until something changes. Nothing here polls.
 
-The state is six small machines, each an Enum, and `TRANSITIONS` is the one table of every legal
+The state is seven small machines, each an Enum, and `TRANSITIONS` is the one table of every legal
 move, keyed by (state, event). An event moves every machine that has a row for it; if one of those
 machines is in a state with no row for the event, `IllegalTransition` is raised and nothing moves.
 The phase logged and shown to people (listening, routing, narrating, restarting) is derived from
@@ -51,7 +51,8 @@ class VoiceState(enum.Enum):
     QUIET = "quiet"
     CHIME = "chime"  # the wake chime plays
     STATUS = "status"  # only messages about the connection so far: the listener carries on after
-    ANSWER = "answer"  # an answer, notice or error was said: a clean listener restart follows
+    NOTICE = "notice"  # a notice was said: a clean listener restart follows
+    ANSWER = "answer"  # an answer to a command was said: a restart follows, and a follow-up window
 
 
 class RouteState(enum.Enum):
@@ -65,6 +66,15 @@ class AnnounceState(enum.Enum):
     NOTHING_SAID = "nothing said"
     TROUBLE = "trouble announced"  # "I can't reach OpenAI right now" was said
     CONFIRMING = "confirming"  # a session is up; "connected again" once it proves healthy
+
+
+class WorkingState(enum.Enum):
+    """Whether the user hears that a command is being worked on."""
+
+    IDLE = "idle"  # no command waits for its answer
+    WAITING = "waiting"  # routed; the answer may well come before the working sound is due
+    PLAYING = "playing"  # the working sound plays (between narrations)
+    TOLD = "told"  # "Still working on it." was said once; the sound plays on
 
 
 class NoticeState(enum.Enum):
@@ -87,6 +97,7 @@ class Event(enum.Enum):
     CHIME_STARTED = "chime_started"
     CHIME_FINISHED = "chime_finished"
     STATUS_STARTED = "status_started"
+    NOTICE_STARTED = "notice_started"
     ANSWER_STARTED = "answer_started"
     NARRATIONS_FINISHED = "narrations_finished"
     COMMAND_ROUTED = "command_routed"
@@ -97,6 +108,8 @@ class Event(enum.Enum):
     ROUTE_ANSWERED = "route_answered"  # text instead of a call, or the route failed
     ROUTE_TIMED_OUT = "route_timed_out"
     TOOLS_FINISHED = "tools_finished"
+    WORKING_DUE = "working_due"
+    STILL_WORKING_DUE = "still_working_due"
     TROUBLE_ANNOUNCED = "trouble_announced"
     HEALTHY = "healthy"
     NOTICES_PENDING = "notices_pending"
@@ -110,6 +123,8 @@ class Event(enum.Enum):
 
 LD, LU, LC = ListenerState.DOWN, ListenerState.UP, ListenerState.CLOSING
 VQ, VC, VS, VA = VoiceState.QUIET, VoiceState.CHIME, VoiceState.STATUS, VoiceState.ANSWER
+VN = VoiceState.NOTICE
+WI, WW, WP, WT = WorkingState.IDLE, WorkingState.WAITING, WorkingState.PLAYING, WorkingState.TOLD
 RI, RS, RA, RT = RouteState.IDLE, RouteState.SENDING, RouteState.AWAITING_RESPONSE, RouteState.RUNNING_TOOLS
 AN, AT, AC = AnnounceState.NOTHING_SAID, AnnounceState.TROUBLE, AnnounceState.CONFIRMING
 NN, NP, NF, NQ = NoticeState.NONE, NoticeState.PENDING, NoticeState.FETCHING, NoticeState.QUEUED
@@ -132,12 +147,31 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (VC, E.CHIME_FINISHED): VQ,
     (VQ, E.STATUS_STARTED): VS,
     (VS, E.STATUS_STARTED): VS,
+    (VN, E.STATUS_STARTED): VN,
     (VA, E.STATUS_STARTED): VA,
+    (VQ, E.NOTICE_STARTED): VN,
+    (VS, E.NOTICE_STARTED): VN,
+    (VN, E.NOTICE_STARTED): VN,
+    (VA, E.NOTICE_STARTED): VA,
     (VQ, E.ANSWER_STARTED): VA,
     (VS, E.ANSWER_STARTED): VA,
+    (VN, E.ANSWER_STARTED): VA,
     (VA, E.ANSWER_STARTED): VA,
     (VS, E.NARRATIONS_FINISHED): VQ,  # the listener carries on
-    (VA, E.NARRATIONS_FINISHED): VQ,  # a clean listener restart follows
+    (VN, E.NARRATIONS_FINISHED): VQ,  # a clean listener restart follows
+    (VA, E.NARRATIONS_FINISHED): VQ,  # a restart, and the follow-up window opens
+    # hearing it work: a sound while an answer is late, one spoken line when a tool is slow
+    (WI, E.COMMAND_ROUTED): WW,
+    (WW, E.COMMAND_ROUTED): WW,  # routed again after a lost session: still the same wait
+    (WP, E.COMMAND_ROUTED): WP,
+    (WT, E.COMMAND_ROUTED): WT,
+    (WW, E.WORKING_DUE): WP,
+    (WW, E.STILL_WORKING_DUE): WT,
+    (WP, E.STILL_WORKING_DUE): WT,
+    (WI, E.ANSWER_STARTED): WI,
+    (WW, E.ANSWER_STARTED): WI,
+    (WP, E.ANSWER_STARTED): WI,
+    (WT, E.ANSWER_STARTED): WI,
     # the command being routed (one at a time; others wait in order)
     (RI, E.COMMAND_ROUTED): RS,
     (RS, E.ROUTE_SENT): RA,
@@ -170,9 +204,12 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (XS, E.FATAL): XS,  # the first reason wins
 }
 
-MACHINES: tuple[type[enum.Enum], ...] = (ListenerState, VoiceState, RouteState, AnnounceState, NoticeState, LifeState)
+MACHINES: tuple[type[enum.Enum], ...] = (
+    ListenerState, VoiceState, RouteState, WorkingState, AnnounceState, NoticeState, LifeState,
+)
 INITIAL: dict[type[enum.Enum], enum.Enum] = {
-    ListenerState: LD, VoiceState: VQ, RouteState: RI, AnnounceState: AN, NoticeState: NN, LifeState: XR,
+    ListenerState: LD, VoiceState: VQ, RouteState: RI, WorkingState: WI, AnnounceState: AN, NoticeState: NN,
+    LifeState: XR,
 }
 # Which machines an event moves, derived from the table.
 EVENT_MACHINES: dict[Event, frozenset[type[enum.Enum]]] = {
@@ -191,7 +228,7 @@ class Phase(enum.Enum):
 
 
 class Machines:
-    """The six machines and the table. `fire` moves all that an event concerns, or none."""
+    """The machines and the table. `fire` moves all that an event concerns, or none."""
 
     def __init__(self, states: dict[type[enum.Enum], enum.Enum] | None = None) -> None:
         self.states = dict(INITIAL if states is None else states)
@@ -213,7 +250,7 @@ class Machines:
     def phase(self) -> Phase:
         if self.states[LifeState] is XS:
             return Phase.STOPPING
-        if self.states[VoiceState] in (VS, VA):
+        if self.states[VoiceState] in (VS, VN, VA):
             return Phase.NARRATING
         if self.states[ListenerState] is not LU:
             return Phase.RESTARTING
@@ -257,6 +294,11 @@ class NarrationsFinished:
     """The narration worker found nothing more to say and let go of the voice."""
 
 
+class Earcon(enum.Enum):
+    WAKE = "wake"  # the wake phrase alone: say the command
+    FOLLOW_UP = "follow-up"  # an answer was said: a follow-up needs no wake phrase for a moment
+
+
 @dataclass(frozen=True)
 class ChimeStarted:
     pass
@@ -264,7 +306,7 @@ class ChimeStarted:
 
 @dataclass(frozen=True)
 class ChimeFinished:
-    pass
+    earcon: Earcon
 
 
 @dataclass(frozen=True)
@@ -324,7 +366,7 @@ class RestartListener:
 
 @dataclass(frozen=True)
 class PlayChime:
-    pass
+    earcon: Earcon
 
 
 @dataclass(frozen=True)
@@ -357,6 +399,7 @@ class NarrationKind(enum.Enum):
     ERROR = "error"
     NOTICE = "notice"
     STATUS = "status"  # about the connection itself: no listener restart after it
+    PROGRESS = "progress"  # "Still working on it.": the answer is still to come
 
 
 class Priority(enum.IntEnum):
@@ -379,6 +422,16 @@ CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and t
 RECONNECTED_MESSAGE = "I'm connected again."
 RATE_LIMITED_MESSAGE = SPOKEN[ErrorKind.RATE_LIMITED]
 ROUTING_FAILED_MESSAGE = "Sorry, I couldn't work out what to do with that. Please say it again."
+STILL_WORKING_MESSAGE = "Still working on it."
+UNPROMPTED = frozenset({NarrationKind.STATUS, NarrationKind.PROGRESS})  # nobody asked for these just now
+_STARTED_EVENT = {  # what starting to say each kind does to the voice machine
+    NarrationKind.STATUS: Event.STATUS_STARTED,
+    NarrationKind.PROGRESS: Event.STATUS_STARTED,
+    NarrationKind.NOTICE: Event.NOTICE_STARTED,
+    NarrationKind.ANSWER: Event.ANSWER_STARTED,
+    NarrationKind.FALLBACK: Event.ANSWER_STARTED,
+    NarrationKind.ERROR: Event.ANSWER_STARTED,
+}
 EXECUTED_CALLS_KEPT = 1000  # call ids remembered so none runs twice; ids are unique per response
 
 
@@ -393,6 +446,9 @@ class CoordinatorTimings:
     settle_quiet_s: float = 1.5  # a finished input is done after this long with nothing going on
     chunk_ms: int = 20
     chime: bool = True
+    follow_up_s: float = 6.0  # 0: no follow-up window
+    working_after_s: float = 1.0
+    still_working_after_s: float = 8.0
 
     @classmethod
     def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:
@@ -404,6 +460,9 @@ class CoordinatorTimings:
             settle_quiet_s=settings.listener.vad_silence_ms / 1000 + 1.0,
             chunk_ms=settings.audio.chunk_ms,
             chime=chime,
+            follow_up_s=settings.conversation.follow_up_s,
+            working_after_s=settings.conversation.working_sound_after_s,
+            still_working_after_s=settings.conversation.still_working_after_s,
         )
 
 
@@ -434,6 +493,8 @@ class CoordinatorCore:
         self._routes = itertools.count(1)
         self._route: tuple[int, str] | None = None  # (id, command) while RouteState is not IDLE
         self._route_deadline: float | None = None
+        self._routed_at = 0.0  # when the command now waiting for its answer was first routed
+        self._tools_at = 0.0  # when its tools started
         self._executed_calls: OrderedDict[str, None] = OrderedDict()
         self._session = 0
         self._session_ready_at = 0.0
@@ -461,6 +522,11 @@ class CoordinatorCore:
         return self.machines[LifeState] is XF
 
     @property
+    def working_sound_on(self) -> bool:
+        """The working sound should play now (a command's answer is late; nothing is being said)."""
+        return self.machines[WorkingState] in (WP, WT) and self.machines[VoiceState] is VQ
+
+    @property
     def narration_waiting(self) -> bool:
         """A narration may start now."""
         return bool(self._narrations) and self._may_start(self._narrations[0])
@@ -468,7 +534,7 @@ class CoordinatorCore:
     def _may_start(self, request: NarrationRequest) -> bool:
         # Nobody asked for a message about the connection: it waits until whoever is talking has
         # finished (its mute would cut them off). Answers were asked for; notices wait for idle.
-        return request.kind is not NarrationKind.STATUS or not self.listener_up or self._listener_quiet
+        return request.kind not in UNPROMPTED or not self.listener_up or self._listener_quiet
 
     @property
     def notices_settled(self) -> bool:
@@ -500,6 +566,9 @@ class CoordinatorCore:
             self.gate.window_until,
             self._session_ready_at + self.timings.recycle_after_s if self.listener_up else None,
             self._confirm_at if self.machines[AnnounceState] is AC else None,
+            self._routed_at + self.timings.working_after_s if self.machines[WorkingState] is WW else None,
+            self._tools_at + self.timings.still_working_after_s
+            if self.machines[RouteState] is RT and self.machines[WorkingState] in (WW, WP) else None,
             self._idle_since + self.timings.settle_quiet_s
             if self.machines[LifeState] is XF and self._idle_since is not None else None,
         ]
@@ -553,12 +622,15 @@ class CoordinatorCore:
             case NarrationDone(request=request, summary=summary):
                 actions += self._narration_done(request, summary)
             case NarrationsFinished():
-                actions += self._narrations_finished()
+                actions += self._narrations_finished(now)
             case ChimeStarted():
                 self._fire(E.CHIME_STARTED, "")
-            case ChimeFinished():
+            case ChimeFinished(earcon=earcon):
                 self._fire(E.CHIME_FINISHED, "")
-                self.timeline.add(TimelineKind.CHIME, f"listening for a command for {self.gate.window_s:g} s")
+                if earcon is Earcon.WAKE:
+                    self.timeline.add(TimelineKind.CHIME, f"listening for a command for {self.gate.window_s:g} s")
+                else:
+                    self.timeline.add(TimelineKind.FOLLOW_UP, f"listening for a follow-up for {self.timings.follow_up_s:g} s")
             case NoticesPending():
                 self._fire(E.NOTICES_PENDING, "")
             case NoticeBatchFetched(ids=ids, script=script):
@@ -586,7 +658,7 @@ class CoordinatorCore:
         if not self.narration_waiting or self.machines[LifeState] is XS:
             return None
         request = heapq.heappop(self._narrations)
-        self._fire(E.STATUS_STARTED if request.kind is NarrationKind.STATUS else E.ANSWER_STARTED, request.kind.value)
+        self._fire(_STARTED_EVENT[request.kind], request.kind.value)
         self.timeline.add(TimelineKind.NARRATING, request.script)
         self.revision += 1
         return request
@@ -604,6 +676,7 @@ class CoordinatorCore:
 
     def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = ()) -> None:
         priority = {NarrationKind.NOTICE: Priority.NOTICE, NarrationKind.STATUS: Priority.STATUS}.get(kind, Priority.ANSWER)
+        # (PROGRESS shares the answers' priority: it is about the command being answered.)
         heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids))
 
     def _listener_ready(self, session: int, now: float) -> None:
@@ -636,7 +709,7 @@ class CoordinatorCore:
             # that die young count as failed attempts and are announced after a few of those.
             quiet_loss = not (end.interrupted_command or end.replay_from_ms is not None
                               or self.machines[RouteState] is not RI or self._pending)
-            if end.healthy and quiet_loss and self.machines[VoiceState] not in (VS, VA):
+            if end.healthy and quiet_loss and self.machines[VoiceState] not in (VS, VN, VA):
                 self._queue(CONNECTION_LOST_MESSAGE, NarrationKind.STATUS)
         self._listener_quiet = True
         self._fire(E.LISTENER_LOST, f"code {end.closed.code}")
@@ -658,7 +731,7 @@ class CoordinatorCore:
                 self.timeline.add(TimelineKind.IGNORED, transcript)
             case WakeOnly():
                 self.timeline.add(TimelineKind.WAKE, transcript)
-                return [PlayChime()] if self.timings.chime else []
+                return [PlayChime(Earcon.WAKE)] if self.timings.chime else []
             case Command():
                 self.timeline.add(TimelineKind.HEARD, transcript)
         return []
@@ -679,6 +752,7 @@ class CoordinatorCore:
         while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
             self._executed_calls.popitem(last=False)
         self._fire(E.TOOLS_REQUESTED, "")
+        self._tools_at = self._clock()
         return [StartTools(self._route[0], command, fresh, session)]
 
     def _route_answered(self) -> None:
@@ -707,12 +781,17 @@ class CoordinatorCore:
             return [AckNotices(request.notice_ids)]
         return []
 
-    def _narrations_finished(self) -> list[Action]:
-        owed_restart = self.machines[VoiceState] is VA
+    def _narrations_finished(self, now: float) -> list[Action]:
+        said = self.machines[VoiceState]
         self._fire(E.NARRATIONS_FINISHED, "")
-        if owed_restart:
-            return self._restart("after a narration")
-        return []
+        actions: list[Action] = []
+        if said is VA and self.timings.follow_up_s > 0 and self.machines[LifeState] is not XS:
+            # A follow-up needs no wake phrase for a moment (not after a notice: nobody asked).
+            self.gate.open_window(now + self.timings.follow_up_s)
+            actions.append(PlayChime(Earcon.FOLLOW_UP))
+        if said in (VA, VN):
+            actions += self._restart("after a narration")
+        return actions
 
     def _restart(self, reason: str) -> list[Action]:
         """A clean listener: close this session, the shell's loop opens and configures a fresh one.
@@ -733,6 +812,15 @@ class CoordinatorCore:
             self._fire(E.ROUTE_TIMED_OUT, "")
             self._routing_failed(command, f"no answer from the model in {self.timings.route_timeout_s:g} s")
             actions += [AbandonRoute(), *self._restart("the model did not answer a command")]
+        if m[WorkingState] is WW and now >= self._routed_at + self.timings.working_after_s:
+            self._fire(E.WORKING_DUE, "")
+            self.timeline.add(TimelineKind.WORKING, "the answer is taking a moment: playing the working sound")
+        if (
+            m[RouteState] is RT and m[WorkingState] in (WW, WP)
+            and now >= self._tools_at + self.timings.still_working_after_s
+        ):
+            self._fire(E.STILL_WORKING_DUE, "")
+            self._queue(STILL_WORKING_MESSAGE, NarrationKind.PROGRESS)
         if m[AnnounceState] is AC and self._confirm_at is not None and now >= self._confirm_at and self.listener_up:
             self._fire(E.HEALTHY, "")
             self._queue(RECONNECTED_MESSAGE, NarrationKind.STATUS)
@@ -742,6 +830,8 @@ class CoordinatorCore:
         ):
             command = self._pending.popleft()
             self._route = (next(self._routes), command)
+            if m[WorkingState] is WI:
+                self._routed_at = now
             self._fire(E.COMMAND_ROUTED, command)
             self.timeline.add(TimelineKind.COMMAND, command)
             actions.append(SendRoute(self._route[0], command))

@@ -125,6 +125,9 @@ class ListenerCore:
     awaiting_transcripts: set[str] = field(default_factory=set)
     # Utterances not transcribed yet: item id -> where their audio starts (ms of session audio).
     unheard_starts: dict[str, int] = field(default_factory=dict)
+    # When each utterance began (clock time): a wake or follow-up window is judged by when the user
+    # spoke, not by when the transcript came back (late, with a real model).
+    spoken_at: dict[str, float] = field(default_factory=dict)
     expired: bool = False
     _routes: int = 0
     _route_event_ids: set[str] = field(default_factory=set)
@@ -175,6 +178,7 @@ class ListenerCore:
             case wire.SpeechStarted(item_id=item_id, audio_start_ms=start):
                 self.speaking = True
                 self.unheard_starts[item_id] = start
+                self.spoken_at[item_id] = self.clock()
             case wire.SpeechStopped():
                 self.speaking = False
             case wire.AudioCommitted(item_id=item_id):
@@ -184,6 +188,7 @@ class ListenerCore:
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
                 self.unheard_starts.pop(item_id, None)
+                self.spoken_at.pop(item_id, None)
                 log.warning("could not transcribe an utterance (%s); it is dropped", message)
                 return [Send(ClientEvents.delete_item(item_id))]
             case wire.ResponseDone():
@@ -200,7 +205,7 @@ class ListenerCore:
         # The audio item goes whatever was said: the conversation holds text only, so every later
         # command stays cheap however long the session runs.
         actions: list[Action] = [Send(ClientEvents.delete_item(item_id))]
-        decision = self.gate.classify(transcript, self.clock())
+        decision = self.gate.classify(transcript, self.spoken_at.pop(item_id, None) or self.clock())
         actions.append(Heard(transcript, decision))  # the gate's own decision, passed on as it is
         if isinstance(decision, Command):
             actions.append(CommandHeard(decision.text))

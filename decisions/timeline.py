@@ -20,6 +20,8 @@ class TimelineKind(enum.StrEnum):
     IGNORED = "ignored"  # not addressed to us
     WAKE = "wake"  # the wake phrase alone
     CHIME = "chime"
+    FOLLOW_UP = "follow-up"  # an answer was said: a follow-up needs no wake phrase for a moment
+    WORKING = "working"  # an answer is late: the working sound plays
     COMMAND = "command"  # routed to the model
     TOOL = "tool"
     FALLBACK = "fallback"  # no tool call: the model's text is narrated

@@ -58,6 +58,11 @@ class WakeGate:
     def window_open(self) -> bool:
         return self._window_until is not None
 
+    def open_window(self, until: float) -> None:
+        """Take the next utterance until `until` as a command without the wake phrase (a
+        follow-up right after an answer)."""
+        self._window_until = until
+
     def window_open_at(self, now: float) -> bool:
         """A wake-only utterance was heard and its window has not lapsed yet."""
         return self._window_until is not None and now <= self._window_until

@@ -34,6 +34,16 @@ def chime() -> bytes:
     return tone([880.0, 1320.0], 0.08)
 
 
+def follow_up_earcon() -> bytes:
+    """After an answer: still listening for a moment. One soft note, 120 ms."""
+    return tone([990.0], 0.12, volume=0.15)
+
+
+def working_tick() -> bytes:
+    """One tick of the working sound: a soft low note, 90 ms (ticks repeat while an answer is late)."""
+    return tone([392.0], 0.09, volume=0.08)
+
+
 def espeak_available() -> bool:
     return shutil.which("espeak-ng") is not None
 

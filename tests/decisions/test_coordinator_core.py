@@ -6,16 +6,17 @@ announcements, notices, recycling, replay, fatal errors and the end of a finite 
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 
 import pytest
 
 from decisions.coordinator import (
     INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
-    CoordinatorCore, CoordinatorTimings, Event, EVENT_MACHINES, FetchNotices, InputEnded, LifeState, ListenerState,
+    CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, LifeState, ListenerState,
     Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
     PlayChime, RestartListener, RouteNotSent, RouteSent, RouteState, SendRoute, StartTools, Stop, Tick, ToolsFinished,
-    VoiceState, CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE, ROUTING_FAILED_MESSAGE,
+    VoiceState, CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE, ROUTING_FAILED_MESSAGE, STILL_WORKING_MESSAGE,
 )
 from decisions.errors import IllegalTransition
 from decisions.listener_core import (
@@ -82,8 +83,10 @@ class Clock:
         return self.now
 
 
+# No follow-up window and no working sound unless a test asks: they have tests of their own.
 TIMINGS = CoordinatorTimings(route_timeout_s=30, recycle_after_s=3300, healthy_after_s=30,
-                             announce_after_failures=3, settle_quiet_s=1.5, chunk_ms=20, chime=True)
+                             announce_after_failures=3, settle_quiet_s=1.5, chunk_ms=20, chime=True,
+                             follow_up_s=0, working_after_s=1000, still_working_after_s=1000)
 
 
 @pytest.fixture
@@ -278,11 +281,11 @@ def test_notices_wait_for_an_idle_moment_including_the_wake_window(core, clock):
 
 def test_the_wake_word_alone_plays_the_chime(core):
     core.handle(SessionReady(1))
-    assert core.handle(Heard("computer", WakeOnly())) == [PlayChime()]
+    assert core.handle(Heard("computer", WakeOnly())) == [PlayChime(Earcon.WAKE)]
     assert core.handle(Heard("the cat sat", Ignore())) == []
     core.handle(ChimeStarted())
     assert core.machines[VoiceState] is VoiceState.CHIME and not core.idle(core._clock())
-    core.handle(ChimeFinished())
+    core.handle(ChimeFinished(Earcon.WAKE))
     assert core.timeline.count("chime") == 1
 
 
@@ -357,7 +360,7 @@ def test_the_revision_moves_only_on_change(core):
 
 def test_illegal_event_order_is_a_bug(core):
     with pytest.raises(IllegalTransition):
-        core.handle(ChimeFinished())  # no chime is playing
+        core.handle(ChimeFinished(Earcon.WAKE))  # no chime is playing
 
 
 class RandomWalk:
@@ -517,3 +520,83 @@ def test_replay_keeps_a_whole_utterance_when_the_buffer_is_full():
         uplink.sent(nxt[0])
     assert order[:10] == list(range(5, 15))  # the utterance from its start, whole
     assert order[-5:] == list(range(200, 205))  # the newest audio kept too
+
+
+def conversational(clock):
+    timings = dataclasses.replace(TIMINGS, follow_up_s=6.0, working_after_s=1.0, still_working_after_s=8.0)
+    return CoordinatorCore(timings, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock)
+
+
+def test_after_an_answer_a_follow_up_needs_no_wake_phrase_for_a_moment(clock):
+    core = conversational(clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, "It is noon."))
+    _, actions = say_all(core)
+    assert actions == [PlayChime(Earcon.FOLLOW_UP), RestartListener("after a narration")]
+    clock.now += 5.9
+    assert isinstance(core.gate.classify("and what day is it", clock.now), Command)
+    # Outside the window, the same words are overheard speech.
+    core.gate.open_window(clock.now + 6.0)
+    clock.now += 6.1
+    assert isinstance(core.gate.classify("and what day is it", clock.now), Ignore)
+
+
+def test_no_follow_up_window_after_a_notice(clock):
+    core = conversational(clock)
+    core.handle(SessionReady(1))
+    core.handle(NoticesPending())
+    core.handle(NoticeBatchFetched((1,), "The backup finished."))
+    _, actions = say_all(core)
+    assert actions == [AckNotices((1,)), RestartListener("after a narration")]
+    assert isinstance(core.gate.classify("what a nice day", clock.now + 1), Ignore)
+
+
+def test_a_late_answer_gets_the_working_sound_and_a_slow_tool_one_spoken_line(clock):
+    core = conversational(clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    assert core.next_deadline(clock.now) == clock.now + 1.0
+    assert not core.working_sound_on
+    clock.now += 1.0
+    core.handle(Tick())
+    assert core.working_sound_on and core.timeline.count("working") == 1
+    core.handle(RunTools(send.command, (call(),), session=1))
+    assert core.next_deadline(clock.now) == clock.now + 8.0
+    clock.now += 8.0
+    core.handle(Tick())
+    assert core.working_sound_on  # it plays on between the lines
+    request = core.next_narration()
+    assert (request.script, request.kind) == (STILL_WORKING_MESSAGE, NarrationKind.PROGRESS)
+    assert not core.working_sound_on  # not under a narration
+    core.handle(NarrationDone(request, "ok"))
+    assert core.handle(NarrationsFinished()) == []  # no restart: the answer is still to come
+    assert core.working_sound_on
+    clock.now += 30
+    core.handle(Tick())
+    assert not core.narration_waiting  # said once only
+    core.handle(ToolsFinished(send.route, ("Done.",)))
+    said, _ = say_all(core)
+    assert [r.script for r in said] == ["Done."] and not core.working_sound_on
+
+
+def test_a_quick_answer_plays_no_working_sound(clock):
+    core = conversational(clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    clock.now += 0.5
+    core.handle(SpeakText(send.command, "Noon."))
+    say_all(core)
+    clock.now += 5
+    core.handle(Tick())
+    assert not core.working_sound_on and core.timeline.count("working") == 0
+
+
+def test_the_documented_table_is_the_table():
+    """docs/HANDOFF.md shows TRANSITIONS row for row: the doc cannot drift from the code."""
+    from pathlib import Path
+
+    doc = (Path(__file__).parents[2] / "docs" / "HANDOFF.md").read_text()
+    rows = {line for line in doc.splitlines() if line.startswith("| ") and line.count("|") == 5}
+    for (state, event), target in TRANSITIONS.items():
+        assert f"| {type(state).__name__} | {state.value} | {event.value} | {target.value} |" in rows

@@ -141,3 +141,15 @@ def test_an_utterance_is_not_quiet_between_its_end_and_its_commit():
     core.feed(wire.AudioCommitted("item_1"))
     core.feed(wire.TranscriptCompleted("item_1", "nice weather today"))
     assert core.quiet
+
+
+def test_a_window_is_judged_by_when_the_user_spoke_not_by_a_late_transcript():
+    now = [100.0]
+    gate = WakeGate("computer", (), window_s=2.0)
+    core = ListenerCore(gate=gate, clock=lambda: now[0])
+    gate.open_window(101.0)
+    core.feed(wire.SpeechStarted("item_1", 0))  # spoken inside the window ...
+    core.feed(wire.AudioCommitted("item_1"))
+    now[0] = 102.5  # ... transcribed after it lapsed
+    actions = core.feed(wire.TranscriptCompleted("item_1", "and what day is it"))
+    assert CommandHeard("and what day is it") in actions

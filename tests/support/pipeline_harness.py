@@ -24,6 +24,7 @@ from speech.local_voice import tone
 from realtime_sim import SimServer
 from config.settings import (
     BrainSettings,
+    ConversationSettings,
     ListenerSettings,
     NarratorSettings,
     RealtimeSettings,
@@ -46,6 +47,7 @@ def fast_settings(
     connect_timeout_s: float = 5.0,
     healthy_after_s: float = 0.5,
     upload_mode: UploadMode = UploadMode.CONTINUOUS,
+    conversation: ConversationSettings = ConversationSettings(),
     **listener: object,
 ) -> Settings:
     return Settings(
@@ -57,6 +59,7 @@ def fast_settings(
         # The tests speak in tones (the simulator's VAD hears energy); the on-device VAD would
         # rightly call a tone no speech. tests/pipeline/test_pipeline_upload.py speaks words.
         upload=UploadSettings(mode=upload_mode),
+        conversation=conversation,
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,
@@ -139,6 +142,7 @@ async def running_pipeline(
     connect_timeout_s: float = 5.0,
     healthy_after_s: float = 0.5,
     upload_mode: UploadMode = UploadMode.CONTINUOUS,
+    conversation: ConversationSettings = ConversationSettings(),
     mic_pace: float = MIC_PACE,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
@@ -150,7 +154,7 @@ async def running_pipeline(
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
-        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode, **listener
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode, conversation, **listener
     )
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)
