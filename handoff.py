@@ -231,6 +231,8 @@ class Coordinator:
         request = self.core.next_narration()
         if request is not None:
             self.changes.notify()
+            if self.core.restart_owed:  # the next listener session gets ready while this is said
+                self._spawn(self.listener.warm_up(), "warm listener")
         return request
 
     async def _narrate(self, request: NarrationRequest) -> str:

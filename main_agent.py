@@ -50,6 +50,10 @@ class Listener:
         self._link: RealtimeLink | None = None
         self._core: ListenerCore | None = None
         self._closing = False  # restart() has begun closing the session: it takes no more audio
+        # The next session, opened and configured while the narrator speaks (`warm_up`), so a
+        # restart after a narration costs no connect and no session.update.
+        self._standby: RealtimeLink | None = None
+        self._warming = False
         self._quiet = True  # as last reported
         self._session_started = 0.0
         self.sessions_opened = 0
@@ -99,24 +103,45 @@ class Listener:
             log.info("restarting the listener session: %s", reason)
             await link.close()
 
+    async def warm_up(self) -> None:
+        """Open and configure the next session now (the caller owns this task), so the restart
+        that follows a narration switches to it at once. A failure here only costs the warm
+        start: the run loop opens a session the usual way (with its backoff)."""
+        if self._standby is not None or self._warming:
+            return
+        self._warming = True
+        try:
+            self._standby = await open_configured(self._client, self._settings, "listener", self._session)
+        except HandshakeFailed as failure:
+            log.warning("could not open the next listener session ahead of time (%s); it opens when needed", failure)
+        finally:
+            self._warming = False
+
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
         """Keep a configured session open, forever. Returns only on a fatal error."""
-        while True:
-            # A fresh policy per healthy session: the backoff starts again from its first step.
-            try:
-                await reconnect_policy(self._settings, self._connect_failed)(self._one_session)
-            except HandshakeFailed as failure:  # only fatal ones get here; others are retried
-                self._report(Fatal(str(failure)))
-                return
-            except _ListenerStopped:
-                return
+        try:
+            while True:
+                # A fresh policy per healthy session: the backoff starts again from its first step.
+                try:
+                    await reconnect_policy(self._settings, self._connect_failed)(self._one_session)
+                except HandshakeFailed as failure:  # only fatal ones get here; others are retried
+                    self._report(Fatal(str(failure)))
+                    return
+                except _ListenerStopped:
+                    return
+        finally:
+            standby, self._standby = self._standby, None
+            if standby is not None:
+                await standby.close()
 
     async def _one_session(self) -> None:
         """One session, from open to end. Raises HandshakeFailed (retried with backoff) when it
         cannot be opened, or when it dies unexpectedly before it was healthy, so a server that
         drops every new session is not hammered."""
-        link = await open_configured(self._client, self._settings, "listener", self._session)
+        link, self._standby = self._standby, None
+        if link is None:
+            link = await open_configured(self._client, self._settings, "listener", self._session)
         self.sessions_opened += 1
         core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened)
         self._session_started = self._clock()

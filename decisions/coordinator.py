@@ -522,6 +522,11 @@ class CoordinatorCore:
         return self.machines[LifeState] is XF
 
     @property
+    def restart_owed(self) -> bool:
+        """What is being said will end in a fresh listener session (an answer or a notice)."""
+        return self.machines[VoiceState] in (VA, VN)
+
+    @property
     def working_sound_on(self) -> bool:
         """The working sound should play now (a command's answer is late; nothing is being said)."""
         return self.machines[WorkingState] in (WP, WT) and self.machines[VoiceState] is VQ

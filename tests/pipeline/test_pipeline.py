@@ -181,3 +181,16 @@ async def test_overheard_speech_not_yet_transcribed_never_reaches_the_router(tmp
         texts = [part["text"] for item in route["response"]["input"] for part in item["content"]]
         assert texts == ["what time is it"]
         assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_the_next_listener_session_is_ready_before_the_narration_ends(tmp_path, sim):
+    """Issue 15: the restart after an answer opens no connection and sends no session.update
+    after the narration; the next session was configured while the narrator spoke."""
+    async with running_pipeline(tmp_path, sim, speaker_pace=8.0) as p:
+        sim.script.push_tool_call("echo", {"text": "a sentence long enough to take a moment to read aloud"})
+        await p.ask("Computer, echo a sentence long enough to take a moment to read aloud")
+        first, second = p.listener_connections()[:2]
+        configured_at = next(t for t, e in zip(second.received_at, second.received) if e["type"] == "session.update")
+        narration_end = next(end for holder, _, end in p.coordinator.core.mute.history if holder == "narration")
+        assert configured_at < narration_end
+        assert len(p.listener_connections()) == 2  # no connection opened beyond the one warmed up
