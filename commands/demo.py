@@ -24,7 +24,7 @@ from decisions.timeline import Timeline, TimelineEntry
 from speech.local_voice import synthesize
 from config.logging_setup import configure_logging
 from realtime_sim import SimServer
-from config.settings import BrainSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings
+from config.settings import BrainSettings, ConversationSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings
 
 log = logging.getLogger("handoff.demo")
 
@@ -36,18 +36,22 @@ class Utterance:
     text: str
     expect: str  # the timeline kind that shows it was handled: ignored | wake | answer
     voice: str = "en-us"
+    pause_s: float = 0.0  # quiet before it is said (chatter after an answer waits out the follow-up window)
+
+
+FOLLOW_UP_S = 3.0  # the demo's follow-up window (6 s by default), so its pauses stay short
 
 
 DEMO_SCRIPT = (
     Utterance("I think we should paint the kitchen blue.", "ignored", "en-us+f3"),
     Utterance("Computer, what time is it?", "answer"),
-    Utterance("Did you feed the cat this morning?", "ignored", "en-us+m3"),
+    Utterance("Did you feed the cat this morning?", "ignored", "en-us+m3", pause_s=FOLLOW_UP_S + 0.5),
     Utterance("Computer.", "wake"),
     Utterance("List the files.", "answer"),
-    Utterance("Computer, read the first two lines of notes.txt", "answer"),
+    Utterance("Now read the first two lines of notes.txt", "answer"),  # a follow-up: no wake phrase
     Utterance("Computer, ask the brain why the sky is blue.", "answer"),
     Utterance("Computer, start the backup task.", "answer"),
-    Utterance("I wonder what's for dinner.", "ignored", "en-us+f5"),
+    Utterance("I wonder what's for dinner.", "ignored", "en-us+f5", pause_s=FOLLOW_UP_S + 0.5),
     Utterance("", "notice"),  # nothing said: wait for the backup to announce itself
     Utterance("Computer, list my tasks.", "answer"),
     Utterance("Computer, echo the demo is complete.", "answer"),
@@ -105,6 +109,7 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
             realtime=RealtimeSettings(api_key="sk-offline-demo", base_url=base_url),
             listener=ListenerSettings(),
             narrator=NarratorSettings(echo_margin_s=0.05),
+            conversation=ConversationSettings(follow_up_s=FOLLOW_UP_S),
             brain=BrainSettings(timeout_s=5.0, retry_budget_s=10.0),
             workspace_root=workspace.resolve(),
             state_dir=tmp_path / "state",
@@ -132,18 +137,21 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
 
 async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, timeline: Timeline) -> None:
     """Speak one utterance into the microphone and wait until the assistant has dealt with it."""
+    if utterance.pause_s:
+        await asyncio.sleep(utterance.pause_s)  # a person pausing: the demo's script, not a wait for state
     before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening", "notice")}
     if utterance.text:
         sim.script.push_transcript(utterance.text)
         microphone.feed(await speech_for(utterance))
 
     def handled(t: Timeline) -> bool:
-        if utterance.expect in ("answer", "notice"):
+        if utterance.expect == "notice":  # it may have come during an earlier pause: once is enough
+            return t.count("notice") >= 1 and t.count("narrated") == t.count("narrating")
+        if utterance.expect == "answer":
             # Narrated, and a fresh listener session is ready for the next command.
             return (
                 t.count("narrated") > before["narrated"]
                 and t.count("listening") > before["listening"]
-                and (utterance.expect != "notice" or t.count("notice") > before["notice"])
             )
         return t.count(utterance.expect) > before[utterance.expect]
 
