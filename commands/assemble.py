@@ -15,7 +15,7 @@ from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import make_client
 from speech.local_voice import chime, speak_locally
-from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools
+from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools, register_timer_tools
 from tools.builtin import build_listener_tools
 
 
@@ -38,6 +38,7 @@ async def assistant(
         stack.callback(store.close)
         task_manager = TaskManager(task_config, store, task_settings)
         register_task_tools(tools, task_manager)
+        register_timer_tools(tools, task_manager)
         await task_manager.start()
         stack.push_async_callback(task_manager.close)
         await microphone.start()
