@@ -16,6 +16,7 @@ from reader_agent import Narrator
 from realtime_api.link import make_client
 from speech.local_voice import chime, speak_locally
 from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools, register_timer_tools
+from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
 
 
@@ -41,6 +42,9 @@ async def assistant(
         register_timer_tools(tools, task_manager)
         await task_manager.start()
         stack.push_async_callback(task_manager.close)
+        control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
+        await control.start()
+        stack.push_async_callback(control.close)
         await microphone.start()
         stack.push_async_callback(microphone.close)
         await speaker.start()

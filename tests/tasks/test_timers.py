@@ -21,7 +21,8 @@ from tasks.when import (
 )
 from tools.registry import ToolRegistry
 from tools.result import ToolResult
-from tests.tasks.test_tasks_voice import assert_speakable
+from tasks import command as tasks_command
+from tests.tasks.test_tasks_voice import assert_speakable, cli
 
 SUNDAY_4PM = datetime(2026, 11, 22, 16, 0)
 
@@ -373,3 +374,17 @@ CREATE TABLE notices (
     summary TEXT NOT NULL, delivered_at REAL
 );
 """
+
+
+async def test_timers_appear_in_handoff_tasks(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    async with timer_tools(tmp_path / "state") as (registry, manager):
+        await call(registry, "set_timer", {"duration": "PT10M", "label": "pasta"})
+        await call(registry, "set_reminder", {"at": "PT2H", "text": "call the plumber"})
+        due = local(manager.pending_timers()[-1].due_at).strftime("%Y-%m-%d %H:%M:%S")
+        assert tasks_command.run(cli("--state-dir", str(tmp_path / "state"))) == 0
+        lines = capsys.readouterr().out.splitlines()
+        assert lines[1].split()[:3] == ["1", "timer", "running"] and lines[1].endswith(": pasta")
+        assert lines[2].split()[:3] == ["2", "reminder", "running"] and lines[2].endswith(f"due {due}: call the plumber")
+        assert tasks_command.run(cli("--state-dir", str(tmp_path / "state"), "show", "plumber")) == 0
+        assert capsys.readouterr().out == f"reminder 2 (your reminder to call the plumber), running, due {due}: call the plumber\n"
