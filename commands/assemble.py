@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import AsyncIterator
 
-from audio_io import MicrophoneSource, SpeakerSink
+from audio_io import MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
 from config.settings import Settings
 from decisions.timeline import Timeline
@@ -14,7 +14,8 @@ from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import make_client
-from speech.local_voice import chime, speak_locally
+from speech.local_voice import speak_locally
+from speech.sounds import load_sounds
 from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools, register_timer_tools
 from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
@@ -29,6 +30,8 @@ async def assistant(
 ) -> AsyncIterator[Coordinator]:
     """Build the whole assistant around the given audio devices. Everything opened here is
     closed on exit, whatever fails; run it with `await coordinator.run()`."""
+    sounds = load_sounds(settings.audio)  # a configured sound that cannot be used stops the start here
+    speaker = with_volume(speaker, settings.audio.volume_percent)
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
         stack.push_async_callback(client.close)
@@ -57,7 +60,7 @@ async def assistant(
             speaker=speaker,
             tools=tools,
             local_voice=speak_locally,
-            chime=chime(),
+            chime=sounds.wake,  # sounds.working and sounds.done: for the coordinator to play
             notices=task_manager,
         )
         yield Coordinator(parts, timeline)

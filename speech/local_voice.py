@@ -1,4 +1,5 @@
-"""Sound made on this machine, without any service: the wake chime, and a local voice (espeak-ng)
+"""Sound made on this machine, without any service: the wake chime, the working and done earcons,
+and a local voice (espeak-ng)
 for the moments the narrator cannot speak (no connection, bad key), so failures are still heard.
 
 All output is pcm16 mono 24 kHz, the format of the audio interface.
@@ -32,6 +33,17 @@ def tone(frequencies_hz: list[float], note_s: float, volume: float = 0.3) -> byt
 def chime() -> bytes:
     """The wake confirmation: two rising notes, 160 ms in all."""
     return tone([880.0, 1320.0], 0.08)
+
+
+def working_earcon() -> bytes:
+    """While a command is worked on: two soft low ticks, 220 ms in all (quieter than the chime)."""
+    tick = tone([440.0], 0.06, volume=0.12)
+    return tick + bytes(2 * int(SAMPLE_RATE * 0.1)) + tick
+
+
+def done_earcon() -> bytes:
+    """Done, your turn again: a soft rising C-E-G, 180 ms in all."""
+    return tone([523.25, 659.25, 783.99], 0.06, volume=0.15)
 
 
 def espeak_available() -> bool:
