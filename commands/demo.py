@@ -50,6 +50,8 @@ DEMO_SCRIPT = (
     Utterance("I wonder what's for dinner.", "ignored", "en-us+f5"),
     Utterance("", "notice"),  # nothing said: wait for the backup to announce itself
     Utterance("Computer, list my tasks.", "answer"),
+    Utterance("Computer, set a timer for two seconds.", "answer"),
+    Utterance("", "notice"),  # "Your two-second timer is done."
     Utterance("Computer, echo the demo is complete.", "answer"),
 )
 
