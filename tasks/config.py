@@ -44,7 +44,7 @@ class TaskSettings:
     summary_lines: int = 2  # output lines quoted when a task's outcome is announced
     log_max_bytes: int = 10 * 1024 * 1024  # a task's log is rotated (one old part kept) past this
     logs_max_total_bytes: int = 200 * 1024 * 1024  # oldest finished logs are deleted past this
-    late_after_s: float = 60.0  # a timer announced this long after its time is said to be late
+    late_after_s: float = 60.0  # a timer fired this long after its time (a suspend) is said to be late
     # The longest a pending timer's wait goes without looking at the wall clock: the loop's clock
     # stops while the machine sleeps, so after a suspend a timer is at most this late.
     timer_recheck_s: float = 60.0

@@ -116,8 +116,11 @@ class TaskManager:
         await self.notices.load()
         now = self._clock()
         for record in await self._io.call(self._store.unfinished_tasks):
-            if record.is_timer:  # nothing ran: it waits on (or fires now, late, if its time has passed)
-                self._timers[record.id] = record
+            if record.is_timer:  # nothing ran: it waits on, or, due while handoff was down, fires now, late
+                if record.due_at is not None and record.due_at <= now:
+                    self._record_change(transition(record, Fired(now)), late=True)
+                else:
+                    self._timers[record.id] = record
                 continue
             # The daemon died under it: whatever it left running is found by its marker.
             found = await stop_marked(self._token(record), self.settings.kill_grace_s)
@@ -415,12 +418,12 @@ class TaskManager:
             live.done.set()
             self._live.pop(live.record.id, None)
 
-    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None) -> None:
+    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None, *, late: bool = False) -> None:
         """Persist a new state; a final one with its notice, in one transaction. The write is
         queued on the store's thread (in order) and its notice posted once it has landed."""
         log.info("task %s (%s) is %s", record.id, record.name, record.status)
         # None unless it ended worth telling.
-        notice = notice_for(record, self._clock(), self.settings.summary_lines, self.settings.late_after_s)
+        notice = notice_for(record, self._clock(), self.settings.summary_lines, self.settings.late_after_s, late=late)
         saved = self._io.submit(self._store.save_task, record, notice)
         loop = self._loop or asyncio.get_running_loop()
         saved.add_done_callback(lambda future: loop.call_soon_threadsafe(self._saved, record, future, landed))

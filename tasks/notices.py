@@ -37,15 +37,18 @@ class NoticeBatch:
     script: str
 
 
-def notice_for(record: TaskRecord, now: float, summary_lines: int, late_after_s: float = 60.0) -> Notice | None:
+def notice_for(
+    record: TaskRecord, now: float, summary_lines: int, late_after_s: float = 60.0, *, late: bool = False
+) -> Notice | None:
     """The notice a task's final record calls for, or None (still active, or cancelled).
-    A timer's notice is late when it is given `late_after_s` or more after its due time."""
+    A timer's notice is late when it came due while handoff was not running (`late`), or fired
+    `late_after_s` or more after its due time (the machine was asleep)."""
     if record.status not in ANNOUNCED:
         return None
     if record.is_timer:
         if record.status is not TaskStatus.SUCCEEDED:
             return None  # only a fired timer is announced
-        late = record.due_at is not None and now - record.due_at >= late_after_s
+        late = late or (record.due_at is not None and now - record.due_at >= late_after_s)
         return Notice(task_id=record.id, created_at=now, outcome=record.status, spoken=record.spoken,
                       duration_s=record.duration_s(now), kind=record.kind, label=record.label,
                       due_at=record.due_at, late=late)  # fmt: skip

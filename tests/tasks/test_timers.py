@@ -332,6 +332,17 @@ async def test_a_reminder_due_while_handoff_was_down_is_announced_once_after_the
         assert records[TaskKind.TIMER].status is TaskStatus.RUNNING
 
 
+async def test_due_while_handoff_was_down_is_late_however_short_the_gap(tmp_path: Path) -> None:
+    before = Clock(time.time() - 5)
+    async with timer_tools(tmp_path, before) as (registry, _):
+        await call(registry, "set_timer", {"duration": "PT2S", "label": "tea"})  # due three seconds ago
+    async with timer_tools(tmp_path) as (_, manager):
+        await manager.notices.wait_pending()
+        batch = manager.notices.next_batch()
+        assert batch is not None and batch.script.startswith("Your tea timer is done. This was due at ")
+        assert batch.script.endswith(", while I was not running.")
+
+
 def test_a_database_from_before_timers_gets_the_new_columns(tmp_path: Path) -> None:
     db_path = tmp_path / "tasks.db"
     old = sqlite3.connect(db_path)
