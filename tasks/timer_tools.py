@@ -28,7 +28,8 @@ MAX_LABEL_CHARS = 200
 # Words that say which kind of thing is meant but not which one ("cancel my timer").
 _ARTICLE = re.compile(r"^(the|my|a|an)\s+", re.IGNORECASE)
 _GENERIC = re.compile(r"\b(my|your|the|a|an|timers?|reminders?)\b")
-_NAME = {"type": "string", "description": "Which timer or reminder, if the user said: its label or what it is about (pasta, plumber). Leave it out otherwise.", "maxLength": MAX_LABEL_CHARS}  # fmt: skip
+_NAME = {"type": "string", "description": "Which one, if the user said: a label or words of the reminder.",
+         "maxLength": MAX_LABEL_CHARS}  # fmt: skip
 
 
 def register_timer_tools(registry: "ToolRegistry", manager: "TaskManager") -> None:
@@ -42,12 +43,10 @@ def register_timer_tools(registry: "ToolRegistry", manager: "TaskManager") -> No
             "properties": {
                 "duration": {
                     "type": "string",
-                    "description": "How long, as an ISO 8601 duration with the user's own numbers: PT10M for "
-                    "ten minutes, PT1H30M for an hour and a half, PT45S for forty-five seconds.",
+                    "description": "ISO 8601 duration of the user's own numbers: PT10M, PT1H30M, PT45S.",
                     "maxLength": 40,
                 },
-                "label": {"type": "string", "description": "A name for the timer, only if the user gave one (pasta).",
-                          "maxLength": MAX_LABEL_CHARS},  # fmt: skip
+                "label": {"type": "string", "description": "Its name, if the user gave one.", "maxLength": MAX_LABEL_CHARS},
             },
             "required": ["duration"],
             "additionalProperties": False,
@@ -63,13 +62,12 @@ def register_timer_tools(registry: "ToolRegistry", manager: "TaskManager") -> No
             "properties": {
                 "at": {
                     "type": "string",
-                    "description": "When, as the user said it, in a standard form; never work the time out "
-                    "yourself. A local clock time: 17:00 (24-hour) or 5 pm, with a day word if one was said: "
-                    "tomorrow 09:00, friday 5 pm; or an ISO 8601 duration for 'in ...': PT20M.",
+                    "description": "The user's time made standard, never computed: 17:00 or 5 pm, with a day "
+                    "word if said (tomorrow 09:00, friday 5 pm), or PT20M for 'in twenty minutes'.",
                     "maxLength": 60,
                 },
-                "text": {"type": "string", "description": "What to remind them of, in their words, as an "
-                         "instruction: call the plumber.", "maxLength": MAX_LABEL_CHARS},  # fmt: skip
+                "text": {"type": "string", "description": "What to remind them of: call the plumber.",
+                         "maxLength": MAX_LABEL_CHARS},  # fmt: skip
             },
             "required": ["at", "text"],
             "additionalProperties": False,
@@ -79,7 +77,7 @@ def register_timer_tools(registry: "ToolRegistry", manager: "TaskManager") -> No
     )
     registry.register(
         "time_left",
-        "Tell how long is left on the user's timers, and when their reminders are due.",
+        "How long is left on the user's timers; when their reminders are due.",
         {"type": "object", "properties": {"name": _NAME}, "additionalProperties": False},
         handlers.time_left,
         format_time_left,
