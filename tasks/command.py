@@ -97,13 +97,12 @@ def _start(args: argparse.Namespace, tasks_config: Path | None, task_settings: T
         # Checked here too, so a mistake is reported even when the assistant is not running.
         template = load_task_config(tasks_config).template(args.template)
         template.fill(params)
-        reply = _ask(task_settings, {"op": "start", "name": template.name, "params": params})
-    except NotRunning as exc:
-        print(f"handoff tasks: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUNNING
     except TaskError as exc:
         print(f"handoff tasks: {exc}", file=sys.stderr)
         return EXIT_REFUSED
+    reply = _ask(task_settings, {"op": "start", "name": template.name, "params": params})
+    if isinstance(reply, int):
+        return reply
     task = reply["task"]
     print(task["id"])
     if task["status"] == str(TaskStatus.FAILED):
@@ -113,14 +112,9 @@ def _start(args: argparse.Namespace, tasks_config: Path | None, task_settings: T
 
 
 def _cancel(ident: str, task_settings: TaskSettings) -> int:
-    try:
-        reply = _ask(task_settings, {"op": "cancel", "task": ident})
-    except NotRunning as exc:
-        print(f"handoff tasks: nothing was cancelled: {exc}", file=sys.stderr)
-        return EXIT_NOT_RUNNING
-    except TaskError as exc:
-        print(f"handoff tasks: {exc}", file=sys.stderr)
-        return EXIT_REFUSED
+    reply = _ask(task_settings, {"op": "cancel", "task": ident})
+    if isinstance(reply, int):
+        return reply
     task = reply["task"]
     if not reply["cancelled"]:
         print(f"handoff tasks: task {task['id']} ({task['name']}) had already ended: {task['status']}.", file=sys.stderr)
@@ -129,14 +123,22 @@ def _cancel(ident: str, task_settings: TaskSettings) -> int:
     return 0
 
 
-def _ask(task_settings: TaskSettings, request: dict) -> dict:
-    """The assistant's reply; its refusal as a TaskError (one sentence)."""
+def _ask(task_settings: TaskSettings, request: dict) -> dict | int:
+    """The running assistant's reply, or the exit code once its refusal (or its absence) is printed."""
     try:
         reply = control.ask(task_settings.control_path, request, CONTROL_TIMEOUT_S)
+    except NotRunning as exc:
+        print(f"handoff tasks: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
     except TimeoutError:
-        raise TaskError(f"handoff did not answer within {CONTROL_TIMEOUT_S:.0f} seconds; see its log.") from None
+        print(f"handoff tasks: handoff did not answer within {CONTROL_TIMEOUT_S:.0f} seconds; see its log.", file=sys.stderr)
+        return EXIT_REFUSED
+    except TaskError as exc:
+        print(f"handoff tasks: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
     if not reply.get("ok"):
-        raise TaskError(reply.get("error") or "handoff refused the request.")
+        print(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}", file=sys.stderr)
+        return EXIT_REFUSED
     return reply
 
 

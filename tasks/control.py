@@ -157,8 +157,8 @@ def ask(path: Path, request: dict[str, Any], timeout_s: float) -> dict[str, Any]
                 client.connect(address)
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             raise NotRunning(
-                f"handoff is not running on {path.parent.parent} (nothing answers at {path}); "
-                "start it with `handoff run`, which then runs and announces the task."
+                f"handoff is not running on {path.parent.parent} (nothing answers at {path}), so nothing "
+                "was started or cancelled; start it with `handoff run`."
             ) from None
         client.sendall(json.dumps(request).encode() + b"\n")
         reply = bytearray()

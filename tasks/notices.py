@@ -19,7 +19,7 @@ from concurrency.changes import Changes
 from tasks.config import TaskSettings
 from tasks.records import TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.speech import and_list, number_words, output_summary, sentence, status_clause
-from tasks.when import past_when_words
+from tasks.when import when_words
 from tasks.store import StoreWorker
 
 log = logging.getLogger(__name__)
@@ -77,7 +77,7 @@ def timer_script(notice: Notice, now: float) -> str:
     else:
         text = sentence(f"{notice.spoken} is done")
     if notice.late and notice.due_at is not None:
-        when = past_when_words(datetime.fromtimestamp(notice.due_at), datetime.fromtimestamp(now))
+        when = when_words(datetime.fromtimestamp(notice.due_at), datetime.fromtimestamp(now))
         text += f" This was due {when}, while I was not running."
     return text
 

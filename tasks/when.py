@@ -240,26 +240,16 @@ def clock_words(moment: datetime) -> str:
 
 
 def when_words(moment: datetime, now: datetime) -> str:
-    """A time to come: "at 5 PM", "tomorrow at 9 AM", "on Friday at noon", "on Monday, December 7 at 5 PM"."""
+    """A moment near `now`: "at 5 PM" (today), "tomorrow at 9 AM", "yesterday at 5 PM", "on
+    Friday at noon" (this week), "on Monday, December 7 at 5 PM"."""
     days = (moment.date() - now.date()).days
     at = f"at {clock_words(moment)}"
-    if days <= 0:
+    if days == 0:
         return at
-    if days == 1:
-        return f"tomorrow {at}"
-    if days < 7:
+    if abs(days) == 1:
+        return f"{'tomorrow' if days == 1 else 'yesterday'} {at}"
+    if 1 < days < 7:
         return f"on {moment:%A} {at}"
-    return f"on {moment:%A}, {moment:%B} {moment.day} {at}"
-
-
-def past_when_words(moment: datetime, now: datetime) -> str:
-    """A time gone by: "at 5 PM" (today), "yesterday at 5 PM", "on Monday, November 23 at 5 PM"."""
-    days = (now.date() - moment.date()).days
-    at = f"at {clock_words(moment)}"
-    if days <= 0:
-        return at
-    if days == 1:
-        return f"yesterday {at}"
     return f"on {moment:%A}, {moment:%B} {moment.day} {at}"
 
 

@@ -8,7 +8,7 @@ import time
 from datetime import datetime
 
 from tasks import TaskConfig, TaskKind, TaskManager, TaskSettings, TaskStatus, TaskStore
-from tasks.when import past_when_words
+from tasks.when import when_words
 from tests.support.pipeline_harness import running_pipeline
 
 
@@ -67,7 +67,7 @@ async def test_a_reminder_due_while_handoff_was_stopped_is_announced_once_after_
         await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == 1 and t.count("listening") >= 2)
         due = datetime.fromtimestamp(three_hours_ago + 3600)
         [said] = notices(p)
-        assert said == f"Reminder: call the plumber. This was due {past_when_words(due, datetime.now())}, while I was not running."
+        assert said == f"Reminder: call the plumber. This was due {when_words(due, datetime.now())}, while I was not running."
 
     async with running_pipeline(tmp_path, sim) as p:  # and again: it was heard, so it is not repeated
         await p.ask("Computer, what time is it?")

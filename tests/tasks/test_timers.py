@@ -17,7 +17,7 @@ import pytest
 from realtime_sim.router import route
 from tasks import TaskConfig, TaskKind, TaskManager, TaskSettings, TaskStatus, TaskStore, register_timer_tools
 from tasks.when import (
-    WhenError, clock_words, next_clock_time, parse_due, parse_length, past_when_words, remaining_words, when_words,
+    WhenError, clock_words, next_clock_time, parse_due, parse_length, remaining_words, when_words,
 )
 from tools.registry import ToolRegistry
 from tools.result import ToolResult
@@ -137,8 +137,9 @@ def test_times_are_spoken_as_people_say_them() -> None:
     assert when_words(datetime(2026, 11, 23, 9, 0), SUNDAY_4PM) == "tomorrow at 9 AM"
     assert when_words(datetime(2026, 11, 27, 12, 0), SUNDAY_4PM) == "on Friday at noon"
     assert when_words(datetime(2026, 12, 7, 17, 0), SUNDAY_4PM) == "on Monday, December 7 at 5 PM"
-    assert past_when_words(datetime(2026, 11, 22, 9, 0), SUNDAY_4PM) == "at 9 AM"
-    assert past_when_words(datetime(2026, 11, 21, 17, 0), SUNDAY_4PM) == "yesterday at 5 PM"
+    assert when_words(datetime(2026, 11, 22, 9, 0), SUNDAY_4PM) == "at 9 AM"  # earlier today
+    assert when_words(datetime(2026, 11, 21, 17, 0), SUNDAY_4PM) == "yesterday at 5 PM"
+    assert when_words(datetime(2026, 11, 19, 17, 0), SUNDAY_4PM) == "on Thursday, November 19 at 5 PM"
     assert [remaining_words(s) for s in (0, 0.4, 1, 40, 61, 252, 600, 1234, 3660, 183600)] == [
         "less than a second", "a second", "a second", "forty seconds", "a minute and a second",
         "four minutes and twelve seconds", "ten minutes", "twenty-one minutes", "an hour and a minute",
@@ -320,7 +321,7 @@ async def test_a_reminder_due_while_handoff_was_down_is_announced_once_after_the
         await manager.notices.wait_pending()
         batch = manager.notices.next_batch()
         assert batch is not None
-        assert batch.script == f"Reminder: call the plumber. This was due {past_when_words(due, local(time.time()))}, while I was not running."
+        assert batch.script == f"Reminder: call the plumber. This was due {when_words(due, local(time.time()))}, while I was not running."
         manager.notices.ack(batch.ids)
         _, left = await call(registry, "time_left", {})
         assert re.fullmatch(r"Your five-hour timer has (an hour and fifty-nine minutes|two hours) left\.", left)
