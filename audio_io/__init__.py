@@ -5,6 +5,7 @@ Implementations:
 - `WavFileMicrophone`, `WavFileSpeaker` (`audio_io.wav`): WAV files instead of devices.
 - `PushMicrophone`, `MemorySpeaker` (`audio_io.memory`): in memory, for tests and the offline demo.
 - `open_audio(settings.audio)` picks between them; `handoff devices` lists what PortAudio sees.
+- `with_volume(speaker, percent)` (`audio_io.volume`): the narrator volume, applied to what is played.
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDT
 from audio_io.interface import AudioDeviceError, AudioFileError, MicrophoneSource, NoAudioDeviceError, SpeakerSink
 from audio_io.memory import MemorySpeaker, PlaybackTimeline, PushMicrophone
 from audio_io.portaudio import PyAudioMicrophone, PyAudioSpeaker
-from audio_io.wav import WavFileMicrophone, WavFileSpeaker
+from audio_io.volume import MAX_VOLUME_PERCENT, VolumeSpeaker, scale_pcm16, with_volume
+from audio_io.wav import WavFileMicrophone, WavFileSpeaker, read_wav
 
 if TYPE_CHECKING:
     from config.settings import AudioSettings
@@ -24,7 +26,8 @@ __all__ = [
     "BYTES_PER_SECOND", "CHANNELS", "SAMPLE_RATE", "SAMPLE_WIDTH", "PcmConverter", "pcm_duration_s",
     "AudioDeviceError", "AudioFileError", "MicrophoneSource", "NoAudioDeviceError", "SpeakerSink",
     "MemorySpeaker", "PlaybackTimeline", "PushMicrophone", "PyAudioMicrophone", "PyAudioSpeaker",
-    "WavFileMicrophone", "WavFileSpeaker", "WAV_TAIL_SILENCE_S", "open_audio",
+    "WavFileMicrophone", "WavFileSpeaker", "WAV_TAIL_SILENCE_S", "open_audio", "MAX_VOLUME_PERCENT",
+    "VolumeSpeaker", "scale_pcm16", "with_volume", "read_wav",
 ]
 
 

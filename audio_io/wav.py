@@ -1,4 +1,5 @@
-"""WAV files instead of devices: `WavFileMicrophone` (--input-wav) and `WavFileSpeaker` (--output-wav)."""
+"""WAV files instead of devices: `WavFileMicrophone` (--input-wav) and `WavFileSpeaker` (--output-wav);
+`read_wav` for short sounds (the wake, working and done sounds)."""
 
 from __future__ import annotations
 
@@ -57,11 +58,7 @@ class WavFileMicrophone:
         data = self._reader.readframes(frames)
         if not data:
             return b""
-        if self._width == 1:
-            data = audioop.bias(data, 1, -128)  # 8-bit WAV is unsigned
-        if self._width != SAMPLE_WIDTH:
-            data = audioop.lin2lin(data, self._width, SAMPLE_WIDTH)
-        return self._converter.convert(data)
+        return self._converter.convert(_to_pcm16(data, self._width))
 
     async def chunks(self) -> AsyncIterator[bytes]:
         if self._reader is None and not self._closed:
@@ -96,6 +93,28 @@ class WavFileMicrophone:
             self._reader = None
 
 
+def _to_pcm16(data: bytes, width: int) -> bytes:
+    if width == 1:
+        data = audioop.bias(data, 1, -128)  # 8-bit WAV is unsigned
+    if width != SAMPLE_WIDTH:
+        data = audioop.lin2lin(data, width, SAMPLE_WIDTH)
+    return data
+
+
+def read_wav(path: str | Path) -> bytes:
+    """A whole WAV file as interface audio (pcm16 mono 24 kHz), converted from any PCM WAV the
+    microphone can read; AudioFileError (one line, with the sox command) otherwise."""
+    reader = _open_wav_for_reading(Path(path))
+    try:
+        data = reader.readframes(reader.getnframes())
+        converter = PcmConverter(reader.getframerate(), SAMPLE_RATE, reader.getnchannels(), CHANNELS)
+        return converter.convert(_to_pcm16(data, reader.getsampwidth()))
+    except (wave.Error, EOFError) as exc:
+        raise AudioFileError(f"{path} cannot be read as a WAV file ({exc})") from None
+    finally:
+        reader.close()
+
+
 def _open_wav_for_reading(path: Path) -> wave.Wave_read:
     convert_hint = (
         f"convert it with: sox {path} -r {SAMPLE_RATE} -c 1 -b 16 -e signed-integer -t wavpcm converted.wav"
@@ -103,7 +122,11 @@ def _open_wav_for_reading(path: Path) -> wave.Wave_read:
     try:
         reader = wave.open(str(path), "rb")
     except FileNotFoundError:
-        raise AudioFileError(f"the input WAV file {path} does not exist") from None
+        raise AudioFileError(f"the WAV file {path} does not exist") from None
+    except IsADirectoryError:
+        raise AudioFileError(f"{path} is a folder, not a WAV file") from None
+    except PermissionError:
+        raise AudioFileError(f"the WAV file {path} cannot be read: permission denied") from None
     except (wave.Error, EOFError) as exc:
         raise AudioFileError(
             f"{path} is not a PCM WAV file this program can read ({exc}); {convert_hint}"

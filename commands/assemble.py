@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 from typing import AsyncIterator
 
-from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink
+from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
 from config.settings import Settings, SettingsError
 from decisions.timeline import Timeline
@@ -16,8 +16,10 @@ from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import make_client
-from speech.local_voice import chime, follow_up_earcon, speak_locally, working_tick
-from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools
+from speech.local_voice import speak_locally
+from speech.sounds import load_sounds
+from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools, register_timer_tools
+from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
 
 
@@ -31,6 +33,8 @@ async def assistant(
     """Build the whole assistant around the given audio devices. Everything opened here is
     closed on exit, whatever fails; run it with `await coordinator.run()`."""
     mic_filter = upload_filter(settings)
+    sounds = load_sounds(settings.audio)  # a configured sound that cannot be used stops the start here
+    speaker = with_volume(speaker, settings.audio.volume_percent)
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
         stack.push_async_callback(client.close)
@@ -41,8 +45,12 @@ async def assistant(
         stack.callback(store.close)
         task_manager = TaskManager(task_config, store, task_settings)
         register_task_tools(tools, task_manager)
+        register_timer_tools(tools, task_manager)
         await task_manager.start()
         stack.push_async_callback(task_manager.close)
+        control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
+        await control.start()
+        stack.push_async_callback(control.close)
         await microphone.start()
         stack.push_async_callback(microphone.close)
         await speaker.start()
@@ -55,9 +63,9 @@ async def assistant(
             speaker=speaker,
             tools=tools,
             local_voice=speak_locally,
-            chime=chime(),
-            follow_up_sound=follow_up_earcon(),
-            working_sound=working_tick(),
+            chime=sounds.wake,
+            follow_up_sound=sounds.done,  # "your turn again": a follow-up needs no wake phrase
+            working_sound=sounds.working,
             notices=task_manager,
             mic_filter=mic_filter,
         )

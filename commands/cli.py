@@ -17,7 +17,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "demo": ("commands.demo", "offline demo against the built-in simulator; no key, no sound card needed"),
     "sim": ("realtime_sim.command", "serve the Realtime + Responses simulator on 127.0.0.1"),
     "devices": ("commands.devices", "list audio input and output devices"),
-    "tasks": ("tasks.command", "list background tasks, or show one's output"),
+    "tasks": ("tasks.command", "list background tasks, show one's output, start or cancel one"),
+    "say": ("commands.say", "read a text aloud through the narrator, to try a voice, a speaker or a volume"),
 }
 
 EXIT_USAGE = 2

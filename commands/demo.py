@@ -37,6 +37,7 @@ class Utterance:
     expect: str  # the timeline kind that shows it was handled: ignored | wake | answer
     voice: str = "en-us"
     pause_s: float = 0.0  # quiet before it is said (chatter after an answer waits out the follow-up window)
+    notices: int = 0  # expect="notice": how many notices have been said by the end of this step
 
 
 FOLLOW_UP_S = 3.0  # the demo's follow-up window (6 s by default), so its pauses stay short
@@ -52,8 +53,10 @@ DEMO_SCRIPT = (
     Utterance("Computer, ask the brain why the sky is blue.", "answer"),
     Utterance("Computer, start the backup task.", "answer"),
     Utterance("I wonder what's for dinner.", "ignored", "en-us+f5", pause_s=FOLLOW_UP_S + 0.5),
-    Utterance("", "notice"),  # nothing said: wait for the backup to announce itself
+    Utterance("", "notice", notices=1),  # nothing said: wait for the backup to announce itself
     Utterance("Computer, list my tasks.", "answer"),
+    Utterance("Computer, set a timer for two seconds.", "answer"),
+    Utterance("", "notice", notices=2),  # "Your two-second timer is done."
     Utterance("Computer, echo the demo is complete.", "answer"),
 )
 
@@ -145,8 +148,8 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
         microphone.feed(await speech_for(utterance))
 
     def handled(t: Timeline) -> bool:
-        if utterance.expect == "notice":  # it may have come during an earlier pause: once is enough
-            return t.count("notice") >= 1 and t.count("narrated") == t.count("narrating")
+        if utterance.expect == "notice":  # it may already have come, during an earlier pause
+            return t.count("notice") >= utterance.notices and t.count("narrated") == t.count("narrating")
         if utterance.expect == "answer":
             # Narrated, and a fresh listener session is ready for the next command.
             return (

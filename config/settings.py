@@ -33,6 +33,10 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_STATE_DIR": "",
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
+    "NARRATOR_VOLUME": "100",
+    "WAKE_SOUND_WAV": "",
+    "WORKING_SOUND_WAV": "",
+    "DONE_SOUND_WAV": "",
 }
 
 
@@ -142,6 +146,10 @@ class AudioSettings:
     output_wav: Path | None = None  # write what would be played to a WAV file instead
     realtime_wav_input: bool = True  # pace a WAV microphone like a real one
     chunk_ms: int = 20
+    volume_percent: int = 100  # everything played, 0-150 % (clipped above 100)
+    wake_sound_wav: Path | None = None  # sounds to use instead of the built-in ones
+    working_sound_wav: Path | None = None
+    done_sound_wav: Path | None = None
 
 
 @dataclass(frozen=True)
@@ -205,6 +213,11 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
     upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
     follow_up = _seconds(values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
+    volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
+    if not volume.isdigit() or int(volume) > 150:
+        raise SettingsError(f"NARRATOR_VOLUME={volume} is not a whole number from 0 to 150 (percent); set it in .env or the environment.")
+    sounds = {key: Path(values[key]).expanduser() if values.get(key) else None
+              for key in ("WAKE_SOUND_WAV", "WORKING_SOUND_WAV", "DONE_SOUND_WAV")}  # fmt: skip
     return Settings(
         upload=upload,
         conversation=ConversationSettings(follow_up_s=follow_up),
@@ -222,6 +235,10 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         audio=AudioSettings(
             input_device=values.get("AUDIO_INPUT_DEVICE") or None,
             output_device=values.get("AUDIO_OUTPUT_DEVICE") or None,
+            volume_percent=int(volume),
+            wake_sound_wav=sounds["WAKE_SOUND_WAV"],
+            working_sound_wav=sounds["WORKING_SOUND_WAV"],
+            done_sound_wav=sounds["DONE_SOUND_WAV"],
         ),
         workspace_root=workspace.resolve(),
         state_dir=state_dir,

@@ -10,6 +10,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from realtime_sim.timer_phrases import set_reminder_arguments, set_timer_arguments, timer_name_arguments
+
 _WAKE_PREFIX = re.compile(r"^\s*(hey\s+)?computer\b[\s,.:;!?-]*", re.IGNORECASE)
 
 
@@ -41,6 +43,12 @@ def _read_file(match: re.Match[str]) -> dict[str, Any]:
 
 # (pattern, tool, arguments from the match); first match whose tool is declared wins.
 _ROUTES: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    # Timers first: "how much time is left on my timer" is not get_time, "cancel the timer" not cancel_task.
+    (re.compile(r"\b(?:set|start) (?:a|an|the|my)?\b.*\btimer\b.*", re.I), "set_timer", lambda m: set_timer_arguments(m[0])),
+    (re.compile(r"\bremind me\b.*", re.I), "set_reminder", lambda m: set_reminder_arguments(m[0])),
+    (re.compile(r"\b(?:how (?:long|much time)|time left|how much longer)\b.*\b(?:timers?|reminders?|left)\b.*", re.I),
+     "time_left", lambda m: timer_name_arguments(m[0])),  # fmt: skip
+    (re.compile(r"\bcancel\b.*\b(?:timer|reminder)s?\b.*", re.I), "cancel_timer", lambda m: timer_name_arguments(m[0])),
     (re.compile(r"\bask (?:the )?brain\b[\s,:]*(?P<q>.*)", re.I), "ask_brain", lambda m: {"query": _clean(m["q"])}),
     (re.compile(r"\bstart (?:the |a |an )?(?P<n>.+?) task\b", re.I), "start_task", lambda m: {"name": _clean(m["n"])}),
     (re.compile(r"\blist (?:my |the |all )?tasks\b", re.I), "list_tasks", lambda m: {}),

@@ -1,4 +1,5 @@
-"""Sound made on this machine, without any service: the wake chime, and a local voice (espeak-ng)
+"""Sound made on this machine, without any service: the wake chime, the working and done earcons,
+and a local voice (espeak-ng)
 for the moments the narrator cannot speak (no connection, bad key), so failures are still heard.
 
 All output is pcm16 mono 24 kHz, the format of the audio interface.
@@ -34,14 +35,15 @@ def chime() -> bytes:
     return tone([880.0, 1320.0], 0.08)
 
 
-def follow_up_earcon() -> bytes:
-    """After an answer: still listening for a moment. One soft note, 120 ms."""
-    return tone([990.0], 0.12, volume=0.15)
+def working_earcon() -> bytes:
+    """While a command is worked on: two soft low ticks, 220 ms in all (quieter than the chime)."""
+    tick = tone([440.0], 0.06, volume=0.12)
+    return tick + bytes(2 * int(SAMPLE_RATE * 0.1)) + tick
 
 
-def working_tick() -> bytes:
-    """One tick of the working sound: a soft low note, 90 ms (ticks repeat while an answer is late)."""
-    return tone([392.0], 0.09, volume=0.08)
+def done_earcon() -> bytes:
+    """Done, your turn again: a soft rising C-E-G, 180 ms in all."""
+    return tone([523.25, 659.25, 783.99], 0.06, volume=0.15)
 
 
 def espeak_available() -> bool:

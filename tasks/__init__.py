@@ -10,7 +10,8 @@ For the coordinator:
     await manager.close(); store.close()
 
 `register_task_tools(registry, manager)` (from tasks.voice_tools) adds the voice
-tools; it is imported lazily so `handoff tasks` works without the listener's modules.
+tools, `register_timer_tools(registry, manager)` (tasks.timer_tools) the timer tools; they are
+imported lazily so `handoff tasks` works without the listener's modules.
 """
 
 from __future__ import annotations
@@ -30,15 +31,15 @@ from tasks.errors import (
 )
 from tasks.manager import Cancellation, TaskManager
 from tasks.notices import NoticeBatch, NoticeQueue
-from tasks.records import Notice, TaskRecord, TaskStatus
+from tasks.records import Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.state import IllegalTransition
 from tasks.store import TaskStore
 
 __all__ = [
     "AmbiguousTask", "Cancellation", "IllegalTransition", "Notice", "NoticeBatch", "NoticeQueue", "NotStarted",
     "ParameterError", "ShellNotAllowed", "TaskConfig", "TaskConfigError", "TaskError", "TaskManager",
-    "TaskParam", "TaskRecord", "TaskSettings", "TaskStatus", "TaskStore", "TaskTemplate", "UnknownTask",
-    "UnknownTemplate", "load_task_config", "parse_task_config", "register_task_tools",
+    "TaskKind", "TaskParam", "TaskRecord", "TaskSettings", "TaskStatus", "TaskStore", "TaskTemplate", "UnknownTask",
+    "UnknownTemplate", "load_task_config", "parse_task_config", "register_task_tools", "register_timer_tools",
 ]  # fmt: skip
 
 
@@ -47,4 +48,8 @@ def __getattr__(name: str) -> Any:
         from tasks.voice_tools import register_task_tools
 
         return register_task_tools
+    if name == "register_timer_tools":
+        from tasks.timer_tools import register_timer_tools
+
+        return register_timer_tools
     raise AttributeError(f"module 'tasks' has no attribute {name!r}")

@@ -1,6 +1,12 @@
-"""`handoff tasks` (list tasks: id, name, status, duration, log) and `handoff tasks show ID`
-(print one task's output log). Read-only: it never changes a record, so it is safe to run
-while the assistant is running."""
+"""`handoff tasks` (list tasks: id, name, status, duration, log), `handoff tasks show ID` (print
+one task's output log), and `handoff tasks start NAME [PARAM=VALUE...]` / `handoff tasks cancel ID`.
+
+Listing and showing only read the database, so they are safe while the assistant runs. Starting
+and cancelling ask the running assistant over its control socket (`tasks.control`): the task
+runs under the assistant's own task manager, whose notice is then announced exactly once.
+
+Exit codes: 0 done; 1 unknown task or template, bad parameter, nothing to cancel, unreadable
+database; 2 usage; 3 the assistant is not running (nothing was started or cancelled)."""
 
 from __future__ import annotations
 
@@ -10,15 +16,23 @@ import sqlite3
 import sys
 import time
 
+from pathlib import Path
+
 from config.settings import load_settings
-from tasks.config import TaskSettings
+from tasks import control
+from tasks.config import TaskSettings, load_task_config
+from tasks.control import NotRunning
 from tasks.errors import TaskError
 from tasks.identify import resolve_task
-from tasks.records import TaskRecord
+from tasks.records import TaskRecord, TaskStatus
 from tasks.store import TaskStore, is_busy
 
 EXIT_NOT_FOUND = 1
 EXIT_STORE = 1  # the task database could not be read
+EXIT_REFUSED = 1  # unknown template, bad parameter, nothing to cancel
+EXIT_USAGE = 2
+EXIT_NOT_RUNNING = 3
+CONTROL_TIMEOUT_S = 120.0  # a cancel waits for the task's processes to go (kill_grace_s and more)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -26,12 +40,29 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
     show = actions.add_parser("show", help="print one task's output log", description="Print one task's output log.")
     show.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
+    start = actions.add_parser(
+        "start", help="start a task from the templates in the running assistant; prints its id",
+        description="Start a task from the task templates (HANDOFF_TASKS_CONFIG) in the running assistant, "
+        "which announces its outcome. Prints the task's id.",
+    )  # fmt: skip
+    start.add_argument("template", help="the template's name")
+    start.add_argument("params", nargs="*", metavar="PARAM=VALUE", help="the template's parameters")
+    cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.")
+    cancel.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
 
 
 def run(args: argparse.Namespace) -> int:
     settings = load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)})
     task_settings = TaskSettings.from_settings(settings)
+    action = getattr(args, "tasks_action", None)
+    if action == "start":
+        return _start(args, settings.tasks_config, task_settings)
+    if action == "cancel":
+        return _cancel(args.task, task_settings)
     if not task_settings.db_path.exists():
+        if action == "show":
+            print(f"handoff tasks: there is no task {args.task}: there are no tasks yet.", file=sys.stderr)
+            return EXIT_NOT_FOUND
         print(f"No tasks yet (no task database at {task_settings.db_path}).")
         return 0
     # Read-only: a damaged database is reported, and set aside only by the assistant itself.
@@ -48,10 +79,67 @@ def run(args: argparse.Namespace) -> int:
         return EXIT_STORE
     finally:
         store.close()
-    if getattr(args, "tasks_action", None) == "show":
+    if action == "show":
         return _show(records, args.task)
     _print_table(records, time.time())
     return 0
+
+
+def _start(args: argparse.Namespace, tasks_config: Path | None, task_settings: TaskSettings) -> int:
+    params: dict[str, str] = {}
+    for pair in args.params:
+        name, sep, value = pair.partition("=")
+        if not sep or not name:
+            print(f"handoff tasks start: '{pair}' is not PARAM=VALUE.", file=sys.stderr)
+            return EXIT_USAGE
+        params[name] = value
+    try:
+        # Checked here too, so a mistake is reported even when the assistant is not running.
+        template = load_task_config(tasks_config).template(args.template)
+        template.fill(params)
+    except TaskError as exc:
+        print(f"handoff tasks: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    reply = _ask(task_settings, {"op": "start", "name": template.name, "params": params})
+    if isinstance(reply, int):
+        return reply
+    task = reply["task"]
+    print(task["id"])
+    if task["status"] == str(TaskStatus.FAILED):
+        print(f"handoff tasks: {task['spoken']} could not start: {task['error']}.", file=sys.stderr)
+        return EXIT_REFUSED
+    return 0
+
+
+def _cancel(ident: str, task_settings: TaskSettings) -> int:
+    reply = _ask(task_settings, {"op": "cancel", "task": ident})
+    if isinstance(reply, int):
+        return reply
+    task = reply["task"]
+    if not reply["cancelled"]:
+        print(f"handoff tasks: task {task['id']} ({task['name']}) had already ended: {task['status']}.", file=sys.stderr)
+        return EXIT_REFUSED
+    print(f"Cancelled task {task['id']} ({task['name']}).")
+    return 0
+
+
+def _ask(task_settings: TaskSettings, request: dict) -> dict | int:
+    """The running assistant's reply, or the exit code once its refusal (or its absence) is printed."""
+    try:
+        reply = control.ask(task_settings.control_path, request, CONTROL_TIMEOUT_S)
+    except NotRunning as exc:
+        print(f"handoff tasks: {exc}", file=sys.stderr)
+        return EXIT_NOT_RUNNING
+    except TimeoutError:
+        print(f"handoff tasks: handoff did not answer within {CONTROL_TIMEOUT_S:.0f} seconds; see its log.", file=sys.stderr)
+        return EXIT_REFUSED
+    except TaskError as exc:
+        print(f"handoff tasks: {exc}", file=sys.stderr)
+        return EXIT_REFUSED
+    if not reply.get("ok"):
+        print(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}", file=sys.stderr)
+        return EXIT_REFUSED
+    return reply
 
 
 def _print_table(records: list[TaskRecord], now: float) -> None:
@@ -64,11 +152,19 @@ def _print_table(records: list[TaskRecord], now: float) -> None:
         duration = record.duration_s(now)
         rows.append((
             str(record.id), record.name, str(record.status), started,
-            compact_duration(duration) if duration is not None else "-", record.log_path,
+            compact_duration(duration) if duration is not None else "-", _details(record),
         ))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
         print("  ".join(cell.ljust(width) for cell, width in zip(row, widths)) + "  " + row[-1])
+
+
+def _details(record: TaskRecord) -> str:
+    """The last column: a task's log, a timer's due time and label."""
+    if not record.is_timer or record.due_at is None:
+        return record.log_path
+    due = time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.due_at))
+    return f"due {due}" + (f": {record.label}" if record.label else "")
 
 
 def _show(records: list[TaskRecord], ident: str) -> int:
@@ -77,6 +173,9 @@ def _show(records: list[TaskRecord], ident: str) -> int:
     except TaskError as exc:
         print(f"handoff tasks: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
+    if record.is_timer:  # no output to show: what it is and when it is due
+        print(f"{record.kind} {record.id} ({record.spoken}), {record.status}, {_details(record)}")
+        return 0
     try:
         log = open(record.log_path, "rb")
     except OSError:

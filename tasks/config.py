@@ -44,6 +44,10 @@ class TaskSettings:
     summary_lines: int = 2  # output lines quoted when a task's outcome is announced
     log_max_bytes: int = 10 * 1024 * 1024  # a task's log is rotated (one old part kept) past this
     logs_max_total_bytes: int = 200 * 1024 * 1024  # oldest finished logs are deleted past this
+    late_after_s: float = 60.0  # a timer fired this long after its time (a suspend) is said to be late
+    # The longest a pending timer's wait goes without looking at the wall clock: the loop's clock
+    # stops while the machine sleeps, so after a suspend a timer is at most this late.
+    timer_recheck_s: float = 60.0
     # Values never passed to a task's environment nor kept in its output (the API key).
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
@@ -64,6 +68,11 @@ class TaskSettings:
     @property
     def log_dir(self) -> Path:
         return self.tasks_dir / "logs"
+
+    @property
+    def control_path(self) -> Path:
+        """The assistant's socket for `handoff tasks start` / `cancel`."""
+        return self.tasks_dir / "control.sock"
 
     def log_path(self, task_id: int) -> Path:
         return self.log_dir / f"{task_id}.log"

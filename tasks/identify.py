@@ -62,6 +62,8 @@ def describe_candidates(records: Sequence[TaskRecord]) -> list[str]:
 
 
 def _describe(record: TaskRecord) -> str:
+    if record.is_timer and record.due_at is not None:  # its name already says what it is for
+        return f"{record.spoken} due at {clock_time(record.due_at)}"
     when = record.started_at if record.started_at is not None else record.created_at
     verb = "started" if record.started_at is not None else "queued"
     about = f" for '{_short(record.label)}'" if record.label else ""

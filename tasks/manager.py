@@ -3,6 +3,9 @@ wait as "queued"), records every state change, and queues a notice when a task e
 
 Each running task is one asyncio task owned by the manager (`close` cancels and awaits them all,
 which stops their process groups). Records change only through `tasks.state.transition`.
+Timers and reminders are records with a due time and no process: one asyncio task sleeps until
+the earliest is due (or the set of timers changes) and fires it; they survive a restart, and one
+that came due while handoff was not running fires at the next start, its notice marked late.
 The store is only ever used through a `StoreWorker`: its I/O never runs on the event loop, and
 state changes are written in the order they happen without the loop waiting for them.
 A bug in running a task is logged with its traceback, counted, and ends that task as failed
@@ -29,9 +32,12 @@ from tasks.files import TaskLog, private_dir, prune_logs
 from tasks.identify import resolve_task
 from tasks.notices import NoticeBatch, NoticeQueue, notice_for
 from tasks.output import OutputSink, OutputTail, Redactor
-from tasks.records import FINAL_STATUSES, Notice, TaskRecord, TaskStatus
+from concurrency.changes import Changes
+from tasks.records import FINAL_STATUSES, TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.runner import MARKER, LaunchError, ProcessRunner, stop_marked, task_environment
-from tasks.state import Crashed, Exited, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition
+from tasks.state import (
+    Crashed, Exited, Fired, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition,
+)
 from tasks.store import StoreWorker, TaskStore
 
 log = logging.getLogger(__name__)
@@ -90,6 +96,9 @@ class TaskManager:
         self._live: dict[int, _LiveTask] = {}
         self._queue: deque[int] = deque()  # ids waiting for a slot, first come first served
         self._workers: set[asyncio.Task[None]] = set()
+        self._timers: dict[int, TaskRecord] = {}  # pending timers and reminders by id
+        self._timers_changed = Changes()
+        self._timer_worker: asyncio.Task[None] | None = None
         self._state = "new"  # new -> started -> closed
 
     # --- lifecycle ---------------------------------------------------------------------
@@ -107,12 +116,20 @@ class TaskManager:
         await self.notices.load()
         now = self._clock()
         for record in await self._io.call(self._store.unfinished_tasks):
+            if record.is_timer:  # nothing ran: it waits on, or, due while handoff was down, fires now, late
+                if record.due_at is not None and record.due_at <= now:
+                    self._record_change(transition(record, Fired(now)), late=True)
+                else:
+                    self._timers[record.id] = record
+                continue
             # The daemon died under it: whatever it left running is found by its marker.
             found = await stop_marked(self._token(record), self.settings.kill_grace_s)
             if found:
                 log.warning("stopped %d process(es) left behind by task %s (%s)", found, record.id, record.name)
             self._record_change(transition(record, Interrupted(now)))
         self._state = "started"
+        self._timer_worker = self._loop.create_task(self._run_timers(), name="timers")
+        self._timer_worker.add_done_callback(self._timer_worker_finished)
 
     async def close(self) -> None:
         """Stop every running task's processes and wait for that. Their records stay queued or
@@ -120,7 +137,7 @@ class TaskManager:
         if self._state == "closed":
             return
         self._state = "closed"
-        workers = list(self._workers)
+        workers = list(self._workers) + ([self._timer_worker] if self._timer_worker is not None else [])
         for worker in workers:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
@@ -144,6 +161,10 @@ class TaskManager:
         self.notices.ack(ids)
 
     # --- the voice tools' side -----------------------------------------------------------
+
+    def now(self) -> float:
+        """Wall-clock seconds on the manager's clock (the one timers are due by)."""
+        return self._clock()
 
     @property
     def store_busy_retries(self) -> int:
@@ -189,6 +210,29 @@ class TaskManager:
                             self.config.shell_cwd, self.config.shell_timeout_s)  # fmt: skip
         return await self._admit(draft, (), label=command)
 
+    async def add_timer(self, kind: TaskKind, due_at: float, spoken: str, label: str = "") -> TaskRecord:
+        """A timer or reminder due at `due_at` (wall-clock seconds), named `spoken` ("your
+        ten-minute timer"); `label` is a reminder's text. Its notice comes when it is due."""
+        self._require_started()
+        if kind not in TIMER_KINDS:
+            raise ValueError(f"{kind} is not a timer kind")
+        now = self._clock()
+        draft = TaskRecord(
+            id=0, name=str(kind), spoken=spoken, argv=(), cwd="", timeout_s=max(0.0, due_at - now), log_path="",
+            created_at=now, label=check_text(label, f"The {kind} text", 500), kind=kind, due_at=due_at,
+            status=TaskStatus.RUNNING, started_at=now,
+        )  # fmt: skip
+        record = await self._io.call(self._store.create_task, draft, None)
+        log.info("%s %s is set, due in %.0f s", kind, record.id, due_at - now)
+        self._timers[record.id] = record
+        self._timers_changed.notify()
+        self._notify(record)
+        return record
+
+    def pending_timers(self) -> list[TaskRecord]:
+        """Timers and reminders still to come, soonest first."""
+        return sorted(self._timers.values(), key=lambda r: (r.due_at or 0.0, r.id))
+
     async def list_tasks(self) -> list[TaskRecord]:
         """Every task, oldest first; running ones with their output so far."""
         return [self._current(record) for record in await self._io.call(self._store.list_tasks)]
@@ -203,6 +247,8 @@ class TaskManager:
         returns once its processes are gone. Raises UnknownTask or AmbiguousTask."""
         self._require_started()
         record = resolve_task(_checked_ident(ident), await self.list_tasks(), prefer=lambda r: r.is_active)
+        if record.is_timer:
+            return self._cancel_timer(record)
         live = self._live.get(record.id)
         if live is None:
             return Cancellation(record, stopped=False)
@@ -226,6 +272,34 @@ class TaskManager:
         if record is None:
             raise KeyError(task_id)
         return record
+
+    # --- timers --------------------------------------------------------------------------
+
+    async def _run_timers(self) -> None:
+        """Fire each timer when it is due: sleep until the earliest due time or a change."""
+        while True:
+            now = self._clock()
+            for record in [r for r in self.pending_timers() if (r.due_at or 0.0) <= now]:
+                del self._timers[record.id]
+                self._record_change(transition(record, Fired(now)))
+            if self._timers:
+                wait_s = min(r.due_at or 0.0 for r in self._timers.values()) - now
+                await self._timers_changed.wait(min(wait_s, self.settings.timer_recheck_s))
+            else:
+                await self._timers_changed.wait()
+
+    def _timer_worker_finished(self, worker: asyncio.Task[None]) -> None:
+        if not worker.cancelled() and worker.exception() is not None:
+            self._bug("the timer worker crashed; timers will not fire until handoff restarts", worker.exception())
+
+    def _cancel_timer(self, record: TaskRecord) -> Cancellation:
+        pending = self._timers.pop(record.id, None)
+        if pending is None:  # already fired or cancelled
+            return Cancellation(record, stopped=False)
+        cancelled = transition(pending, StopRequested("cancel", self._clock()))
+        self._record_change(cancelled)  # no notice: a cancelled timer is never announced
+        self._timers_changed.notify()
+        return Cancellation(cancelled, stopped=True)
 
     # --- internals -----------------------------------------------------------------------
 
@@ -344,11 +418,12 @@ class TaskManager:
             live.done.set()
             self._live.pop(live.record.id, None)
 
-    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None) -> None:
+    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None, *, late: bool = False) -> None:
         """Persist a new state; a final one with its notice, in one transaction. The write is
         queued on the store's thread (in order) and its notice posted once it has landed."""
         log.info("task %s (%s) is %s", record.id, record.name, record.status)
-        notice = notice_for(record, self._clock(), self.settings.summary_lines)  # None unless it ended worth telling
+        # None unless it ended worth telling.
+        notice = notice_for(record, self._clock(), self.settings.summary_lines, self.settings.late_after_s, late=late)
         saved = self._io.submit(self._store.save_task, record, notice)
         loop = self._loop or asyncio.get_running_loop()
         saved.add_done_callback(lambda future: loop.call_soon_threadsafe(self._saved, record, future, landed))

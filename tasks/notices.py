@@ -12,12 +12,14 @@ import concurrent.futures
 import logging
 import time
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Callable, Sequence
 
 from concurrency.changes import Changes
 from tasks.config import TaskSettings
-from tasks.records import Notice, TaskRecord, TaskStatus
+from tasks.records import TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.speech import and_list, number_words, output_summary, sentence, status_clause
+from tasks.when import when_words
 from tasks.store import StoreWorker
 
 log = logging.getLogger(__name__)
@@ -35,10 +37,21 @@ class NoticeBatch:
     script: str
 
 
-def notice_for(record: TaskRecord, now: float, summary_lines: int) -> Notice | None:
-    """The notice a task's final record calls for, or None (still active, or cancelled)."""
+def notice_for(
+    record: TaskRecord, now: float, summary_lines: int, late_after_s: float = 60.0, *, late: bool = False
+) -> Notice | None:
+    """The notice a task's final record calls for, or None (still active, or cancelled).
+    A timer's notice is late when it came due while handoff was not running (`late`), or fired
+    `late_after_s` or more after its due time (the machine was asleep)."""
     if record.status not in ANNOUNCED:
         return None
+    if record.is_timer:
+        if record.status is not TaskStatus.SUCCEEDED:
+            return None  # only a fired timer is announced
+        late = late or (record.due_at is not None and now - record.due_at >= late_after_s)
+        return Notice(task_id=record.id, created_at=now, outcome=record.status, spoken=record.spoken,
+                      duration_s=record.duration_s(now), kind=record.kind, label=record.label,
+                      due_at=record.due_at, late=late)  # fmt: skip
     summary = output_summary(record.tail, summary_lines) if record.status in _FINISHED else ""
     # An interruption is found at the next start, but happened earlier: date it by the last
     # moment the task was known to exist, so a long-gone one is merged as "while you were away".
@@ -54,6 +67,19 @@ def notice_for(record: TaskRecord, now: float, summary_lines: int) -> Notice | N
         error=record.error,
         summary=summary,
     )
+
+
+def timer_script(notice: Notice, now: float) -> str:
+    """"Your ten-minute timer is done." / "Reminder: call the plumber." and, when it is late,
+    "This was due at 5 PM, while I was not running." """
+    if notice.kind is TaskKind.REMINDER:
+        text = sentence(f"reminder: {notice.label}")
+    else:
+        text = sentence(f"{notice.spoken} is done")
+    if notice.late and notice.due_at is not None:
+        when = when_words(datetime.fromtimestamp(notice.due_at), datetime.fromtimestamp(now))
+        text += f" This was due {when}, while I was not running."
+    return text
 
 
 def notice_script(notice: Notice) -> str:
@@ -132,9 +158,10 @@ class NoticeQueue:
         await self._posted.wait_until(lambda: self.pending_count() > 0)
 
     def next_batch(self, now: float | None = None) -> NoticeBatch | None:
-        """What to narrate next, or None. Notices older than `merge_older_than_s` (piled up while
-        nobody could be told, e.g. across a restart) come together as one script; a fresh one
-        comes alone. Nothing is marked delivered until `ack`."""
+        """What to narrate next, or None. A timer or reminder comes first and alone (it is about
+        now). Task notices older than `merge_older_than_s` (piled up while nobody could be
+        told, e.g. across a restart) come together as one script; a fresh one comes alone.
+        Nothing is marked delivered until `ack`."""
         if self._announcements:
             first = self._announcements[0]
             return NoticeBatch(ids=[first.id], script=first.summary)
@@ -142,6 +169,9 @@ class NoticeQueue:
         if not pending:
             return None
         now = self._clock() if now is None else now
+        timer = next((n for n in pending if n.kind in TIMER_KINDS), None)
+        if timer is not None:
+            return NoticeBatch(ids=[timer.id], script=timer_script(timer, now))
         old = [n for n in pending if now - n.created_at >= self._settings.merge_older_than_s]
         if len(old) >= 2:
             return NoticeBatch(ids=[n.id for n in old], script=merged_script(old, self._settings.max_merged_notices))

@@ -20,6 +20,14 @@ class TaskStatus(StrEnum):
     INTERRUPTED = "interrupted"  # handoff stopped while it was queued or running
 
 
+class TaskKind(StrEnum):
+    PROCESS = "process"  # a program from a template (or a shell command)
+    TIMER = "timer"  # no process: a length of time, announced when it is up
+    REMINDER = "reminder"  # no process: a text, announced at a clock time
+
+
+TIMER_KINDS = frozenset({TaskKind.TIMER, TaskKind.REMINDER})
+
 ACTIVE_STATUSES = frozenset({TaskStatus.QUEUED, TaskStatus.RUNNING})
 FINAL_STATUSES = frozenset(TaskStatus) - ACTIVE_STATUSES
 
@@ -48,6 +56,12 @@ class TaskRecord:
     error: str | None = None  # why it could not start
     tail: tuple[str, ...] = ()  # the last lines of output (bounded), saved when it ends
     line_count: int = 0  # all lines it printed, including those only in the log
+    kind: TaskKind = TaskKind.PROCESS
+    due_at: float | None = None  # a timer's or reminder's wall-clock due time
+
+    @property
+    def is_timer(self) -> bool:
+        return self.kind in TIMER_KINDS
 
     @property
     def is_active(self) -> bool:
@@ -63,7 +77,7 @@ class TaskRecord:
 
 @dataclass(frozen=True)
 class Notice:
-    """A spoken announcement waiting for the narrator: one task's outcome.
+    """A spoken announcement waiting for the narrator: one task's outcome, or a timer that is up.
 
     It keeps the facts rather than a finished sentence, so several old notices can be merged
     into one short script when they are finally delivered.
@@ -79,3 +93,7 @@ class Notice:
     error: str | None = None
     summary: str = ""  # the last lines of output, already made speakable
     id: int | None = None  # assigned by the store
+    kind: TaskKind = TaskKind.PROCESS
+    label: str = ""  # a timer's label, a reminder's text
+    due_at: float | None = None
+    late: bool = False  # a timer or reminder announced well after its time (handoff was not running)

@@ -4,6 +4,8 @@
     queued --StopRequested(cancel)--> cancelled      queued --LaunchFailed--> failed
     queued | running --Interrupted--> interrupted    (found unfinished after a restart)
     queued | running --Crashed--> failed, with the reason  (a bug in running it)
+Timers and reminders have no process: they are created running and end one of two ways:
+    running --Fired--> succeeded     running --StopRequested(cancel)--> cancelled
     running --StopRequested--> running, remembering why it is being stopped, so the Exited
                                that follows becomes cancelled or timed_out, not failed.
 
@@ -59,7 +61,14 @@ class Crashed:
     at: float
 
 
-TaskEvent = Started | StopRequested | Exited | LaunchFailed | Interrupted | Crashed
+@dataclass(frozen=True)
+class Fired:
+    """A timer's or reminder's time has come."""
+
+    at: float
+
+
+TaskEvent = Started | StopRequested | Exited | LaunchFailed | Interrupted | Crashed | Fired
 
 
 def transition(record: TaskRecord, event: TaskEvent) -> TaskRecord:
@@ -68,6 +77,13 @@ def transition(record: TaskRecord, event: TaskEvent) -> TaskRecord:
     if status in FINAL_STATUSES:
         raise IllegalTransition(f"task {record.id} is already {status}; {type(event).__name__} cannot change it")
     replace = dataclasses.replace
+
+    if record.is_timer:
+        if isinstance(event, Fired):
+            return replace(record, status=TaskStatus.SUCCEEDED, finished_at=event.at)
+        if isinstance(event, StopRequested) and event.reason == "cancel":
+            return replace(record, status=TaskStatus.CANCELLED, stop_reason="cancel", finished_at=event.at)
+        raise IllegalTransition(f"{record.kind} {record.id} is {status}; {type(event).__name__} cannot happen to it")
 
     if isinstance(event, Interrupted):
         return replace(record, status=TaskStatus.INTERRUPTED, finished_at=event.at)

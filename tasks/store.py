@@ -30,7 +30,7 @@ from typing import Any, Callable, Iterable, Iterator, TypeVar
 
 from tasks.errors import TaskError
 from tasks.files import private_dir
-from tasks.records import ACTIVE_STATUSES, Notice, TaskRecord, TaskStatus
+from tasks.records import ACTIVE_STATUSES, Notice, TaskKind, TaskRecord, TaskStatus
 
 log = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -79,10 +79,25 @@ CREATE TABLE IF NOT EXISTS notices (
 CREATE INDEX IF NOT EXISTS notices_pending ON notices(delivered_at, id);
 """
 
+# Columns added after the first release: a database made before them gets them on open
+# (ALTER TABLE, in the schema's transaction), so old records read as process tasks.
+_ADDED_COLUMNS = (
+    ("tasks", "kind", "TEXT NOT NULL DEFAULT 'process'"),
+    ("tasks", "due_at", "REAL"),
+    ("notices", "kind", "TEXT NOT NULL DEFAULT 'process'"),
+    ("notices", "label", "TEXT NOT NULL DEFAULT ''"),
+    ("notices", "due_at", "REAL"),
+    ("notices", "late", "INTEGER NOT NULL DEFAULT 0"),
+)
+
 _TASK_COLUMNS = (
     "name", "spoken", "argv", "cwd", "timeout_s", "log_path", "created_at", "params", "label",
     "agent", "status", "started_at", "finished_at", "pid", "exit_code", "stop_reason", "error",
-    "tail", "line_count",
+    "tail", "line_count", "kind", "due_at",
+)  # fmt: skip
+_NOTICE_COLUMNS = (
+    "task_id", "created_at", "outcome", "spoken", "duration_s", "exit_code", "timeout_s", "error", "summary",
+    "kind", "label", "due_at", "late",
 )  # fmt: skip
 
 
@@ -178,6 +193,7 @@ class TaskStore:
                 raise error
             # executescript would commit an open transaction first, so the script carries its own.
             db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
+            _add_missing_columns(db)
         except BaseException:
             db.close()
             raise
@@ -211,8 +227,9 @@ class TaskStore:
 
     # --- tasks -------------------------------------------------------------------------
 
-    def create_task(self, draft: TaskRecord, log_path_for: Callable[[int], Path]) -> TaskRecord:
-        """Insert a new task; the returned record has its id and its log path (derived from the id)."""
+    def create_task(self, draft: TaskRecord, log_path_for: Callable[[int], Path] | None) -> TaskRecord:
+        """Insert a new task; the returned record has its id and its log path (derived from the id;
+        none without `log_path_for`: a timer has no output)."""
         with self._transaction() as db:
             values = _task_values(draft)
             cursor = db.execute(
@@ -220,7 +237,7 @@ class TaskStore:
                 values,
             )
             task_id = int(cursor.lastrowid)
-            log_path = str(log_path_for(task_id))
+            log_path = str(log_path_for(task_id)) if log_path_for is not None else ""
             db.execute("UPDATE tasks SET log_path = ? WHERE id = ?", (log_path, task_id))
         return dataclasses.replace(draft, id=task_id, log_path=log_path)
 
@@ -233,11 +250,11 @@ class TaskStore:
             if notice is None:
                 return None
             cursor = db.execute(
-                "INSERT INTO notices (task_id, created_at, outcome, spoken, duration_s, exit_code,"
-                " timeout_s, error, summary) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                f"INSERT INTO notices ({', '.join(_NOTICE_COLUMNS)}) VALUES ({', '.join('?' * len(_NOTICE_COLUMNS))})",
                 (
                     notice.task_id, notice.created_at, str(notice.outcome), notice.spoken, notice.duration_s,
-                    notice.exit_code, notice.timeout_s, notice.error, notice.summary,
+                    notice.exit_code, notice.timeout_s, notice.error, notice.summary, str(notice.kind),
+                    notice.label, notice.due_at, int(notice.late),
                 ),
             )  # fmt: skip
             return dataclasses.replace(notice, id=int(cursor.lastrowid))
@@ -282,12 +299,27 @@ class TaskStore:
             )
 
 
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    """Give a database made by an older handoff the columns added since. Checked under the write
+    lock, so the assistant and `handoff tasks` opening it at once do not both add a column."""
+    db.execute("BEGIN IMMEDIATE")
+    try:
+        for table, column, declaration in _ADDED_COLUMNS:
+            if column not in {row[1] for row in db.execute(f"PRAGMA table_info({table})")}:
+                db.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+    except BaseException:
+        db.execute("ROLLBACK")
+        raise
+    db.execute("COMMIT")
+
+
 def _task_values(record: TaskRecord) -> tuple:
     return (
         record.name, record.spoken, json.dumps(list(record.argv)), record.cwd, record.timeout_s,
         record.log_path, record.created_at, json.dumps([list(p) for p in record.params]), record.label,
         int(record.agent), str(record.status), record.started_at, record.finished_at, record.pid,
         record.exit_code, record.stop_reason, record.error, json.dumps(list(record.tail)), record.line_count,
+        str(record.kind), record.due_at,
     )  # fmt: skip
 
 
@@ -313,6 +345,8 @@ def _task_from_row(row: sqlite3.Row) -> TaskRecord:
         error=row["error"],
         tail=tuple(json.loads(row["tail"])),
         line_count=row["line_count"],
+        kind=TaskKind(row["kind"]),
+        due_at=row["due_at"],
     )
 
 
@@ -328,6 +362,10 @@ def _notice_from_row(row: sqlite3.Row) -> Notice:
         timeout_s=row["timeout_s"],
         error=row["error"],
         summary=row["summary"],
+        kind=TaskKind(row["kind"]),
+        label=row["label"],
+        due_at=row["due_at"],
+        late=bool(row["late"]),
     )
 
 

@@ -119,7 +119,7 @@ class _TaskToolHandlers:
         name = (args.get("name") or "").strip()
         # The schema is flat, so models send "" for parameters they are not using.
         params = {k: v for k, v in args.items() if k not in ("name", "command") and v not in ("", None)}
-        with _spoken_errors():
+        with spoken_errors():
             if command:
                 record = await self._manager.start_shell(command)
             elif name:
@@ -140,18 +140,18 @@ class _TaskToolHandlers:
         return {"tasks": [task_data(r, now) for r in shown], "more": len(records) - len(shown)}
 
     async def get_task_result(self, args: dict) -> dict:
-        with _spoken_errors():
+        with spoken_errors():
             record = await self._manager.get_result(args["task"])
         return {"task": task_data(record, self._clock())}
 
     async def cancel_task(self, args: dict) -> dict:
-        with _spoken_errors():
+        with spoken_errors():
             outcome = await self._manager.cancel(args["task"])
         return {"task": task_data(outcome.record, self._clock()), "cancelled": outcome.stopped}
 
 
 @contextmanager
-def _spoken_errors() -> Iterator[None]:
+def spoken_errors() -> Iterator[None]:
     """Turns a TaskError into a ToolError with the same sentence (and the candidates, if any)."""
     try:
         yield

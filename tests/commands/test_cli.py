@@ -60,9 +60,9 @@ async def test_demo_runs_offline_and_tells_the_whole_story(tmp_path):
     assert code == 0, err
     for kind in ("ignored", "wake", "chime", "command", "tool", "narrating", "narrated", "listening"):
         assert f" {kind} " in out, (kind, out)
-    for tool in ("get_time", "list_files", "read_file_head", "ask_brain", "echo", "start_task"):
+    for tool in ("get_time", "list_files", "read_file_head", "ask_brain", "echo", "start_task", "set_timer"):
         assert f"{tool}(" in out, (tool, out)
-    assert "notice" in out
+    assert "notice" in out and "Your two-second timer is done." in out
     with wave.open(str(tmp_path / "handoff-demo.wav")) as wav:
         assert wav.getnframes() > 24000 * 5
 

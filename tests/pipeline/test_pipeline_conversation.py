@@ -7,7 +7,7 @@ import asyncio
 
 from config.settings import ConversationSettings
 from decisions.coordinator import STILL_WORKING_MESSAGE
-from speech.local_voice import working_tick
+from speech.local_voice import working_earcon
 from tests.support.pipeline_harness import running_pipeline
 
 
@@ -43,7 +43,7 @@ async def test_a_slow_tool_plays_the_working_sound(tmp_path, sim):
         sim.script.push_brain_delay(0.4, "Because of Rayleigh scattering.")
         await p.ask("Computer, ask the brain why the sky is blue")
         assert p.timeline.count("working") == 1
-        assert working_tick() in p.speaker.played  # the tick really reached the speaker
+        assert working_earcon() in p.speaker.played  # the sound really reached the speaker
         assert STILL_WORKING_MESSAGE not in narrated_scripts(p)
 
 

@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+import asyncio
 import time
 
-
+from commands import cli
 from tests.support.pipeline_harness import running_pipeline
 
 TASKS = """
@@ -50,3 +51,54 @@ async def test_list_and_cancel_by_voice(tmp_path, sim):
         # A cancel the user asked for is not announced again: nothing is waiting to be narrated.
         assert p.coordinator.parts.notices.next_batch(time.time()) is None
         assert p.timeline.count("notice") == 0
+
+
+# --- the command line reaches the running assistant ----------------------------------------------
+
+
+async def handoff_tasks(capsys, p, *argv: str) -> tuple[int, str, str]:
+    """`handoff tasks ARGV...` as a user runs it while the assistant is running (in a thread:
+    the command blocks on the socket the assistant serves on this event loop)."""
+    code = await asyncio.to_thread(cli.main, ["tasks", "--state-dir", str(p.settings.state_dir), *argv])
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+async def test_a_task_started_from_the_command_line_is_announced_exactly_once(tmp_path, sim, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # no stray .env
+    monkeypatch.setenv("HANDOFF_TASKS_CONFIG", str(tmp_path / "tasks.toml"))
+    async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
+        code, out, err = await handoff_tasks(capsys, p, "start", "backup", "seconds=0.2")
+        assert (code, out, err) == (0, "1\n", "")
+        await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == 1 and t.count("listening") >= 2)
+        assert "backup finished" in scripts(p)[-1].lower() and "copied 3 files" in scripts(p)[-1]
+        await p.ask("Computer, list my tasks")  # another full cycle: nothing is announced again
+        assert p.timeline.count("notice") == 1 and p.coordinator.parts.notices.next_batch(time.time()) is None
+
+        code, out, err = await handoff_tasks(capsys, p, "start", "deploy")
+        assert code == 1 and out == "" and err.startswith("handoff tasks: There is no task template called 'deploy'.")
+        code, out, err = await handoff_tasks(capsys, p, "start", "backup", "speed=9")
+        assert (code, err) == (1, "handoff tasks: The backup has no parameter 'speed'. It takes: seconds.\n")
+        code, out, err = await handoff_tasks(capsys, p, "start", "backup", "seconds")
+        assert (code, err) == (2, "handoff tasks start: 'seconds' is not PARAM=VALUE.\n")
+
+
+async def test_a_task_is_cancelled_from_the_command_line(tmp_path, sim, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HANDOFF_TASKS_CONFIG", str(tmp_path / "tasks.toml"))
+    async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
+        code, out, _ = await handoff_tasks(capsys, p, "start", "backup", "seconds=30")
+        assert (code, out) == (0, "1\n")
+        code, out, err = await handoff_tasks(capsys, p, "cancel", "1")
+        assert (code, out, err) == (0, "Cancelled task 1 (backup).\n", "")
+        code, out, err = await handoff_tasks(capsys, p, "cancel", "1")
+        assert (code, err) == (1, "handoff tasks: task 1 (backup) had already ended: cancelled.\n")
+        code, out, err = await handoff_tasks(capsys, p, "cancel", "7")
+        assert (code, err) == (1, "handoff tasks: There is no task number 7.\n")
+        code, out, err = await handoff_tasks(capsys, p, "show", "7")
+        assert code == 1 and "There is no task number 7" in err
+        assert p.timeline.count("notice") == 0  # a cancel is not announced
+    # The assistant has stopped: nothing can run the task, and the command says so.
+    code = await asyncio.to_thread(cli.main, ["tasks", "--state-dir", str(p.settings.state_dir), "start", "backup"])
+    err = capsys.readouterr().err
+    assert code == 3 and err.startswith("handoff tasks: handoff is not running on ") and len(err.splitlines()) == 1

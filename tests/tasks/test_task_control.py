@@ -1,0 +1,70 @@
+"""The control socket `handoff tasks start` / `cancel` use to reach the running assistant."""
+
+from __future__ import annotations
+
+import asyncio
+import socket
+import stat
+from pathlib import Path
+
+import pytest
+
+from tasks import TaskConfig, TaskManager, TaskSettings, TaskStore, TaskTemplate
+from tasks.control import ControlServer, NotRunning, ask
+
+
+async def test_requests_are_answered_also_at_a_path_too_long_for_a_unix_socket(tmp_path: Path) -> None:
+    settings = TaskSettings(state_dir=tmp_path / ("deep" * 30) / "state")
+    assert len(str(settings.control_path)) > 108
+    store = TaskStore(settings.db_path)
+    config = TaskConfig(templates=(TaskTemplate(name="nap", argv=("sleep", "30"), cwd=tmp_path),))
+    manager = TaskManager(config, store, settings)
+    await manager.start()
+    settings.control_path.touch()  # a stale file left by a killed assistant is replaced
+    server = ControlServer(manager, settings.control_path)
+    await server.start()
+    try:
+        assert stat.S_IMODE(settings.control_path.stat().st_mode) == 0o600
+        started = await asyncio.to_thread(ask, settings.control_path, {"op": "start", "name": "nap", "params": {}}, 10.0)
+        assert started["ok"] and started["task"]["status"] == "running"
+        refused = await asyncio.to_thread(ask, settings.control_path, {"op": "start", "name": "nope"}, 10.0)
+        assert refused == {"ok": False, "error": "There is no task template called 'nope'. The templates are: nap."}
+        odd = await asyncio.to_thread(ask, settings.control_path, {"op": "rm"}, 10.0)
+        assert odd == {"ok": False, "error": "The request was not understood."}
+
+        second = ControlServer(manager, settings.control_path)  # another assistant on the same folder
+        await second.start()
+        await second.close()
+        cancelled = await asyncio.to_thread(ask, settings.control_path, {"op": "cancel", "task": 1}, 10.0)
+        assert cancelled["ok"] and cancelled["cancelled"] and cancelled["task"]["status"] == "cancelled"
+    finally:
+        await server.close()
+        await manager.close()
+        store.close()
+    assert not settings.control_path.exists()
+    with pytest.raises(NotRunning, match="^handoff is not running on "):
+        ask(settings.control_path, {"op": "cancel", "task": 1}, 1.0)
+
+
+async def test_garbage_on_the_socket_gets_a_refusal_not_a_crash(tmp_path: Path) -> None:
+    settings = TaskSettings(state_dir=tmp_path / "state")
+    store = TaskStore(settings.db_path)
+    manager = TaskManager(TaskConfig(), store, settings)
+    await manager.start()
+    server = ControlServer(manager, settings.control_path)
+    await server.start()
+
+    def send_raw(data: bytes) -> bytes:
+        with socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(str(settings.control_path))
+            client.sendall(data)
+            return client.recv(4096)
+
+    try:
+        assert await asyncio.to_thread(send_raw, b"not json\n") == b'{"ok": false, "error": "The request was not understood."}\n'
+        assert await asyncio.to_thread(send_raw, b"[1, 2]\n") == b'{"ok": false, "error": "The request was not understood."}\n'
+    finally:
+        await server.close()
+        await manager.close()
+        store.close()
