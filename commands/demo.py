@@ -149,7 +149,12 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
 
     def handled(t: Timeline) -> bool:
         if utterance.expect == "notice":  # it may already have come, during an earlier pause
-            return t.count("notice") >= utterance.notices and t.count("narrated") == t.count("narrating")
+            entries = list(t.entries)
+            said = [i for i, e in enumerate(entries) if e.kind == "narrated" and e.text.startswith("notice")]
+            # Said, and a fresh listener session is ready after it.
+            return len(said) >= utterance.notices and any(
+                e.kind == "listening" for e in entries[said[utterance.notices - 1] + 1:]
+            )
         if utterance.expect == "answer":
             # Narrated, and a fresh listener session is ready for the next command.
             return (
