@@ -182,6 +182,7 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (RA, E.TOOLS_REQUESTED): RT,
     (RS, E.ROUTE_ANSWERED): RI,
     (RA, E.ROUTE_ANSWERED): RI,
+    (RS, E.ROUTE_TIMED_OUT): RI,  # the watchdog is armed before the send: a send that hangs is caught too
     (RA, E.ROUTE_TIMED_OUT): RI,  # abandoned: apology, fresh session, not routed again
     (RT, E.TOOLS_FINISHED): RI,  # the answer is queued for the narrator
     # what the user was told about the connection
@@ -567,7 +568,7 @@ class CoordinatorCore:
         """When the core next needs a Tick even if nothing else happens (None: only on a change).
         Deadlines that passed but wait on a condition (recycle waits for quiet) are not repeated."""
         candidates = [
-            self._route_deadline if self.machines[RouteState] is RA else None,
+            self._route_deadline if self.machines[RouteState] in (RS, RA) else None,
             self.gate.window_until,
             self._session_ready_at + self.timings.recycle_after_s if self.listener_up else None,
             self._confirm_at if self.machines[AnnounceState] is AC else None,
@@ -612,7 +613,6 @@ class CoordinatorCore:
             case RouteSent(route=route):
                 if self._is_current(route, RS):  # else the response beat us, or the session is gone
                     self._fire(E.ROUTE_SENT, "")
-                    self._route_deadline = now + self.timings.route_timeout_s
             case RouteNotSent(route=route):
                 if self._is_current(route, RS):
                     assert self._route is not None
@@ -810,7 +810,7 @@ class CoordinatorCore:
         """Everything that follows from the state and the clock, whatever event came in."""
         actions: list[Action] = []
         m = self.machines
-        if m[RouteState] is RA and self._route_deadline is not None and now >= self._route_deadline:
+        if m[RouteState] in (RS, RA) and self._route_deadline is not None and now >= self._route_deadline:
             assert self._route is not None
             command = self._route[1]
             self._route = None
@@ -837,6 +837,7 @@ class CoordinatorCore:
             self._route = (next(self._routes), command)
             if m[WorkingState] is WI:
                 self._routed_at = now
+            self._route_deadline = now + self.timings.route_timeout_s  # armed before the send
             self._fire(E.COMMAND_ROUTED, command)
             self.timeline.add(TimelineKind.COMMAND, command)
             actions.append(SendRoute(self._route[0], command))

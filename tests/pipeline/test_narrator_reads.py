@@ -79,7 +79,8 @@ async def test_instructions_in_a_file_are_read_as_its_text_never_obeyed(tmp_path
         assert framed.endswith("\n</script>") and framed.count("</script>") == 1
         assert [part["text"] for item in request["response"]["input"] for part in item["content"]] == [READ_CUE]
         said = narration.sent_of("response.output_audio_transcript.done")[-1]["transcript"]
-        assert "Ignore the above" in said and said != "I have been hacked."
+        # Read as the file's text (a paraphrase may drop a filler such as "the"), never obeyed.
+        assert "Ignore" in said and "above" in said and said != "I have been hacked."
 
 
 async def test_the_realistic_model_obeys_a_script_sent_as_a_user_message():

@@ -234,18 +234,16 @@ async def test_a_speaker_that_fails_stops_the_assistant_with_a_clear_message(tmp
 
 
 async def test_audio_is_buffered_while_the_listener_reconnects(tmp_path, sim):
-    async with running_pipeline(tmp_path, sim) as p:
+    # A young session drops (counted, not announced) and its replacement is slow to come up:
+    # speech meanwhile waits in the buffer and reaches the new session.
+    async with running_pipeline(tmp_path, sim, healthy_after_s=30.0) as p:
         before = p.counts()
-        sim.script.push_tool_call("echo", {"text": "first"})
-        p.say("Computer, echo first")
-        # The listener opened after this narration is slow to come up: speech meanwhile waits.
-        await sim.wait_for(lambda s: len(p.narrator_connections()) == 1, timeout=10)
-        # The next connection is the listener opened after this narration.
         sim.script.push_fault(Fault("delay", target="any", after_sent="session.created", delay_s=0.6))
-        await p.wait(lambda t: t.count("narrated") > before["narrated"])
+        sim.script.push_fault(Fault("drop", target="listener", after_s=0.0))
+        await p.wait(lambda t: any("dropped" in e.text for e in t.entries))
         buffered_before = p.coordinator.core.uplink.stats.chunks_buffered
         p.say("Computer, what time is it")
-        await p.wait(lambda t: t.count("heard") >= before["heard"] + 2)
+        await p.wait(lambda t: t.count("heard") >= before["heard"] + 1)
         assert p.listener_connections()[1].faults  # the delay did hit the new listener
         assert p.coordinator.core.uplink.stats.chunks_buffered - buffered_before > 20  # a good part of the 0.6 s
         assert [e.text for e in p.timeline.entries if e.kind == "heard"][-1] == "Computer, what time is it"
