@@ -34,7 +34,7 @@ _ISO = re.compile(
     r"^P(?!$)(?:(?P<weeks>\d+(?:[.,]\d+)?)W)?(?:(?P<days>\d+(?:[.,]\d+)?)D)?"
     r"(?:T(?=\d)(?:(?P<hours>\d+(?:[.,]\d+)?)H)?(?:(?P<minutes>\d+(?:[.,]\d+)?)M)?(?:(?P<seconds>\d+(?:[.,]\d+)?)S)?)?$"
 )
-_ISO_CALENDAR = re.compile(r"^P(?:\d+(?:[.,]\d+)?Y)?(?:\d+(?:[.,]\d+)?M)")  # years or months: no fixed length
+_ISO_CALENDAR = re.compile(r"^P\d+(?:[.,]\d+)?[YM]")  # years or months: no fixed length
 _PLAIN_UNITS = MappingProxyType({
     "d": "days", "day": "days", "days": "days",
     "h": "hours", "hr": "hours", "hrs": "hours", "hour": "hours", "hours": "hours",
