@@ -6,15 +6,16 @@ does: numbers copied into an ISO 8601 duration ("ten minutes" -> "PT10M") and cl
 from __future__ import annotations
 
 import re
+from types import MappingProxyType
 from typing import Any
 
-_SMALL = {
+_SMALL = MappingProxyType({
     "a": 1, "an": 1, "one": 1, "two": 2, "three": 3, "four": 4, "five": 5, "six": 6, "seven": 7, "eight": 8,
     "nine": 9, "ten": 10, "eleven": 11, "twelve": 12, "thirteen": 13, "fourteen": 14, "fifteen": 15,
     "sixteen": 16, "seventeen": 17, "eighteen": 18, "nineteen": 19, "twenty": 20, "thirty": 30, "forty": 40,
     "fifty": 50, "sixty": 60, "seventy": 70, "eighty": 80, "ninety": 90,
-}  # fmt: skip
-_UNIT = {"second": "S", "minute": "M", "hour": "H"}
+})  # fmt: skip
+_UNIT = MappingProxyType({"second": "S", "minute": "M", "hour": "H"})
 _NUM = r"\d+(?:\.\d+)?|(?:twenty|thirty|forty|fifty|sixty|seventy|eighty|ninety)[- ](?:one|two|three|four|five|six|seven|eight|nine)|[a-z]+"
 _AMOUNT = re.compile(rf"\b(?P<n>{_NUM})(?P<half> and a half)? (?P<u>second|minute|hour)s?(?P<half2> and a half)?\b")
 _HALF_HOUR = re.compile(r"\bhalf an? hour\b")

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import math
 import re
+from types import MappingProxyType
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
@@ -33,13 +34,13 @@ _ISO = re.compile(
     r"^P(?!$)(?:(?P<weeks>\d+(?:[.,]\d+)?)W)?(?:(?P<days>\d+(?:[.,]\d+)?)D)?"
     r"(?:T(?=\d)(?:(?P<hours>\d+(?:[.,]\d+)?)H)?(?:(?P<minutes>\d+(?:[.,]\d+)?)M)?(?:(?P<seconds>\d+(?:[.,]\d+)?)S)?)?$"
 )
-_ISO_CALENDAR = re.compile(r"^P(?:\d+(?:[.,]\d+)?Y)?(?:\d+(?:[.,]\d+)?M)")  # years or months: no fixed length
-_PLAIN_UNITS = {
+_ISO_CALENDAR = re.compile(r"^P\d+(?:[.,]\d+)?[YM]")  # years or months: no fixed length
+_PLAIN_UNITS = MappingProxyType({
     "d": "days", "day": "days", "days": "days",
     "h": "hours", "hr": "hours", "hrs": "hours", "hour": "hours", "hours": "hours",
     "m": "minutes", "min": "minutes", "mins": "minutes", "minute": "minutes", "minutes": "minutes",
     "s": "seconds", "sec": "seconds", "secs": "seconds", "second": "seconds", "seconds": "seconds",
-}  # fmt: skip
+})  # fmt: skip
 _PLAIN_PART = re.compile(r"(\d+(?:\.\d+)?)\s*([a-z]+)")
 _PLAIN = re.compile(r"^(?:\d+(?:\.\d+)?\s*[a-z]+)(?:(?:\s*,\s*|\s+and\s+|\s*)\d+(?:\.\d+)?\s*[a-z]+)*$")
 _CLOCK = re.compile(r"^(?P<h>\d{1,2})(?:[:.](?P<m>\d{2}))?(?:[:.](?P<s>\d{2}))?\s*(?P<half>am|pm)?$")

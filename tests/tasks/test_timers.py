@@ -59,6 +59,7 @@ def test_lengths_are_parsed_from_iso_durations_and_plain_words(text, seconds, wo
         ("PT", "I didn't understand how long the timer should be ('PT'); say it like ten minutes or an hour and a half."),
         ("600", "I didn't understand how long the timer should be ('600'); say it like ten minutes or an hour and a half."),
         ("P1M", "Months and years have no fixed length; say how long the timer should be in days, hours or minutes."),
+        ("P1Y", "Months and years have no fixed length; say how long the timer should be in days, hours or minutes."),
         ("PT0S", "The timer needs a length of at least a second."),
         ("PT0.2S", "The timer needs a length of at least a second."),
     ],
