@@ -721,14 +721,11 @@ class CoordinatorCore:
 
     def _connect_failed(self, attempt: int, error: str, rate_limited: bool) -> None:
         self.timeline.add(TimelineKind.ERROR, f"listener connection attempt {attempt} failed: {error}")
-        if self.machines[AnnounceState] is not AN:
-            return  # said already, once
-        if rate_limited:  # the server asked us to slow down: say why the wait, at once
-            self._queue(RATE_LIMITED_MESSAGE, NarrationKind.STATUS)
-            self._fire(E.TROUBLE_ANNOUNCED, "")
-        elif attempt >= self.timings.announce_after_failures:
-            self._queue(CANNOT_CONNECT_MESSAGE, NarrationKind.STATUS)
-            self._fire(E.TROUBLE_ANNOUNCED, "")
+        if self.machines[AnnounceState] is not AN or attempt < self.timings.announce_after_failures:
+            return  # said already, once; or a blip not worth a word (a message mutes the mic)
+        # A rate limit gets its own line: why the wait, and that it is not the network.
+        self._queue(RATE_LIMITED_MESSAGE if rate_limited else CANNOT_CONNECT_MESSAGE, NarrationKind.STATUS)
+        self._fire(E.TROUBLE_ANNOUNCED, "")
 
     def _heard(self, transcript: str, decision: Any) -> list[Action]:
         match decision:

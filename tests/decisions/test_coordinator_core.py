@@ -469,12 +469,14 @@ def test_random_event_orders_answer_every_command_once_and_never_run_a_call_twic
     assert core.phase is Phase.LISTENING and core.idle(clock.now)
 
 
-def test_a_rate_limit_is_explained_at_once_and_only_once(core):
+def test_a_rate_limit_is_explained_once_with_its_own_line(core):
     from decisions.coordinator import RATE_LIMITED_MESSAGE
 
     core.handle(ConnectFailed(1, "HTTP 429", rate_limited=True))
     core.handle(ConnectFailed(2, "HTTP 429", rate_limited=True))
-    core.handle(ConnectFailed(3, "refused"))
+    assert not core.narration_waiting  # a blip is not worth muting the mic for
+    core.handle(ConnectFailed(3, "HTTP 429", rate_limited=True))
+    core.handle(ConnectFailed(4, "refused"))
     said, _ = say_all(core)
     assert [r.script for r in said] == [RATE_LIMITED_MESSAGE]
 

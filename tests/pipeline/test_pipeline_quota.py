@@ -65,7 +65,7 @@ async def test_a_rate_limited_handshake_backs_off_and_is_told_once(tmp_path, sim
         sim.script.push_fault(Fault("handshake_429"))
     async with running_pipeline(tmp_path, sim) as p:
         await p.wait(lambda t: RECONNECTED_MESSAGE in narrated_scripts(p) and t.count("narrated") >= 2)
-        # Told once, at the first refusal, why the wait: not the generic "can't reach" line.
+        # Told once, after the third refusal in a row, why the wait: not the generic "can't reach" line.
         assert narrated_scripts(p).count(SPOKEN[ErrorKind.RATE_LIMITED]) == 1
         assert CANNOT_CONNECT_MESSAGE not in narrated_scripts(p)
         assert p.coordinator.fatal_message is None and not p.task.done()
