@@ -26,13 +26,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Mapping
 
+from concurrency.changes import Changes
 from tasks.config import TaskConfig, TaskSettings, check_text
 from tasks.errors import NotStarted, ShellNotAllowed
 from tasks.files import TaskLog, private_dir, prune_logs
 from tasks.identify import resolve_task
 from tasks.notices import NoticeBatch, NoticeQueue, notice_for
 from tasks.output import OutputSink, OutputTail, Redactor
-from concurrency.changes import Changes
 from tasks.records import FINAL_STATUSES, TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.runner import MARKER, LaunchError, ProcessRunner, stop_marked, task_environment
 from tasks.state import (

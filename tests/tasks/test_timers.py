@@ -8,7 +8,7 @@ import json
 import re
 import sqlite3
 import time
-from datetime import datetime, timedelta
+from datetime import datetime
 from pathlib import Path
 from typing import AsyncIterator, Callable
 
