@@ -105,10 +105,10 @@ def run(pcm: bytes, mode: UploadMode, detectors: Detectors) -> RunResult:
 def rooms(corpus: Corpus, addressed: list[Clip], chatter: list[Clip], minutes: float) -> list[Scenario]:
     seconds = minutes * 60
     hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
-    quiet = looped(hiss, seconds)
+    quiet = _loop(hiss, seconds)
     fan = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=2), FAN_RMS)
     hum = scale_to_rms(corpus.noise(Noise.HUM, 30.0), HUM_RMS)
-    noisy = audioop.add(looped(fan, seconds), looped(hum, seconds), WIDTH)
+    noisy = audioop.add(_loop(fan, seconds), _loop(hum, seconds), WIDTH)
     return [
         Scenario("quiet room", quiet),
         Scenario("noisy room (fan + hum)", noisy),
@@ -140,11 +140,11 @@ def _overheard(corpus: Corpus, addressed: list[Clip], others: list[Clip], second
     pcm = pcm[: int(seconds * RATE) * WIDTH]
     fan = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=3), MIC_HISS_RMS * 4)
     name = "overheard room (30 % talk)" + (" + a command a minute" if addressed else "")
-    return Scenario(name, audioop.add(pcm, looped(fan, len(pcm) / WIDTH / RATE), WIDTH),
+    return Scenario(name, audioop.add(pcm, _loop(fan, len(pcm) / WIDTH / RATE), WIDTH),
                     tuple(t for t in onsets if t < seconds))
 
 
-def looped(pcm: bytes, seconds: float) -> bytes:
+def _loop(pcm: bytes, seconds: float) -> bytes:
     total = int(seconds * RATE) * WIDTH
     return (pcm * (total // len(pcm) + 1))[:total]
 

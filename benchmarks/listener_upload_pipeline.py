@@ -32,7 +32,7 @@ from typing import Any
 
 from audio_io import MemorySpeaker, PushMicrophone
 from benchmarks.corpus import DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, audioop, scale_to_rms, standard
-from benchmarks.listener_upload import MIC_HISS_RMS, looped
+from benchmarks.listener_upload import MIC_HISS_RMS
 from commands.assemble import assistant
 from concurrency.changes import wait_for
 from config.settings import UploadMode
@@ -139,7 +139,7 @@ class ModeResult:
 def room_stream(clip: Clip, quiet_s: float, hiss: bytes) -> bytes:
     """The utterance, then a quiet room, with the microphone's hiss under both."""
     pcm = clip.pcm + bytes(int(quiet_s * RATE) * WIDTH)
-    return audioop.add(pcm, looped(hiss, len(pcm) / WIDTH / RATE), WIDTH)
+    return audioop.add(pcm, (hiss * (len(pcm) // len(hiss) + 1))[: len(pcm)], WIDTH)
 
 
 async def run_mode(mode: UploadMode, clips: list[Clip], streams: list[bytes], pace: float, folder: Path) -> ModeResult:
