@@ -202,12 +202,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="six utterances at four times real speed (a smoke test)")
     parser.add_argument("--pace", type=float, default=None, help="microphone speed, 1 = real time (default 1, quick 4)")
     parser.add_argument("--quiet", type=float, default=None, help="seconds of quiet room after each utterance (default 4, quick 2)")
+    parser.add_argument("--utterances", type=int, default=None, help="use the first N (default all 48, quick 6)")
     parser.add_argument("--cache", default=DEFAULT_CACHE)
     args = parser.parse_args(argv)
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)
     corpus = Corpus(args.cache)
-    clips, _ = standard(corpus, small=args.quick)
+    clips = standard(corpus, small=args.quick)[0][: args.utterances]
     hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
     streams = [room_stream(clip, quiet_s, hiss) for clip in clips]
     results = asyncio.run(measure(clips, streams, pace))
