@@ -12,6 +12,7 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Callable
 
 import openai
 from tenacity import (
@@ -69,8 +70,11 @@ class Brain:
         *,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         owns_client: bool = False,
+        on_usage: Callable[[int, int], None] = lambda input_tokens, output_tokens: None,
     ) -> None:
+        # on_usage(input_tokens, output_tokens) hears what each answered request used: the cost meter.
         self._settings = settings
+        self._on_usage = on_usage
         self._client = client if client.max_retries == 0 else client.with_options(max_retries=0)
         self._max_answer_chars = max_answer_chars
         self._owns_client = owns_client
@@ -131,6 +135,8 @@ class Brain:
                 input=query,
                 timeout=timeout,
             )
+        if response.usage is not None:
+            self._on_usage(response.usage.input_tokens, response.usage.output_tokens)
         return response.output_text
 
     def _wait(self, state: RetryCallState) -> float:

@@ -37,6 +37,19 @@ ENV_DEFAULTS: dict[str, str] = {
     "WAKE_SOUND_WAV": "",
     "WORKING_SOUND_WAV": "",
     "DONE_SOUND_WAV": "",
+    "HANDOFF_UPLOAD_MODE": "",  # "" = the defaults of UploadSettings
+    "HANDOFF_PREROLL_MS": "",
+    "HANDOFF_HANGOVER_MS": "",
+    "DAILY_BUDGET_USD": "",  # "" = no budget
+    # Prices ("" = the published default in PriceTable); one key per PriceTable field.
+    "PRICE_REALTIME_TEXT_IN": "",
+    "PRICE_REALTIME_TEXT_OUT": "",
+    "PRICE_REALTIME_AUDIO_IN": "",
+    "PRICE_REALTIME_AUDIO_OUT": "",
+    "PRICE_REALTIME_CACHED_IN": "",
+    "PRICE_BRAIN_TEXT_IN": "",
+    "PRICE_BRAIN_TEXT_OUT": "",
+    "PRICE_TRANSCRIPTION_PER_MINUTE": "",
 }
 
 
@@ -79,6 +92,31 @@ class UploadSettings:
     mode: UploadMode = UploadMode.SPEECH_ONLY
     preroll_ms: int = 500  # sent from before the detected onset, so the wake word's first syllable is kept
     hangover_ms: int = 1000  # silence still sent after speech: longer than the server VAD's, so it ends the turn
+
+
+@dataclass(frozen=True)
+class PriceTable:
+    """What OpenAI charges, in USD per million tokens (transcription: per minute of audio).
+
+    Defaults are OpenAI's published prices (developers.openai.com, checked 2026-11) for the default
+    models: gpt-realtime, gpt-4o-mini-transcribe, gpt-5.2. Prices change and other models cost
+    differently, so each is an editable setting: PRICE_<FIELD NAME> in .env (PRICE_REALTIME_AUDIO_IN=32).
+    """
+
+    realtime_text_in: float = 4.00
+    realtime_text_out: float = 16.00
+    realtime_audio_in: float = 32.00
+    realtime_audio_out: float = 64.00
+    realtime_cached_in: float = 0.40  # cached text and audio input alike
+    brain_text_in: float = 1.75
+    brain_text_out: float = 14.00
+    transcription_per_minute: float = 0.003
+
+
+@dataclass(frozen=True)
+class CostSettings:
+    prices: PriceTable = field(default_factory=PriceTable)
+    daily_budget_usd: float | None = None  # None = no budget
 
 
 @dataclass(frozen=True)
@@ -162,6 +200,7 @@ class Settings:
     audio: AudioSettings = field(default_factory=AudioSettings)
     upload: UploadSettings = field(default_factory=UploadSettings)
     conversation: ConversationSettings = field(default_factory=ConversationSettings)
+    cost: CostSettings = field(default_factory=CostSettings)
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
@@ -221,6 +260,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     return Settings(
         upload=upload,
         conversation=ConversationSettings(follow_up_s=follow_up),
+        cost=_cost_settings(values),
         realtime=RealtimeSettings(
             api_key=values.get("OPENAI_API_KEY", ""),
             base_url=values.get("OPENAI_BASE_URL") or None,
@@ -248,7 +288,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
 
 
 def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> UploadSettings:
-    mode_value = values.get("HANDOFF_UPLOAD_MODE", UploadMode.SPEECH_ONLY.value).strip().lower()
+    mode_value = (values.get("HANDOFF_UPLOAD_MODE") or UploadMode.SPEECH_ONLY.value).strip().lower()
     try:
         mode = UploadMode(mode_value)
     except ValueError:
@@ -287,6 +327,30 @@ def _whole_number(values: Mapping[str, str], key: str, default: int) -> int:
         return int(raw)
     except ValueError:
         raise SettingsError(f"{key}={raw} is not a whole number of milliseconds; set it in .env or the environment.") from None
+
+
+def _cost_settings(values: Mapping[str, str]) -> CostSettings:
+    prices = {
+        f.name: _dollars(values, f"PRICE_{f.name.upper()}", "a price in US dollars (e.g. 0.4 or 32)")
+        for f in dataclasses.fields(PriceTable)
+    }
+    budget = _dollars(values, "DAILY_BUDGET_USD", "an amount in US dollars (e.g. 2.50)")
+    if budget == 0:
+        raise SettingsError("DAILY_BUDGET_USD=0 would stop every request; use an amount above 0, or leave it empty for no budget.")
+    return CostSettings(PriceTable(**{k: v for k, v in prices.items() if v is not None}), budget)
+
+
+def _dollars(values: Mapping[str, str], key: str, what: str) -> float | None:
+    raw = values.get(key, "").strip().lstrip("$")
+    if not raw:
+        return None
+    try:
+        amount = float(raw)
+    except ValueError:
+        amount = float("nan")
+    if not 0 <= amount < float("inf"):  # also refuses nan and inf
+        raise SettingsError(f"{key}={raw} is not {what}; set it in .env or the environment.")
+    return amount
 
 
 def load_settings(

@@ -15,6 +15,43 @@ from typing import Any, Union
 
 from realtime_api.fatal import ErrorKind, Verdict, classify
 
+# User audio is billed at 1 token per 100 ms (OpenAI's Realtime cost guide): a token-billed
+# transcription's audio tokens say how long the audio was.
+AUDIO_INPUT_TOKENS_PER_SECOND = 10
+
+
+# --- usage, as response.done and transcription.completed report it ------------------------------
+
+
+@dataclass(frozen=True)
+class Usage:
+    """A response's tokens (response.done `usage`). Cached tokens are part of the input counts."""
+
+    input_text_tokens: int = 0
+    input_audio_tokens: int = 0
+    cached_text_tokens: int = 0
+    cached_audio_tokens: int = 0
+    output_text_tokens: int = 0
+    output_audio_tokens: int = 0
+
+    @property
+    def cached_tokens(self) -> int:
+        return self.cached_text_tokens + self.cached_audio_tokens
+
+
+@dataclass(frozen=True)
+class TranscriptionUsage:
+    """What one input transcription cost: a duration (whisper-class models) or tokens (gpt-4o-*-transcribe)."""
+
+    seconds: float = 0.0  # `{"type": "duration", "seconds": N}`
+    input_audio_tokens: int = 0  # `{"type": "tokens", ...}`
+    input_text_tokens: int = 0  # the prompt (our transcription hints)
+    output_tokens: int = 0
+
+    @property
+    def audio_seconds(self) -> float:
+        """The audio transcribed, from the duration or else from the audio tokens."""
+        return self.seconds or self.input_audio_tokens / AUDIO_INPUT_TOKENS_PER_SECOND
 
 
 # --- server events, as the listener and narrator cores see them ---------------------------------
@@ -52,6 +89,7 @@ class AudioCommitted:
 class TranscriptCompleted:
     item_id: str
     transcript: str
+    usage: TranscriptionUsage = TranscriptionUsage()
 
 
 @dataclass(frozen=True)
@@ -89,6 +127,7 @@ class ResponseDone:
     metadata: dict[str, Any] | None
     failure: str | None  # status_details reason / error message when not completed
     error: Verdict | None = None  # what status_details.error means (a failed response: quota, ...)
+    usage: Usage = Usage()  # zero when the server reported none
 
 
 @dataclass(frozen=True)
@@ -219,6 +258,59 @@ def _response_done(data: dict[str, Any]) -> ResponseDone:
         metadata=response.get("metadata"),
         failure=failure,
         error=verdict,
+        usage=_usage(response.get("usage")),
+    )
+
+
+# Usage is read leniently: a field missing or of the wrong type counts as zero, so an odd usage
+# block never costs us the response it came with (its function calls, its status).
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+
+
+def _details(block: dict[str, Any], key: str) -> dict[str, Any]:
+    details = block.get(key)
+    return details if isinstance(details, dict) else {}
+
+
+def _text(details: dict[str, Any], total: Any, audio: int) -> int:
+    """The text tokens; without that figure, whatever of `total` is not audio."""
+    return _count(details.get("text_tokens")) if "text_tokens" in details else _count(_count(total) - audio)
+
+
+def _usage(block: Any) -> Usage:
+    if not isinstance(block, dict):
+        return Usage()
+    inputs, outputs = _details(block, "input_token_details"), _details(block, "output_token_details")
+    cached = _details(inputs, "cached_tokens_details")
+    input_audio, output_audio = _count(inputs.get("audio_tokens")), _count(outputs.get("audio_tokens"))
+    cached_audio = _count(cached.get("audio_tokens"))
+    return Usage(
+        input_text_tokens=_text(inputs, block.get("input_tokens"), input_audio),
+        input_audio_tokens=input_audio,
+        # Cached tokens without details count as text: instructions and tools are what gets cached.
+        cached_text_tokens=_text(cached, inputs.get("cached_tokens"), cached_audio),
+        cached_audio_tokens=cached_audio,
+        output_text_tokens=_text(outputs, block.get("output_tokens"), output_audio),
+        output_audio_tokens=output_audio,
+    )
+
+
+def _transcription_usage(block: Any) -> TranscriptionUsage:
+    if not isinstance(block, dict):
+        return TranscriptionUsage()
+    if block.get("type") == "duration":
+        seconds = block.get("seconds")
+        valid = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < float("inf")
+        return TranscriptionUsage(seconds=float(seconds) if valid else 0.0)
+    inputs = _details(block, "input_token_details")
+    audio = _count(inputs.get("audio_tokens"))
+    return TranscriptionUsage(
+        input_audio_tokens=audio,
+        input_text_tokens=_text(inputs, block.get("input_tokens"), audio),
+        output_tokens=_count(block.get("output_tokens")),
     )
 
 
@@ -239,7 +331,7 @@ _PARSERS = {
     "input_audio_buffer.speech_stopped": lambda d: SpeechStopped(d["item_id"], int(d.get("audio_end_ms") or 0)),
     "input_audio_buffer.committed": lambda d: AudioCommitted(d["item_id"]),
     "conversation.item.input_audio_transcription.completed": lambda d: TranscriptCompleted(
-        d["item_id"], d.get("transcript") or ""
+        d["item_id"], d.get("transcript") or "", _transcription_usage(d.get("usage"))
     ),
     "conversation.item.input_audio_transcription.failed": lambda d: TranscriptFailed(
         d["item_id"], (d.get("error") or {}).get("message") or "transcription failed"

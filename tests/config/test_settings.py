@@ -1,5 +1,6 @@
 """Settings precedence, validation, the missing-key message, and secrets kept out of logs."""
 
+import dataclasses
 import logging
 import os
 import subprocess
@@ -9,7 +10,9 @@ from pathlib import Path
 import pytest
 
 from config.logging_setup import RedactingFilter, redact
-from config.settings import ENV_DEFAULTS, Settings, SettingsError, load_settings, require_api_key
+from config.settings import (
+    ENV_DEFAULTS, CostSettings, PriceTable, Settings, SettingsError, UploadMode, load_settings, require_api_key,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -54,6 +57,34 @@ def test_env_example_documents_every_key():
     example = (REPO / ".env.example").read_text()
     for key in ENV_DEFAULTS:
         assert f"\n{key}=" in "\n" + example, key
+
+
+def test_upload_settings_are_read_from_the_environment():
+    settings = load_settings(environ={"HANDOFF_UPLOAD_MODE": "continuous", "HANDOFF_PREROLL_MS": "400"}, dotenv_path=None)
+    assert settings.upload.mode is UploadMode.CONTINUOUS and settings.upload.preroll_ms == 400
+    assert load_settings(environ={}, dotenv_path=None).upload.mode is UploadMode.SPEECH_ONLY
+
+
+def test_prices_and_budget_default_to_published_prices_and_no_budget_and_can_be_set():
+    assert load_settings(environ={}, dotenv_path=None).cost == CostSettings(PriceTable(), None)
+    for f in dataclasses.fields(PriceTable):
+        assert f"PRICE_{f.name.upper()}" in ENV_DEFAULTS  # so .env.example documents it
+    settings = load_settings(environ={"PRICE_REALTIME_AUDIO_IN": "$30", "DAILY_BUDGET_USD": " 2.50 "}, dotenv_path=None)
+    assert settings.cost.prices == PriceTable(realtime_audio_in=30.0) and settings.cost.daily_budget_usd == 2.5
+
+
+@pytest.mark.parametrize("key", ["DAILY_BUDGET_USD", "PRICE_BRAIN_TEXT_OUT"])
+@pytest.mark.parametrize("value", ["two dollars", "-1", "nan", "inf"])
+def test_a_bad_price_or_budget_is_one_sentence_naming_it(key, value):
+    with pytest.raises(SettingsError) as raised:
+        load_settings(environ={key: value}, dotenv_path=None)
+    message = str(raised.value)
+    assert message.startswith(f"{key}={value} is not ") and "\n" not in message and message.endswith("environment.")
+
+
+def test_a_zero_budget_is_refused_with_what_to_do_instead():
+    with pytest.raises(SettingsError, match="DAILY_BUDGET_USD=0 .*leave it empty for no budget"):
+        load_settings(environ={"DAILY_BUDGET_USD": "0"}, dotenv_path=None)
 
 
 def test_handoff_run_without_key_exits_2_without_traceback(tmp_path):

@@ -85,3 +85,35 @@ def test_client_event_builders():
     assert read["response"]["conversation"] == "none" and read["response"]["metadata"] == {"narration_id": "n1"}
     routed = wire.ClientEvents.route_command("what time is it", [])["response"]
     assert routed["tool_choice"] == "required" and routed["conversation"] == "none"
+
+
+def test_recorded_usage_is_read_from_response_done_and_transcription():
+    name = "test_azure_ws_test_spoken_turn_transcribed_drives_a_tool_and_answers_in_audio.yaml"
+    events = [wire.parse_server_event(f) for f in received_events(name)]
+    spoken = [e for e in events if isinstance(e, wire.ResponseDone)][-1]
+    assert spoken.usage == wire.Usage(
+        input_text_tokens=96, input_audio_tokens=26, cached_text_tokens=64, cached_audio_tokens=0,
+        output_text_tokens=28, output_audio_tokens=69,
+    )
+    assert spoken.usage.cached_tokens == 64
+    transcribed = next(e for e in events if isinstance(e, wire.TranscriptCompleted))
+    assert transcribed.usage == wire.TranscriptionUsage(input_audio_tokens=26, input_text_tokens=0, output_tokens=9)
+    assert transcribed.usage.audio_seconds == 2.6  # 1 audio token per 100 ms
+    whisper = [wire.parse_server_event(f) for f in received_events("test_openai_ws_test_audio_in_server_vad_turn.yaml")]
+    assert next(e for e in whisper if isinstance(e, wire.TranscriptCompleted)).usage == wire.TranscriptionUsage(seconds=3.0)
+
+
+def test_an_odd_usage_block_counts_as_zero_and_keeps_the_response():
+    call = {"type": "function_call", "call_id": "call_1", "name": "get_time", "arguments": "{}", "id": "item_1"}
+    for usage in (None, "lots", {"input_tokens": "12", "input_token_details": [], "output_tokens": -3}):
+        done = wire.parse_server_event({"type": "response.done", "response": {"status": "completed", "output": [call], "usage": usage}})
+        assert done.usage == wire.Usage() and [c.name for c in done.function_calls] == ["get_time"]
+    # Totals without details: what is not audio is text; cached without details is text.
+    done = wire.parse_server_event({"type": "response.done", "response": {"usage": {
+        "input_tokens": 50, "output_tokens": 7, "input_token_details": {"audio_tokens": 20, "cached_tokens": 30}}}})
+    assert done.usage == wire.Usage(input_text_tokens=30, input_audio_tokens=20, cached_text_tokens=30, output_text_tokens=7)
+    for usage in (None, {"type": "duration", "seconds": "3"}, {"type": "duration", "seconds": float("nan")}):
+        heard = wire.parse_server_event(
+            {"type": "conversation.item.input_audio_transcription.completed", "item_id": "i", "transcript": "hi", "usage": usage}
+        )
+        assert heard == wire.TranscriptCompleted("i", "hi") and heard.usage.audio_seconds == 0

@@ -76,6 +76,18 @@ async def test_rate_limits_are_retried_until_the_answer_comes(sim: SimServer, cl
     assert len(brain_requests(sim)) == 3
 
 
+async def test_the_answered_request_reports_its_usage_and_failed_attempts_none(
+    sim: SimServer, client: openai.AsyncOpenAI
+) -> None:
+    sim.script.push_brain_error(status=429)
+    sim.script.push_brain_answer("Forty two.")
+    usages: list[tuple[int, int]] = []
+    answer = await Brain(FAST, client, on_usage=lambda i, o: usages.append((i, o))).ask("what is six times seven")
+    assert answer.ok and answer.attempts == 2
+    # The simulator counts a token per four characters, plus one: the JSON-quoted question, the answer.
+    assert usages == [(len('"what is six times seven"') // 4 + 1, len("Forty two.") // 4 + 1)]
+
+
 async def test_server_errors_are_retried(sim: SimServer, client: openai.AsyncOpenAI) -> None:
     sim.script.push_brain_error(status=500)
     sim.script.push_brain_error(status=503)

@@ -1,0 +1,226 @@
+"""The whole assistant in each upload mode: commands routed, what went up, and handoff's CPU.
+
+Where benchmarks/listener_upload.py measures the detectors and the gate alone, this runs the
+assistant as `handoff run` builds it (commands.assemble.assistant) against the simulator, with a
+PushMicrophone fed the corpus's addressed utterances (espeak-ng, benchmarks/corpus.py) in
+CONTINUOUS and SPEECH_ONLY modes: the same utterances, the same scripted transcripts, in one run.
+Each utterance is followed by a few seconds of a quiet room (a microphone's hiss under all of it)
+and is answered before the next one starts.
+
+The simulator runs in a child process, so this process's CPU time (time.process_time) is
+handoff's: the detectors, the uplink's base64 and WebSocket frames, routing and narration.
+
+Printed per mode: commands routed; base64 KB per minute of microphone audio; input_audio_buffer.append
+frames sent (20 ms each); handoff's CPU in % of one core (process time / wall time over the run;
+at --pace 1 the wall clock is the audio's); each also as a ratio to CONTINUOUS.
+
+Figures are printed, never asserted. Run: .venv/bin/python -m benchmarks.listener_upload_pipeline [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import multiprocessing
+import tempfile
+import time
+from dataclasses import dataclass
+from multiprocessing.connection import Connection
+from pathlib import Path
+from typing import Any
+
+from audio_io import MemorySpeaker, PushMicrophone
+from benchmarks.corpus import DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, audioop, scale_to_rms, standard
+from benchmarks.listener_upload import MIC_HISS_RMS
+from commands.assemble import assistant
+from concurrency.changes import wait_for
+from config.settings import UploadMode
+from decisions.timeline import Timeline
+from realtime_sim import SimConfig, SimServer
+from tests.support.pipeline_harness import fast_settings
+
+MODES = (UploadMode.CONTINUOUS, UploadMode.SPEECH_ONLY)
+PART_BREAK = " ... "  # how the corpus joins the parts of an utterance said with a pause
+ANSWER_TIMEOUT_S = 20.0  # after an utterance has been played: long enough for any answer to come
+
+
+# --- the simulator, out of this process --------------------------------------------------------
+
+
+def _serve_sim(conn: Connection) -> None:
+    asyncio.run(_sim_main(conn))
+
+
+async def _sim_main(conn: Connection) -> None:
+    sim = SimServer(SimConfig(seed=12))
+    conn.send(await sim.start())
+    loop = asyncio.get_running_loop()
+    try:
+        while (request := await loop.run_in_executor(None, conn.recv)) is not None:
+            method, args = request
+            conn.send(_SIM_CALLS[method](sim, *args))
+    finally:
+        await sim.stop()
+
+
+def _push(sim: SimServer, transcripts: list[str], tool_calls: int) -> None:
+    for text in transcripts:
+        sim.script.push_transcript(text)
+    for _ in range(tool_calls):
+        sim.script.push_tool_call("get_time", {})
+
+
+def _drain(sim: SimServer) -> int:
+    """Drops what an utterance left unused (a segment never heard): it must not speak for the next one."""
+    left = 0
+    while sim.script.take_transcript() is not None or sim.script.take_tool_call() is not None:
+        left += 1
+    return left
+
+
+def _uploaded(sim: SimServer) -> tuple[int, int]:
+    """(append frames, base64 characters) the listener sessions received."""
+    appends = [e for c in sim.connections if c.role == "listener" for e in c.received
+               if e["type"] == "input_audio_buffer.append"]
+    return len(appends), sum(len(e["audio"]) for e in appends)
+
+
+_SIM_CALLS = {"push": _push, "drain": _drain, "uploaded": _uploaded}
+
+
+class SimProcess:
+    """The simulator in a child process; `call` runs one of _SIM_CALLS there and returns its answer."""
+
+    def __enter__(self) -> "SimProcess":
+        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no copy of our event loop
+        self._conn, child = context.Pipe()
+        self._process = context.Process(target=_serve_sim, args=(child,), name="simulator", daemon=True)
+        self._process.start()
+        self.base_url: str = self._conn.recv()
+        return self
+
+    def call(self, method: str, *args: Any) -> Any:
+        self._conn.send((method, args))
+        return self._conn.recv()
+
+    def __exit__(self, *exc_info: object) -> None:
+        self._conn.send(None)
+        self._process.join(timeout=10)
+        if self._process.is_alive():
+            self._process.terminate()
+            self._process.join()
+
+
+# --- one mode ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class ModeResult:
+    mode: UploadMode
+    utterances: int
+    routed: frozenset[int]  # indexes of the utterances routed to a tool (the wake gate passed them)
+    answered: frozenset[int]  # ... and answered (narrated, and the listener back)
+    appends: int
+    wire_bytes: int  # base64, as input_audio_buffer.append carries it
+    audio_s: float  # microphone audio over the run (the mic runs on while answers are awaited)
+    cpu_s: float
+    wall_s: float
+
+    @property
+    def kb_per_min(self) -> float:
+        return self.wire_bytes / 1000 / (self.audio_s / 60)
+
+    @property
+    def cpu_percent(self) -> float:
+        return 100 * self.cpu_s / self.wall_s
+
+
+def room_stream(clip: Clip, quiet_s: float, hiss: bytes) -> bytes:
+    """The utterance, then a quiet room, with the microphone's hiss under both."""
+    pcm = clip.pcm + bytes(int(quiet_s * RATE) * WIDTH)
+    return audioop.add(pcm, (hiss * (len(pcm) // len(hiss) + 1))[: len(pcm)], WIDTH)
+
+
+async def run_mode(mode: UploadMode, clips: list[Clip], streams: list[bytes], pace: float, folder: Path) -> ModeResult:
+    (folder / "workspace").mkdir(parents=True)
+    with SimProcess() as sim:
+        settings = fast_settings(sim.base_url, (folder / "workspace").resolve(), folder / "state", upload_mode=mode)
+        timeline = Timeline()
+        microphone = PushMicrophone(chunk_ms=settings.audio.chunk_ms, pace=pace)
+        async with assistant(settings, microphone, MemorySpeaker(), timeline) as coordinator:
+            task = asyncio.create_task(coordinator.run(), name="handoff under benchmark")
+            try:
+                await wait_for(timeline, lambda t: t.count("listening") >= 1, 60)
+                cpu, wall = time.process_time(), time.perf_counter()
+                routed, answered = set(), set()
+                for index, (clip, stream) in enumerate(zip(clips, streams)):
+                    sim.call("push", clip.text.split(PART_BREAK), 1)
+                    before = {kind: timeline.count(kind) for kind in ("command", "narrated", "listening")}
+                    microphone.feed(stream)
+                    await microphone.emitted()
+                    with contextlib.suppress(TimeoutError):  # not heard: counted as not answered
+                        await wait_for(timeline, lambda t: all(t.count(k) > n for k, n in before.items()), ANSWER_TIMEOUT_S)
+                        answered.add(index)
+                    if timeline.count("command") > before["command"]:
+                        routed.add(index)
+                    sim.call("drain")
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+        appends, wire_bytes = sim.call("uploaded")
+    return ModeResult(mode, len(clips), frozenset(routed), frozenset(answered), appends, wire_bytes, wall * pace, cpu, wall)
+
+
+# --- the run -----------------------------------------------------------------------------------
+
+
+def table(results: list[ModeResult]) -> list[str]:
+    base = results[0]
+    lines = [
+        "| mode | commands routed | answered | KB/min (base64) | ratio | frames sent | ratio | handoff CPU % of a core | ratio |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for r in results:
+        lines.append(
+            f"| {r.mode.value} | {len(r.routed)}/{r.utterances} | {len(r.answered)}/{r.utterances} "
+            f"| {r.kb_per_min:.1f} | {r.kb_per_min / base.kb_per_min:.3f} | {r.appends} | {r.appends / base.appends:.3f} "
+            f"| {r.cpu_percent:.1f} | {r.cpu_percent / base.cpu_percent:.2f} |"
+        )
+    return lines
+
+
+async def measure(clips: list[Clip], streams: list[bytes], pace: float) -> list[ModeResult]:
+    with tempfile.TemporaryDirectory(prefix="handoff-bench-") as tmp:
+        return [await run_mode(mode, clips, streams, pace, Path(tmp) / mode.value) for mode in MODES]
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="six utterances at four times real speed (a smoke test)")
+    parser.add_argument("--pace", type=float, default=None, help="microphone speed, 1 = real time (default 1, quick 4)")
+    parser.add_argument("--quiet", type=float, default=None, help="seconds of quiet room after each utterance (default 4, quick 2)")
+    parser.add_argument("--utterances", type=int, default=None, help="use the first N (default all 48, quick 6)")
+    parser.add_argument("--cache", default=DEFAULT_CACHE)
+    args = parser.parse_args(argv)
+    pace = args.pace or (4.0 if args.quick else 1.0)
+    quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)
+    corpus = Corpus(args.cache)
+    clips = standard(corpus, small=args.quick)[0][: args.utterances]
+    hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
+    streams = [room_stream(clip, quiet_s, hiss) for clip in clips]
+    results = asyncio.run(measure(clips, streams, pace))
+
+    speech_s = sum(c.seconds for c in clips)
+    print(f"The whole assistant against the simulator: {len(clips)} addressed utterances ({speech_s:.0f} s), each "
+          f"followed by {quiet_s:g} s of a quiet room, microphone at {pace:g}x real time; ratios are to continuous")
+    print("\n".join(table(results)))
+    missed = sorted(results[0].routed - results[1].routed)
+    print(f"routed in continuous but not in speech_only: {[clips[i].text for i in missed] or 'none'}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

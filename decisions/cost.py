@@ -1,0 +1,172 @@
+"""What handoff spends at OpenAI, estimated from the usage the API reports, and the daily budget.
+
+A pure meter: the shells tell it what happened (a response's token usage, a transcription's
+length, audio uploaded, the brain's tokens), it prices each with the `PriceTable` and keeps
+today's totals. "Today" is the local date of the injected clock: totals start again at local
+midnight. Nothing here sleeps or does I/O; `seconds_to_rollover()` says when the day changes
+(when a paused budget frees up).
+
+Uploaded audio costs nothing by itself: the listener never makes a response of its audio (it
+routes commands as text), so its audio is billed through transcription, which the server reports
+per utterance. It is counted to show what left the machine.
+"""
+
+from __future__ import annotations
+
+import enum
+from dataclasses import dataclass, replace
+from datetime import date, datetime, time, timedelta
+from typing import Callable
+
+# PriceTable is defined with the settings (config may not import decisions) and is the one table.
+from config.settings import CostSettings, PriceTable
+from realtime_api.wire import Usage
+
+__all__ = ["CostMeter", "CostSummary", "DayTotals", "PriceTable", "RealtimeRole", "response_cost"]
+
+PER_MILLION = 1_000_000
+# The estimate divides by at least this much time, so the first command after a start is not
+# projected over a whole day.
+MIN_ESTIMATE_SPAN = timedelta(hours=1)
+
+
+class RealtimeRole(enum.Enum):
+    """Whose Realtime response it was."""
+
+    LISTENER = "listener"  # routing a command to a tool
+    NARRATOR = "narrator"  # reading a script aloud
+
+
+def response_cost(prices: PriceTable, usage: Usage) -> float:
+    """A Realtime response in USD. Cached tokens are part of the input counts, at the cached price."""
+    fresh_text = max(0, usage.input_text_tokens - usage.cached_text_tokens)
+    fresh_audio = max(0, usage.input_audio_tokens - usage.cached_audio_tokens)
+    return (
+        fresh_text * prices.realtime_text_in
+        + fresh_audio * prices.realtime_audio_in
+        + usage.cached_tokens * prices.realtime_cached_in
+        + usage.output_text_tokens * prices.realtime_text_out
+        + usage.output_audio_tokens * prices.realtime_audio_out
+    ) / PER_MILLION
+
+
+@dataclass(frozen=True)
+class DayTotals:
+    """One local day's spend in USD, and the audio that went up."""
+
+    day: date
+    listener_usd: float = 0.0
+    narrator_usd: float = 0.0
+    transcription_usd: float = 0.0
+    brain_usd: float = 0.0
+    uploaded_s: float = 0.0  # microphone audio sent
+    transcribed_s: float = 0.0
+
+    @property
+    def spent_usd(self) -> float:
+        return self.listener_usd + self.narrator_usd + self.transcription_usd + self.brain_usd
+
+
+@dataclass(frozen=True)
+class CostSummary:
+    """Today's spend, the rate and the budget, for the log and `status`."""
+
+    today: DayTotals
+    estimate_per_day_usd: float
+    budget_usd: float | None
+    over_budget: bool
+
+    def line(self) -> str:
+        """One log line (no transcripts, no secrets: only amounts and durations)."""
+        t = self.today
+        line = (
+            f"today {_usd(t.spent_usd)} (listener {_usd(t.listener_usd)}, narrator {_usd(t.narrator_usd)}, "
+            f"transcription {_usd(t.transcription_usd)}, brain {_usd(t.brain_usd)}); "
+            f"{t.uploaded_s / 60:.1f} min of audio sent, {t.transcribed_s / 60:.1f} min transcribed; "
+            f"about {_usd(self.estimate_per_day_usd)} a day at this rate"
+        )
+        if self.budget_usd is None:
+            return line
+        state = "reached" if self.over_budget else f"{100 * t.spent_usd / self.budget_usd:.0f} % used"
+        return f"{line}; daily budget {_usd(self.budget_usd)} {state}"
+
+
+class CostMeter:
+    """Prices what the shells report and keeps today's totals (local date of `clock`).
+
+    `clock` returns the local wall-clock time (`datetime.now` in the daemon; tests pass a hand-held
+    one). Each priced report returns its own cost in USD, for a log line if wanted.
+    """
+
+    def __init__(self, settings: CostSettings, clock: Callable[[], datetime]) -> None:
+        self.prices = settings.prices
+        self.budget_usd = settings.daily_budget_usd
+        self._clock = clock
+        self._started = clock()
+        self._today = DayTotals(self._started.date())
+        self._total_usd = 0.0  # since the start, for the estimate
+
+    # --- reports ---------------------------------------------------------------------------------
+
+    def response_usage(self, role: RealtimeRole, usage: Usage) -> float:
+        """A Realtime response finished (`ResponseDone.usage`)."""
+        cost = response_cost(self.prices, usage)
+        if role is RealtimeRole.LISTENER:
+            self._add(cost, listener_usd=cost)
+        else:
+            self._add(cost, narrator_usd=cost)
+        return cost
+
+    def transcription(self, seconds: float) -> float:
+        """An utterance transcribed (`TranscriptCompleted.usage.audio_seconds`)."""
+        cost = seconds / 60 * self.prices.transcription_per_minute
+        self._add(cost, transcription_usd=cost, transcribed_s=seconds)
+        return cost
+
+    def uploaded(self, seconds: float) -> None:
+        """Microphone audio sent to the listener (counted, not priced: see the module's note)."""
+        self._add(0.0, uploaded_s=seconds)
+
+    def brain_usage(self, input_tokens: int, output_tokens: int) -> float:
+        """One brain answer (`Brain(..., on_usage=meter.brain_usage)`)."""
+        cost = (input_tokens * self.prices.brain_text_in + output_tokens * self.prices.brain_text_out) / PER_MILLION
+        self._add(cost, brain_usd=cost)
+        return cost
+
+    # --- questions -------------------------------------------------------------------------------
+
+    def today(self) -> DayTotals:
+        """Today's totals; a new local date starts them again."""
+        day = self._clock().date()
+        if day != self._today.day:
+            self._today = DayTotals(day)
+        return self._today
+
+    @property
+    def over_budget(self) -> bool:
+        """Today's spend has reached the daily budget (never, without one)."""
+        return self.budget_usd is not None and self.today().spent_usd >= self.budget_usd
+
+    def estimate_per_day(self) -> float:
+        """USD a whole day costs at the rate seen since the meter started (over at least an hour)."""
+        span = max(self._clock() - self._started, MIN_ESTIMATE_SPAN)
+        return self._total_usd * (timedelta(days=1) / span)
+
+    def seconds_to_rollover(self) -> float:
+        """Until local midnight, when today's totals (and a reached budget) start again."""
+        now = self._clock()
+        midnight = datetime.combine(now.date() + timedelta(days=1), time(), tzinfo=now.tzinfo)
+        return (midnight - now).total_seconds()
+
+    def summary(self) -> CostSummary:
+        return CostSummary(self.today(), self.estimate_per_day(), self.budget_usd, self.over_budget)
+
+    def _add(self, cost: float, **amounts: float) -> None:
+        today = self.today()
+        self._today = replace(today, **{name: getattr(today, name) + value for name, value in amounts.items()})
+        self._total_usd += cost
+
+
+def _usd(amount: float) -> str:
+    # Cents hide a day of transcription; four places show it.
+    return f"${amount:.2f}" if amount >= 1 else f"${amount:.4f}"
