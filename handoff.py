@@ -29,6 +29,7 @@ from decisions.coordinator import (
     NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools, Stop, Tick,
     ToolsFinished,
 )
+from decisions.cost import CostMeter
 from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
@@ -80,6 +81,7 @@ class CoordinatorParts:
     working_sound: bytes = b""  # one tick of the sound that plays while an answer is late
     notices: Notices | None = None
     mic_filter: MicFilter | None = None  # None: every chunk goes up (the continuous stream)
+    cost: CostMeter | None = None  # what the API reports it used, priced; None: not counted
 
 
 class Coordinator:
@@ -100,6 +102,7 @@ class Coordinator:
             Uplink(chunks, BYTES_PER_SECOND),
             clock,
             on_mute_change=self.changes.notify,
+            cost=parts.cost,
         )
         self._reader_lock = asyncio.Lock()
         self._tg: asyncio.TaskGroup | None = None
@@ -316,6 +319,8 @@ class Coordinator:
                         mutes_seen = core.mute.releases
                         mic_filter.reset()
                     pieces = mic_filter.feed(chunk)
+                if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
+                    pieces = []
                 for piece in pieces:
                     core.uplink.take(piece, session_ready=core.listener_up)
                 if pieces:
@@ -340,6 +345,8 @@ class Coordinator:
                     # without ever letting the listener see its session close.
                     await self._uplink_wake.wait()
                     break
+                if core.cost is not None:
+                    core.cost.uploaded(len(chunk) / BYTES_PER_SECOND)
                 if core.uplink.sent(token) or (core.uplink.empty and core.finishing):
                     self.changes.notify()  # room for a waiting file reader; or the input may be done
 

@@ -4,11 +4,13 @@ live command, the demo and the end-to-end tests alike)."""
 from __future__ import annotations
 
 import contextlib
+from datetime import datetime
 from typing import AsyncIterator
 
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
 from config.settings import Settings, SettingsError
+from decisions.cost import CostMeter
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
 from detectors.pipeline import UploadFilter, build_upload_filter
@@ -38,7 +40,8 @@ async def assistant(
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
         stack.push_async_callback(client.close)
-        tools = build_listener_tools(settings, Brain(settings.brain, client))
+        cost = CostMeter(settings.cost, clock=lambda: datetime.now().astimezone())  # local days
+        tools = build_listener_tools(settings, Brain(settings.brain, client, on_usage=cost.brain_usage))
         task_settings = TaskSettings.from_settings(settings)
         task_config = load_task_config(settings.tasks_config)
         store = TaskStore(task_settings.db_path)
@@ -68,6 +71,7 @@ async def assistant(
             working_sound=sounds.working,
             notices=task_manager,
             mic_filter=mic_filter,
+            cost=cost,
         )
         yield Coordinator(parts, timeline)
 

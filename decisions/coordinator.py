@@ -5,7 +5,7 @@ route, tool run, narration and clock tick to `CoordinatorCore.handle` and carrie
 that come back. The core never waits; it says when it next needs the clock (`next_deadline`), and
 the shell sleeps until then or until something changes. Nothing here polls.
 
-The state is seven small machines, each an Enum, and `TRANSITIONS` is the one table of every legal
+The state is eight small machines, each an Enum, and `TRANSITIONS` is the one table of every legal
 move, keyed by (state, event). An event moves every machine that has a row for it; if one of those
 machines is in a state with no row for the event, `IllegalTransition` is raised and nothing moves.
 The phase logged and shown to people (listening, routing, narrating, restarting) is derived from
@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
 from decisions.errors import IllegalTransition
+from decisions.cost import CostMeter, RealtimeRole
 from decisions.listener_core import (
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
+    TranscriptionBilled, UsageReported,
 )
 from decisions.mute import MuteHolders
 from decisions.timeline import Timeline, TimelineKind
@@ -77,6 +79,11 @@ class WorkingState(enum.Enum):
     TOLD = "told"  # "Still working on it." was said once; the sound plays on
 
 
+class BudgetState(enum.Enum):
+    WITHIN = "within"  # no budget, or today's spend is below it
+    PAUSED = "paused"  # today's budget is spent: nothing is uploaded until the next local day
+
+
 class NoticeState(enum.Enum):
     NONE = "none"
     PENDING = "pending"  # notices wait for an idle moment
@@ -110,6 +117,8 @@ class Event(enum.Enum):
     TOOLS_FINISHED = "tools_finished"
     WORKING_DUE = "working_due"
     STILL_WORKING_DUE = "still_working_due"
+    BUDGET_REACHED = "budget_reached"
+    NEW_DAY = "new_day"
     TROUBLE_ANNOUNCED = "trouble_announced"
     HEALTHY = "healthy"
     NOTICES_PENDING = "notices_pending"
@@ -125,6 +134,7 @@ LD, LU, LC = ListenerState.DOWN, ListenerState.UP, ListenerState.CLOSING
 VQ, VC, VS, VA = VoiceState.QUIET, VoiceState.CHIME, VoiceState.STATUS, VoiceState.ANSWER
 VN = VoiceState.NOTICE
 WI, WW, WP, WT = WorkingState.IDLE, WorkingState.WAITING, WorkingState.PLAYING, WorkingState.TOLD
+BW, BP = BudgetState.WITHIN, BudgetState.PAUSED
 RI, RS, RA, RT = RouteState.IDLE, RouteState.SENDING, RouteState.AWAITING_RESPONSE, RouteState.RUNNING_TOOLS
 AN, AT, AC = AnnounceState.NOTHING_SAID, AnnounceState.TROUBLE, AnnounceState.CONFIRMING
 NN, NP, NF, NQ = NoticeState.NONE, NoticeState.PENDING, NoticeState.FETCHING, NoticeState.QUEUED
@@ -185,6 +195,9 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (RS, E.ROUTE_TIMED_OUT): RI,  # the watchdog is armed before the send: a send that hangs is caught too
     (RA, E.ROUTE_TIMED_OUT): RI,  # abandoned: apology, fresh session, not routed again
     (RT, E.TOOLS_FINISHED): RI,  # the answer is queued for the narrator
+    # the daily budget (said once each way)
+    (BW, E.BUDGET_REACHED): BP,
+    (BP, E.NEW_DAY): BW,
     # what the user was told about the connection
     (AN, E.TROUBLE_ANNOUNCED): AT,
     (AN, E.LISTENER_READY): AN,
@@ -206,10 +219,11 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
 }
 
 MACHINES: tuple[type[enum.Enum], ...] = (
-    ListenerState, VoiceState, RouteState, WorkingState, AnnounceState, NoticeState, LifeState,
+    ListenerState, VoiceState, RouteState, WorkingState, BudgetState, AnnounceState, NoticeState, LifeState,
 )
 INITIAL: dict[type[enum.Enum], enum.Enum] = {
-    ListenerState: LD, VoiceState: VQ, RouteState: RI, WorkingState: WI, AnnounceState: AN, NoticeState: NN,
+    ListenerState: LD, VoiceState: VQ, RouteState: RI, WorkingState: WI, BudgetState: BW, AnnounceState: AN,
+    NoticeState: NN,
     LifeState: XR,
 }
 # Which machines an event moves, derived from the table.
@@ -333,6 +347,7 @@ class DeviceFailed:
 
 CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
+    | UsageReported | TranscriptionBilled
     | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
 )
@@ -424,6 +439,11 @@ RECONNECTED_MESSAGE = "I'm connected again."
 RATE_LIMITED_MESSAGE = SPOKEN[ErrorKind.RATE_LIMITED]
 ROUTING_FAILED_MESSAGE = "Sorry, I couldn't work out what to do with that. Please say it again."
 STILL_WORKING_MESSAGE = "Still working on it."
+COST_LOG_EVERY_S = 3600.0  # the cost line in the log, hourly
+BUDGET_REACHED_MESSAGE = (
+    "I've used today's budget for OpenAI, so I'll stop listening until midnight. "
+    "Raise DAILY_BUDGET_USD if you need me sooner."
+)
 UNPROMPTED = frozenset({NarrationKind.STATUS, NarrationKind.PROGRESS})  # nobody asked for these just now
 _STARTED_EVENT = {  # what starting to say each kind does to the voice machine
     NarrationKind.STATUS: Event.STATUS_STARTED,
@@ -479,6 +499,7 @@ class CoordinatorCore:
         uplink: Uplink,
         clock: Callable[[], float],
         on_mute_change: Callable[[], None] = lambda: None,
+        cost: CostMeter | None = None,
     ) -> None:
         self.timings = timings
         self.gate = gate
@@ -503,6 +524,9 @@ class CoordinatorCore:
         self._listener_quiet = True
         self._idle_since: float | None = None
         self.fatal_message: str | None = None
+        self.cost = cost  # what the API says it used, priced; None: not counted
+        self._cost_log_at = clock() + COST_LOG_EVERY_S
+        self._budget_resume_at = 0.0  # when a paused budget may start again (the next local day)
 
     # -- what the shell reads ---------------------------------------------------------------------
     @property
@@ -521,6 +545,11 @@ class CoordinatorCore:
     @property
     def finishing(self) -> bool:
         return self.machines[LifeState] is XF
+
+    @property
+    def uploads_paused(self) -> bool:
+        """Today's budget is spent: the microphone stays home until tomorrow."""
+        return self.machines[BudgetState] is BP
 
     @property
     def restart_owed(self) -> bool:
@@ -572,6 +601,8 @@ class CoordinatorCore:
             self.gate.window_until,
             self._session_ready_at + self.timings.recycle_after_s if self.listener_up else None,
             self._confirm_at if self.machines[AnnounceState] is AC else None,
+            self._cost_log_at if self.cost is not None else None,
+            self._budget_resume_at if self.machines[BudgetState] is BP else None,
             self._routed_at + self.timings.working_after_s if self.machines[WorkingState] is WW else None,
             self._tools_at + self.timings.still_working_after_s
             if self.machines[RouteState] is RT and self.machines[WorkingState] in (WW, WP) else None,
@@ -595,6 +626,12 @@ class CoordinatorCore:
                 self._connect_failed(attempt, error, rate_limited)
             case QuietChanged(quiet=quiet):
                 self._listener_quiet = quiet
+            case UsageReported(usage=usage):
+                if self.cost is not None:
+                    self.cost.response_usage(RealtimeRole.LISTENER, usage)
+            case TranscriptionBilled(seconds=seconds):
+                if self.cost is not None:
+                    self.cost.transcription(seconds)
             case Heard(transcript=transcript, decision=decision):
                 actions += self._heard(transcript, decision)
             case CommandHeard(text=text):
@@ -803,6 +840,21 @@ class CoordinatorCore:
         self._fire(E.RESTART_REQUESTED, reason)
         return [RestartListener(reason)]
 
+    def _mind_the_cost(self, now: float) -> None:
+        assert self.cost is not None
+        if now >= self._cost_log_at:
+            self._cost_log_at = now + COST_LOG_EVERY_S
+            log.info("cost: %s", self.cost.summary().line())
+        budget = self.machines[BudgetState]
+        if budget is BW and self.cost.over_budget:
+            self._fire(E.BUDGET_REACHED, "")
+            self._budget_resume_at = now + self.cost.seconds_to_rollover()
+            log.warning("cost: today's budget is spent; pausing uploads until tomorrow (%s)", self.cost.summary().line())
+            self._queue(BUDGET_REACHED_MESSAGE, NarrationKind.STATUS)
+        elif budget is BP and now >= self._budget_resume_at and not self.cost.over_budget:
+            self._fire(E.NEW_DAY, "")
+            log.info("cost: a new day; uploads resume")
+
     def _evaluate(self, now: float) -> list[Action]:
         """Everything that follows from the state and the clock, whatever event came in."""
         actions: list[Action] = []
@@ -823,6 +875,8 @@ class CoordinatorCore:
         ):
             self._fire(E.STILL_WORKING_DUE, "")
             self._queue(STILL_WORKING_MESSAGE, NarrationKind.PROGRESS)
+        if self.cost is not None:
+            self._mind_the_cost(now)
         if m[AnnounceState] is AC and self._confirm_at is not None and now >= self._confirm_at and self.listener_up:
             self._fire(E.HEALTHY, "")
             self._queue(RECONNECTED_MESSAGE, NarrationKind.STATUS)

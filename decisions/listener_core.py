@@ -67,6 +67,18 @@ class Fatal:
 
 
 @dataclass(frozen=True)
+class UsageReported:
+    """A response finished; what it used (for the cost meter)."""
+
+    usage: wire.Usage
+
+
+@dataclass(frozen=True)
+class TranscriptionBilled:
+    seconds: float  # of audio transcribed
+
+
+@dataclass(frozen=True)
 class SessionEnd:
     """How a listener session ended, for the coordinator."""
 
@@ -83,7 +95,7 @@ class SessionEnd:
         return not (self.by_us or self.expired or self.healthy)
 
 
-Action = Send | Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal
+Action = Send | Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | UsageReported | TranscriptionBilled
 
 
 # --- what the listener shell reports about its sessions ---------------------------------------------
@@ -109,7 +121,10 @@ class QuietChanged:
 
 
 # Everything the listener tells the coordinator: its core's actions but Send, and session news.
-ListenerEvent = Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | SessionReady | SessionEnd | ConnectFailed | QuietChanged
+ListenerEvent = (
+    Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | SessionReady | SessionEnd | ConnectFailed
+    | QuietChanged | UsageReported | TranscriptionBilled
+)
 
 
 @dataclass
@@ -183,16 +198,18 @@ class ListenerCore:
                 self.speaking = False
             case wire.AudioCommitted(item_id=item_id):
                 self.awaiting_transcripts.add(item_id)
-            case wire.TranscriptCompleted(item_id=item_id, transcript=transcript):
-                return self._on_transcript(item_id, transcript)
+            case wire.TranscriptCompleted(item_id=item_id, transcript=transcript, usage=usage):
+                billed: list[Action] = [TranscriptionBilled(usage.audio_seconds)] if usage.audio_seconds else []
+                return billed + self._on_transcript(item_id, transcript)
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
                 self.unheard_starts.pop(item_id, None)
                 self.spoken_at.pop(item_id, None)
                 log.warning("could not transcribe an utterance (%s); it is dropped", message)
                 return [Send(ClientEvents.delete_item(item_id))]
-            case wire.ResponseDone():
-                return self._on_response_done(event)
+            case wire.ResponseDone(usage=usage):
+                reported: list[Action] = [UsageReported(usage)] if usage != wire.Usage() else []
+                return reported + self._on_response_done(event)
             case wire.ServerError():
                 return self._on_error(event)
             case wire.Malformed(reason=reason):

@@ -610,3 +610,33 @@ def test_a_send_that_hangs_is_caught_by_the_watchdog(core, clock):
     clock.now += 30
     assert core.handle(Tick()) == [AbandonRoute(), RestartListener("the model did not answer a command")]
     assert core.machines[RouteState] is RouteState.IDLE
+
+
+def test_a_spent_budget_pauses_uploads_until_the_next_day_and_is_said_once(clock):
+    from datetime import datetime, timedelta
+
+    from config.settings import CostSettings
+    from decisions.coordinator import BUDGET_REACHED_MESSAGE
+    from decisions.cost import CostMeter
+    from decisions.listener_core import UsageReported
+    from realtime_api.wire import Usage
+
+    wall = [datetime(2026, 11, 22, 23, 0)]
+    meter = CostMeter(CostSettings(daily_budget_usd=0.001), clock=lambda: wall[0])
+    core = CoordinatorCore(TIMINGS, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock,
+                           cost=meter)
+    core.handle(SessionReady(1))
+    core.handle(UsageReported(Usage(input_text_tokens=1_000_000)))
+    assert core.uploads_paused
+    said, _ = say_all(core)
+    assert [r.script for r in said] == [BUDGET_REACHED_MESSAGE]
+    core.handle(UsageReported(Usage(input_text_tokens=1_000)))
+    assert not core.narration_waiting  # said once
+    clock.now += 1800
+    wall[0] += timedelta(minutes=30)
+    core.handle(Tick())
+    assert core.uploads_paused  # still today
+    clock.now += 1800
+    wall[0] += timedelta(minutes=30)  # local midnight
+    core.handle(Tick())
+    assert not core.uploads_paused

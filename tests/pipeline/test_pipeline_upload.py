@@ -62,3 +62,23 @@ async def test_a_pause_inside_a_command_does_not_split_it(tmp_path, sim, command
         await p.wait(lambda t: t.count("tool") >= 1)
         assert len(speech_segments(p)) == 1  # one utterance: the gate's hangover bridged the pause
         assert p.counts()["heard"] == 1
+
+
+async def test_the_daily_budget_stops_uploads_and_is_announced_once(tmp_path, sim):
+    from config.settings import CostSettings
+    from decisions.coordinator import BUDGET_REACHED_MESSAGE
+
+    async with running_pipeline(tmp_path, sim, cost=CostSettings(daily_budget_usd=0.000001)) as p:
+        sim.script.push_tool_call("get_time", {})
+        await p.ask("Computer, what time is it")  # its routing response's tokens spend the budget
+        await p.wait(lambda t: BUDGET_REACHED_MESSAGE in [e.text for e in t.entries if e.kind == "narrating"])
+        await p.wait(lambda t: t.count("narrated") >= 2 and t.count("listening") >= 2)
+        assert p.coordinator.core.uploads_paused
+        sent_before = appends(p)
+        p.say("Computer, what time is it")
+        p.say("Computer, what time is it")
+        await p.microphone.emitted()
+        assert appends(p) == sent_before and p.coordinator.core.uplink.empty  # nothing more leaves the machine
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrating"]
+        assert narrated.count(BUDGET_REACHED_MESSAGE) == 1
+        assert p.coordinator.core.cost.summary().today.spent_usd > 0

@@ -25,6 +25,7 @@ from realtime_sim import SimServer
 from config.settings import (
     BrainSettings,
     ConversationSettings,
+    CostSettings,
     ListenerSettings,
     NarratorSettings,
     RealtimeSettings,
@@ -48,6 +49,7 @@ def fast_settings(
     healthy_after_s: float = 0.5,
     upload_mode: UploadMode = UploadMode.CONTINUOUS,
     conversation: ConversationSettings = ConversationSettings(),
+    cost: CostSettings = CostSettings(),
     **listener: object,
 ) -> Settings:
     return Settings(
@@ -60,6 +62,7 @@ def fast_settings(
         # rightly call a tone no speech. tests/pipeline/test_pipeline_upload.py speaks words.
         upload=UploadSettings(mode=upload_mode),
         conversation=conversation,
+        cost=cost,
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,
@@ -143,6 +146,7 @@ async def running_pipeline(
     healthy_after_s: float = 0.5,
     upload_mode: UploadMode = UploadMode.CONTINUOUS,
     conversation: ConversationSettings = ConversationSettings(),
+    cost: CostSettings = CostSettings(),
     mic_pace: float = MIC_PACE,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
@@ -154,7 +158,7 @@ async def running_pipeline(
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
-        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode, conversation, **listener
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode, conversation, cost, **listener
     )
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)
