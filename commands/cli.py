@@ -18,6 +18,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "sim": ("realtime_sim.command", "serve the Realtime + Responses simulator on 127.0.0.1"),
     "devices": ("commands.devices", "list audio input and output devices"),
     "tasks": ("tasks.command", "list background tasks, or show one's output"),
+    "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
 }
 
 EXIT_USAGE = 2
@@ -46,8 +47,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(runner(args) or 0)
     except SettingsError as exc:
-        # One line naming the setting and where to put it: no traceback for a configuration mistake.
-        print(f"handoff: {exc}", file=sys.stderr)
+        # One line per problem, naming the setting and what to change: no traceback for a
+        # configuration mistake.
+        for problem in exc.problems:
+            print(f"handoff: {problem}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -11,6 +11,7 @@ from pathlib import Path
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
 from commands.assemble import assistant
+from commands.checks import errors_of, preflight
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
 from tasks import TaskConfigError
@@ -75,7 +76,15 @@ async def run_live(settings: Settings) -> int:
 def run_run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     require_api_key(settings)
+    findings = preflight(settings)
+    errors = errors_of(findings)
+    if errors:
+        for finding in errors:
+            print(f"handoff: {finding.message}", file=sys.stderr)
+        return 2
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key])
+    for finding in findings:  # problems and warnings: said once, the assistant starts anyway
+        log.warning("%s", finding.line())
     problems: list[BaseException] = []
     try:
         return asyncio.run(run_live(settings))

@@ -11,9 +11,12 @@ import enum
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
+
+E = TypeVar("E", bound=enum.Enum)
 
 # Every key `.env` / the environment may set, with its default ("" = unset).
 ENV_DEFAULTS: dict[str, str] = {
@@ -37,7 +40,19 @@ ENV_DEFAULTS: dict[str, str] = {
 
 
 class SettingsError(Exception):
-    """A setting is missing or invalid; the message says which and where to set it."""
+    """Settings are missing or invalid. Each problem is one sentence saying which setting and what
+    to change; `str()` is the first, `problems` has them all (`handoff check` prints every one)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__(problems[0] if problems else "the settings are invalid")
+        self.problems: tuple[str, ...] = problems or (str(self),)
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
 
 
 class NoiseReduction(enum.Enum):
@@ -131,7 +146,8 @@ class Settings:
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
-    log_level: str = "INFO"
+    tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
+    log_level: LogLevel = LogLevel.INFO
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -161,26 +177,32 @@ def resolve_env(
 
 
 def build_settings(values: Mapping[str, str]) -> Settings:
-    """Turn resolved key/value pairs into the frozen settings object."""
+    """Turn resolved key/value pairs into the frozen settings object. Every value that cannot be
+    used is reported at once (SettingsError.problems), each with what to change."""
+    problems: list[str] = []
+    where = "set it in .env or the environment"
     state_dir = Path(values["HANDOFF_STATE_DIR"]).expanduser() if values.get("HANDOFF_STATE_DIR") else Settings().state_dir
     workspace = Path(values["WORKSPACE_ROOT"]).expanduser() if values.get("WORKSPACE_ROOT") else Path.cwd()
     if not workspace.is_dir():
-        raise SettingsError(f"WORKSPACE_ROOT={workspace} is not a folder; set it in .env or the environment.")
+        problems.append(f"WORKSPACE_ROOT={workspace} is not a folder; {where}.")
     aliases = tuple(a.strip() for a in values.get("WAKE_ALIASES", "").split(",") if a.strip())
     wake_phrase = values.get("WAKE_PHRASE", "").strip()
     if not wake_phrase:
-        raise SettingsError("WAKE_PHRASE is empty; set it in .env or the environment (default: computer).")
+        problems.append(f"WAKE_PHRASE is empty; {where} (default: computer).")
     tasks_config = values.get("HANDOFF_TASKS_CONFIG") or ""
-    noise = values.get("NOISE_REDUCTION", "far_field").strip().lower()
-    try:
-        noise_reduction = NoiseReduction(noise)
-    except ValueError:
-        choices = ", ".join(n.value for n in NoiseReduction)
-        raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
+    noise_reduction = _choice(values, "NOISE_REDUCTION", NoiseReduction, str.lower, problems)
+    log_level = _choice(values, "LOG_LEVEL", LogLevel, str.upper, problems, flag="--log-level")
+    api_key = values.get("OPENAI_API_KEY", "")
+    problems += key_problems(api_key)
+    base_url = values.get("OPENAI_BASE_URL", "").strip()
+    problems += base_url_problems(base_url)
+    if problems:
+        raise SettingsError(*problems)
+    assert noise_reduction is not None and log_level is not None
     return Settings(
         realtime=RealtimeSettings(
-            api_key=values.get("OPENAI_API_KEY", ""),
-            base_url=values.get("OPENAI_BASE_URL") or None,
+            api_key=api_key,
+            base_url=base_url or None,
             realtime_model=values["REALTIME_MODEL"],
             transcribe_model=values["TRANSCRIBE_MODEL"],
             transcribe_language=values.get("TRANSCRIBE_LANGUAGE", "").strip() or None,
@@ -196,8 +218,52 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         workspace_root=workspace.resolve(),
         state_dir=state_dir,
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
-        log_level=values.get("LOG_LEVEL", "INFO").upper(),
+        tasks_config_named=bool(tasks_config),
+        log_level=log_level,
     )
+
+
+def _choice(
+    values: Mapping[str, str], key: str, kind: type[E], fold: Callable[[str], str], problems: list[str], flag: str = ""
+) -> E | None:
+    raw = fold(values.get(key, ENV_DEFAULTS[key]).strip())
+    try:
+        return kind(raw)
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in kind)  # type: ignore[attr-defined]
+        also = f"{flag} or " if flag else ""
+        problems.append(f"{key}={raw} is not one of {choices}; set {also}{key} in .env or the environment.")
+        return None
+
+
+def key_problems(key: str) -> list[str]:
+    """What is wrong with the shape of an API key (never the key itself: it is not repeated)."""
+    if not key:
+        return []
+    if any(c.isspace() for c in key):
+        return ["OPENAI_API_KEY has a space or line break in it; paste the key again, without spaces, in .env."]
+    odd = next((c for c in key if not (c.isascii() and c.isprintable())), None)
+    if odd is not None or any(c in "\"'`" for c in key):
+        return ["OPENAI_API_KEY has a character no key has (a pasted quote?); paste the key again, "
+                "without quotes, in .env."]
+    return []
+
+
+def base_url_problems(url: str) -> list[str]:
+    """An OpenAI-compatible base URL: http(s) or ws(s), with a host."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError for a port that is not a number or out of range
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname or any(
+        c.isspace() for c in url
+    ):
+        return [f"OPENAI_BASE_URL={url} is not an http(s) or ws(s) URL; write it like "
+                "http://127.0.0.1:8765/v1, or leave it empty for OpenAI."]
+    return []
 
 
 def load_settings(

@@ -61,6 +61,7 @@ class _LiveTask:
     done: asyncio.Event = field(default_factory=asyncio.Event)  # reached a final state
     saved: asyncio.Event = field(default_factory=asyncio.Event)  # ... and that state is stored, its notice queued
     worker: asyncio.Task[None] | None = None  # set once it has a slot
+    caller_told: bool = False  # whoever started it hears at once if it cannot start: no notice then
 
 
 class TaskManager:
@@ -262,6 +263,7 @@ class TaskManager:
         self._notify(record)
         self._fill_slots()
         if live.worker is not None:
+            live.caller_told = True  # it launches (or fails to) before this call returns
             await live.launched.wait()
             if not live.record.is_active:  # it could not start: its notice is queued before the reply
                 await live.saved.wait()
@@ -295,11 +297,13 @@ class TaskManager:
         try:
             exit_code = await self._launch(live)
         except LaunchError as exc:
-            self._apply(live, LaunchFailed(str(exc), self._clock()))
+            # Said once: in the reply to whoever started it, or (queued, nobody waiting) as a notice.
+            self._apply(live, LaunchFailed(str(exc), self._clock()), announce=not live.caller_told)
         except Exception as exc:  # a bug: it must not take the worker loop (and every later task) with it
             self._bug(f"task {record.id} ({record.name}) failed unexpectedly", exc)
             if live.record.is_active:
-                self._apply(live, Crashed(INTERNAL_ERROR, self._clock()))
+                told = live.caller_told and live.record.started_at is None  # the reply says it could not start
+                self._apply(live, Crashed(INTERNAL_ERROR, self._clock()), announce=not told)
         else:
             self._apply(live, Exited(exit_code, self._clock(), live.tail.lines(), live.tail.line_count))
         finally:
@@ -336,19 +340,20 @@ class TaskManager:
         self._apply(live, Started(pid, self._clock()))
         live.launched.set()
 
-    def _apply(self, live: _LiveTask, event: TaskEvent) -> None:
+    def _apply(self, live: _LiveTask, event: TaskEvent, announce: bool = True) -> None:
         live.record = transition(live.record, event)
         final = live.record.status in FINAL_STATUSES
-        self._record_change(live.record, live.saved if final else None)
+        self._record_change(live.record, live.saved if final else None, announce)
         if final:
             live.done.set()
             self._live.pop(live.record.id, None)
 
-    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None) -> None:
+    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None, announce: bool = True) -> None:
         """Persist a new state; a final one with its notice, in one transaction. The write is
         queued on the store's thread (in order) and its notice posted once it has landed."""
-        log.info("task %s (%s) is %s", record.id, record.name, record.status)
-        notice = notice_for(record, self._clock(), self.settings.summary_lines)  # None unless it ended worth telling
+        log.info("task %s (%s) is %s%s", record.id, record.name, record.status, f": {record.error}" if record.error else "")
+        # None unless it ended worth telling (and nobody was told already)
+        notice = notice_for(record, self._clock(), self.settings.summary_lines) if announce else None
         saved = self._io.submit(self._store.save_task, record, notice)
         loop = self._loop or asyncio.get_running_loop()
         saved.add_done_callback(lambda future: loop.call_soon_threadsafe(self._saved, record, future, landed))

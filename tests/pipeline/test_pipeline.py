@@ -181,3 +181,14 @@ async def test_overheard_speech_not_yet_transcribed_never_reaches_the_router(tmp
         texts = [part["text"] for item in route["response"]["input"] for part in item["content"]]
         assert texts == ["what time is it"]
         assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_a_wake_phrase_in_cyrillic_works_end_to_end(tmp_path, sim):
+    # It used to stop the assistant at start ("the wake phrase has no words").
+    async with running_pipeline(tmp_path, sim, wake_phrase="компьютер") as p:
+        sim.script.push_tool_call("echo", {"text": "привет"})
+        before = await p.ask("Компьютер, скажи привет")
+        assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["скажи привет"]
+        assert p.timeline.count("tool") == before["tool"] + 1
+        p.say("Я купил новый компьютер")  # the phrase, but not at the start: not addressed
+        await p.wait(lambda t: t.count("ignored") == before["ignored"] + 1)

@@ -50,3 +50,18 @@ async def test_list_and_cancel_by_voice(tmp_path, sim):
         # A cancel the user asked for is not announced again: nothing is waiting to be narrated.
         assert p.coordinator.parts.notices.next_batch(time.time()) is None
         assert p.timeline.count("notice") == 0
+
+
+async def test_a_task_whose_program_is_missing_is_said_once_and_logged_as_failed(tmp_path, sim, caplog):
+    ghost = '[tasks.ghost]\nspoken = "the ghost"\nargv = ["no-such-program-xyz"]\ncwd = "."\n'
+    async with running_pipeline(tmp_path, sim, tasks_toml=ghost) as p:
+        sim.script.push_tool_call("start_task", {"name": "ghost"})
+        with caplog.at_level("INFO", logger="handoff"):
+            before = await p.ask("Computer, start the ghost task")
+        said = scripts(p)[-1]
+        assert said == "The ghost could not start: the program no-such-program-xyz was not found."
+        assert "tool start_task finished ok=False" in caplog.text and "ok=True" not in caplog.text
+        assert "succeeded" not in caplog.text
+        # Told in the reply, so nothing more is queued: it is not announced a second time.
+        assert p.coordinator.parts.notices.next_batch(time.time()) is None
+        assert p.timeline.count("notice") == 0 and p.timeline.count("narrated") == before["narrated"] + 1
