@@ -55,4 +55,4 @@ async def assistant(
             chime=chime(),
             notices=task_manager,
         )
-        yield Coordinator(parts, timeline)
+        yield Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))

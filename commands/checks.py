@@ -150,17 +150,23 @@ def _audio_files(settings: Settings) -> list[Finding]:
         problem = output_file_problem(audio.output_wav, "--output-wav")
         if problem:
             found.append(Finding(Severity.ERROR, problem))
+    if settings.log.file is not None:
+        problem = output_file_problem(settings.log.file, "LOG_FILE", "handoff.log")
+        if problem:
+            found.append(Finding(Severity.ERROR, problem))
     return found
 
 
-def output_file_problem(path: Path, flag: str) -> str | None:
-    """None when a file can be written at `path`; else one sentence saying what to change."""
+def output_file_problem(path: Path, flag: str, example: str = "out.wav") -> str | None:
+    """None when a file can be written at `path`; else one sentence saying what to change.
+    `flag` names the setting as the user gave it: "--output-wav" or "LOG_FILE"."""
+    named = f"{flag}={path}" if flag.isupper() else f"{flag} {path}"
     if path.is_dir():
-        return f"{flag} {path} is a folder; give a file name, like {path / 'out.wav'}."
+        return f"{named} is a folder; give a file name, like {path / example}."
     if not path.parent.is_dir():
-        return f"{flag} {path}: the folder {path.parent} does not exist; create it or write somewhere else."
+        return f"{named}: the folder {path.parent} does not exist; create it or write somewhere else."
     if path.exists() and not os.access(path, os.W_OK):
-        return f"{flag} {path} cannot be written; choose another file."
+        return f"{named} cannot be written; choose another file."
     return None
 
 

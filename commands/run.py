@@ -82,7 +82,8 @@ def run_run(args: argparse.Namespace) -> int:
         for finding in errors:
             print(f"handoff: {finding.message}", file=sys.stderr)
         return 2
-    configure_logging(settings.log_level, secrets=[settings.realtime.api_key])
+    configure_logging(settings.log_level, secrets=[settings.realtime.api_key], file=settings.log.file,
+                      max_bytes=settings.log.max_bytes, backups=settings.log.backups)  # fmt: skip
     for finding in findings:  # problems and warnings: said once, the assistant starts anyway
         log.warning("%s", finding.line())
     problems: list[BaseException] = []

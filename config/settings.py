@@ -36,6 +36,10 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_STATE_DIR": "",
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
+    "LOG_FILE": "",
+    "LOG_MAX_BYTES": "10000000",
+    "LOG_BACKUPS": "5",
+    "LOG_OVERHEARD": "false",
 }
 
 
@@ -136,6 +140,16 @@ class AudioSettings:
 
 
 @dataclass(frozen=True)
+class LogSettings:
+    """Where the log goes besides stderr, and what it may say."""
+
+    file: Path | None = None  # also log here, rotated (0600)
+    max_bytes: int = 10_000_000  # rotate the file past this size
+    backups: int = 5  # rotated files kept (file.1 ... file.5)
+    overheard: bool = False  # log (and keep in history) the words of speech not addressed to us: debugging only
+
+
+@dataclass(frozen=True)
 class Settings:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     listener: ListenerSettings = field(default_factory=ListenerSettings)
@@ -148,6 +162,7 @@ class Settings:
     tasks_config: Path | None = None  # TOML file of task templates
     tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
     log_level: LogLevel = LogLevel.INFO
+    log: LogSettings = field(default_factory=LogSettings)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -196,6 +211,13 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     problems += key_problems(api_key)
     base_url = values.get("OPENAI_BASE_URL", "").strip()
     problems += base_url_problems(base_url)
+    log_file = values.get("LOG_FILE", "").strip()
+    log_settings = LogSettings(
+        file=Path(log_file).expanduser() if log_file else None,
+        max_bytes=_number(values, "LOG_MAX_BYTES", 1000, problems),
+        backups=_number(values, "LOG_BACKUPS", 0, problems),
+        overheard=_flag(values, "LOG_OVERHEARD", problems),
+    )
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
@@ -220,7 +242,25 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
         tasks_config_named=bool(tasks_config),
         log_level=log_level,
+        log=log_settings,
     )
+
+
+def _number(values: Mapping[str, str], key: str, minimum: int, problems: list[str]) -> int:
+    raw = values.get(key, ENV_DEFAULTS[key]).strip().replace("_", "")
+    if raw.isdigit() and int(raw) >= minimum:
+        return int(raw)
+    problems.append(f"{key}={raw} is not a whole number of at least {minimum}; set it in .env or the environment.")
+    return minimum
+
+
+def _flag(values: Mapping[str, str], key: str, problems: list[str]) -> bool:
+    raw = values.get(key, ENV_DEFAULTS[key]).strip().lower()
+    if raw in ("true", "yes", "on", "1"):
+        return True
+    if raw not in ("false", "no", "off", "0"):
+        problems.append(f"{key}={raw} is neither true nor false; set it in .env or the environment.")
+    return False
 
 
 def _choice(
