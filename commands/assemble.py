@@ -4,6 +4,7 @@ live command, the demo and the end-to-end tests alike)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import AsyncIterator
 
 from audio_io import MicrophoneSource, SpeakerSink
@@ -39,7 +40,9 @@ async def assistant(
         task_manager = TaskManager(task_config, store, task_settings)
         register_task_tools(tools, task_manager)
         await task_manager.start()
-        stack.push_async_callback(task_manager.close)
+        # Leaving here is handoff stopping (a signal, the end of its input, a fatal error): the
+        # tasks it stops are recorded as stopped by the shutdown and announced at the next start.
+        stack.push_async_callback(functools.partial(task_manager.close, shutdown=True))
         await microphone.start()
         stack.push_async_callback(microphone.close)
         await speaker.start()

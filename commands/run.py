@@ -14,6 +14,7 @@ from commands.assemble import assistant
 from commands.checks import errors_of, preflight
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
+from service.signals import StopSignals
 from tasks import TaskConfigError
 
 log = logging.getLogger("handoff")
@@ -62,15 +63,28 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 async def run_live(settings: Settings) -> int:
+    """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT: the first signal
+    cancels the coordinator and everything is closed on the way out (tasks stopped and recorded
+    as stopped by the shutdown, stores flushed, sessions closed), exit code 0."""
     microphone, speaker = open_audio(settings.audio)
     async with assistant(settings, microphone, speaker) as coordinator:
         log.info(
             "handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase
         )
-        code = await coordinator.run()
+        running = asyncio.create_task(coordinator.run(), name="coordinator")
+        signals = StopSignals(lambda _sig: running.cancel())
+        with signals.installed(asyncio.get_running_loop()):
+            try:
+                code = await running
+            except asyncio.CancelledError:
+                if signals.received is None:
+                    raise  # we were cancelled ourselves: not ours to swallow
+                code = 0
         if coordinator.fatal_message:
             print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
-        return code
+    if signals.received is not None:
+        log.info("handoff stopped (%s)", signals.received.name)
+    return code
 
 
 def run_run(args: argparse.Namespace) -> int:

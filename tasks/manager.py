@@ -31,7 +31,9 @@ from tasks.notices import NoticeBatch, NoticeQueue, notice_for
 from tasks.output import OutputSink, OutputTail, Redactor
 from tasks.records import FINAL_STATUSES, Notice, TaskRecord, TaskStatus
 from tasks.runner import MARKER, LaunchError, ProcessRunner, stop_marked, task_environment
-from tasks.state import Crashed, Exited, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition
+from tasks.state import (
+    Crashed, Exited, Interrupted, LaunchFailed, ShutDown, Started, StopRequested, TaskEvent, transition,
+)
 from tasks.store import StoreWorker, TaskStore
 
 log = logging.getLogger(__name__)
@@ -115,9 +117,13 @@ class TaskManager:
             self._record_change(transition(record, Interrupted(now)))
         self._state = "started"
 
-    async def close(self) -> None:
-        """Stop every running task's processes and wait for that. Their records stay queued or
-        running, so the next `start` marks them interrupted and announces it."""
+    async def close(self, *, shutdown: bool = False) -> None:
+        """Stop every running task's processes (SIGTERM, grace, SIGKILL) and wait for that.
+
+        `shutdown=True` (handoff itself is stopping): every task still queued or running is
+        recorded as stopped by the shutdown, its notice stored with it, so the next start says
+        so once. Otherwise their records stay queued or running, and the next `start` marks
+        them interrupted (what a crash leaves too)."""
         if self._state == "closed":
             return
         self._state = "closed"
@@ -126,6 +132,11 @@ class TaskManager:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         self._queue.clear()
+        if shutdown:
+            now = self._clock()
+            for live in list(self._live.values()):
+                if live.record.is_active:
+                    self._apply(live, ShutDown(now))  # written before the store worker closes below
         for live in self._live.values():
             live.launched.set()
             live.done.set()

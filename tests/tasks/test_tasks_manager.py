@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import re
 import inspect
 import json
 import resource
@@ -47,6 +48,7 @@ async def running_manager(
     on_change: Callable[[TaskRecord], None] | None = None,
     allow_shell: bool = False,
     shell_cwd: Path | None = None,
+    shutdown: bool = False,
     **settings: object,
 ) -> AsyncIterator[TaskManager]:
     task_settings = settings_for(state_dir, **settings)
@@ -57,7 +59,7 @@ async def running_manager(
     try:
         yield manager
     finally:
-        await manager.close()
+        await manager.close(shutdown=shutdown)
         store.close()
 
 
