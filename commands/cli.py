@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("commands.devices", "list audio input and output devices"),
     "tasks": ("tasks.command", "list background tasks, or show one's output"),
     "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
+    "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
 }
 
 EXIT_USAGE = 2

@@ -6,6 +6,7 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -14,6 +15,9 @@ from commands.assemble import assistant
 from commands.checks import errors_of, preflight
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
+from service.health import ListenerHealth, stuck_after_s
+from service.notify import SystemdNotifier, watchdog_interval_s
+from service.runtime import Probes, ServiceRuntime
 from service.signals import StopSignals
 from tasks import TaskConfigError
 
@@ -71,15 +75,24 @@ async def run_live(settings: Settings) -> int:
         log.info(
             "handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase
         )
-        running = asyncio.create_task(coordinator.run(), name="coordinator")
-        signals = StopSignals(lambda _sig: running.cancel())
-        with signals.installed(asyncio.get_running_loop()):
-            try:
-                code = await running
-            except asyncio.CancelledError:
-                if signals.received is None:
-                    raise  # we were cancelled ourselves: not ours to swallow
-                code = 0
+        probes = Probes(listener_up=lambda: coordinator.core.listener_up)
+        health = ListenerHealth(stuck_after_s(settings))
+        async with ServiceRuntime(coordinator.timeline, probes, SystemdNotifier(), health, watchdog_interval_s()) as service:
+            running = asyncio.create_task(coordinator.run(), name="coordinator")
+
+            def stop(sig: signal.Signals) -> None:
+                service.stopping(f"stopping ({sig.name})")
+                running.cancel()
+
+            signals = StopSignals(stop)
+            with signals.installed(asyncio.get_running_loop()):
+                try:
+                    code = await running
+                except asyncio.CancelledError:
+                    if signals.received is None:
+                        raise  # we were cancelled ourselves: not ours to swallow
+                    code = 0
+            service.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
         if coordinator.fatal_message:
             print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
     if signals.received is not None:
