@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from audio_io import MicrophoneSource, SpeakerSink
 from brain import Brain
@@ -16,7 +16,7 @@ from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import make_client
 from speech.local_voice import chime, speak_locally
-from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools
+from tasks import TaskManager, TaskRecord, TaskSettings, TaskStore, load_task_config, register_task_tools
 from tools.builtin import build_listener_tools
 
 
@@ -26,6 +26,7 @@ async def assistant(
     microphone: MicrophoneSource,
     speaker: SpeakerSink,
     timeline: Timeline | None = None,
+    on_task_change: Callable[[TaskRecord], None] | None = None,
 ) -> AsyncIterator[Coordinator]:
     """Build the whole assistant around the given audio devices. Everything opened here is
     closed on exit, whatever fails; run it with `await coordinator.run()`."""
@@ -37,7 +38,7 @@ async def assistant(
         task_config = load_task_config(settings.tasks_config)
         store = TaskStore(task_settings.db_path)
         stack.callback(store.close)
-        task_manager = TaskManager(task_config, store, task_settings)
+        task_manager = TaskManager(task_config, store, task_settings, on_change=on_task_change)
         register_task_tools(tools, task_manager)
         await task_manager.start()
         # Leaving here is handoff stopping (a signal, the end of its input, a fatal error): the

@@ -20,6 +20,8 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tasks": ("tasks.command", "list background tasks, or show one's output"),
     "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
+    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running)"),
+    "history": ("commands.status", "what the assistant was asked and what it said"),
 }
 
 EXIT_USAGE = 2

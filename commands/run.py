@@ -15,9 +15,12 @@ from commands.assemble import assistant
 from commands.checks import errors_of, preflight
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
+from decisions.timeline import Timeline
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
-from service.runtime import Probes, ServiceRuntime
+from service.history import HISTORY_FILE, HistoryStore
+from service.runtime import ServiceRuntime, StatusFiles
+from service.status import STATUS_FILE, Probes
 from service.signals import StopSignals
 from tasks import TaskConfigError
 
@@ -67,37 +70,60 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 async def run_live(settings: Settings) -> int:
-    """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT: the first signal
-    cancels the coordinator and everything is closed on the way out (tasks stopped and recorded
-    as stopped by the shutdown, stores flushed, sessions closed), exit code 0."""
+    """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT. The first signal
+    cancels the run, whatever it is doing (starting, running, closing does not begin twice):
+    everything is closed on the way out by its owner (tasks stopped and recorded as stopped by
+    the shutdown, stores flushed, sessions closed) and the exit code is 0. A second signal ends
+    the process at once."""
+    timeline = Timeline(log_overheard=settings.log.overheard)
+    runtime = ServiceRuntime(timeline, SystemdNotifier(), ListenerHealth(stuck_after_s(settings)),
+                             watchdog_interval_s(), status_files(settings))  # fmt: skip
+    main = asyncio.create_task(_serve(settings, timeline, runtime), name="handoff")
+
+    def stop(sig: signal.Signals) -> None:
+        runtime.stopping(f"stopping ({sig.name})")
+        main.cancel()
+
+    signals = StopSignals(stop)
+    with signals.installed(asyncio.get_running_loop()):
+        try:
+            return await main
+        except asyncio.CancelledError:
+            if signals.received is None:
+                raise  # we were cancelled ourselves: not ours to swallow
+            log.info("handoff stopped (%s)", signals.received.name)
+            return 0
+
+
+async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:
     microphone, speaker = open_audio(settings.audio)
-    async with assistant(settings, microphone, speaker) as coordinator:
-        log.info(
-            "handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase
-        )
-        probes = Probes(listener_up=lambda: coordinator.core.listener_up)
-        health = ListenerHealth(stuck_after_s(settings))
-        async with ServiceRuntime(coordinator.timeline, probes, SystemdNotifier(), health, watchdog_interval_s()) as service:
-            running = asyncio.create_task(coordinator.run(), name="coordinator")
-
-            def stop(sig: signal.Signals) -> None:
-                service.stopping(f"stopping ({sig.name})")
-                running.cancel()
-
-            signals = StopSignals(stop)
-            with signals.installed(asyncio.get_running_loop()):
-                try:
-                    code = await running
-                except asyncio.CancelledError:
-                    if signals.received is None:
-                        raise  # we were cancelled ourselves: not ours to swallow
-                    code = 0
-            service.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
-        if coordinator.fatal_message:
-            print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
-    if signals.received is not None:
-        log.info("handoff stopped (%s)", signals.received.name)
+    async with runtime:  # around the assistant: its last status and history come after every task stopped
+        async with assistant(settings, microphone, speaker, timeline, on_task_change=runtime.task_changed) as coordinator:
+            runtime.attach(Probes(
+                listener_up=lambda: coordinator.core.listener_up,
+                phase=lambda: coordinator.phase.value,
+                sessions_opened=lambda: coordinator.listener.sessions_opened,
+                session_age_s=lambda: coordinator.listener.session_age_s,
+                weak_matches=lambda: coordinator.parts.narrator.weak_matches,
+                inexact_reads=lambda: coordinator.parts.narrator.inexact_reads,
+            ))  # fmt: skip
+            log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
+            code = await coordinator.run()
+            runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
+            if coordinator.fatal_message:
+                print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
     return code
+
+
+def status_files(settings: Settings) -> StatusFiles:
+    service = settings.service
+    return StatusFiles(
+        status_path=settings.state_dir / STATUS_FILE,
+        history=HistoryStore(settings.state_dir / HISTORY_FILE, service.history_max_rows),
+        keep_overheard=settings.log.overheard,
+        min_interval_s=service.status_min_interval_s,
+        heartbeat_s=service.status_heartbeat_s,
+    )
 
 
 def run_run(args: argparse.Namespace) -> int:

@@ -40,6 +40,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "LOG_MAX_BYTES": "10000000",
     "LOG_BACKUPS": "5",
     "LOG_OVERHEARD": "false",
+    "HANDOFF_HISTORY_ROWS": "5000",
 }
 
 
@@ -150,6 +151,15 @@ class LogSettings:
 
 
 @dataclass(frozen=True)
+class ServiceSettings:
+    """What the daemon leaves in the state folder for `handoff status` and `handoff history`."""
+
+    status_min_interval_s: float = 2.0  # the status file is rewritten on change, at most this often ...
+    status_heartbeat_s: float = 15.0  # ... and at least this often (older than 3 of these: stale)
+    history_max_rows: int = 5000  # commands and what was said; the oldest go past this
+
+
+@dataclass(frozen=True)
 class Settings:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     listener: ListenerSettings = field(default_factory=ListenerSettings)
@@ -163,6 +173,7 @@ class Settings:
     tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
     log_level: LogLevel = LogLevel.INFO
     log: LogSettings = field(default_factory=LogSettings)
+    service: ServiceSettings = field(default_factory=ServiceSettings)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -218,6 +229,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         backups=_number(values, "LOG_BACKUPS", 0, problems),
         overheard=_flag(values, "LOG_OVERHEARD", problems),
     )
+    history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
@@ -243,6 +255,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         tasks_config_named=bool(tasks_config),
         log_level=log_level,
         log=log_settings,
+        service=ServiceSettings(history_max_rows=history_rows),
     )
 
 

@@ -13,7 +13,8 @@ from realtime_sim import SimServer
 from realtime_sim.script import Fault
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
-from service.runtime import Probes, ServiceRuntime
+from service.runtime import ServiceRuntime
+from service.status import Probes
 from config.settings import Settings
 from tests.service.conftest import FakeManager
 from tests.support.daemon import daemon_env, running_daemon, spoken_wav
@@ -73,7 +74,9 @@ async def test_ready_on_the_first_listening_then_pings_only_while_healthy(manage
     up = [False]
     health = ListenerHealth(stuck_after_s=0.2)
     notifier = SystemdNotifier({"NOTIFY_SOCKET": str(manager.path)})
-    async with ServiceRuntime(timeline, Probes(listener_up=lambda: up[0]), notifier, health, watchdog_s=0.01) as service:
+    service = ServiceRuntime(timeline, notifier, health, watchdog_s=0.01)
+    service.attach(Probes(listener_up=lambda: up[0]))
+    async with service:
         timeline.add(TimelineKind.LISTENING, "listener session 1 ready")
         up[0] = True
         await manager.wait("READY=1")
