@@ -4,8 +4,9 @@ live command, the demo and the end-to-end tests alike)."""
 from __future__ import annotations
 
 import contextlib
+import functools
 from datetime import datetime
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
@@ -20,7 +21,9 @@ from reader_agent import Narrator
 from realtime_api.link import make_client
 from speech.local_voice import speak_locally
 from speech.sounds import load_sounds
-from tasks import TaskManager, TaskSettings, TaskStore, load_task_config, register_task_tools, register_timer_tools
+from tasks import (
+    TaskManager, TaskRecord, TaskSettings, TaskStore, load_task_config, register_task_tools, register_timer_tools,
+)
 from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
 
@@ -31,6 +34,7 @@ async def assistant(
     microphone: MicrophoneSource,
     speaker: SpeakerSink,
     timeline: Timeline | None = None,
+    on_task_change: Callable[[TaskRecord], None] | None = None,
 ) -> AsyncIterator[Coordinator]:
     """Build the whole assistant around the given audio devices. Everything opened here is
     closed on exit, whatever fails; run it with `await coordinator.run()`."""
@@ -46,11 +50,13 @@ async def assistant(
         task_config = load_task_config(settings.tasks_config)
         store = TaskStore(task_settings.db_path)
         stack.callback(store.close)
-        task_manager = TaskManager(task_config, store, task_settings)
+        task_manager = TaskManager(task_config, store, task_settings, on_change=on_task_change)
         register_task_tools(tools, task_manager)
         register_timer_tools(tools, task_manager)
         await task_manager.start()
-        stack.push_async_callback(task_manager.close)
+        # Leaving here is handoff stopping (a signal, the end of its input, a fatal error): the
+        # tasks it stops are recorded as stopped by the shutdown and announced at the next start.
+        stack.push_async_callback(functools.partial(task_manager.close, shutdown=True))
         control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
         await control.start()
         stack.push_async_callback(control.close)
@@ -73,7 +79,7 @@ async def assistant(
             mic_filter=mic_filter,
             cost=cost,
         )
-        yield Coordinator(parts, timeline)
+        yield Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
 
 
 def upload_filter(settings: Settings) -> UploadFilter:

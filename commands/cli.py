@@ -19,6 +19,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("commands.devices", "list audio input and output devices"),
     "tasks": ("tasks.command", "list background tasks, show one's output, start or cancel one"),
     "say": ("commands.say", "read a text aloud through the narrator, to try a voice, a speaker or a volume"),
+    "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
+    "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
+    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running)"),
+    "history": ("commands.status", "what the assistant was asked and what it said"),
 }
 
 EXIT_USAGE = 2
@@ -47,8 +51,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         return int(runner(args) or 0)
     except SettingsError as exc:
-        # One line naming the setting and where to put it: no traceback for a configuration mistake.
-        print(f"handoff: {exc}", file=sys.stderr)
+        # One line per problem, naming the setting and what to change: no traceback for a
+        # configuration mistake.
+        for problem in exc.problems:
+            print(f"handoff: {problem}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
         return 130

@@ -19,12 +19,15 @@ from typing import Callable
 
 from audio_io import BYTES_PER_SECOND, PushMicrophone, WavFileSpeaker
 from commands.assemble import assistant
+from commands.checks import output_file_problem
 from concurrency.changes import wait_for
 from decisions.timeline import Timeline, TimelineEntry
 from speech.local_voice import synthesize
 from config.logging_setup import configure_logging
 from realtime_sim import SimServer
-from config.settings import BrainSettings, ConversationSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings
+from config.settings import (
+    BrainSettings, ConversationSettings, ListenerSettings, LogLevel, NarratorSettings, RealtimeSettings, Settings,
+)
 
 log = logging.getLogger("handoff.demo")
 
@@ -167,9 +170,16 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
 
 
 def run(args: argparse.Namespace) -> int:
-    level = getattr(args, "log_level", None)
-    configure_logging(level or "WARNING")
+    level = (getattr(args, "log_level", None) or "WARNING").upper()
+    if level not in LogLevel.__members__:
+        print(f"handoff demo: --log-level {level} is not one of {', '.join(LogLevel)}.", file=sys.stderr)
+        return 2
     output = getattr(args, "output_wav", None) or DEFAULT_OUTPUT
+    problem = output_file_problem(output, "--output-wav")
+    if problem:
+        print(f"handoff demo: {problem}", file=sys.stderr)
+        return 2
+    configure_logging(level)
     try:
         return asyncio.run(play_demo(output))
     except TimeoutError:

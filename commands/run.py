@@ -6,13 +6,22 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import signal
 import sys
 from pathlib import Path
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
 from commands.assemble import assistant
+from commands.checks import errors_of, preflight
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
+from decisions.timeline import Timeline
+from service.health import ListenerHealth, stuck_after_s
+from service.notify import SystemdNotifier, watchdog_interval_s
+from service.history import HISTORY_FILE, HistoryStore
+from service.runtime import ServiceRuntime, StatusFiles
+from service.status import STATUS_FILE, Probes
+from service.signals import StopSignals
 from tasks import TaskConfigError
 
 log = logging.getLogger("handoff")
@@ -61,21 +70,75 @@ def settings_from_args(args: argparse.Namespace) -> Settings:
 
 
 async def run_live(settings: Settings) -> int:
+    """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT. The first signal
+    cancels the run, whatever it is doing (starting, running, closing does not begin twice):
+    everything is closed on the way out by its owner (tasks stopped and recorded as stopped by
+    the shutdown, stores flushed, sessions closed) and the exit code is 0. A second signal ends
+    the process at once."""
+    timeline = Timeline(log_overheard=settings.log.overheard)
+    runtime = ServiceRuntime(timeline, SystemdNotifier(), ListenerHealth(stuck_after_s(settings)),
+                             watchdog_interval_s(), status_files(settings))  # fmt: skip
+    main = asyncio.create_task(_serve(settings, timeline, runtime), name="handoff")
+
+    def stop(sig: signal.Signals) -> None:
+        runtime.stopping(f"stopping ({sig.name})")
+        main.cancel()
+
+    signals = StopSignals(stop)
+    with signals.installed(asyncio.get_running_loop()):
+        try:
+            return await main
+        except asyncio.CancelledError:
+            if signals.received is None:
+                raise  # we were cancelled ourselves: not ours to swallow
+            log.info("handoff stopped (%s)", signals.received.name)
+            return 0
+
+
+async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:
     microphone, speaker = open_audio(settings.audio)
-    async with assistant(settings, microphone, speaker) as coordinator:
-        log.info(
-            "handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase
-        )
-        code = await coordinator.run()
-        if coordinator.fatal_message:
-            print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
-        return code
+    async with runtime:  # around the assistant: its last status and history come after every task stopped
+        async with assistant(settings, microphone, speaker, timeline, on_task_change=runtime.task_changed) as coordinator:
+            runtime.attach(Probes(
+                listener_up=lambda: coordinator.core.listener_up,
+                phase=lambda: coordinator.phase.value,
+                sessions_opened=lambda: coordinator.listener.sessions_opened,
+                session_age_s=lambda: coordinator.listener.session_age_s,
+                weak_matches=lambda: coordinator.parts.narrator.weak_matches,
+                inexact_reads=lambda: coordinator.parts.narrator.inexact_reads,
+            ))  # fmt: skip
+            log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
+            code = await coordinator.run()
+            runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
+            if coordinator.fatal_message:
+                print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
+    return code
+
+
+def status_files(settings: Settings) -> StatusFiles:
+    service = settings.service
+    return StatusFiles(
+        status_path=settings.state_dir / STATUS_FILE,
+        history=HistoryStore(settings.state_dir / HISTORY_FILE, service.history_max_rows),
+        keep_overheard=settings.log.overheard,
+        min_interval_s=service.status_min_interval_s,
+        heartbeat_s=service.status_heartbeat_s,
+    )
 
 
 def run_run(args: argparse.Namespace) -> int:
     settings = settings_from_args(args)
     require_api_key(settings)
-    configure_logging(settings.log_level, secrets=[settings.realtime.api_key])
+    findings = preflight(settings)
+    errors = errors_of(findings)
+    if errors:
+        for finding in errors:
+            print(f"handoff: {finding.message}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level, secrets=[settings.realtime.api_key], file=settings.log.file,
+                      max_bytes=settings.log.max_bytes, backups=settings.log.backups)  # fmt: skip
+    for finding in findings:  # problems and warnings: said once, the assistant starts anyway
+        log.warning("%s", finding.line())
     problems: list[BaseException] = []
     try:
         return asyncio.run(run_live(settings))

@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import logging.handlers
+import os
 import re
+from pathlib import Path
 from typing import Iterable
 
 # API keys and bearer tokens, whatever logged them (our code, the SDK, websockets, aiohttp).
@@ -42,15 +45,44 @@ class RedactingFilter(logging.Filter):
         return True
 
 
-def configure_logging(level: str = "INFO", secrets: Iterable[str] = ()) -> None:
-    """Configure the root logger once: readable lines on stderr, secrets redacted."""
-    handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s", "%H:%M:%S"))
-    handler.addFilter(RedactingFilter(secrets))
+# Dated: an assistant left running for days logs across midnights.
+LOG_FORMAT = "%(asctime)s %(levelname)-7s %(name)s: %(message)s"
+DATE_FORMAT = "%Y-%m-%d %H:%M:%S"
+
+
+class PrivateRotatingFileHandler(logging.handlers.RotatingFileHandler):
+    """A rotating log file that only its owner can read (0600), the rotated ones too: the log
+    names commands and files, and is nobody else's business."""
+
+    def _open(self):  # type: ignore[no-untyped-def]
+        fd = os.open(self.baseFilename, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        os.fchmod(fd, 0o600)  # an older file may have been created looser
+        return os.fdopen(fd, "a", encoding=self.encoding, errors=self.errors)
+
+
+def configure_logging(
+    level: str = "INFO",
+    secrets: Iterable[str] = (),
+    file: Path | None = None,
+    max_bytes: int = 10_000_000,
+    backups: int = 5,
+) -> None:
+    """Configure the root logger once: readable dated lines on stderr (and in `file`, rotated),
+    secrets redacted. Raises OSError if `file` cannot be opened (checked at start, see
+    commands.checks)."""
+    formatter = logging.Formatter(LOG_FORMAT, DATE_FORMAT)
+    redacting = RedactingFilter(secrets)
+    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    if file is not None:
+        handlers.append(PrivateRotatingFileHandler(file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"))
     root = logging.getLogger()
     for old in list(root.handlers):
         root.removeHandler(old)
-    root.addHandler(handler)
+        old.close()
+    for handler in handlers:
+        handler.setFormatter(formatter)
+        handler.addFilter(redacting)
+        root.addHandler(handler)
     root.setLevel(level.upper())
     # Library chatter (frames, handshakes) is only useful when debugging them.
     for noisy in ("websockets", "openai", "httpx", "httpx2", "httpcore", "httpcore2", "aiohttp.access"):

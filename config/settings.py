@@ -11,9 +11,12 @@ import enum
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Mapping
+from typing import Callable, Mapping, TypeVar
+from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
+
+E = TypeVar("E", bound=enum.Enum)
 
 # Every key `.env` / the environment may set, with its default ("" = unset).
 ENV_DEFAULTS: dict[str, str] = {
@@ -50,11 +53,28 @@ ENV_DEFAULTS: dict[str, str] = {
     "PRICE_BRAIN_TEXT_IN": "",
     "PRICE_BRAIN_TEXT_OUT": "",
     "PRICE_TRANSCRIPTION_PER_MINUTE": "",
+    "LOG_FILE": "",
+    "LOG_MAX_BYTES": "10000000",
+    "LOG_BACKUPS": "5",
+    "LOG_OVERHEARD": "false",
+    "HANDOFF_HISTORY_ROWS": "5000",
 }
 
 
 class SettingsError(Exception):
-    """A setting is missing or invalid; the message says which and where to set it."""
+    """Settings are missing or invalid. Each problem is one sentence saying which setting and what
+    to change; `str()` is the first, `problems` has them all (`handoff check` prints every one)."""
+
+    def __init__(self, *problems: str) -> None:
+        super().__init__(problems[0] if problems else "the settings are invalid")
+        self.problems: tuple[str, ...] = problems or (str(self),)
+
+
+class LogLevel(enum.StrEnum):
+    DEBUG = "DEBUG"
+    INFO = "INFO"
+    WARNING = "WARNING"
+    ERROR = "ERROR"
 
 
 class NoiseReduction(enum.Enum):
@@ -191,6 +211,25 @@ class AudioSettings:
 
 
 @dataclass(frozen=True)
+class LogSettings:
+    """Where the log goes besides stderr, and what it may say."""
+
+    file: Path | None = None  # also log here, rotated (0600)
+    max_bytes: int = 10_000_000  # rotate the file past this size
+    backups: int = 5  # rotated files kept (file.1 ... file.5)
+    overheard: bool = False  # log (and keep in history) the words of speech not addressed to us: debugging only
+
+
+@dataclass(frozen=True)
+class ServiceSettings:
+    """What the daemon leaves in the state folder for `handoff status` and `handoff history`."""
+
+    status_min_interval_s: float = 2.0  # the status file is rewritten on change, at most this often ...
+    status_heartbeat_s: float = 15.0  # ... and at least this often (older than 3 of these: stale)
+    history_max_rows: int = 5000  # commands and what was said; the oldest go past this
+
+
+@dataclass(frozen=True)
 class Settings:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     listener: ListenerSettings = field(default_factory=ListenerSettings)
@@ -204,7 +243,10 @@ class Settings:
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
-    log_level: str = "INFO"
+    tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
+    log_level: LogLevel = LogLevel.INFO
+    log: LogSettings = field(default_factory=LogSettings)
+    service: ServiceSettings = field(default_factory=ServiceSettings)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -234,22 +276,36 @@ def resolve_env(
 
 
 def build_settings(values: Mapping[str, str]) -> Settings:
-    """Turn resolved key/value pairs into the frozen settings object."""
+    """Turn resolved key/value pairs into the frozen settings object. Every value that cannot be
+    used is reported at once (SettingsError.problems), each with what to change."""
+    problems: list[str] = []
+    where = "set it in .env or the environment"
     state_dir = Path(values["HANDOFF_STATE_DIR"]).expanduser() if values.get("HANDOFF_STATE_DIR") else Settings().state_dir
     workspace = Path(values["WORKSPACE_ROOT"]).expanduser() if values.get("WORKSPACE_ROOT") else Path.cwd()
     if not workspace.is_dir():
-        raise SettingsError(f"WORKSPACE_ROOT={workspace} is not a folder; set it in .env or the environment.")
+        problems.append(f"WORKSPACE_ROOT={workspace} is not a folder; {where}.")
     aliases = tuple(a.strip() for a in values.get("WAKE_ALIASES", "").split(",") if a.strip())
     wake_phrase = values.get("WAKE_PHRASE", "").strip()
     if not wake_phrase:
-        raise SettingsError("WAKE_PHRASE is empty; set it in .env or the environment (default: computer).")
+        problems.append(f"WAKE_PHRASE is empty; {where} (default: computer).")
     tasks_config = values.get("HANDOFF_TASKS_CONFIG") or ""
-    noise = values.get("NOISE_REDUCTION", "far_field").strip().lower()
-    try:
-        noise_reduction = NoiseReduction(noise)
-    except ValueError:
-        choices = ", ".join(n.value for n in NoiseReduction)
-        raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
+    noise_reduction = _choice(values, "NOISE_REDUCTION", NoiseReduction, str.lower, problems)
+    log_level = _choice(values, "LOG_LEVEL", LogLevel, str.upper, problems, flag="--log-level")
+    api_key = values.get("OPENAI_API_KEY", "")
+    problems += key_problems(api_key)
+    base_url = values.get("OPENAI_BASE_URL", "").strip()
+    problems += base_url_problems(base_url)
+    log_file = values.get("LOG_FILE", "").strip()
+    log_settings = LogSettings(
+        file=Path(log_file).expanduser() if log_file else None,
+        max_bytes=_number(values, "LOG_MAX_BYTES", 1000, problems),
+        backups=_number(values, "LOG_BACKUPS", 0, problems),
+        overheard=_flag(values, "LOG_OVERHEARD", problems),
+    )
+    history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
+    if problems:
+        raise SettingsError(*problems)
+    assert noise_reduction is not None and log_level is not None
     upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
     follow_up = _seconds(values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
     volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
@@ -262,8 +318,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         conversation=ConversationSettings(follow_up_s=follow_up),
         cost=_cost_settings(values),
         realtime=RealtimeSettings(
-            api_key=values.get("OPENAI_API_KEY", ""),
-            base_url=values.get("OPENAI_BASE_URL") or None,
+            api_key=api_key,
+            base_url=base_url or None,
             realtime_model=values["REALTIME_MODEL"],
             transcribe_model=values["TRANSCRIBE_MODEL"],
             transcribe_language=values.get("TRANSCRIBE_LANGUAGE", "").strip() or None,
@@ -283,7 +339,10 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         workspace_root=workspace.resolve(),
         state_dir=state_dir,
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
-        log_level=values.get("LOG_LEVEL", "INFO").upper(),
+        tasks_config_named=bool(tasks_config),
+        log_level=log_level,
+        log=log_settings,
+        service=ServiceSettings(history_max_rows=history_rows),
     )
 
 
@@ -351,6 +410,66 @@ def _dollars(values: Mapping[str, str], key: str, what: str) -> float | None:
     if not 0 <= amount < float("inf"):  # also refuses nan and inf
         raise SettingsError(f"{key}={raw} is not {what}; set it in .env or the environment.")
     return amount
+
+
+def _number(values: Mapping[str, str], key: str, minimum: int, problems: list[str]) -> int:
+    raw = values.get(key, ENV_DEFAULTS[key]).strip().replace("_", "")
+    if raw.isdigit() and int(raw) >= minimum:
+        return int(raw)
+    problems.append(f"{key}={raw} is not a whole number of at least {minimum}; set it in .env or the environment.")
+    return minimum
+
+
+def _flag(values: Mapping[str, str], key: str, problems: list[str]) -> bool:
+    raw = values.get(key, ENV_DEFAULTS[key]).strip().lower()
+    if raw in ("true", "yes", "on", "1"):
+        return True
+    if raw not in ("false", "no", "off", "0"):
+        problems.append(f"{key}={raw} is neither true nor false; set it in .env or the environment.")
+    return False
+
+
+def _choice(
+    values: Mapping[str, str], key: str, kind: type[E], fold: Callable[[str], str], problems: list[str], flag: str = ""
+) -> E | None:
+    raw = fold(values.get(key, ENV_DEFAULTS[key]).strip())
+    try:
+        return kind(raw)
+    except ValueError:
+        choices = ", ".join(str(member.value) for member in kind)  # type: ignore[attr-defined]
+        also = f"{flag} or " if flag else ""
+        problems.append(f"{key}={raw} is not one of {choices}; set {also}{key} in .env or the environment.")
+        return None
+
+
+def key_problems(key: str) -> list[str]:
+    """What is wrong with the shape of an API key (never the key itself: it is not repeated)."""
+    if not key:
+        return []
+    if any(c.isspace() for c in key):
+        return ["OPENAI_API_KEY has a space or line break in it; paste the key again, without spaces, in .env."]
+    odd = next((c for c in key if not (c.isascii() and c.isprintable())), None)
+    if odd is not None or any(c in "\"'`" for c in key):
+        return ["OPENAI_API_KEY has a character no key has (a pasted quote?); paste the key again, "
+                "without quotes, in .env."]
+    return []
+
+
+def base_url_problems(url: str) -> list[str]:
+    """An OpenAI-compatible base URL: http(s) or ws(s), with a host."""
+    if not url:
+        return []
+    try:
+        parts = urlsplit(url)
+        parts.port  # raises ValueError for a port that is not a number or out of range
+    except ValueError:
+        parts = None
+    if parts is None or parts.scheme not in ("http", "https", "ws", "wss") or not parts.hostname or any(
+        c.isspace() for c in url
+    ):
+        return [f"OPENAI_BASE_URL={url} is not an http(s) or ws(s) URL; write it like "
+                "http://127.0.0.1:8765/v1, or leave it empty for OpenAI."]
+    return []
 
 
 def load_settings(

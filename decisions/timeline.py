@@ -12,6 +12,8 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+from decisions.words import words
+
 log = logging.getLogger("handoff.coordinator")
 
 
@@ -51,8 +53,12 @@ class Timeline:
         clock: Callable[[], float] = time.monotonic,
         printer: Callable[[TimelineEntry], None] | None = None,
         keep: int = 1000,
+        log_overheard: bool = False,
     ):
+        """`log_overheard`: log the words of utterances not addressed to us (a debugging aid;
+        by default only their length is logged: overheard speech is the room's, not ours)."""
         self._clock = clock
+        self.log_overheard = log_overheard
         self._start = clock()
         self.entries: deque[TimelineEntry] = deque(maxlen=keep)
         self._counts: collections.Counter[TimelineKind] = collections.Counter()
@@ -62,7 +68,13 @@ class Timeline:
         entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), text)
         self.entries.append(entry)
         self._counts[entry.kind] += 1
-        log.info("%s: %s", entry.kind, text)
+        if entry.kind is TimelineKind.IGNORED and not self.log_overheard:
+            log.info("ignored an utterance not addressed to me (%d words)", len(words(text)))
+        elif entry.kind is TimelineKind.ERROR:
+            # At WARNING, so a log kept at WARNING still shows a listener that cannot connect.
+            log.warning("%s: %s", entry.kind, text)
+        else:
+            log.info("%s: %s", entry.kind, text)
         for observer in list(self.on_add):
             observer(entry)
 

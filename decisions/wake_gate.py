@@ -41,7 +41,7 @@ class WakeGate:
     def __init__(self, phrase: str, aliases: tuple[str, ...] = (), window_s: float = 8.0) -> None:
         self._phrases = [p for p in (_words(phrase), *(_words(a) for a in aliases)) if p]
         if not self._phrases:
-            raise ValueError("the wake phrase has no words")
+            raise ValueError(f"the wake phrase {phrase!r} has no letters or digits")
         self._window_s = window_s
         self._window_until: float | None = None
 
@@ -102,10 +102,10 @@ class WakeGate:
         """The command as the user said it, minus the wake phrase and its punctuation."""
         # Find where the remaining words begin in the original text, to keep its punctuation/case.
         first = rest[0]
-        for match in word_spans(transcript):
-            token = _words(match.group(0))
+        for span in word_spans(transcript):
+            token = _words(span.text)
             if token and token[0] == first:
-                position = match.start()
+                position = span.start
                 # Make sure the remaining tail really is the rest (not an earlier repeat of the word).
                 if _words(transcript[position:]) == rest:
                     return transcript[position:].strip()

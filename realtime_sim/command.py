@@ -46,6 +46,9 @@ async def serve(config: SimConfig, host: str, port: int) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if not 0 <= args.port <= 65535:
+        print(f"handoff sim: --port {args.port} is not a port number; use 1-65535, or 0 to pick a free one.", file=sys.stderr)
+        return 2
     try:
         config = SimConfig(
             seed=args.seed,
@@ -61,9 +64,9 @@ def run(args: argparse.Namespace) -> int:
         asyncio.run(serve(config, args.host, args.port))
     except KeyboardInterrupt:
         return 0
-    except OSError as exc:
-        print(f"handoff sim: {exc}", file=sys.stderr)
-        return 1
+    except OSError as exc:  # the port is taken, or not ours to use: the user picks another
+        print(f"handoff sim: {exc}; check --host, or pick another --port (0 picks a free one).", file=sys.stderr)
+        return 2
     return 0
 
 

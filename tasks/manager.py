@@ -36,7 +36,7 @@ from tasks.output import OutputSink, OutputTail, Redactor
 from tasks.records import FINAL_STATUSES, TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.runner import MARKER, LaunchError, ProcessRunner, stop_marked, task_environment
 from tasks.state import (
-    Crashed, Exited, Fired, Interrupted, LaunchFailed, Started, StopRequested, TaskEvent, transition,
+    Crashed, Exited, Fired, Interrupted, LaunchFailed, ShutDown, Started, StopRequested, TaskEvent, transition,
 )
 from tasks.store import StoreWorker, TaskStore
 
@@ -67,6 +67,7 @@ class _LiveTask:
     done: asyncio.Event = field(default_factory=asyncio.Event)  # reached a final state
     saved: asyncio.Event = field(default_factory=asyncio.Event)  # ... and that state is stored, its notice queued
     worker: asyncio.Task[None] | None = None  # set once it has a slot
+    caller_told: bool = False  # whoever started it hears at once if it cannot start: no notice then
 
 
 class TaskManager:
@@ -131,9 +132,13 @@ class TaskManager:
         self._timer_worker = self._loop.create_task(self._run_timers(), name="timers")
         self._timer_worker.add_done_callback(self._timer_worker_finished)
 
-    async def close(self) -> None:
-        """Stop every running task's processes and wait for that. Their records stay queued or
-        running, so the next `start` marks them interrupted and announces it."""
+    async def close(self, *, shutdown: bool = False) -> None:
+        """Stop every running task's processes (SIGTERM, grace, SIGKILL) and wait for that.
+
+        `shutdown=True` (handoff itself is stopping): every task still queued or running is
+        recorded as stopped by the shutdown, its notice stored with it, so the next start says
+        so once. Otherwise their records stay queued or running, and the next `start` marks
+        them interrupted (what a crash leaves too)."""
         if self._state == "closed":
             return
         self._state = "closed"
@@ -142,6 +147,11 @@ class TaskManager:
             worker.cancel()
         await asyncio.gather(*workers, return_exceptions=True)
         self._queue.clear()
+        if shutdown:
+            now = self._clock()
+            for live in list(self._live.values()):
+                if live.record.is_active:
+                    self._apply(live, ShutDown(now))  # written before the store worker closes below
         for live in self._live.values():
             live.launched.set()
             live.done.set()
@@ -336,6 +346,7 @@ class TaskManager:
         self._notify(record)
         self._fill_slots()
         if live.worker is not None:
+            live.caller_told = True  # it launches (or fails to) before this call returns
             await live.launched.wait()
             if not live.record.is_active:  # it could not start: its notice is queued before the reply
                 await live.saved.wait()
@@ -369,11 +380,13 @@ class TaskManager:
         try:
             exit_code = await self._launch(live)
         except LaunchError as exc:
-            self._apply(live, LaunchFailed(str(exc), self._clock()))
+            # Said once: in the reply to whoever started it, or (queued, nobody waiting) as a notice.
+            self._apply(live, LaunchFailed(str(exc), self._clock()), announce=not live.caller_told)
         except Exception as exc:  # a bug: it must not take the worker loop (and every later task) with it
             self._bug(f"task {record.id} ({record.name}) failed unexpectedly", exc)
             if live.record.is_active:
-                self._apply(live, Crashed(INTERNAL_ERROR, self._clock()))
+                told = live.caller_told and live.record.started_at is None  # the reply says it could not start
+                self._apply(live, Crashed(INTERNAL_ERROR, self._clock()), announce=not told)
         else:
             self._apply(live, Exited(exit_code, self._clock(), live.tail.lines(), live.tail.line_count))
         finally:
@@ -410,20 +423,25 @@ class TaskManager:
         self._apply(live, Started(pid, self._clock()))
         live.launched.set()
 
-    def _apply(self, live: _LiveTask, event: TaskEvent) -> None:
+    def _apply(self, live: _LiveTask, event: TaskEvent, announce: bool = True) -> None:
         live.record = transition(live.record, event)
         final = live.record.status in FINAL_STATUSES
-        self._record_change(live.record, live.saved if final else None)
+        self._record_change(live.record, live.saved if final else None, announce=announce)
         if final:
             live.done.set()
             self._live.pop(live.record.id, None)
 
-    def _record_change(self, record: TaskRecord, landed: asyncio.Event | None = None, *, late: bool = False) -> None:
+    def _record_change(
+        self, record: TaskRecord, landed: asyncio.Event | None = None, *, late: bool = False, announce: bool = True
+    ) -> None:
         """Persist a new state; a final one with its notice, in one transaction. The write is
         queued on the store's thread (in order) and its notice posted once it has landed."""
-        log.info("task %s (%s) is %s", record.id, record.name, record.status)
-        # None unless it ended worth telling.
-        notice = notice_for(record, self._clock(), self.settings.summary_lines, self.settings.late_after_s, late=late)
+        log.info("task %s (%s) is %s%s", record.id, record.name, record.status, f": {record.error}" if record.error else "")
+        # None unless it ended worth telling (and nobody was told already).
+        notice = (
+            notice_for(record, self._clock(), self.settings.summary_lines, self.settings.late_after_s, late=late)
+            if announce else None
+        )
         saved = self._io.submit(self._store.save_task, record, notice)
         loop = self._loop or asyncio.get_running_loop()
         saved.add_done_callback(lambda future: loop.call_soon_threadsafe(self._saved, record, future, landed))

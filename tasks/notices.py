@@ -25,7 +25,9 @@ from tasks.store import StoreWorker
 log = logging.getLogger(__name__)
 
 # Outcomes worth announcing. A cancel is not: the user just asked for it and heard the reply.
-ANNOUNCED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.INTERRUPTED})
+ANNOUNCED = frozenset(
+    {TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT, TaskStatus.INTERRUPTED, TaskStatus.STOPPED}
+)
 _FINISHED = frozenset({TaskStatus.SUCCEEDED, TaskStatus.FAILED, TaskStatus.TIMED_OUT})
 
 

@@ -17,7 +17,8 @@ class TaskStatus(StrEnum):
     FAILED = "failed"  # non-zero exit, killed by a signal nobody asked for, or could not start
     TIMED_OUT = "timed_out"  # ran past its time limit and was stopped
     CANCELLED = "cancelled"  # the user asked to stop it
-    INTERRUPTED = "interrupted"  # handoff stopped while it was queued or running
+    INTERRUPTED = "interrupted"  # handoff died while it was queued or running (found at the next start)
+    STOPPED = "stopped"  # handoff was stopped (a signal, the end of its input) and stopped it on the way out
 
 
 class TaskKind(StrEnum):
@@ -52,7 +53,7 @@ class TaskRecord:
     finished_at: float | None = None
     pid: int | None = None  # also the process group id: each task leads its own session
     exit_code: int | None = None  # negative: killed by that signal number
-    stop_reason: str | None = None  # "cancel" or "timeout" while a running task is being stopped
+    stop_reason: str | None = None  # "cancel" or "timeout" while a running task is being stopped; "shutdown" once stopped
     error: str | None = None  # why it could not start
     tail: tuple[str, ...] = ()  # the last lines of output (bounded), saved when it ends
     line_count: int = 0  # all lines it printed, including those only in the log

@@ -167,4 +167,8 @@ def status_clause(
         if duration_s is None:
             return f"{spoken} never started because handoff stopped"
         return f"{spoken} was interrupted when handoff stopped"
+    if status == "stopped":
+        if took is None:
+            return f"{spoken} never started: handoff was stopped first"
+        return f"{spoken} was stopped after {took}, when handoff was stopped"
     return f"{spoken} is {status.replace('_', ' ')}"

@@ -3,6 +3,7 @@
     queued --Started--> running --Exited--> succeeded | failed | timed_out | cancelled
     queued --StopRequested(cancel)--> cancelled      queued --LaunchFailed--> failed
     queued | running --Interrupted--> interrupted    (found unfinished after a restart)
+    queued | running --ShutDown--> stopped            (handoff stopped it on its way out)
     queued | running --Crashed--> failed, with the reason  (a bug in running it)
 Timers and reminders have no process: they are created running and end one of two ways:
     running --Fired--> succeeded     running --StopRequested(cancel)--> cancelled
@@ -56,6 +57,13 @@ class Interrupted:
 
 
 @dataclass(frozen=True)
+class ShutDown:
+    """handoff is stopping and has stopped the task's processes (or it never got a slot)."""
+
+    at: float
+
+
+@dataclass(frozen=True)
 class Crashed:
     error: str
     at: float
@@ -68,7 +76,7 @@ class Fired:
     at: float
 
 
-TaskEvent = Started | StopRequested | Exited | LaunchFailed | Interrupted | Crashed | Fired
+TaskEvent = Started | StopRequested | Exited | LaunchFailed | Interrupted | ShutDown | Crashed | Fired
 
 
 def transition(record: TaskRecord, event: TaskEvent) -> TaskRecord:
@@ -87,6 +95,8 @@ def transition(record: TaskRecord, event: TaskEvent) -> TaskRecord:
 
     if isinstance(event, Interrupted):
         return replace(record, status=TaskStatus.INTERRUPTED, finished_at=event.at)
+    if isinstance(event, ShutDown):
+        return replace(record, status=TaskStatus.STOPPED, stop_reason="shutdown", finished_at=event.at)
     if isinstance(event, Crashed):
         return replace(record, status=TaskStatus.FAILED, error=event.error, finished_at=event.at)
 

@@ -127,6 +127,10 @@ class _TaskToolHandlers:
             else:
                 names = [t.name for t in self._manager.config.templates]
                 raise ToolError(f"Say which task to start: {and_list(names)}." if names else "No tasks are set up.")
+        if record.error and record.started_at is None:
+            # It could not start (no such program, no such folder): a failed call, said once.
+            raise ToolError(sentence(status_clause(record.spoken, str(record.status), None, error=record.error,
+                                                   detailed=True)), data={"task": task_data(record, self._clock())})
         return {
             "task": task_data(record, self._clock()),
             "running": self._manager.running_count,

@@ -66,3 +66,31 @@ def test_noise_does_not_consume_an_open_window():
 def test_an_empty_wake_phrase_is_refused():
     with pytest.raises(ValueError):
         WakeGate("!!!")
+
+
+@pytest.mark.parametrize(
+    "phrase, transcript, command",
+    [
+        ("компьютер", "Компьютер, который час?", "который час?"),
+        ("компьютер", "Эй, компьютер: покажи файлы", "покажи файлы"),
+        ("コンピューター", "コンピューター、今何時", "今何時"),
+        ("υπολογιστή", "Υπολογιστή, τι ώρα είναι;", "τι ώρα είναι;"),
+        ("ordinateur", "Ordinateur, quelle heure est-il ?", "quelle heure est-il ?"),
+        ("kompjuter", "Kompjüter, wie spät", "wie spät"),  # accents fold on both sides
+    ],
+)
+def test_wake_phrases_in_any_script(phrase, transcript, command):
+    gate = WakeGate(phrase, aliases=("эй компьютер",) if phrase == "компьютер" else ())
+    assert gate.classify(transcript, now=0.0) == Command(command)
+    assert gate.classify(f"{phrase.capitalize()}.", now=0.0) == WakeOnly()
+
+
+def test_typographic_apostrophes_are_apostrophes():
+    from decisions.words import words
+
+    assert words("What’s up, Café") == words("what's up, cafe") == ["what's", "up", "cafe"]
+
+
+def test_a_phrase_without_letters_or_digits_is_refused():
+    with pytest.raises(ValueError, match="no letters or digits"):
+        WakeGate("!!!")

@@ -194,3 +194,14 @@ async def test_the_next_listener_session_is_ready_before_the_narration_ends(tmp_
         narration_end = next(end for holder, _, end in p.coordinator.core.mute.history if holder == "narration")
         assert configured_at < narration_end
         assert len(p.listener_connections()) == 2  # no connection opened beyond the one warmed up
+
+
+async def test_a_wake_phrase_in_cyrillic_works_end_to_end(tmp_path, sim):
+    # It used to stop the assistant at start ("the wake phrase has no words").
+    async with running_pipeline(tmp_path, sim, wake_phrase="компьютер") as p:
+        sim.script.push_tool_call("echo", {"text": "привет"})
+        before = await p.ask("Компьютер, скажи привет")
+        assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["скажи привет"]
+        assert p.timeline.count("tool") == before["tool"] + 1
+        p.say("Я купил новый компьютер")  # the phrase, but not at the start: not addressed
+        await p.wait(lambda t: t.count("ignored") == before["ignored"] + 1)

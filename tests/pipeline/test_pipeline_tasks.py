@@ -102,3 +102,18 @@ async def test_a_task_is_cancelled_from_the_command_line(tmp_path, sim, capsys, 
     code = await asyncio.to_thread(cli.main, ["tasks", "--state-dir", str(p.settings.state_dir), "start", "backup"])
     err = capsys.readouterr().err
     assert code == 3 and err.startswith("handoff tasks: handoff is not running on ") and len(err.splitlines()) == 1
+
+
+async def test_a_task_whose_program_is_missing_is_said_once_and_logged_as_failed(tmp_path, sim, caplog):
+    ghost = '[tasks.ghost]\nspoken = "the ghost"\nargv = ["no-such-program-xyz"]\ncwd = "."\n'
+    async with running_pipeline(tmp_path, sim, tasks_toml=ghost) as p:
+        sim.script.push_tool_call("start_task", {"name": "ghost"})
+        with caplog.at_level("INFO", logger="handoff"):
+            before = await p.ask("Computer, start the ghost task")
+        said = scripts(p)[-1]
+        assert said == "The ghost could not start: the program no-such-program-xyz was not found."
+        assert "tool start_task finished ok=False" in caplog.text and "ok=True" not in caplog.text
+        assert "succeeded" not in caplog.text
+        # Told in the reply, so nothing more is queued: it is not announced a second time.
+        assert p.coordinator.parts.notices.next_batch(time.time()) is None
+        assert p.timeline.count("notice") == 0 and p.timeline.count("narrated") == before["narrated"] + 1

@@ -1,0 +1,135 @@
+"""`handoff status` (how the running daemon is doing, from its status file) and `handoff history
+[--today]` (what it was asked and what it said). Both only read: safe while the daemon runs."""
+
+from __future__ import annotations
+
+import argparse
+import datetime
+import sqlite3
+import sys
+import time
+from pathlib import Path
+
+from config.settings import load_settings
+from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, read_history
+from service.status import STATUS_FILE, Liveness, Status, liveness, read_status
+
+# Exit codes, as init scripts' `status` uses them: 0 running, 1 running but unwell, 3 not running.
+EXIT_RUNNING = 0
+EXIT_UNHEALTHY = 1
+EXIT_NOT_RUNNING = 3
+
+
+def add_status_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", help="where the daemon keeps its status (HANDOFF_STATE_DIR)")
+
+
+def add_history_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--state-dir", help="where the daemon keeps its history (HANDOFF_STATE_DIR)")
+    parser.add_argument("--today", action="store_true", help="only what happened since midnight")
+    parser.add_argument("--limit", type=int, default=50, help="at most this many entries, the newest (default 50)")
+
+
+def _state_dir(args: argparse.Namespace) -> Path:
+    return load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)}).state_dir
+
+
+def run_status(args: argparse.Namespace) -> int:
+    path = _state_dir(args) / STATUS_FILE
+    status = read_status(path)
+    if status is None:
+        print(f"handoff is not running (no status file at {path}).")
+        return EXIT_NOT_RUNNING
+    now = time.time()
+    state = liveness(status, now)
+    print(describe(status, state, now))
+    if state is Liveness.RUNNING:
+        return EXIT_RUNNING
+    return EXIT_UNHEALTHY if state is Liveness.UNHEALTHY else EXIT_NOT_RUNNING
+
+
+def describe(status: Status, state: Liveness, now: float) -> str:
+    """The status file, readable."""
+    lines = []
+    if state in (Liveness.STOPPED, Liveness.GONE):
+        how = "stopped" if state is Liveness.STOPPED else f"not running: process {status.pid} is gone"
+        lines.append(f"handoff is {how} (last seen {_when(status.updated_at, now)}; it had run {_span(status.updated_at - status.started_at)}).")
+    else:
+        lines.append(f"handoff is {state.value} (pid {status.pid}), up {_span(now - status.started_at)} "
+                     f"(since {_clock(status.started_at)}), now {status.phase}.")  # fmt: skip
+    if status.listener_up and status.session_started_at is not None:
+        listener = f"up, session {status.session} for {_span(now - status.session_started_at)}"
+    else:
+        listener = "down"
+    lines.append(f"listener: {listener}; {status.reconnects} reconnect(s), {status.drops} drop(s), "
+                 f"{status.failed_attempts} failed connection attempt(s)")  # fmt: skip
+    command = status.last_command
+    if command:
+        tools = ", ".join(tool.split("(", 1)[0] for tool in command["tools"]) or "no tool"
+        lines.append(f"last command: \"{command['heard']}\" at {_clock(command['at'])}: {tools}, {command['outcome']}")
+    else:
+        lines.append("last command: none yet")
+    lines.append(f"narrations: {status.narrations} ({status.weak_matches} weak match(es), {status.inexact_reads} inexact read(s))")
+    lines.append(f"tasks: {status.tasks_running} running, {status.tasks_queued} queued")
+    lines.append(f"failures today: {status.failures_today}")
+    cost = f"${status.cost_today_usd:.2f}" if status.cost_today_usd is not None else "not measured yet"
+    lines.append(f"cost today: {cost}")
+    if state is Liveness.UNHEALTHY:
+        why = (f"its status is {_span(now - status.updated_at)} old (it is rewritten every {status.heartbeat_s:g} s)"
+               if status.healthy else "its listener is down and has reported nothing for too long")  # fmt: skip
+        lines.append(f"unhealthy: {why}; see its log (journalctl --user -u handoff).")
+    return "\n".join(lines)
+
+
+def run_history(args: argparse.Namespace) -> int:
+    path = _state_dir(args) / HISTORY_FILE
+    if not path.exists():
+        print(f"No history yet (nothing at {path}).")
+        return 0
+    since = None
+    if args.today:
+        since = datetime.datetime.combine(datetime.date.today(), datetime.time()).timestamp()
+    try:
+        entries = read_history(path, since=since, limit=max(1, args.limit))
+    except sqlite3.Error as exc:
+        print(f"handoff history: {path} cannot be read ({exc}); is it a handoff history file?", file=sys.stderr)
+        return 1
+    if not entries:
+        print("Nothing today." if args.today else "No history yet.")
+    for entry in entries:
+        print(format_entry(entry))
+    return 0
+
+
+def format_entry(entry: HistoryEntry) -> str:
+    when = datetime.datetime.fromtimestamp(entry.at).strftime("%Y-%m-%d %H:%M:%S")
+    pad = " " * len(when)
+    if entry.kind is HistoryKind.COMMAND:
+        lines = [f"{when}  asked: {entry.heard}"]
+        if entry.tools:
+            lines.append(f"{pad}  ran:   {'; '.join(entry.tools)}")
+        lines.append(f"{pad}  said:  {entry.said}" if entry.said else f"{pad}  ({entry.outcome})")
+        return "\n".join(lines)
+    if entry.kind is HistoryKind.OVERHEARD:
+        return f"{when}  overheard (not addressed): {entry.heard}"
+    return f"{when}  said ({entry.kind}): {entry.said}"
+
+
+def _span(seconds: float) -> str:
+    seconds = max(0, int(seconds))
+    if seconds < 60:
+        return f"{seconds} s"
+    minutes, hours, days = seconds // 60, seconds // 3600, seconds // 86400
+    if seconds < 3600:
+        return f"{minutes} min"
+    if seconds < 86400:
+        return f"{hours} h {minutes % 60} min"
+    return f"{days} d {hours % 24} h"
+
+
+def _clock(at: float) -> str:
+    return datetime.datetime.fromtimestamp(at).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _when(at: float, now: float) -> str:
+    return f"{_clock(at)}, {_span(now - at)} ago"

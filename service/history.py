@@ -1,0 +1,197 @@
+"""What handoff was asked and what it said, for `handoff history`: a bounded SQLite table in
+the state folder (0600), fed from the coordinator's timeline.
+
+Only what was addressed to it is kept: the command, the tools it ran, what the narrator read,
+and the notices and connection messages it said unasked. Overheard speech (utterances the wake
+gate ignored) is never stored unless LOG_OVERHEARD=true says so (a debugging aid).
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import enum
+import json
+import logging
+import os
+import sqlite3
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from decisions.coordinator import NarrationKind
+from decisions.timeline import TimelineEntry, TimelineKind
+
+log = logging.getLogger("handoff.service")
+
+HISTORY_FILE = "history.db"
+
+
+class HistoryKind(enum.StrEnum):
+    COMMAND = "command"  # addressed to it: what was asked, run and answered
+    NOTICE = "notice"  # said unasked: a background task's outcome
+    STATUS = "status"  # said unasked: the connection's trouble or recovery
+    OVERHEARD = "overheard"  # not addressed (kept only with LOG_OVERHEARD=true)
+
+
+class Outcome(enum.StrEnum):
+    IN_PROGRESS = "in progress"
+    ANSWERED = "answered"  # a tool's result, or the model's own text, was read out
+    APOLOGISED = "apologised"  # routing failed or timed out: the apology was read out
+    SAID = "said"  # a notice or status message was read out
+    IGNORED = "ignored"
+
+
+@dataclass
+class HistoryEntry:
+    at: float  # wall clock, when it was heard (or said, for what was said unasked)
+    kind: HistoryKind
+    heard: str = ""  # the command as routed (or the overheard words)
+    tools: list[str] = field(default_factory=list)  # "name(arguments)" for each call
+    said: str = ""  # what the narrator read
+    outcome: Outcome = Outcome.IN_PROGRESS
+
+
+_OUTCOMES = {
+    NarrationKind.ANSWER: Outcome.ANSWERED,
+    NarrationKind.FALLBACK: Outcome.ANSWERED,
+    NarrationKind.ERROR: Outcome.APOLOGISED,
+}
+
+
+class HistoryTracker:
+    """Turns timeline entries into history entries (pure: no I/O). `on_done` gets each finished
+    entry; `current` is the command in progress, or the last one finished."""
+
+    def __init__(
+        self, on_done: Callable[[HistoryEntry], None], keep_overheard: bool, clock: Callable[[], float] = time.time
+    ) -> None:
+        self._on_done = on_done
+        self._keep_overheard = keep_overheard
+        self._clock = clock
+        self._open: HistoryEntry | None = None
+        self._script = ""  # the last script the narrator started reading
+        self.last_command: HistoryEntry | None = None
+
+    def observe(self, entry: TimelineEntry) -> None:
+        match entry.kind:
+            case TimelineKind.COMMAND:
+                self._finish(self._open)  # one command at a time: an unfinished one is left as it was
+                self._open = self.last_command = HistoryEntry(self._clock(), HistoryKind.COMMAND, heard=entry.text)
+            case TimelineKind.TOOL if self._open is not None:
+                self._open.tools.append(entry.text)
+            case TimelineKind.NARRATING:
+                self._script = entry.text
+            case TimelineKind.NARRATED:
+                self._narrated(entry.text)
+            case TimelineKind.IGNORED if self._keep_overheard:
+                self._on_done(HistoryEntry(self._clock(), HistoryKind.OVERHEARD, heard=entry.text, outcome=Outcome.IGNORED))
+
+    def _narrated(self, text: str) -> None:
+        try:
+            kind = NarrationKind(text.split(" ", 1)[0])  # "answer (similarity 0.97, attempts 1)"
+        except ValueError:
+            log.warning("history: a narration of an unknown kind: %r", text)
+            return
+        if kind in _OUTCOMES and self._open is not None:
+            self._open.said, self._open.outcome = self._script, _OUTCOMES[kind]
+            self._finish(self._open)
+            self._open = None
+        elif kind in (NarrationKind.NOTICE, NarrationKind.STATUS):
+            unasked = HistoryKind.NOTICE if kind is NarrationKind.NOTICE else HistoryKind.STATUS
+            self._on_done(HistoryEntry(self._clock(), unasked, said=self._script, outcome=Outcome.SAID))
+
+    def _finish(self, entry: HistoryEntry | None) -> None:
+        if entry is not None:
+            self._on_done(entry)
+
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS history (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    at REAL NOT NULL,
+    kind TEXT NOT NULL,
+    heard TEXT NOT NULL,
+    tools TEXT NOT NULL,
+    said TEXT NOT NULL,
+    outcome TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS history_by_time ON history(at);
+"""
+
+
+class HistoryStore:
+    """The table, written on a thread of its own (in order, off the event loop) and capped at
+    `max_rows` (the oldest go). `close()` waits for every write: nothing said is lost on a
+    clean stop."""
+
+    def __init__(self, path: Path, max_rows: int) -> None:
+        self.path = path
+        self._max_rows = max_rows
+        self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="history")
+        self._local = threading.local()
+        self.failures = 0
+
+    def add(self, entry: HistoryEntry) -> None:
+        """Queue `entry` to be written; does not wait."""
+        self._executor.submit(self._write, entry).add_done_callback(self._log_failure)
+
+    def close(self) -> None:
+        self._executor.submit(self._close_connection)
+        self._executor.shutdown(wait=True)
+
+    def _connection(self) -> sqlite3.Connection:
+        db = getattr(self._local, "db", None)
+        if db is None:
+            db = self._local.db = open_private_db(self.path)
+            db.executescript(_SCHEMA)
+        return db
+
+    def _write(self, entry: HistoryEntry) -> None:
+        db = self._connection()
+        with db:
+            db.execute(
+                "INSERT INTO history (at, kind, heard, tools, said, outcome) VALUES (?, ?, ?, ?, ?, ?)",
+                (entry.at, str(entry.kind), entry.heard, json.dumps(entry.tools), entry.said, str(entry.outcome)),
+            )
+            db.execute("DELETE FROM history WHERE id <= (SELECT MAX(id) FROM history) - ?", (self._max_rows,))
+
+    def _close_connection(self) -> None:
+        db = getattr(self._local, "db", None)
+        if db is not None:
+            db.close()
+            self._local.db = None
+
+    def _log_failure(self, future: "concurrent.futures.Future[None]") -> None:
+        error = future.exception()
+        if error is not None:  # a full disk, a damaged file: the assistant goes on without history
+            self.failures += 1
+            log.error("could not write to the history %s: %s", self.path, error)
+
+
+def open_private_db(path: Path, readonly: bool = False) -> sqlite3.Connection:
+    """A SQLite database only its owner may read; created 0600 before SQLite touches it (its
+    journal files take the database's permissions)."""
+    if readonly:
+        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
+    os.chmod(path, 0o600)
+    return sqlite3.connect(path, timeout=5.0)
+
+
+def read_history(path: Path, since: float | None = None, limit: int = 50) -> list[HistoryEntry]:
+    """The newest `limit` entries (from `since`, wall clock), oldest first."""
+    db = open_private_db(path, readonly=True)
+    try:
+        rows = db.execute(
+            "SELECT at, kind, heard, tools, said, outcome FROM history WHERE at >= ? ORDER BY id DESC LIMIT ?",
+            (since or 0.0, limit),
+        ).fetchall()
+    finally:
+        db.close()
+    return [
+        HistoryEntry(at, HistoryKind(kind), heard, json.loads(tools), said, Outcome(outcome))
+        for at, kind, heard, tools, said, outcome in reversed(rows)
+    ]

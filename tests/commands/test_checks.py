@@ -1,0 +1,225 @@
+"""Everything checked at start, and `handoff check`: each bad input is one sentence saying what
+to change and an exit code, never a traceback (issue 13, part 1)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from commands import cli
+from commands.checks import BRAIN_MODELS, REALTIME_MODELS, TRANSCRIBE_MODELS, VOICES, template_problems
+from tasks.config import parse_task_config
+
+REPO = Path(__file__).resolve().parents[2]
+KEY = "sk-check-test-0123456789"
+
+
+@pytest.fixture
+def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A clean environment: no .env (cwd is tmp_path), no OPENAI_* or handoff settings inherited."""
+    for name in list(os.environ):
+        if name.startswith(("OPENAI_", "HANDOFF_", "LOG_", "WAKE_", "READER_", "REALTIME_", "TRANSCRIBE_", "BRAIN_")):
+            monkeypatch.delenv(name)
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HANDOFF_STATE_DIR", str(tmp_path / "state"))
+    return tmp_path
+
+
+def handoff(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = cli.main(list(argv))
+    captured = capsys.readouterr()
+    return code, captured.out, captured.err
+
+
+def one_line(err: str) -> str:
+    lines = err.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+# -- the inputs the issue names, each: one line, exit 2 -----------------------------------------------
+
+
+def test_sim_on_a_port_that_does_not_exist(home, capsys) -> None:
+    code, _, err = handoff(capsys, "sim", "--port", "99999")
+    assert code == 2
+    assert one_line(err) == "handoff sim: --port 99999 is not a port number; use 1-65535, or 0 to pick a free one."
+
+
+def test_an_unknown_log_level(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, _, err = handoff(capsys, "run", "--log-level", "LOUD")
+    assert code == 2
+    assert one_line(err) == (
+        "handoff: LOG_LEVEL=LOUD is not one of DEBUG, INFO, WARNING, ERROR; "
+        "set --log-level or LOG_LEVEL in .env or the environment."
+    )
+
+
+def test_a_state_dir_that_is_a_file(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    a_file = home / "not-a-folder"
+    a_file.write_text("x")
+    code, _, err = handoff(capsys, "run", "--state-dir", str(a_file))
+    assert code == 2
+    assert one_line(err) == (
+        f"handoff: HANDOFF_STATE_DIR={a_file} is a file, not a folder; "
+        "point --state-dir or HANDOFF_STATE_DIR at a folder handoff may write to."
+    )
+
+
+def test_a_state_dir_under_proc(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, _, err = handoff(capsys, "run", "--state-dir", "/proc/handoff-state")
+    assert code == 2
+    line = one_line(err)
+    assert line.startswith("handoff: HANDOFF_STATE_DIR=/proc/handoff-state cannot be written (")
+    assert line.endswith("point --state-dir or HANDOFF_STATE_DIR at a folder handoff may write to.")
+
+
+def test_demo_output_into_a_folder(home, capsys) -> None:
+    code, _, err = handoff(capsys, "demo", "--output-wav", str(home))
+    assert code == 2
+    assert one_line(err) == f"handoff demo: --output-wav {home} is a folder; give a file name, like {home / 'out.wav'}."
+
+
+def test_an_unknown_voice_is_refused_with_the_list(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("READER_VOICE", "robot")
+    code, _, err = handoff(capsys, "run")
+    assert code == 2
+    assert one_line(err) == (
+        "handoff: READER_VOICE=robot is not a voice the narrator has; "
+        "use one of alloy, ash, ballad, coral, echo, sage, shimmer, verse, marin, cedar."
+    )
+
+
+@pytest.mark.parametrize("bad", ["sk-abc\u201d123456789", "\u201csk-abc123456789", "sk-abc\u00a0123456789"])
+def test_a_key_with_a_pasted_quote_or_space(home, capsys, monkeypatch, bad: str) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", bad)
+    code, _, err = handoff(capsys, "run")
+    assert code == 2
+    line = one_line(err)
+    assert line.startswith("handoff: OPENAI_API_KEY has a ") and "paste the key again" in line
+    assert "abc" not in line  # the key is never repeated
+
+
+@pytest.mark.parametrize("url", ["localhost:8765", "ftp://example.com/v1", "http://", "http://host:99999/v1"])
+def test_a_base_url_that_is_no_url(home, capsys, monkeypatch, url: str) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, _, err = handoff(capsys, "run", "--base-url", url)
+    assert code == 2
+    assert one_line(err) == (
+        f"handoff: OPENAI_BASE_URL={url} is not an http(s) or ws(s) URL; "
+        "write it like http://127.0.0.1:8765/v1, or leave it empty for OpenAI."
+    )
+
+
+def test_a_named_tasks_file_that_is_missing(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("HANDOFF_TASKS_CONFIG", str(home / "missing.toml"))
+    code, _, err = handoff(capsys, "run")
+    assert code == 2
+    assert one_line(err) == (
+        f"handoff: HANDOFF_TASKS_CONFIG={home / 'missing.toml'} does not exist; create it (see "
+        "tasks/example_tasks.toml) or leave HANDOFF_TASKS_CONFIG empty."
+    )
+
+
+def test_every_problem_is_reported_at_once(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("NOISE_REDUCTION", "loud")
+    code, _, err = handoff(capsys, "run", "--log-level", "LOUD", "--base-url", "nope")
+    assert code == 2 and "Traceback" not in err
+    assert [line.split("=")[0] for line in err.strip().splitlines()] == [
+        "handoff: NOISE_REDUCTION", "handoff: LOG_LEVEL", "handoff: OPENAI_BASE_URL",
+    ]  # fmt: skip
+
+
+def test_the_real_entry_point_prints_one_line(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
+    env.update(PYTHONPATH=str(REPO), OPENAI_API_KEY=KEY, HANDOFF_STATE_DIR=str(tmp_path / "state"), READER_VOICE="robot")
+    result = subprocess.run([sys.executable, "-m", "commands.cli", "run"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    assert one_line(result.stderr).startswith("handoff: READER_VOICE=robot is not a voice")
+
+
+# -- `handoff check` ----------------------------------------------------------------------------------
+
+
+def test_check_passes_a_good_setup(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, out, _ = handoff(capsys, "check")
+    assert code == 0
+    assert out.strip().splitlines()[-1].startswith(f"ok: settings, voice, models, wake phrase, state folder {home / 'state'}")
+
+
+def test_check_warns_about_an_unknown_model_but_passes(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("REALTIME_MODEL", "gpt-realtme")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 0
+    assert out.splitlines()[0] == (
+        "warning: REALTIME_MODEL=gpt-realtme is not a model the installed openai library knows; "
+        "did you mean gpt-realtime? handoff will try it anyway, so check the spelling."
+    )
+
+
+def test_check_reports_a_task_whose_program_does_not_exist(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    tasks = home / "tasks.toml"
+    tasks.write_text('[tasks.ghost]\nargv = ["no-such-program-xyz"]\ncwd = "."\n'
+                     '[tasks.nowhere]\nargv = ["sh", "-c", "true"]\ncwd = "gone"\n')  # fmt: skip
+    monkeypatch.setenv("HANDOFF_TASKS_CONFIG", str(tasks))
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2
+    lines = out.strip().splitlines()
+    assert lines[0].startswith(f"problem: The task template 'ghost' in {tasks} runs no-such-program-xyz, which is not on PATH (")
+    assert lines[1] == f"problem: The task template 'nowhere' in {tasks} runs in {home / 'gone'}, which is not a folder; create it or change cwd."
+    assert lines[-1] == "0 error(s), 2 problem(s) to fix."
+
+
+def test_check_lists_every_settings_error(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("LOG_LEVEL", "LOUD")
+    monkeypatch.setenv("OPENAI_BASE_URL", "nope")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2
+    assert [line.split("=")[0] for line in out.strip().splitlines()] == ["error: LOG_LEVEL", "error: OPENAI_BASE_URL"]
+
+
+def test_check_accepts_a_wake_phrase_in_another_script(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("WAKE_PHRASE", "компьютер")
+    monkeypatch.setenv("TRANSCRIBE_LANGUAGE", "ru")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 0, out
+    monkeypatch.setenv("WAKE_PHRASE", "?!")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2 and "error: WAKE_PHRASE=?! has no letters or digits" in out
+
+
+def test_programs_are_found_relative_to_their_folder_and_on_the_given_path(tmp_path: Path) -> None:
+    script = tmp_path / "build.sh"
+    script.write_text("#!/bin/sh\n")
+    script.chmod(0o755)
+    config = parse_task_config(
+        {"tasks": {"build": {"argv": ["./build.sh"]}, "sh": {"argv": ["sh"]}, "plain": {"argv": ["./missing.sh"]}}},
+        base_dir=tmp_path,
+    )
+    config = type(config)(templates=tuple(t.__class__(**{**t.__dict__, "cwd": tmp_path}) for t in config.templates))
+    assert template_problems(config, search_path="/usr/bin:/bin") == [
+        "The task template 'plain' runs ./missing.sh, which is not an executable file; fix argv or the file."
+    ]
+    assert "not on PATH (/nowhere)" in template_problems(config, search_path="/nowhere")[0]
+
+
+def test_known_lists_come_from_the_sdk() -> None:
+    assert "marin" in VOICES and "cedar" in VOICES and "robot" not in VOICES
+    assert "gpt-realtime" in REALTIME_MODELS and "gpt-4o-mini-transcribe" in TRANSCRIBE_MODELS
+    assert "gpt-5.2" in BRAIN_MODELS  # the defaults are known, so a default setup has no warning

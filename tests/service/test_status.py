@@ -1,0 +1,196 @@
+"""`handoff status` and `handoff history`: the status file and the history store, alone and
+written by a daemon running against the simulator (issue 13, part 5)."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import stat
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable
+
+import pytest
+
+from commands import cli
+from decisions.timeline import TimelineEntry, TimelineKind
+from realtime_sim import SimServer
+from service.history import HistoryEntry, HistoryKind, HistoryStore, HistoryTracker, Outcome, read_history
+from service.status import Liveness, Probes, StatusTracker, liveness, process_start, read_status, write_status
+from tests.support.daemon import daemon_env, running_daemon, spoken_wav
+
+
+def entry(kind: TimelineKind, text: str) -> TimelineEntry:
+    return TimelineEntry(0.0, kind, text)
+
+
+A_COMMAND = [
+    entry(TimelineKind.IGNORED, "did you feed the cat"),
+    entry(TimelineKind.HEARD, "Computer, what time is it?"),
+    entry(TimelineKind.COMMAND, "what time is it?"),
+    entry(TimelineKind.TOOL, "get_time({})"),
+    entry(TimelineKind.NARRATING, "It's 3:05 PM."),
+    entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)"),
+    entry(TimelineKind.NOTICE, "The backup finished in two minutes."),
+    entry(TimelineKind.NARRATING, "The backup finished in two minutes."),
+    entry(TimelineKind.NARRATED, "notice (similarity 0.95, attempts 1)"),
+    entry(TimelineKind.COMMAND, "do something odd"),
+    entry(TimelineKind.ERROR, "routing 'do something odd' failed: no response"),
+    entry(TimelineKind.NARRATING, "Sorry, I couldn't do that."),
+    entry(TimelineKind.NARRATED, "error (similarity 1.00, attempts 1)"),
+]
+
+
+def tracked(keep_overheard: bool) -> tuple[list[HistoryEntry], HistoryTracker]:
+    done: list[HistoryEntry] = []
+    tracker = HistoryTracker(done.append, keep_overheard, clock=lambda: 1000.0)
+    for item in A_COMMAND:
+        tracker.observe(item)
+    return done, tracker
+
+
+def test_history_keeps_commands_their_tools_and_what_was_said_but_not_overheard_speech() -> None:
+    done, tracker = tracked(keep_overheard=False)
+    assert done == [
+        HistoryEntry(1000.0, HistoryKind.COMMAND, "what time is it?", ["get_time({})"], "It's 3:05 PM.", Outcome.ANSWERED),
+        HistoryEntry(1000.0, HistoryKind.NOTICE, "", [], "The backup finished in two minutes.", Outcome.SAID),
+        HistoryEntry(1000.0, HistoryKind.COMMAND, "do something odd", [], "Sorry, I couldn't do that.", Outcome.APOLOGISED),
+    ]
+    assert tracker.last_command is done[-1]
+
+
+def test_overheard_speech_is_kept_only_when_the_debug_setting_says_so() -> None:
+    done, _ = tracked(keep_overheard=True)
+    assert done[0] == HistoryEntry(1000.0, HistoryKind.OVERHEARD, "did you feed the cat", outcome=Outcome.IGNORED)
+
+
+def test_the_history_store_is_private_capped_and_flushed_on_close(tmp_path: Path) -> None:
+    path = tmp_path / "state" / "history.db"
+    store = HistoryStore(path, max_rows=3)
+    for n in range(5):
+        store.add(HistoryEntry(1000.0 + n, HistoryKind.COMMAND, f"command {n}", [], "ok", Outcome.ANSWERED))
+    store.close()
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [e.heard for e in read_history(path)] == ["command 2", "command 3", "command 4"]  # the oldest went
+    assert [e.heard for e in read_history(path, since=1004.0)] == ["command 4"]
+    assert [e.heard for e in read_history(path, limit=1)] == ["command 4"]
+
+
+def status_tracker(clock: Callable[[], float], up: bool = True) -> StatusTracker:
+    probes = Probes(listener_up=lambda: up, phase=lambda: "listening", sessions_opened=lambda: 3,
+                    session_age_s=lambda: 60.0, weak_matches=lambda: 1, inexact_reads=lambda: 2)  # fmt: skip
+    return StatusTracker(probes, heartbeat_s=15.0, clock=clock)
+
+
+def test_the_status_file_is_written_atomically_and_privately(tmp_path: Path) -> None:
+    now = [time.time()]
+    tracker = status_tracker(lambda: now[0])
+    for item in A_COMMAND:
+        tracker.observe(item)
+    tracker.observe(entry(TimelineKind.ERROR, "listener connection attempt 1 failed: refused"))
+    tracker.task_changed(7, "running", active=True)
+    tracker.task_changed(8, "queued", active=True)
+    tracker.task_changed(8, "cancelled", active=False)
+    path = tmp_path / "status.json"
+    write_status(path, tracker.snapshot(healthy=True))
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    assert [p.name for p in tmp_path.iterdir()] == ["status.json"]  # no temporary file left behind
+    status = read_status(path)
+    assert status is not None and status.pid == os.getpid()
+    assert (status.session, status.reconnects, status.failed_attempts, status.narrations) == (3, 2, 1, 3)
+    assert (status.weak_matches, status.inexact_reads, status.tasks_running, status.tasks_queued) == (1, 2, 1, 0)
+    assert status.failures_today == 2 and status.cost_today_usd is None
+    assert liveness(status, now[0]) is Liveness.RUNNING
+    assert liveness(status, now[0] + 46) is Liveness.UNHEALTHY  # more than three heartbeats old: stuck
+
+
+def test_a_dead_or_reused_pid_means_not_running(tmp_path: Path) -> None:
+    tracker = status_tracker(time.time)
+    gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    status = tracker.snapshot(healthy=True)
+    status.pid = int(gone.stdout)
+    assert liveness(status, time.time()) is Liveness.GONE
+    status.pid, status.process_start = os.getpid(), (process_start(os.getpid()) or 0) + 1  # our pid, another start
+    assert liveness(status, time.time()) is Liveness.GONE
+
+
+@pytest.mark.parametrize(
+    ("shift", "code", "first_line"),
+    [(0, 0, "handoff is running (pid "), (120, 1, "handoff is unhealthy (pid ")],
+)
+def test_status_command_exit_codes(tmp_path: Path, capsys, monkeypatch, shift: float, code: int, first_line: str) -> None:
+    monkeypatch.chdir(tmp_path)
+    write_status(tmp_path / "status.json", status_tracker(lambda: time.time() - shift).snapshot(healthy=True))
+    assert cli.main(["status", "--state-dir", str(tmp_path)]) == code
+    out = capsys.readouterr().out
+    assert out.startswith(first_line)
+    if code:
+        assert "unhealthy: its status is 2 min old (it is rewritten every 15 s)" in out
+
+
+def test_status_without_a_daemon(tmp_path: Path, capsys, monkeypatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["status", "--state-dir", str(tmp_path)]) == 3
+    assert capsys.readouterr().out.strip() == f"handoff is not running (no status file at {tmp_path / 'status.json'})."
+
+
+async def eventually(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+    """Poll for a file's contents (nothing signals a write to another process's file)."""
+    async with asyncio.timeout(timeout):
+        while not predicate():
+            await asyncio.sleep(0.1)
+
+
+def handoff_out(tmp_path: Path, *args: str) -> tuple[int, str]:
+    result = subprocess.run([sys.executable, "-m", "commands.cli", *args, "--state-dir", str(tmp_path / "state")],
+                            cwd=tmp_path, capture_output=True, text=True, timeout=60,
+                            env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])})  # fmt: skip
+    assert "Traceback" not in result.stderr, result.stderr
+    return result.returncode, result.stdout
+
+
+async def test_status_and_history_of_a_daemon_on_the_simulator(tmp_path: Path, sim: SimServer) -> None:
+    sim.script.push_transcript("I think we should paint the kitchen blue.")  # overheard
+    sim.script.push_transcript("Computer, echo hello from the service")
+    sim.script.push_tool_call("echo", {"text": "hello from the service"})
+    sim.script.push_transcript("Computer, what time is it?")
+    sim.script.push_tool_call("get_time", {})
+    wav = spoken_wav(tmp_path / "mic.wav", utterances=3, seconds_after=120)
+    env = daemon_env(tmp_path, sim.base_url)
+    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
+        await daemon.wait_line(r"narrated: answer", count=2)
+        status_path = tmp_path / "state" / "status.json"
+
+        def answered() -> bool:
+            status = read_status(status_path)
+            return status is not None and (status.last_command or {}).get("heard") == "what time is it?" \
+                and status.last_command["outcome"] == "answered" and status.phase == "listening"
+
+        await eventually(answered)
+        code, out = await asyncio.to_thread(handoff_out, tmp_path, "status")
+        assert code == 0, out
+        lines = out.splitlines()
+        assert lines[0].startswith("handoff is running (pid ") and lines[0].endswith(", now listening.")
+        assert lines[1].startswith("listener: up, session 3 for ")  # a fresh session after each answer
+        assert lines[2].startswith('last command: "what time is it?" at ') and lines[2].endswith(": get_time, answered")
+        assert lines[3].startswith("narrations: 2 (")
+        assert lines[4:] == ["tasks: 0 running, 0 queued", "failures today: 0", "cost today: not measured yet"]
+
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.exited(timeout=10) == 0, daemon.log
+    code, out = await asyncio.to_thread(handoff_out, tmp_path, "status")
+    assert code == 3 and out.startswith("handoff is stopped (last seen ")
+    code, out = await asyncio.to_thread(handoff_out, tmp_path, "history", "--today")
+    assert code == 0
+    lines = out.splitlines()
+    assert lines[0].endswith("  asked: echo hello from the service")
+    assert lines[1].strip() == 'ran:   echo({"text": "hello from the service"})'
+    assert lines[2].strip().startswith("said:  ") and "hello from the service" in lines[2]
+    assert lines[3].endswith("  asked: what time is it?") and lines[4].strip() == "ran:   get_time({})"
+    assert "kitchen" not in out  # overheard speech is not kept (nor logged word for word)
+    assert "kitchen" not in daemon.log
+    assert "ignored an utterance not addressed to me (8 words)" in daemon.log
+    assert stat.S_IMODE((tmp_path / "state" / "history.db").stat().st_mode) == 0o600
