@@ -33,6 +33,8 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_STATE_DIR": "",
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
+    "NARRATOR_WARM": "true",
+    "NARRATOR_WARM_MAX_AGE_S": "3000",
 }
 
 
@@ -83,6 +85,10 @@ class NarratorSettings:
     echo_margin_s: float = 0.3  # mic stays muted this long after playback ends, so the tail is not heard
     response_timeout_s: float = 60.0  # a narration that produces nothing for this long is abandoned
     max_script_chars: int = 1200  # longer scripts are cut at a sentence boundary
+    # Keep one fresh session connected and configured ahead of need, so a narration costs one
+    # response.create instead of a connect and a session.update (two round trips) first.
+    warm: bool = True
+    warm_max_age_s: float = 50 * 60.0  # the spare is replaced before the server's 60-minute cap
 
 
 @dataclass(frozen=True)
@@ -177,6 +183,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     except ValueError:
         choices = ", ".join(n.value for n in NoiseReduction)
         raise SettingsError(f"NOISE_REDUCTION={noise} is not one of {choices}; set it in .env or the environment.") from None
+    narrator_warm = _flag(values, "NARRATOR_WARM")
+    warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
     return Settings(
         realtime=RealtimeSettings(
             api_key=values.get("OPENAI_API_KEY", ""),
@@ -188,6 +196,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             reader_voice=values["READER_VOICE"],
         ),
         listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases),
+        narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"]),
         audio=AudioSettings(
             input_device=values.get("AUDIO_INPUT_DEVICE") or None,
@@ -198,6 +207,26 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
         log_level=values.get("LOG_LEVEL", "INFO").upper(),
     )
+
+
+def _flag(values: Mapping[str, str], key: str) -> bool:
+    text = values.get(key, ENV_DEFAULTS[key]).strip().lower()
+    if text in ("true", "1", "yes", "on"):
+        return True
+    if text in ("false", "0", "no", "off"):
+        return False
+    raise SettingsError(f"{key}={text} is neither true nor false; set it in .env or the environment.")
+
+
+def _positive_seconds(values: Mapping[str, str], key: str) -> float:
+    text = values.get(key, ENV_DEFAULTS[key]).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise SettingsError(f"{key}={text} is not a positive number of seconds; set it in .env or the environment.")
+    return seconds
 
 
 def load_settings(

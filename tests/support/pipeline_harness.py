@@ -42,12 +42,15 @@ def fast_settings(
     state_dir: Path,
     tasks_config: Path | None = None,
     connect_timeout_s: float = 5.0,
+    narrator_warm: bool = False,
     **listener: object,
 ) -> Settings:
+    """Millisecond timeouts. The narrator starts cold unless `narrator_warm`: most tests script
+    what the *first* connection meets, and a warm narrator would race the listener for it."""
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
-        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
+        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0, warm=narrator_warm),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=0.5),
         workspace_root=workspace,
@@ -130,6 +133,7 @@ async def running_pipeline(
     tasks_toml: str | None = None,
     speaker: MemorySpeaker | None = None,
     connect_timeout_s: float = 5.0,
+    narrator_warm: bool = False,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -140,7 +144,7 @@ async def running_pipeline(
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
-        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, **listener
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, narrator_warm, **listener
     )
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=MIC_PACE)
