@@ -92,6 +92,19 @@ class NarratorSettings:
 
 
 @dataclass(frozen=True)
+class EchoSettings:
+    """The listener's echo gate (`audio_io.echo.EchoSuppressor`); defaults suit a desk speaker
+    and microphone. Tuning, not user settings: no environment keys."""
+
+    max_delay_ms: int = 150  # the longest speaker -> mic delay expected (device buffers + air)
+    unlearnt_gain_db: float = 0.0  # echo level assumed (relative to what was played) until learnt
+    margin_db: float = 6.0  # a slot is speech when it beats the expected echo by this much
+    decay_db_per_s: float = 300.0  # the room's reverberation after the reference stops (RT60 0.2 s)
+    floor_rms: float = 25.0  # expected echo below this (about -62 dBFS) suppresses nothing
+    loud_rms: float = 300.0  # reference slots at least this loud teach the echo path
+
+
+@dataclass(frozen=True)
 class BrainSettings:
     """The text model behind `ask_brain`."""
 
@@ -131,6 +144,7 @@ class Settings:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     listener: ListenerSettings = field(default_factory=ListenerSettings)
     narrator: NarratorSettings = field(default_factory=NarratorSettings)
+    echo: EchoSettings = field(default_factory=EchoSettings)
     brain: BrainSettings = field(default_factory=BrainSettings)
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     audio: AudioSettings = field(default_factory=AudioSettings)
