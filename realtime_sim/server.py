@@ -48,6 +48,7 @@ class ConnectionRecord:
     model: str | None = None  # the `model` query parameter
     role: Role = "unknown"  # "listener" (text-only), "narrator" (audio out), "unknown" (not configured yet)
     handshake_status: int | None = None  # 101 upgraded; 401/500 refused at the handshake
+    opened_at: float = field(default_factory=time.monotonic)  # when the client's request arrived
     received: list[dict[str, Any]] = field(default_factory=list)  # client events
     # time.monotonic() of each received event, when the server handled it (after the network delay)
     received_at: list[float] = field(default_factory=list)
