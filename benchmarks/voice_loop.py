@@ -96,8 +96,18 @@ class FirstAudioSpeaker(MemorySpeaker):
         super().play(pcm)
 
 
-async def result_to_audio(rtt_ms: float, warm: bool, narrations: int, root: Path) -> list[float]:
-    """Seconds from 'the script is ready' to its first audio at the speaker, per narration."""
+def _server_time(sim: SimServer) -> float:
+    """How long the simulator itself took in the last narration: from handling its
+    `response.create` to sending the first audio (network delay excluded)."""
+    used = [c for c in sim.connections if any(e["type"] == "response.create" for e in c.received)][-1]
+    created = next(at for at, e in zip(used.received_at, used.received) if e["type"] == "response.create")
+    first = next(at for at, e in zip(used.sent_at, used.sent) if e["type"] == "response.output_audio.delta")
+    return first - sim.config.network_delay_s - created
+
+
+async def result_to_audio(rtt_ms: float, warm: bool, narrations: int, root: Path) -> list[tuple[float, float]]:
+    """Per narration: seconds from 'the script is ready' to its first audio at the speaker, and
+    of those, the seconds the client waited (the simulator's own time to first audio taken off)."""
     async with SimServer(sim_config(rtt_ms)) as sim:
         client = make_client(settings_for(sim, root, warm).realtime)
         try:
@@ -112,7 +122,8 @@ async def result_to_audio(rtt_ms: float, warm: bool, narrations: int, root: Path
                     result = await narrator.narrate(SCRIPT, speaker)
                     if not result.ok or speaker.first_at is None:
                         raise RuntimeError(f"a benchmark narration failed: {result.error}")
-                    waits.append(speaker.first_at - ready)
+                    total = speaker.first_at - ready
+                    waits.append((total, total - _server_time(sim)))
                 return waits
         finally:
             await client.close()
@@ -290,24 +301,26 @@ async def measure(quick: bool, narrations: int) -> str:
         lines += [
             "Tool result ready -> first narrator audio at the speaker:",
             "",
-            "| RTT ms | narrator | median | max | waiting, median x RTT | waiting, max x RTT | warm / cold (median) |",
-            "|---|---|---|---|---|---|---|",
+            f"(over {narrations} narrations; 'waiting' leaves out the simulator's own time from",
+            "`response.create` to its first audio, measured per narration from its timestamps)",
+            "",
+            "| RTT ms | narrator | all, median | waiting, median | waiting, max | waiting, median x RTT | waiting, max x RTT | warm / cold (waiting, median) |",
+            "|---|---|---|---|---|---|---|---|",
         ]
-        server = {}  # the simulator's own time to first audio (and ours), from the RTT 0 rows
         for rtt in rtts:
             medians = {}
             for warm in (True, False):
-                waits = await result_to_audio(rtt, warm, narrations, root / f"latency-{rtt}-{warm}")
-                median, worst = statistics.median(waits), max(waits)
+                measured = await result_to_audio(rtt, warm, narrations, root / f"latency-{rtt}-{warm}")
+                total = statistics.median(t for t, _ in measured)
+                waiting = [w for _, w in measured]
+                median, worst = statistics.median(waiting), max(waiting)
                 medians[warm] = median
-                if rtt == 0:
-                    server[warm] = median
-                    times = "- | -"
-                else:  # network waiting only: the RTT 0 median of the same mode taken off
-                    base = server.get(warm, 0.0)
-                    times = f"{(median - base) / (rtt / 1000):.2f} | {(worst - base) / (rtt / 1000):.2f}"
+                times = f"{median / (rtt / 1000):.2f} | {worst / (rtt / 1000):.2f}" if rtt else "- | -"
                 ratio = _ratio(medians[True], median) if not warm else ""
-                lines.append(f"| {rtt} | {mode(warm)} | {median * 1000:.1f} ms | {worst * 1000:.1f} ms | {times} | {ratio} |")
+                lines.append(
+                    f"| {rtt} | {mode(warm)} | {total * 1000:.1f} ms | {median * 1000:.1f} ms | {worst * 1000:.1f} ms | "
+                    f"{times} | {ratio} |"
+                )
         lines += [
             "",
             "Speech lost by a command that starts after the answer's audio ended (real-time microphone",

@@ -18,7 +18,7 @@ def test_the_voice_loop_quick_run_prints_every_table_warm_next_to_cold(capsys):
     warm, cold = voice_loop.mode(True), voice_loop.mode(False)
     latency = [r for r in table if r[0] in ("0", "50")]
     assert [(r[0], r[1]) for r in latency] == [("0", warm), ("0", cold), ("50", warm), ("50", cold)], out
-    assert all(r[2].endswith(" ms") for r in latency)
+    assert all(r[2].endswith(" ms") and r[3].endswith(" ms") for r in latency)
     assert [r[0] for r in table if r[0] in (warm, cold)] == [warm, cold, warm, cold]  # speech lost; --fast run
     fast = [r for r in table if r[0] in (warm, cold) and len(r) == 6]
     assert len(fast) == 2 and all(r[1].endswith(" of 3") for r in fast), out
