@@ -121,6 +121,9 @@ class EchoSuppressor:
     def process(self, chunk: bytes, at: float) -> bytes | None:
         """The chunk, if it holds more than echo; None to drop it."""
         first = _slot(at)
+        if not self._ref:  # nothing played lately: nothing to learn or suppress
+            self.passed += 1
+            return chunk
         speech = False
         for offset, start in enumerate(range(0, len(chunk), _SLOT_BYTES)):
             slot = first + offset
