@@ -5,27 +5,57 @@ the read matched the script. `Narrator` is the async shell: one session per atte
 streamed to the speaker as it arrives. Audio plays as it arrives, so what the listener heard is
 never read again: only an attempt that failed before its first audio is retried (once); a read
 that strays from the script is logged and counted in `weak_matches`, not re-read.
+
+Warm sessions (`NarratorSettings.warm`, on by default; needs `async with Narrator(...)` or
+`start()`/`close()`): one spare session is kept connected and configured, never used before, so
+a narration costs one `response.create` instead of a connect and a `session.update` first (two
+round trips). It is replaced in the background after use, after it dies, and before the server's
+60-minute cap (`warm_max_age_s`); a narration that finds none ready starts cold, and says why in
+a WARNING. Without `start()` every narration starts cold, as with `warm = False`.
 """
 
 from __future__ import annotations
 
 import asyncio
+import enum
 import itertools
 import logging
+import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from openai import AsyncOpenAI
 
 from audio_io import SpeakerSink
+from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.narration import (
     Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, similarity,
 )
-from realtime_api.link import HandshakeFailed, open_configured
+from realtime_api import wire
+from realtime_api.link import HandshakeFailed, RealtimeLink, open_configured
 from realtime_api.sessions import narrator_session
 
 log = logging.getLogger("handoff.narrator")
+
+
+class SpareState(enum.Enum):
+    """Where the warm session stands."""
+
+    OFF = "off"  # not warming: warm = False, not started, or stopped by a fatal refusal
+    OPENING = "opening"  # being connected and configured
+    READY = "ready"  # connected, configured, unused
+    NONE = "none"  # none ready and none being opened (backing off after a failure)
+
+
+@dataclass(eq=False)
+class _Spare:
+    """A warm session: connected, configured, never used."""
+
+    link: RealtimeLink
+    born: float
+    watcher: asyncio.Task[None] | None = None  # reads its events while idle, so a drop is seen
+    lost: str | None = None  # why it became unusable (closed, expired); None while usable or once taken
 
 
 @dataclass
@@ -36,6 +66,155 @@ class Narrator:
     sessions_opened: int = 0
     weak_matches: int = 0  # reads whose transcript strayed from the script (played, not re-read)
     inexact_reads: int = 0  # reads that matched, but not word for word (a filler dropped or added)
+    warm_starts: int = 0  # attempts that used a warm session
+    cold_starts: int = 0  # attempts that had to connect first
+    clock: Callable[[], float] = time.monotonic
+    _group: asyncio.TaskGroup | None = field(default=None, init=False, repr=False)
+    _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)  # ours, in _group
+    _changes: Changes = field(default_factory=Changes, init=False, repr=False)
+    _spare: _Spare | None = field(default=None, init=False, repr=False)
+    _opening: bool = field(default=False, init=False, repr=False)  # a spare is being connected
+    _warming: bool = field(default=False, init=False, repr=False)  # the keeper runs
+    _cold_reason: str = field(default="no warm session was ready yet", init=False, repr=False)
+
+    # -- lifecycle: the warm spare --------------------------------------------------------------
+
+    async def start(self) -> None:
+        """Start keeping a warm session (when `settings.narrator.warm`). Pair with `close()`, in
+        the same task (the background tasks live in a TaskGroup: a bug in them is not hidden)."""
+        if self._group is not None:
+            raise RuntimeError("the narrator is already started")
+        self._group = asyncio.TaskGroup()
+        await self._group.__aenter__()
+        if self.settings.narrator.warm:
+            self._warming = self._opening = True  # from now: a narration waits for the first spare
+            self._spawn(self._keep_warm(), "narrator warm keeper")
+
+    async def close(self) -> None:
+        """Stop warming and close the spare; every background task has ended when this returns."""
+        group, self._group = self._group, None
+        if group is None:
+            return
+        for task in list(self._tasks):
+            task.cancel()
+        try:
+            await group.__aexit__(None, None, None)
+        finally:
+            spare, self._spare = self._spare, None
+            if spare is not None:
+                await spare.link.close()
+
+    @property
+    def spare_state(self) -> SpareState:
+        if self._spare is not None:
+            return SpareState.READY
+        if self._opening:
+            return SpareState.OPENING
+        return SpareState.NONE if self._warming else SpareState.OFF
+
+    async def wait_spare(self, state: SpareState, timeout: float) -> None:
+        """Return once `spare_state` is `state` (TimeoutError after `timeout` s)."""
+        await self._changes.wait_until(lambda: self.spare_state is state, timeout)
+
+    async def __aenter__(self) -> Narrator:
+        await self.start()
+        return self
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        await self.close()
+
+    def _spawn(self, work: Any, name: str) -> asyncio.Task[None]:
+        assert self._group is not None
+        task = self._group.create_task(work, name=name)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return task
+
+    def _backoff_s(self, failures: int) -> float:
+        policy = self.settings.reconnect
+        return min(policy.initial_s * 2 ** (failures - 1), policy.max_s)
+
+    async def _keep_warm(self) -> None:
+        """Keep one spare ready: open one whenever there is none. Failed attempts and spares that
+        die young back off as reconnects do; a fatal refusal stops warming (narrations start
+        cold and report it themselves)."""
+        try:
+            await self._keep_warm_forever()
+        finally:
+            self._warming = False
+            self._changes.notify()
+
+    async def _keep_warm_forever(self) -> None:
+        failures = 0
+        while True:
+            if failures:
+                await asyncio.sleep(self._backoff_s(failures))
+            self._opening = True
+            try:
+                link = await open_configured(self.client, self.settings, "narrator (warm)", narrator_session(self.settings))
+            except HandshakeFailed as failure:
+                self._cold_reason = f"warming one failed: {failure}"
+                log.warning("could not warm a narrator session (%s); narrations start cold until one connects", failure)
+                if failure.fatal:
+                    return
+                failures += 1
+                continue
+            finally:
+                self._opening = False
+                self._changes.notify()
+            self.sessions_opened += 1
+            spare = _Spare(link, born=self.clock())
+            spare.watcher = self._spawn(self._watch(spare), "narrator warm watcher")
+            self._spare = spare
+            self._changes.notify()
+            await self._changes.wait_until(lambda: self._spare is not spare)
+            died_young = spare.lost is not None and self.clock() - spare.born < self.settings.reconnect.healthy_after_s
+            failures = failures + 1 if died_young else 0
+
+    async def _watch(self, spare: _Spare) -> None:
+        """Read the idle spare's events, so a drop or an expiry is noticed before a narration needs
+        it; retire it at `warm_max_age_s`. Cancelled when a narration takes it."""
+        limit = self.settings.narrator.warm_max_age_s
+        try:
+            async with asyncio.timeout(max(0.0, spare.born + limit - self.clock())):
+                async for event in spare.link.events():
+                    if isinstance(event, wire.Closed):
+                        spare.lost = f"the warm narrator session closed (code {event.code})"
+                        log.warning("%s; replacing it", spare.lost)
+                        break
+                    if isinstance(event, wire.ServerError):  # an expiry notice comes before its close
+                        log.info("warm narrator session error %s: %s", event.code, event.message)
+        except TimeoutError:
+            spare.lost = f"the warm narrator session reached {limit:g} s unused"
+            log.info("%s; replacing it before the server's 60-minute cap", spare.lost)
+        self._cold_reason = spare.lost or "the warm session ended"
+        if self._spare is spare:
+            self._spare = None
+            self._changes.notify()
+        await spare.link.close()
+
+    async def _take_spare(self) -> RealtimeLink | None:
+        """The warm session, if one is ready (or being opened: waiting for it is never slower than
+        connecting anew); None means start cold, with the reason logged."""
+        if self._group is None or not self.settings.narrator.warm:
+            return None
+        if self._spare is None and self._opening:
+            await self._changes.wait_until(lambda: self._spare is not None or not self._opening)
+        spare = self._spare
+        if spare is None:
+            log.warning("no warm narrator session (%s); starting one cold", self._cold_reason)
+            return None
+        self._spare = None
+        self._opening = True  # the keeper opens the next one now, while this one reads
+        self._changes.notify()
+        assert spare.watcher is not None
+        spare.watcher.cancel()
+        await asyncio.wait([spare.watcher])  # its reads stop before ours begin (recv is cancel-safe)
+        if spare.link.closed is not None:  # died between the watcher's last read and now
+            log.warning("the warm narrator session was lost (code %d); starting one cold", spare.link.closed.code)
+            await spare.link.close()
+            return None
+        return spare.link
 
     async def narrate(self, script: str, speaker: SpeakerSink) -> NarrationResult:
         """Read `script` aloud. Retries once on a new session only when the first attempt failed
@@ -55,11 +234,16 @@ class Narrator:
 
     async def _attempt(self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink) -> NarrationResult:
         core = NarrationCore(script, narration_id)
-        try:
-            link = await open_configured(self.client, self.settings, "narrator", narrator_session(self.settings))
-        except HandshakeFailed as failure:
-            return NarrationResult(False, "", 0.0, attempt, 0, str(failure), fatal=failure.fatal)
-        self.sessions_opened += 1
+        link = await self._take_spare()
+        if link is not None:
+            self.warm_starts += 1
+        else:
+            try:
+                link = await open_configured(self.client, self.settings, "narrator", narrator_session(self.settings))
+            except HandshakeFailed as failure:
+                return NarrationResult(False, "", 0.0, attempt, 0, str(failure), fatal=failure.fatal)
+            self.sessions_opened += 1
+            self.cold_starts += 1
         try:
             await link.send(core.start())
             outcome = await self._stream(link, core, speaker)

@@ -67,7 +67,7 @@ async def assistant(
         parts = CoordinatorParts(
             settings=settings,
             listener_factory=lambda on_event: Listener(settings, client, tools.session_tools(), on_event),
-            narrator=Narrator(settings, client),
+            narrator=await stack.enter_async_context(Narrator(settings, client)),
             microphone=microphone,
             speaker=speaker,
             tools=tools,

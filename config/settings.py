@@ -58,6 +58,8 @@ ENV_DEFAULTS: dict[str, str] = {
     "LOG_BACKUPS": "5",
     "LOG_OVERHEARD": "false",
     "HANDOFF_HISTORY_ROWS": "5000",
+    "NARRATOR_WARM": "true",
+    "NARRATOR_WARM_MAX_AGE_S": "3000",
 }
 
 
@@ -169,6 +171,23 @@ class NarratorSettings:
     echo_margin_s: float = 0.3  # mic stays muted this long after playback ends, so the tail is not heard
     response_timeout_s: float = 60.0  # a narration that produces nothing for this long is abandoned
     max_script_chars: int = 1200  # longer scripts are cut at a sentence boundary
+    # Keep one fresh session connected and configured ahead of need, so a narration costs one
+    # response.create instead of a connect and a session.update (two round trips) first.
+    warm: bool = True
+    warm_max_age_s: float = 50 * 60.0  # the spare is replaced before the server's 60-minute cap
+
+
+@dataclass(frozen=True)
+class EchoSettings:
+    """The listener's echo gate (`audio_io.echo.EchoSuppressor`); defaults suit a desk speaker
+    and microphone. Tuning, not user settings: no environment keys."""
+
+    max_delay_ms: int = 150  # the longest speaker -> mic delay expected (device buffers + air)
+    unlearnt_gain_db: float = 0.0  # echo level assumed (relative to what was played) until learnt
+    margin_db: float = 6.0  # a slot is speech when it beats the expected echo by this much
+    decay_db_per_s: float = 300.0  # the room's reverberation after the reference stops (RT60 0.2 s)
+    floor_rms: float = 25.0  # expected echo below this (about -62 dBFS) suppresses nothing
+    loud_rms: float = 300.0  # reference slots at least this loud teach the echo path
 
 
 @dataclass(frozen=True)
@@ -234,6 +253,7 @@ class Settings:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     listener: ListenerSettings = field(default_factory=ListenerSettings)
     narrator: NarratorSettings = field(default_factory=NarratorSettings)
+    echo: EchoSettings = field(default_factory=EchoSettings)
     brain: BrainSettings = field(default_factory=BrainSettings)
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     audio: AudioSettings = field(default_factory=AudioSettings)
@@ -303,6 +323,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         overheard=_flag(values, "LOG_OVERHEARD", problems),
     )
     history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
+    narrator_warm = _flag(values, "NARRATOR_WARM", problems)
+    warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
@@ -327,6 +349,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             reader_voice=values["READER_VOICE"],
         ),
         listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases),
+        narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"]),
         audio=AudioSettings(
             input_device=values.get("AUDIO_INPUT_DEVICE") or None,
@@ -470,6 +493,19 @@ def base_url_problems(url: str) -> list[str]:
         return [f"OPENAI_BASE_URL={url} is not an http(s) or ws(s) URL; write it like "
                 "http://127.0.0.1:8765/v1, or leave it empty for OpenAI."]
     return []
+
+
+
+
+def _positive_seconds(values: Mapping[str, str], key: str) -> float:
+    text = values.get(key, ENV_DEFAULTS[key]).strip()
+    try:
+        seconds = float(text)
+    except ValueError:
+        seconds = 0.0
+    if not seconds > 0:
+        raise SettingsError(f"{key}={text} is not a positive number of seconds; set it in .env or the environment.")
+    return seconds
 
 
 def load_settings(

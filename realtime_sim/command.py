@@ -31,6 +31,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="SECONDS",
         help="sessions expire after this long: session_expired error, then close 1001 (default: 3600)",
     )
+    parser.add_argument(
+        "--delay-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="one-way network delay added to every WebSocket frame, both directions (RTT = 2x; default: 0)",
+    )
+    parser.add_argument(
+        "--upgrade-delay-ms",
+        type=float,
+        default=0.0,
+        metavar="MS",
+        help="extra time each WebSocket handshake takes (TCP + TLS + upgrade; default: 0)",
+    )
 
 
 async def serve(config: SimConfig, host: str, port: int) -> None:
@@ -54,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
             seed=args.seed,
             fault_rate=args.fault_rate,
             session_length_s=args.session_length,
+            network_delay_s=args.delay_ms / 1000,
+            upgrade_delay_s=args.upgrade_delay_ms / 1000,
             record_events=False,  # nobody reads the records of a standalone server: keep memory flat
         )
     except ValueError as exc:

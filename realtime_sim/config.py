@@ -52,6 +52,11 @@ class SimConfig:
     realistic: bool = True
     paraphrase_rate: float = 0.2  # share of reads with one filler word dropped or added
     transcription_delay_ms: tuple[int, int] = (200, 1500)  # realistic: completed this long after the commit
+    # A network between client and server, so the project can measure its own latency: every
+    # WebSocket frame, both directions, arrives this much later (in order); the upgrade (TCP,
+    # TLS and HTTP handshake together) takes `upgrade_delay_s` more. RTT = 2 * network_delay_s.
+    network_delay_s: float = 0.0
+    upgrade_delay_s: float = 0.0
 
     def __post_init__(self) -> None:
         if not 0.0 <= self.fault_rate <= 1.0:
@@ -64,6 +69,11 @@ class SimConfig:
             raise ValueError(f"audio_frame_delay_s cannot be negative, got {self.audio_frame_delay_s}")
         if not 0.0 <= self.paraphrase_rate <= 1.0:
             raise ValueError(f"paraphrase_rate must be between 0 and 1, got {self.paraphrase_rate}")
+        if self.network_delay_s < 0 or self.upgrade_delay_s < 0:
+            raise ValueError(
+                f"network delays cannot be negative, got network_delay_s={self.network_delay_s}, "
+                f"upgrade_delay_s={self.upgrade_delay_s}"
+            )
         low, high = self.transcription_delay_ms
         if not 0 <= low <= high:
             raise ValueError(f"transcription_delay_ms must be (low, high) with 0 <= low <= high, got {self.transcription_delay_ms}")

@@ -1,8 +1,10 @@
 """The aiohttp shell: one port serving the Realtime WebSocket and the Responses endpoint.
 
-Each WebSocket gets a `SessionCore` (the protocol, synchronous) and four owned tasks: a reader
-feeding it client frames, a writer sending its outputs in order, a pump streaming responses at
-the configured pace, and a clock for session expiry and timed faults. Everything recorded goes
+Each WebSocket gets a `SessionCore` (the protocol, synchronous) and five owned tasks: a reader
+taking client frames off the socket, an inbox feeding them to the core, a writer sending its
+outputs in order, a pump streaming responses at the configured pace, and a clock for session
+expiry and timed faults. `SimConfig.network_delay_s` holds each frame back (both directions, in
+order, per connection) and `upgrade_delay_s` the handshake, so latency can be measured. Everything recorded goes
 into `ConnectionRecord`s, and every change wakes `SimServer.wait_for`.
 """
 
@@ -46,10 +48,14 @@ class ConnectionRecord:
     model: str | None = None  # the `model` query parameter
     role: Role = "unknown"  # "listener" (text-only), "narrator" (audio out), "unknown" (not configured yet)
     handshake_status: int | None = None  # 101 upgraded; 401/500 refused at the handshake
+    opened_at: float = field(default_factory=time.monotonic)  # when the client's request arrived
     received: list[dict[str, Any]] = field(default_factory=list)  # client events
-    received_at: list[float] = field(default_factory=list)  # time.monotonic() of each received event
+    # time.monotonic() of each received event, when the server handled it (after the network delay)
+    received_at: list[float] = field(default_factory=list)
     sent: list[dict[str, Any]] = field(default_factory=list)  # server events, once actually sent
-    sent_at: list[float] = field(default_factory=list)  # time.monotonic() of each sent event
+    # time.monotonic() of each sent event, when it went onto the socket (after the network delay,
+    # so: when it reached the client)
+    sent_at: list[float] = field(default_factory=list)
     injected: list[str] = field(default_factory=list)  # fault frames that are no protocol event
     faults: list[Fault] = field(default_factory=list)  # faults that struck this connection
     session: dict[str, Any] = field(default_factory=dict)  # the effective session config
@@ -239,6 +245,8 @@ class SimServer:
     async def _realtime(self, request: web.Request) -> web.StreamResponse:
         record = ConnectionRecord(id=f"conn_{len(self.connections) + 1}", model=request.query.get("model"))
         self.connections.append(record)
+        if self.config.upgrade_delay_s > 0:
+            await asyncio.sleep(self.config.upgrade_delay_s)  # the handshake's round trips; other connections go on
         random_fault = self._random_fault()
         refusal = self._refusal(request, record, random_fault)
         if refusal is not None:
@@ -348,7 +356,10 @@ class _Connection:
         self._record = record
         self._core = core
         self._speech = speech
-        self._outbox: asyncio.Queue[Output] = asyncio.Queue()
+        # (due time, output): the network delay holds each until due; FIFO with one delay, so in order
+        self._outbox: asyncio.Queue[tuple[float, Output]] = asyncio.Queue()
+        # client frames as they came off the socket, with the time the core may see them (None = ended)
+        self._inbox: asyncio.Queue[tuple[float, Any]] = asyncio.Queue()
         self._outbox_bytes = 0  # JSON bytes queued for the client (bounded by max_outbox_bytes)
         self._work = asyncio.Event()  # the core has response steps to pump
         self._timers_changed = asyncio.Event()  # a fault was pushed: re-plan the clock
@@ -363,6 +374,7 @@ class _Connection:
                 self._dispatch(self._core.start())
                 tasks.create_task(self._write_loop())
                 tasks.create_task(self._read_loop())
+                tasks.create_task(self._inbox_loop())
                 tasks.create_task(self._pump_loop())
                 tasks.create_task(self._clock_loop())
         except* _ConnectionFinished:
@@ -401,7 +413,7 @@ class _Connection:
                 if self._outbox_bytes > self._server.config.max_outbox_bytes:
                     self._overflowed()
                     return
-            self._outbox.put_nowait(output)
+            self._outbox.put_nowait((time.monotonic() + self._server.config.network_delay_s, output))
         self._record.role = self._core.role
         self._record.session = self._core.session
         if self._core.has_runnable_work:
@@ -409,13 +421,24 @@ class _Connection:
         self._timers_changed.set()  # the core may have a new deadline (a late transcript)
 
     async def _read_loop(self) -> None:
+        """Takes frames off the socket as they come (stamped, so a delay never piles up)."""
+        delay = self._server.config.network_delay_s
         async for message in self._ws:
+            if message.type in (WSMsgType.TEXT, WSMsgType.BINARY):
+                self._inbox.put_nowait((time.monotonic() + delay, message))
+        self._inbox.put_nowait((time.monotonic() + delay, None))
+
+    async def _inbox_loop(self) -> None:
+        """Hands each client frame to the core once the network delay has passed."""
+        while True:
+            due, message = await self._inbox.get()
+            await _sleep_until(due)
+            if message is None:
+                break
             if message.type == WSMsgType.TEXT:
                 outputs = self._core.handle_client_text(message.data)
-            elif message.type == WSMsgType.BINARY:
-                outputs = self._core.handle_client_binary()
             else:
-                continue
+                outputs = self._core.handle_client_binary()
             arrived = time.monotonic()
             while len(self._record.received_at) < len(self._record.received):
                 self._record.received_at.append(arrived)
@@ -440,7 +463,8 @@ class _Connection:
 
     async def _write_loop(self) -> None:
         while True:
-            output = await self._outbox.get()
+            due, output = await self._outbox.get()
+            await _sleep_until(due)
             try:
                 if isinstance(output, _Encoded):
                     self._outbox_bytes -= len(output.text)
@@ -496,3 +520,9 @@ class _Connection:
         pcm = await self._speech.synthesize(request.text)
         self._dispatch(self._core.speech_ready(request.response_id, pcm))
         await self._server.notify()
+
+
+async def _sleep_until(due: float) -> None:
+    wait = due - time.monotonic()
+    if wait > 0:
+        await asyncio.sleep(wait)

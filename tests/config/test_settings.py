@@ -111,3 +111,14 @@ def test_log_records_are_redacted(caplog):
     with caplog.at_level(logging.INFO, logger="test.redaction"):
         logger.info("key=%s other=%s", "customsecretvalue", "sk-abcdefghijklmnopqrstu")
     assert "customsecretvalue" not in caplog.text and "sk-abcdefghijkl" not in caplog.text
+
+
+def test_narrator_warm_settings_from_the_environment():
+    default = load_settings(environ={}, dotenv_path=None).narrator
+    assert (default.warm, default.warm_max_age_s) == (True, 3000.0)
+    narrator = load_settings(environ={"NARRATOR_WARM": "false", "NARRATOR_WARM_MAX_AGE_S": "120"}, dotenv_path=None).narrator
+    assert (narrator.warm, narrator.warm_max_age_s) == (False, 120.0)
+    with pytest.raises(SettingsError, match="NARRATOR_WARM=maybe is neither true nor false"):
+        load_settings(environ={"NARRATOR_WARM": "maybe"}, dotenv_path=None)
+    with pytest.raises(SettingsError, match="NARRATOR_WARM_MAX_AGE_S=0 is not a positive number"):
+        load_settings(environ={"NARRATOR_WARM_MAX_AGE_S": "0"}, dotenv_path=None)

@@ -181,9 +181,10 @@ def answers(p) -> int:
 SOAK = SimConfig(fault_rate=0.6, seed=20261122, random_fault_delay_s=0.2, fallback_transcript="Computer, what time is it")
 
 
+@pytest.mark.parametrize("narrator_warm", [False, True], ids=["cold narrator", "warm narrator"])
 @pytest.mark.parametrize("sim", [SOAK], indirect=True)
-async def test_soak_with_random_faults_every_command_is_answered_once(tmp_path, sim):
-    async with running_pipeline(tmp_path, sim) as p:
+async def test_soak_with_random_faults_every_command_is_answered_once(tmp_path, sim, narrator_warm):
+    async with running_pipeline(tmp_path, sim, narrator_warm=narrator_warm) as p:
         for n in range(12):
             before_answers, before_tools = answers(p), p.counts()["tool"]
             p.microphone.feed(UTTERANCE)

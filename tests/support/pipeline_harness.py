@@ -50,12 +50,15 @@ def fast_settings(
     upload_mode: UploadMode = UploadMode.CONTINUOUS,
     conversation: ConversationSettings = ConversationSettings(),
     cost: CostSettings = CostSettings(),
+    narrator_warm: bool = False,
     **listener: object,
 ) -> Settings:
+    """Millisecond timeouts. The narrator starts cold unless `narrator_warm`: most tests script
+    what the *first* connection meets, and a warm narrator would race the listener for it."""
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
-        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0),
+        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0, warm=narrator_warm),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),
         # The tests speak in tones (the simulator's VAD hears energy); the on-device VAD would
@@ -148,6 +151,7 @@ async def running_pipeline(
     conversation: ConversationSettings = ConversationSettings(),
     cost: CostSettings = CostSettings(),
     mic_pace: float = MIC_PACE,
+    narrator_warm: bool = False,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -158,7 +162,8 @@ async def running_pipeline(
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
-        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode, conversation, cost, **listener
+        sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode,
+        conversation, cost, narrator_warm=narrator_warm, **listener
     )
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)

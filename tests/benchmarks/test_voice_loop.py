@@ -1,0 +1,32 @@
+"""The voice-loop and echo benchmarks' quick modes run end to end and print their tables
+(figures are not asserted: the machine is shared)."""
+
+from __future__ import annotations
+
+from benchmarks import echo_choice, voice_loop
+
+
+def rows(text: str) -> list[list[str]]:
+    return [[c.strip() for c in line.strip("|").split("|")] for line in text.splitlines()
+            if line.startswith("| ") and not line.startswith("|---")]
+
+
+def test_the_voice_loop_quick_run_prints_every_table_warm_next_to_cold(capsys):
+    assert voice_loop.main(["--quick"]) == 0
+    out = capsys.readouterr().out
+    table = rows(out)
+    warm, cold = voice_loop.mode(True), voice_loop.mode(False)
+    latency = [r for r in table if r[0] in ("0", "50")]
+    assert [(r[0], r[1]) for r in latency] == [("0", warm), ("0", cold), ("50", warm), ("50", cold)], out
+    assert all(r[2].endswith(" ms") and r[3].endswith(" ms") for r in latency)
+    assert [r[0] for r in table if r[0] in (warm, cold)] == [warm, cold, warm, cold]  # speech lost; --fast run
+    fast = [r for r in table if r[0] in (warm, cold) and len(r) == 6]
+    assert len(fast) == 2 and all(r[1].endswith(" of 3") for r in fast), out
+
+
+def test_the_echo_choice_quick_run_prints_the_gate_and_every_candidate(capsys):
+    assert echo_choice.main(["--quick"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert [r[0] for r in table[1:]] == [name for name, _ in echo_choice.candidates()]
+    gate = table[1]
+    assert gate[0].startswith("reference-energy gate") and "/" in gate[1]
