@@ -42,7 +42,9 @@ from audio_io import MemorySpeaker, PushMicrophone
 from commands.assemble import assistant
 from audio_io import open_audio
 from concurrency.changes import Changes, wait_for
-from config.settings import AudioSettings, NarratorSettings, RealtimeSettings, Settings
+from config.settings import (
+    AudioSettings, ConversationSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
+)
 from decisions.timeline import Timeline
 from reader_agent import Narrator, SpareState
 from realtime_api.link import make_client
@@ -70,6 +72,10 @@ def settings_for(sim: SimServer, root: Path, warm: bool, **audio: Any) -> Settin
         realtime=RealtimeSettings(api_key="sk-benchmark-0123456789", base_url=sim.base_url),
         narrator=NarratorSettings(warm=warm),
         audio=AudioSettings(**audio),
+        # The probes are tones (the simulator's VAD hears them; the on-device VAD would not call
+        # them speech), and a probe after an answer must stay overheard (no follow-up window).
+        upload=UploadSettings(mode=UploadMode.CONTINUOUS),
+        conversation=ConversationSettings(follow_up_s=0),
         workspace_root=workspace,
         state_dir=root / "state",
         tasks_config=None,

@@ -36,6 +36,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_STATE_DIR": "",
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
+    "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
     "WORKING_SOUND_WAV": "",

@@ -6,6 +6,8 @@ import asyncio
 
 import pytest
 
+from config.settings import ConversationSettings
+
 
 from realtime_sim import SimConfig
 from speech.local_voice import tone
@@ -198,7 +200,8 @@ async def test_the_next_listener_session_is_ready_before_the_narration_ends(tmp_
 
 async def test_a_wake_phrase_in_cyrillic_works_end_to_end(tmp_path, sim):
     # It used to stop the assistant at start ("the wake phrase has no words").
-    async with running_pipeline(tmp_path, sim, wake_phrase="компьютер") as p:
+    # No follow-up window: the overheard sentence below must be judged by the wake phrase alone.
+    async with running_pipeline(tmp_path, sim, wake_phrase="компьютер", conversation=ConversationSettings(follow_up_s=0)) as p:
         sim.script.push_tool_call("echo", {"text": "привет"})
         before = await p.ask("Компьютер, скажи привет")
         assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["скажи привет"]
