@@ -182,11 +182,11 @@ class Settings:
     reconnect: ReconnectSettings = field(default_factory=ReconnectSettings)
     audio: AudioSettings = field(default_factory=AudioSettings)
     upload: UploadSettings = field(default_factory=UploadSettings)
-    cost: CostSettings = field(default_factory=CostSettings)
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
     log_level: str = "INFO"
+    cost: CostSettings = field(default_factory=CostSettings)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -235,7 +235,6 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
     return Settings(
         upload=upload,
-        cost=_cost_settings(values),
         realtime=RealtimeSettings(
             api_key=values.get("OPENAI_API_KEY", ""),
             base_url=values.get("OPENAI_BASE_URL") or None,
@@ -255,6 +254,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         state_dir=state_dir,
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
         log_level=values.get("LOG_LEVEL", "INFO").upper(),
+        cost=_cost_settings(values),
     )
 
 
