@@ -6,10 +6,12 @@ import argparse
 import asyncio
 import logging
 import sys
+from pathlib import Path
 
 from config.logging_setup import configure_logging
 from realtime_sim.config import SimConfig
 from realtime_sim.server import SimServer
+from realtime_sim.transcriber import CueSheet, CueSheetError, Recogniser, Transcriber
 
 log = logging.getLogger("realtime_sim")
 
@@ -23,6 +25,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         help="probability (0-1) that a new connection suffers one random fault (default: 0)",
+    )
+    parser.add_argument(
+        "--transcripts",
+        type=Path,
+        default=None,
+        metavar="FILE",
+        help="what your recording says: lines of `seconds<TAB>words`, the seconds counted from the start of "
+        "the recording (default: recognise it offline with pocketsphinx, roughly)",
     )
     parser.add_argument(
         "--session-length",
@@ -47,15 +57,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-async def serve(config: SimConfig, host: str, port: int) -> None:
+async def serve(config: SimConfig, host: str, port: int, transcriber: Transcriber | None = None) -> None:
     """Serve until cancelled; logs the base URL clients should use."""
-    sim = SimServer(config)
+    sim = SimServer(config, transcriber=transcriber)
     base_url = await sim.start(host, port)
     log.info("simulator listening on %s (set OPENAI_BASE_URL to this)", base_url)
     try:
         await asyncio.Event().wait()  # until Ctrl-C cancels us
     finally:
         await sim.stop()
+        if transcriber is not None:
+            transcriber.close()
         log.info("simulator stopped")
 
 
@@ -77,13 +89,28 @@ def run(args: argparse.Namespace) -> int:
         return 2
     configure_logging()
     try:
-        asyncio.run(serve(config, args.host, args.port))
+        transcriber = _transcriber(getattr(args, "transcripts", None))
+    except CueSheetError as exc:
+        print(f"handoff sim: {exc}", file=sys.stderr)
+        return 2
+    try:
+        asyncio.run(serve(config, args.host, args.port, transcriber))
     except KeyboardInterrupt:
         return 0
     except OSError as exc:  # the port is taken, or not ours to use: the user picks another
         print(f"handoff sim: {exc}; check --host, or pick another --port (0 picks a free one).", file=sys.stderr)
         return 2
     return 0
+
+
+def _transcriber(cue_sheet: Path | None) -> Transcriber:
+    if cue_sheet is not None:
+        cues = CueSheet.read(cue_sheet)
+        log.info("speech in the recording says what %s says (%d cues)", cue_sheet, len(cues.cues))
+        return cues
+    log.info("no --transcripts: speech is recognised offline with pocketsphinx (roughly: speak clearly, "
+             "or give a cue sheet)")  # fmt: skip
+    return Recogniser()
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ into `ConnectionRecord`s, and every change wakes `SimServer.wait_for`.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import json
 import logging
 import random
@@ -26,7 +27,10 @@ from realtime_sim.config import SimConfig
 from realtime_sim.ids import IdFactory
 from realtime_sim.script import HANDSHAKE_FAULTS, Fault, SimScript
 from realtime_sim.session_config import Role
-from realtime_sim.session_core import QUOTA_MESSAGE, Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize
+from realtime_sim.session_core import (
+    QUOTA_MESSAGE, Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize, Transcribe,
+)
+from realtime_sim.transcriber import RecordingPosition, Transcriber
 from speech.synth import SpeechSynthesizer
 from realtime_sim.validation import ClientEventValidator
 
@@ -79,9 +83,17 @@ class _ConnectionFinished(Exception):
 class SimServer:
     """The simulator. `await start()` returns the base URL to give the SDK."""
 
-    def __init__(self, config: SimConfig = SimConfig(), script: SimScript | None = None) -> None:
+    def __init__(
+        self, config: SimConfig = SimConfig(), script: SimScript | None = None, transcriber: Transcriber | None = None
+    ) -> None:
+        """`transcriber`: what unscripted speech says (`handoff sim --transcripts`, or the offline
+        recogniser); None = the fallback transcript, as the tests want."""
         self.config = config
         self.script = script if script is not None else SimScript()
+        self.transcriber = transcriber
+        self.recording = RecordingPosition()  # the audio every listener session received, in order
+        # One at a time, in the order segments ended (the recogniser is one decoder).
+        self._transcribing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-transcribe")
         self.connections: list[ConnectionRecord] = []
         self.brain_requests: list[dict[str, Any]] = []  # bodies of POST /v1/responses, in order
         self._rng = random.Random(config.seed)
@@ -178,6 +190,7 @@ class SimServer:
             await self._runner.cleanup()
             self._runner = None
         self._speech.close()
+        self._transcribing.shutdown(wait=False, cancel_futures=True)
 
     async def __aenter__(self) -> SimServer:
         await self.start()
@@ -263,6 +276,8 @@ class SimServer:
             ids=IdFactory(random.Random(self._rng.random())),
             model=record.model,
             random_faults=[random_fault] if random_fault is not None else [],
+            transcriber=self.transcriber,
+            recording=self.recording,
         )
         record.received = core.received
         record.faults = core.faults_applied
@@ -406,6 +421,10 @@ class _Connection:
                 assert self._tasks is not None
                 self._tasks.create_task(self._synthesize(output))
                 continue
+            if isinstance(output, Transcribe):
+                assert self._tasks is not None
+                self._tasks.create_task(self._transcribe(output))
+                continue
             if isinstance(output, Send):
                 text = json.dumps(output.event)
                 output = _Encoded(output.event, text)
@@ -515,6 +534,16 @@ class _Connection:
                 pass
             self._dispatch(self._core.tick())
             await self._server.notify()
+
+    async def _transcribe(self, request: Transcribe) -> None:
+        transcriber = self._server.transcriber
+        assert transcriber is not None
+        loop = asyncio.get_running_loop()
+        text = await loop.run_in_executor(self._server._transcribing, transcriber.transcribe, request.segment)
+        log.debug("%s: heard %r (%.1f-%.1f s into the recording)", self._record.id, text,
+                 request.segment.start_ms / 1000, request.segment.end_ms / 1000)  # fmt: skip
+        self._dispatch(self._core.transcript_ready(request.item_id, text))
+        await self._server.notify()
 
     async def _synthesize(self, request: Synthesize) -> None:
         pcm = await self._speech.synthesize(request.text)

@@ -39,6 +39,7 @@ from realtime_sim.response_run import (
 from realtime_sim.router import route
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
+from realtime_sim.transcriber import RecordingPosition, Segment, Transcriber, session_words
 from realtime_sim.validation import ClientEventValidator
 from realtime_sim.vad import BYTES_PER_MS, EnergyVad, SpeechStarted
 
@@ -99,7 +100,18 @@ class Synthesize:
     text: str
 
 
-Output = Send | SendRaw | Close | Drop | Stall | Synthesize
+@dataclass(frozen=True)
+class Transcribe:
+    """Find the words of a committed segment no test scripted, and hand them back with
+    `SessionCore.transcript_ready(item_id, text)` (a cue sheet, or the offline recogniser)."""
+
+    item_id: str
+    segment: Segment
+
+
+Output = Send | SendRaw | Close | Drop | Stall | Synthesize | Transcribe
+
+MAX_KEPT_AUDIO_MS = 60_000  # uncommitted input kept for the recogniser (a segment longer than this is cut)
 
 
 @dataclass(frozen=True)
@@ -152,8 +164,18 @@ class SessionCore:
         random_faults: Sequence[Fault] = (),
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
+        transcriber: Transcriber | None = None,
+        recording: RecordingPosition | None = None,
     ) -> None:
+        """`transcriber` finds the words of segments no test scripted (else they say
+        `fallback_transcript`); `recording` counts the audio all listener sessions received, so a
+        cue sheet's times can be placed (shared by every session of one server)."""
         self._config = config
+        self._transcriber = transcriber
+        self._recording = recording
+        self._recording_offset: float | None = None  # where this session's audio starts in the recording
+        self._kept_audio = bytearray()  # uncommitted input, for a transcriber that listens
+        self._kept_from_ms = 0.0  # the input position where _kept_audio begins
         self._script = script
         self._validator = validator
         self._ids = ids
@@ -259,6 +281,17 @@ class SessionCore:
         if run is not None and run.waiting_for_speech and not self._closed:
             self._audio_produced = True
             self._advance(run, pcm)
+        return self._finish_call()
+
+    def transcript_ready(self, item_id: str, text: str) -> list[Output]:
+        """The words of a segment the transcriber was asked for ("" = none it could make out)."""
+        transcript = text.strip() or self._config.fallback_transcript
+        index = self._index_of(item_id)
+        if index is not None:  # the model understands the item as what was recognised
+            self._entries[index].text = transcript
+        if not self._closed and session_config.transcription_enabled(self._session):
+            audio_ms = self._entries[index].audio_ms if index is not None else 0.0
+            self._send_transcript(item_id, transcript, audio_ms)
         return self._finish_call()
 
     def pump(self) -> PumpResult:
@@ -436,6 +469,12 @@ class SessionCore:
             )
             return
         ms = len(pcm) / BYTES_PER_MS
+        if self._recording is not None and self.role != "narrator":
+            if self._recording_offset is None:
+                self._recording_offset = self._recording.total_ms - self._input_ms
+            self._recording.total_ms += ms
+        if self._transcriber is not None and self._transcriber.needs_audio:
+            self._keep_audio(pcm)
         self._input_ms += ms
         self._buffer_ms += ms
         if self._vad is None:
@@ -460,7 +499,7 @@ class SessionCore:
         item_id = self._segment_item_id or self._ids.item()
         self._segment_item_id = None
         self._send({"type": "input_audio_buffer.speech_stopped", "audio_end_ms": audio_end_ms, "item_id": item_id})
-        self._commit_segment(item_id, max(0, audio_end_ms - self._segment_start_ms))
+        self._commit_segment(item_id, max(0, audio_end_ms - self._segment_start_ms), self._segment_start_ms, audio_end_ms)
         detection = session_config.turn_detection(self._session) or {}
         if detection.get("create_response") and self._default_run is None:
             self._start_response({}, client_event_id=None)
@@ -478,11 +517,20 @@ class SessionCore:
         self._segment_item_id = None
         if self._vad is not None:
             self._vad.reset_segment()
-        self._commit_segment(item_id, self._buffer_ms)
+        self._commit_segment(item_id, self._buffer_ms, self._input_ms - self._buffer_ms, self._input_ms)
 
-    def _commit_segment(self, item_id: str, audio_ms: float) -> None:
-        """The buffered audio becomes a user item; what it "says" comes from the script."""
-        transcript = self._script.take_transcript() or self._config.fallback_transcript
+    def _commit_segment(self, item_id: str, audio_ms: float, start_ms: float, end_ms: float) -> None:
+        """The buffered audio (input positions start_ms..end_ms) becomes a user item; what it
+        "says" comes from the script, else from the transcriber, else it is the fallback."""
+        scripted = self._script.take_transcript()
+        segment_pcm = self._take_kept_audio(start_ms, end_ms)
+        if scripted is None and self._transcriber is not None:
+            hints, wake_words = session_words(self._session)
+            offset = self._recording_offset or 0.0
+            segment = Segment(offset + start_ms, offset + end_ms, segment_pcm, hints, wake_words)
+            self._out.append(Transcribe(item_id, segment))
+        transcript = scripted or self._config.fallback_transcript
+        pending = scripted is None and self._transcriber is not None
         previous = self._entries[-1].id if self._entries else None
         item = {
             "id": item_id,
@@ -496,6 +544,8 @@ class SessionCore:
         self._send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id})
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
+        if pending:
+            return  # the transcript comes with transcript_ready, when the transcriber is done
         if session_config.transcription_enabled(self._session):
             delay = self._performer.transcription_delay_s()
             if delay:  # a real transcriber finishes later, after other events
@@ -524,7 +574,29 @@ class SessionCore:
             }
         )
 
+    def _keep_audio(self, pcm: bytes) -> None:
+        self._kept_audio += pcm
+        excess = len(self._kept_audio) - MAX_KEPT_AUDIO_MS * BYTES_PER_MS
+        if excess > 0:
+            excess -= excess % 2
+            del self._kept_audio[:excess]
+            self._kept_from_ms += excess / BYTES_PER_MS
+
+    def _take_kept_audio(self, start_ms: float, end_ms: float) -> bytes:
+        """The kept input between two positions; what came before `end_ms` is dropped."""
+        if not self._kept_audio:
+            return b""
+        first = max(0, int((start_ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
+        last = max(first, int((end_ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
+        pcm = bytes(self._kept_audio[first:last])
+        del self._kept_audio[:last]
+        self._kept_from_ms += last / BYTES_PER_MS
+        return pcm
+
     def _clear_audio(self, event: dict[str, Any]) -> None:
+        if self._kept_audio:
+            self._kept_from_ms += len(self._kept_audio) / BYTES_PER_MS
+            self._kept_audio.clear()
         self._buffer_ms = 0.0
         self._segment_item_id = None
         if self._vad is not None:

@@ -22,6 +22,16 @@ cwd = "."
 """
 
 
+def task_started_by_voice(tmp_path: Path, sim: SimServer, tasks_toml: str, name: str) -> tuple[dict[str, str], list[str]]:
+    """The daemon's environment and arguments for a recording in which the user starts `name`."""
+    (tmp_path / "tasks.toml").write_text(tasks_toml)
+    env = daemon_env(tmp_path, sim.base_url, HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
+    sim.script.push_transcript(f"Computer, start the {name} task")
+    sim.script.push_tool_call("start_task", {"name": name})
+    wav = spoken_wav(tmp_path / "mic.wav", utterances=1, seconds_after=120)
+    return env, ["--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")]
+
+
 def stored_tasks(tmp_path: Path):
     store = TaskStore(tmp_path / "state" / "tasks" / "tasks.db", replace_damaged=False)
     try:
@@ -34,12 +44,8 @@ def stored_tasks(tmp_path: Path):
 async def test_a_signal_stops_tasks_records_them_and_the_next_start_says_so_once(
     tmp_path: Path, sim: SimServer, sig: signal.Signals
 ) -> None:
-    (tmp_path / "tasks.toml").write_text(TASKS)
-    env = daemon_env(tmp_path, sim.base_url, HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
-    sim.script.push_transcript("Computer, start the backup task")
-    sim.script.push_tool_call("start_task", {"name": "backup"})
-    wav = spoken_wav(tmp_path / "mic.wav", utterances=1, seconds_after=120)
-    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
+    env, args = task_started_by_voice(tmp_path, sim, TASKS, "backup")
+    async with running_daemon(tmp_path, env, *args) as daemon:
         await daemon.wait_line(r"task 1 \(backup\) is running")
         daemon.signal(sig)
         assert await daemon.exited(timeout=10) == 0, daemon.log
@@ -65,14 +71,9 @@ async def test_a_signal_stops_tasks_records_them_and_the_next_start_says_so_once
 
 
 async def test_a_second_signal_stops_at_once(tmp_path: Path, sim: SimServer) -> None:
-    (tmp_path / "tasks.toml").write_text(
-        '[tasks.stubborn]\nargv = ["sh", "-c", "trap \'\' TERM; echo started; while :; do sleep 0.1; done"]\ncwd = "."\n'
-    )
-    env = daemon_env(tmp_path, sim.base_url, HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
-    sim.script.push_transcript("Computer, start the stubborn task")
-    sim.script.push_tool_call("start_task", {"name": "stubborn"})
-    wav = spoken_wav(tmp_path / "mic.wav", utterances=1, seconds_after=120)
-    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
+    stubborn = '[tasks.stubborn]\nargv = ["sh", "-c", "trap \'\' TERM; echo started; while :; do sleep 0.1; done"]\ncwd = "."\n'
+    env, args = task_started_by_voice(tmp_path, sim, stubborn, "stubborn")
+    async with running_daemon(tmp_path, env, *args) as daemon:
         await daemon.wait_line(r"task 1 \(stubborn\) is running")
         daemon.signal(signal.SIGTERM)  # the task ignores it: handoff waits out the grace period ...
         await daemon.wait_line(r"SIGTERM: stopping")

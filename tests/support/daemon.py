@@ -95,9 +95,10 @@ class Daemon:
 
 
 @contextlib.asynccontextmanager
-async def running_daemon(tmp_path: Path, env: dict[str, str], *args: str) -> AsyncIterator[Daemon]:
+async def running_daemon(tmp_path: Path, env: dict[str, str], *args: str, command: str = "run") -> AsyncIterator[Daemon]:
+    """`handoff run ARGS` (or another `command`, e.g. "sim") with its stderr read as it comes."""
     process = await asyncio.create_subprocess_exec(
-        *handoff_command(), "run", *args, cwd=tmp_path, env=env,
+        *handoff_command(), command, *args, cwd=tmp_path, env=env,
         stdin=asyncio.subprocess.DEVNULL, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
     )  # fmt: skip
     daemon = Daemon(process)

@@ -1,0 +1,84 @@
+"""The simulator answers a user's own recording: a cue sheet says what each stretch of speech
+says, or, without one, pocketsphinx recognises it offline (issue 13, part 6)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from realtime_sim import SimServer
+from realtime_sim.transcriber import CueSheet, CueSheetError, Recogniser, Segment
+from speech.local_voice import synthesize
+from tests.support.audio_helpers import write_wav
+from tests.support.daemon import SILENCE_1S, daemon_env, running_daemon, spoken_wav
+
+
+def test_a_cue_sheet_names_each_segment_once() -> None:
+    cues = CueSheet.parse("# my recording\n0.5\tComputer, what time is it?\n\n2.5  I think it's late\n7\tComputer.\n")
+    assert cues.transcribe(Segment(200, 1400)) == "Computer, what time is it?"
+    assert cues.transcribe(Segment(200, 1400)) == ""  # used: a replayed stretch does not say it twice
+    assert cues.transcribe(Segment(2100, 3000)) == "I think it's late"  # a cue half a second early still counts
+    assert cues.transcribe(Segment(6000, 8000)) == "Computer."
+
+
+@pytest.mark.parametrize(
+    ("text", "message"),
+    [
+        ("1.5 hello\nsoon\tComputer, hi\n", "line 2 of cues.tsv is not `seconds<TAB>words`: 'soon\\tComputer, hi'"),
+        ("# only a comment\n", "cues.tsv has no cues"),
+    ],
+)
+def test_a_cue_sheet_that_cannot_be_read_says_which_line(text: str, message: str) -> None:
+    with pytest.raises(CueSheetError) as caught:
+        CueSheet.parse(text, "cues.tsv")
+    assert str(caught.value).startswith(message)
+
+
+async def test_sim_with_a_bad_cue_sheet_is_one_line(tmp_path: Path) -> None:
+    (tmp_path / "cues.tsv").write_text("soon\thello\n")
+    async with running_daemon(tmp_path, daemon_env(tmp_path, ""), "--port", "0", "--transcripts", str(tmp_path / "cues.tsv"),
+                              command="sim") as sim:  # fmt: skip
+        assert await sim.exited(timeout=30) == 2
+    assert sim.lines == [f"handoff sim: line 1 of {tmp_path / 'cues.tsv'} is not `seconds<TAB>words`: 'soon\\thello'; "
+                         "write it like `12.5<TAB>computer, what time is it`."]  # fmt: skip
+
+
+async def test_sim_with_a_cue_sheet_answers_the_recording_word_for_word(tmp_path: Path) -> None:
+    # Three utterances, each a second long, starting at 0.5 s, 2.5 s and 4.5 s of the recording.
+    wav = spoken_wav(tmp_path / "mine.wav", utterances=3, seconds_after=2)
+    (tmp_path / "cues.tsv").write_text(
+        "0.5\tComputer, echo hello from the cue sheet\n2.5\tI think we should paint the kitchen blue.\n"
+        "4.5\tComputer, what time is it?\n"
+    )
+    async with running_daemon(tmp_path, daemon_env(tmp_path, ""), "--port", "0", "--transcripts", str(tmp_path / "cues.tsv"),
+                              command="sim") as sim:  # fmt: skip
+        line = await sim.wait_line(r"simulator listening on ")
+        base_url = re.search(r"(http://\S+/v1)", line).group(1)
+        # Read in real time, as a microphone would be: the file pauses while the narrator speaks.
+        async with running_daemon(tmp_path, daemon_env(tmp_path, base_url), "--input-wav", str(wav),
+                                  "--output-wav", str(tmp_path / "out.wav")) as handoff:  # fmt: skip
+            assert await handoff.exited(timeout=90) == 0, handoff.log
+    commands = [line.split("command: ", 1)[1] for line in handoff.lines if " command: " in line]
+    assert commands == ["echo hello from the cue sheet", "what time is it?"], handoff.log + "\nSIM:\n" + sim.log
+    assert "ignored an utterance not addressed to me (8 words)" in handoff.log
+    assert handoff.log.count("narrated: answer") == 2
+
+
+async def test_without_a_cue_sheet_speech_is_recognised_offline(tmp_path: Path) -> None:
+    recogniser = Recogniser()
+    speech = [await synthesize(text, voice="en-us+f3") for text in (
+        "I bought a new computer yesterday.", "Computer, ask the brain why the sky is blue.",
+    )]  # fmt: skip
+    wav = write_wav(tmp_path / "spoken.wav", bytes(24000) + b"".join(s + SILENCE_1S for s in speech) + SILENCE_1S * 2)
+    async with SimServer(transcriber=recogniser) as sim:
+        async with running_daemon(tmp_path, daemon_env(tmp_path, sim.base_url), "--input-wav", str(wav),
+                                  "--output-wav", str(tmp_path / "out.wav"), "--fast") as handoff:  # fmt: skip
+            assert await handoff.exited(timeout=120) == 0, handoff.log
+    recogniser.close()
+    commands = [line.split("command: ", 1)[1] for line in handoff.lines if " command: " in line]
+    assert len(commands) == 1, handoff.log
+    assert {"ask", "brain", "blue"} <= set(commands[0].split()), commands  # the key words, recognised
+    assert "ask_brain(" in handoff.log
+    assert "ignored an utterance not addressed to me" in handoff.log  # "computer" not at the start
