@@ -87,7 +87,7 @@ def test_the_sim_command_takes_the_delays_in_milliseconds(monkeypatch):
     args = parser.parse_args(["--delay-ms", "25", "--upgrade-delay-ms", "50"])
     seen: list[SimConfig] = []
 
-    async def serve(config: SimConfig, host: str, port: int) -> None:
+    async def serve(config: SimConfig, host: str, port: int, *rest: object) -> None:
         seen.append(config)
 
     monkeypatch.setattr("realtime_sim.command.serve", serve)

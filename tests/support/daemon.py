@@ -34,7 +34,9 @@ def daemon_env(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
                WORKSPACE_ROOT=str(tmp_path), XDG_RUNTIME_DIR=str(tmp_path),
                # The WAV "speaks" in tones the simulator's VAD hears; the on-device VAD rightly
                # does not call a tone speech, so these daemons send the continuous stream.
-               HANDOFF_UPLOAD_MODE="continuous", **extra)  # fmt: skip
+               HANDOFF_UPLOAD_MODE="continuous",
+               # Chatter right after an answer must stay overheard here: no follow-up window.
+               FOLLOW_UP_WINDOW_S="0", **extra)  # fmt: skip
     return env
 
 
