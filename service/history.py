@@ -14,7 +14,6 @@ import json
 import logging
 import os
 import sqlite3
-import threading
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -130,7 +129,7 @@ class HistoryStore:
         self.path = path
         self._max_rows = max_rows
         self._executor = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="history")
-        self._local = threading.local()
+        self._db: sqlite3.Connection | None = None  # opened and used on the executor's one thread only
         self.failures = 0
 
     def add(self, entry: HistoryEntry) -> None:
@@ -142,11 +141,10 @@ class HistoryStore:
         self._executor.shutdown(wait=True)
 
     def _connection(self) -> sqlite3.Connection:
-        db = getattr(self._local, "db", None)
-        if db is None:
-            db = self._local.db = open_private_db(self.path)
-            db.executescript(_SCHEMA)
-        return db
+        if self._db is None:
+            self._db = open_private_db(self.path)
+            self._db.executescript(_SCHEMA)
+        return self._db
 
     def _write(self, entry: HistoryEntry) -> None:
         db = self._connection()
@@ -158,10 +156,9 @@ class HistoryStore:
             db.execute("DELETE FROM history WHERE id <= (SELECT MAX(id) FROM history) - ?", (self._max_rows,))
 
     def _close_connection(self) -> None:
-        db = getattr(self._local, "db", None)
-        if db is not None:
-            db.close()
-            self._local.db = None
+        if self._db is not None:
+            self._db.close()
+            self._db = None
 
     def _log_failure(self, future: "concurrent.futures.Future[None]") -> None:
         error = future.exception()

@@ -10,7 +10,6 @@ import pytest
 
 from decisions.timeline import Timeline, TimelineKind
 from realtime_sim import SimServer
-from realtime_sim.script import Fault
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
 from service.runtime import ServiceRuntime

@@ -137,7 +137,7 @@ def test_status_without_a_daemon(tmp_path: Path, capsys, monkeypatch) -> None:
     assert capsys.readouterr().out.strip() == f"handoff is not running (no status file at {tmp_path / 'status.json'})."
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 20.0) -> None:
+async def eventually(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
     """Poll for a file's contents (nothing signals a write to another process's file)."""
     async with asyncio.timeout(timeout):
         while not predicate():

@@ -293,6 +293,28 @@ async def test_tasks_left_running_by_a_crash_are_marked_interrupted_and_announce
         )
 
 
+async def test_tasks_stopped_by_a_shutdown_are_recorded_so_and_announced_once(tmp_path: Path) -> None:
+    templates = (sh("backup", "echo working; sleep 30", spoken="the backup"), sh("tests", "true", spoken="the test run"))
+    async with running_manager(tmp_path, templates, max_concurrent=1, shutdown=True) as first:
+        running = await first.start_task("backup")
+        queued = await first.start_task("tests")
+        assert (running.status, queued.status) == (TaskStatus.RUNNING, TaskStatus.QUEUED)
+        # leaving the block is handoff stopping (a signal): close(shutdown=True)
+
+    assert not alive(running.pid)
+    async with running_manager(tmp_path, templates) as second:
+        records = {r.name: r for r in await second.list_tasks()}
+        assert {name: r.status for name, r in records.items()} == {"backup": TaskStatus.STOPPED, "tests": TaskStatus.STOPPED}
+        assert records["backup"].stop_reason == "shutdown" and records["backup"].finished_at is not None
+        first_notice = second.next_batch()
+        assert re.fullmatch(r"The backup was stopped after .+, when handoff was stopped\.", first_notice.script)
+        second.ack(first_notice.ids)
+        assert second.next_batch().script == "The test run never started: handoff was stopped first."
+        second.ack(second.next_batch().ids)
+    async with running_manager(tmp_path, templates) as third:
+        assert third.next_batch() is None  # said once: not again at the next start
+
+
 # --- identifiers --------------------------------------------------------------------------------
 
 
