@@ -24,6 +24,7 @@ from pathlib import Path
 from openai import AsyncOpenAI
 
 from audio_io.format import BYTES_PER_SECOND
+from config.settings import ConversationSettings
 from realtime_api.sessions import listener_session
 from realtime_sim import SimServer
 from tests.support.pipeline_harness import UTTERANCE, running_pipeline
@@ -49,7 +50,8 @@ def dollars(tokens: tuple[int, int]) -> float:
 async def handoff_run(rounds: int) -> list[tuple[int, int]]:
     async with SimServer() as sim:
         with tempfile.TemporaryDirectory() as tmp:
-            async with running_pipeline(Path(tmp), sim) as p:
+            # Chatter right after an answer must stay overheard: no follow-up window here.
+            async with running_pipeline(Path(tmp), sim, conversation=ConversationSettings(follow_up_s=0)) as p:
                 for n in range(rounds):
                     for i in range(CHATTER_PER_ROUND):
                         p.say(f"chatter {n}.{i} about nothing in particular")
