@@ -23,7 +23,7 @@ import sys
 import time
 from array import array
 from dataclasses import dataclass
-from typing import Callable, Protocol
+from typing import Protocol
 
 from audio_io.echo import EchoSuppressor
 from config.settings import EchoSettings

@@ -240,7 +240,7 @@ def _command_arpa(words: tuple[str, ...], phrases: tuple[str, ...]) -> str:
     histories = {a for a, _ in pairs}
     backoff = math.log10(0.5)  # a word with known followers gives half its weight to the rest
     lines = ["\\data\\", f"ngram 1={len(words) + 2}", f"ngram 2={len(pairs)}", "", "\\1-grams:",
-             f"-99 <s> 0", f"{unigram:.4f} </s> 0"]  # fmt: skip
+             "-99 <s> 0", f"{unigram:.4f} </s> 0"]  # fmt: skip
     lines += [f"{unigram:.4f} {word} {backoff if word in histories else 0:.4f}" for word in words]
     lines += ["", "\\2-grams:"] + [f"{math.log10(0.3):.4f} {a} {b}" for a, b in pairs]
     return "\n".join([*lines, "", "\\end\\", ""])

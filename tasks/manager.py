@@ -34,7 +34,7 @@ from tasks.identify import resolve_task
 from tasks.notices import NoticeBatch, NoticeQueue, notice_for
 from tasks.output import OutputSink, OutputTail, Redactor
 from tasks.records import FINAL_STATUSES, TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
-from tasks.runner import MARKER, LaunchError, ProcessRunner, stop_marked, task_environment
+from tasks.runner import LaunchError, ProcessRunner, stop_marked, task_environment
 from tasks.state import (
     Crashed, Exited, Fired, Interrupted, LaunchFailed, ShutDown, Started, StopRequested, TaskEvent, transition,
 )

@@ -8,11 +8,8 @@ import asyncio
 from config.settings import ConversationSettings
 from decisions.coordinator import STILL_WORKING_MESSAGE
 from speech.local_voice import working_earcon
-from tests.support.pipeline_harness import running_pipeline
+from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 
-
-def narrated_scripts(p) -> list[str]:
-    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
 
 
 async def test_a_follow_up_without_the_wake_phrase_is_routed_inside_the_window_and_ignored_after(tmp_path, sim):

@@ -11,11 +11,8 @@ from decisions.coordinator import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAG
 from realtime_api.fatal import SPOKEN, ErrorKind
 from realtime_sim import Fault, SimConfig
 from speech.local_voice import tone
-from tests.support.pipeline_harness import UTTERANCE, running_pipeline
+from tests.support.pipeline_harness import UTTERANCE, narrated_scripts, running_pipeline
 
-
-def narrated_scripts(p) -> list[str]:
-    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
 
 
 def function_outputs(p) -> list[str]:

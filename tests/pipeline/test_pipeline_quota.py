@@ -8,13 +8,10 @@ import asyncio
 from decisions.coordinator import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_api.fatal import SPOKEN, ErrorKind
 from realtime_sim import Fault
-from tests.support.pipeline_harness import running_pipeline
+from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 
 NO_CREDIT = SPOKEN[ErrorKind.NO_CREDIT]
 
-
-def narrated_scripts(p) -> list[str]:
-    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
 
 
 def final_messages(p) -> int:

@@ -23,11 +23,8 @@ from decisions.timeline import Timeline
 from realtime_sim import Fault, SimConfig
 from config.settings import ReconnectSettings, Settings
 from tests.support.audio_helpers import write_wav
-from tests.support.pipeline_harness import UTTERANCE, fast_settings, running_pipeline
+from tests.support.pipeline_harness import UTTERANCE, fast_settings, narrated_scripts, running_pipeline
 
-
-def narrating(p) -> list[str]:
-    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
 
 
 
@@ -38,8 +35,8 @@ async def test_a_slow_tool_is_not_mistaken_for_a_lost_response(tmp_path, sim):
             sim.script.push_brain_delay(5.0)
         sim.script.push_tool_call("ask_brain", {"query": "why is the sky blue"})
         p.say("Computer, ask the brain why the sky is blue")
-        await p.wait(lambda t: any("couldn't reach the brain" in s for s in narrating(p)), 30)
-        assert ROUTING_FAILED_MESSAGE not in narrating(p)
+        await p.wait(lambda t: any("couldn't reach the brain" in s for s in narrated_scripts(p)), 30)
+        assert ROUTING_FAILED_MESSAGE not in narrated_scripts(p)
 
 
 async def test_the_watchdog_apology_is_final(tmp_path, sim):
@@ -48,7 +45,7 @@ async def test_the_watchdog_apology_is_final(tmp_path, sim):
         # The model's response to this route is held back far past the route timeout.
         sim.script.push_fault(Fault("delay", target="listener", after_sent="response.created", delay_s=3.0))
         p.say("Computer, what time is it")
-        await p.wait(lambda t: ROUTING_FAILED_MESSAGE in narrating(p) and t.count("listening") > before["listening"], 20)
+        await p.wait(lambda t: ROUTING_FAILED_MESSAGE in narrated_scripts(p) and t.count("listening") > before["listening"], 20)
         # The old session (and its late response) is gone; nothing is routed again or run.
         await sim.wait_for(lambda s: p.listener_connections()[0].close_code is not None, 5)
         assert p.counts()["command"] == before["command"] + 1
@@ -63,8 +60,8 @@ async def test_a_drop_while_a_tool_runs_is_answered_once_and_quietly(tmp_path, s
         sim.script.push_fault(Fault("drop", target="listener", after_sent="response.done"))
         p.say("Computer, ask the brain why")
         await p.answered(before)
-        assert CONNECTION_LOST_MESSAGE not in narrating(p)
-        assert "Because of scattering." in narrating(p)[-1]
+        assert CONNECTION_LOST_MESSAGE not in narrated_scripts(p)
+        assert "Because of scattering." in narrated_scripts(p)[-1]
         assert p.counts()["tool"] == before["tool"] + 1  # and the harness checks no output went astray
 
 
@@ -97,8 +94,8 @@ async def test_a_flapping_connection_is_talked_about_once(tmp_path, sim):
     async with running_pipeline(tmp_path, sim) as p:
         for _ in range(8):
             sim.script.push_fault(Fault("close_1011", target="listener", after_s=0.2))  # younger than healthy
-        await p.wait(lambda t: RECONNECTED_MESSAGE in narrating(p), 60)
-        said = [s for s in narrating(p) if s in (CONNECTION_LOST_MESSAGE, CANNOT_CONNECT_MESSAGE, RECONNECTED_MESSAGE)]
+        await p.wait(lambda t: RECONNECTED_MESSAGE in narrated_scripts(p), 60)
+        said = [s for s in narrated_scripts(p) if s in (CONNECTION_LOST_MESSAGE, CANNOT_CONNECT_MESSAGE, RECONNECTED_MESSAGE)]
         assert said == [CANNOT_CONNECT_MESSAGE, RECONNECTED_MESSAGE]
         assert len(p.listener_connections()) >= 9
 

@@ -6,7 +6,7 @@ import asyncio
 import time
 
 from commands import cli
-from tests.support.pipeline_harness import running_pipeline
+from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 
 TASKS = """
 [tasks.backup]
@@ -20,18 +20,15 @@ seconds = { description = "how long it takes", default = "0.3" }
 """
 
 
-def scripts(p) -> list[str]:
-    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
-
 
 async def test_start_then_completion_notice_then_fresh_listener(tmp_path, sim):
     async with running_pipeline(tmp_path, sim, tasks_toml=TASKS) as p:
         before = await p.ask("Computer, start the backup task")
-        assert "backup" in scripts(p)[-1].lower() and "start" in scripts(p)[-1].lower()
+        assert "backup" in narrated_scripts(p)[-1].lower() and "start" in narrated_scripts(p)[-1].lower()
         # The notice arrives by itself once the task is done, then the listener is fresh again.
         await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == before["narrated"] + 2
                      and t.count("listening") >= before["listening"] + 2)
-        notice = scripts(p)[-1]
+        notice = narrated_scripts(p)[-1]
         assert "backup finished" in notice.lower() and "copied 3 files" in notice
         assert p.timeline.count("tool") == before["tool"] + 1
 
@@ -42,10 +39,10 @@ async def test_list_and_cancel_by_voice(tmp_path, sim):
         before = await p.ask("Computer, start the backup task")
 
         before = await p.ask("Computer, list my tasks")
-        assert "backup is still going" in scripts(p)[-1].lower()
+        assert "backup is still going" in narrated_scripts(p)[-1].lower()
 
         before = await p.ask("Computer, cancel the backup")
-        assert "cancel" in scripts(p)[-1].lower() or "stopped" in scripts(p)[-1].lower()
+        assert "cancel" in narrated_scripts(p)[-1].lower() or "stopped" in narrated_scripts(p)[-1].lower()
         tools = [e.text for e in p.timeline.entries if e.kind == "tool"]
         assert [t.split("(")[0] for t in tools] == ["start_task", "list_tasks", "cancel_task"]
         # A cancel the user asked for is not announced again: nothing is waiting to be narrated.
@@ -71,7 +68,7 @@ async def test_a_task_started_from_the_command_line_is_announced_exactly_once(tm
         code, out, err = await handoff_tasks(capsys, p, "start", "backup", "seconds=0.2")
         assert (code, out, err) == (0, "1\n", "")
         await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == 1 and t.count("listening") >= 2)
-        assert "backup finished" in scripts(p)[-1].lower() and "copied 3 files" in scripts(p)[-1]
+        assert "backup finished" in narrated_scripts(p)[-1].lower() and "copied 3 files" in narrated_scripts(p)[-1]
         await p.ask("Computer, list my tasks")  # another full cycle: nothing is announced again
         assert p.timeline.count("notice") == 1 and p.coordinator.parts.notices.next_batch(time.time()) is None
 
@@ -110,7 +107,7 @@ async def test_a_task_whose_program_is_missing_is_said_once_and_logged_as_failed
         sim.script.push_tool_call("start_task", {"name": "ghost"})
         with caplog.at_level("INFO", logger="handoff"):
             before = await p.ask("Computer, start the ghost task")
-        said = scripts(p)[-1]
+        said = narrated_scripts(p)[-1]
         assert said == "The ghost could not start: the program no-such-program-xyz was not found."
         assert "tool start_task finished ok=False" in caplog.text and "ok=True" not in caplog.text
         assert "succeeded" not in caplog.text

@@ -9,11 +9,8 @@ from datetime import datetime
 
 from tasks import TaskConfig, TaskKind, TaskManager, TaskSettings, TaskStatus, TaskStore
 from tasks.when import when_words
-from tests.support.pipeline_harness import running_pipeline
+from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 
-
-def scripts(p) -> list[str]:
-    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
 
 
 def notices(p) -> list[str]:
@@ -23,11 +20,11 @@ def notices(p) -> list[str]:
 async def test_a_two_second_timer_is_announced_exactly_once(tmp_path, sim):
     async with running_pipeline(tmp_path, sim) as p:
         before = await p.ask("Computer, set a timer for two seconds")
-        assert scripts(p)[-1].startswith("Timer set for two seconds; it ends ")
+        assert narrated_scripts(p)[-1].startswith("Timer set for two seconds; it ends ")
         # It announces itself, then the listener is fresh again.
         await p.wait(lambda t: t.count("notice") == 1 and t.count("narrated") == before["narrated"] + 2
                      and t.count("listening") >= before["listening"] + 2)  # fmt: skip
-        assert notices(p) == ["Your two-second timer is done."] and scripts(p)[-1] == "Your two-second timer is done."
+        assert notices(p) == ["Your two-second timer is done."] and narrated_scripts(p)[-1] == "Your two-second timer is done."
         # Another full command cycle: nothing is announced again.
         await p.ask("Computer, what time is it?")
         assert p.timeline.count("notice") == 1
@@ -40,13 +37,13 @@ async def test_a_two_second_timer_is_announced_exactly_once(tmp_path, sim):
 async def test_time_left_and_cancel_by_voice(tmp_path, sim):
     async with running_pipeline(tmp_path, sim) as p:
         await p.ask("Computer, set a timer for ten minutes")
-        assert scripts(p)[-1].startswith("Timer set for ten minutes; it ends ")
+        assert narrated_scripts(p)[-1].startswith("Timer set for ten minutes; it ends ")
         await p.ask("Computer, how long is left on my timer?")
-        assert re.fullmatch(r"Your ten-minute timer has (ten minutes|nine minutes and [a-z -]+ seconds?) left\.", scripts(p)[-1])
+        assert re.fullmatch(r"Your ten-minute timer has (ten minutes|nine minutes and [a-z -]+ seconds?) left\.", narrated_scripts(p)[-1])
         await p.ask("Computer, cancel the timer")
-        assert re.fullmatch(r"I cancelled your ten-minute timer; it had [a-z -]+ left\.", scripts(p)[-1])
+        assert re.fullmatch(r"I cancelled your ten-minute timer; it had [a-z -]+ left\.", narrated_scripts(p)[-1])
         await p.ask("Computer, how long is left on my timer?")
-        assert scripts(p)[-1] == "You have no timers or reminders set."
+        assert narrated_scripts(p)[-1] == "You have no timers or reminders set."
         tools = [e.text.split("(")[0] for e in p.timeline.entries if e.kind == "tool"]
         assert tools == ["set_timer", "time_left", "cancel_timer", "time_left"]
         assert p.timeline.count("notice") == 0

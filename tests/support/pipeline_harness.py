@@ -72,6 +72,11 @@ def fast_settings(
     )
 
 
+def narrated_scripts(p: "Pipeline") -> list[str]:
+    """Every script the narrator was given, in order."""
+    return [e.text for e in p.timeline.entries if e.kind == "narrating"]
+
+
 @dataclass
 class Pipeline:
     sim: SimServer
