@@ -169,7 +169,6 @@ class NarratorSettings:
     """The narrator: a fresh session per script."""
 
     min_similarity: float = 0.8  # a read below this (after normalising both sides) is logged and counted as weak, never re-read
-    echo_margin_s: float = 0.3  # mic stays muted this long after playback ends, so the tail is not heard
     response_timeout_s: float = 60.0  # a narration that produces nothing for this long is abandoned
     max_script_chars: int = 1200  # longer scripts are cut at a sentence boundary
     # Keep one fresh session connected and configured ahead of need, so a narration costs one

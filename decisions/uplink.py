@@ -13,6 +13,7 @@ class UplinkStats:
     chunks_sent: int = 0
     chunks_muted: int = 0  # read from a live mic while muted, and dropped
     chunks_buffered: int = 0  # taken while no session could take them
+    chunks_echo: int = 0  # heard by the echo gate as the narrator's echo: sent as silence (if not muted)
 
 
 class Uplink:
@@ -44,6 +45,9 @@ class Uplink:
         wait): never the start of an utterance a lost session did not transcribe."""
         while len(self._waiting) - self._protected > self._capacity:  # replayed speech is on top
             del self._waiting[self._protected]
+
+    def dropped_as_echo(self) -> None:
+        self.stats.chunks_echo += 1
 
     def dropped_while_muted(self) -> None:
         self.stats.chunks_muted += 1

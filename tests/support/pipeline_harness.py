@@ -58,7 +58,7 @@ def fast_settings(
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
-        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0, warm=narrator_warm),
+        narrator=NarratorSettings(response_timeout_s=10.0, warm=narrator_warm),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),
         # The tests speak in tones (the simulator's VAD hears energy); the on-device VAD would
