@@ -157,6 +157,7 @@ async def running_pipeline(
     cost: CostSettings = CostSettings(),
     mic_pace: float = MIC_PACE,
     narrator_warm: bool = False,
+    microphone: PushMicrophone | None = None,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -171,7 +172,7 @@ async def running_pipeline(
         conversation, cost, narrator_warm=narrator_warm, **listener
     )
     timeline = Timeline()
-    microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)
+    microphone = microphone or PushMicrophone(chunk_ms=20, pace=mic_pace)
     speaker = speaker or MemorySpeaker(pace=speaker_pace)
     async with assistant(settings, microphone, speaker, timeline) as coordinator:
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")
