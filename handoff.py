@@ -170,7 +170,10 @@ class Coordinator:
             case AbandonRoute():
                 self.listener.abandon_route()
             case RestartListener(reason=reason):
-                self._spawn(self.listener.restart(reason), "restart")
+                # A file paused mid-utterance goes on after the narration: that utterance goes
+                # whole to the next session. A room's speaker was cut off by the mute: dropped.
+                keep = not self.parts.microphone.live
+                self._spawn(self.listener.restart(reason, keep_in_progress=keep), "restart")
             case PlayChime(earcon=earcon):
                 self._spawn(self._play_chime(earcon), "chime")
             case FetchNotices():

@@ -153,6 +153,7 @@ class ListenerSettings:
     recycle_after_s: float = 55 * 60.0  # recycle the session at a quiet moment before the 60-minute cap
     route_timeout_s: float = 30.0  # a routed command with no response by then gets an apology and a fresh session
     pre_connect_buffer_s: float = 10.0  # mic audio kept while the listener reconnects (bounded)
+    retire_wait_s: float = 5.0  # a session handed over stays open this long at most for transcripts still due
 
 
 @dataclass(frozen=True)
