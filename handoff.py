@@ -167,6 +167,9 @@ class Coordinator:
                 self._spawn(self._send_route(route, command), "route")
             case StartTools(route=route, calls=calls, session=session):
                 self._spawn(self._run_tools(route, calls, session), f"tools:{calls[0].call_id}")
+                # Its answer ends in a fresh listener session: open it while the tool runs, so
+                # the mic switches to it the moment the narration's mute lifts.
+                self._spawn(self.listener.warm_up(), "warm listener")
             case AbandonRoute():
                 self.listener.abandon_route()
             case RestartListener(reason=reason):

@@ -55,6 +55,7 @@ class Listener:
         # restart after a narration costs no connect and no session.update.
         self._standby: RealtimeLink | None = None
         self._warming = False
+        self._warmed: asyncio.Event | None = None  # set when the warm-up under way has ended
         self._quiet = True  # as last reported
         self._session_started = 0.0
         self.sessions_opened = 0
@@ -148,12 +149,14 @@ class Listener:
         if self._standby is not None or self._warming:
             return
         self._warming = True
+        warmed = self._warmed = asyncio.Event()
         try:
             self._standby = await open_configured(self._client, self._settings, "listener", self._session)
         except HandshakeFailed as failure:
             log.warning("could not open the next listener session ahead of time (%s); it opens when needed", failure)
         finally:
             self._warming = False
+            warmed.set()
 
     # -- the loop ---------------------------------------------------------------------------------
     async def run(self) -> None:
@@ -180,6 +183,8 @@ class Listener:
         """One session, from open to end. Raises HandshakeFailed (retried with backoff) when it
         cannot be opened, or when it dies unexpectedly before it was healthy, so a server that
         drops every new session is not hammered."""
+        if self._standby is None and self._warming and self._warmed is not None:
+            await self._warmed.wait()  # the next session is on its way: never slower than opening another
         link, self._standby = self._standby, None
         if link is None:
             link = await open_configured(self._client, self._settings, "listener", self._session)
