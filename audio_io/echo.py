@@ -80,9 +80,9 @@ class EchoSuppressor:
         self._sums = [0.0] * (self._max_delay + 1)
         self._squares = [0.0] * (self._max_delay + 1)
         self._path: tuple[int, float] | None = None  # (delay in slots, energy gain)
-        # Until a path is learnt: the loudest mic/reference ratio at any delay lately. No echo can
-        # be louder than that, so a mic that stays quiet while the narrator speaks (no echo, or a
-        # faint one) is trusted from the start, before the path itself is clear.
+        # Until a path is learnt: the largest median mic/reference ratio over the candidate delays
+        # lately. The echo is no louder than that, so a mic that stays quiet while the narrator
+        # speaks (no echo, or a faint one) is trusted from the start, before the path is clear.
         self._bound: float | None = None
         self._since_estimate = 0
         self._last_loud_slot: int | None = None
@@ -198,7 +198,9 @@ class EchoSuppressor:
         there is its gain (speech over the echo only raises ratios, so the median holds)."""
         fewest = min(len(ratios) for ratios in self._ratios)
         if fewest >= _MIN_BOUNDED:
-            self._bound = 10 ** max(max(ratios) for ratios in self._ratios)
+            # At the true delay the median ratio is the gain; elsewhere it is no lower (the
+            # reference does not line up): the largest median bounds the gain from above.
+            self._bound = 10 ** max(sorted(ratios)[len(ratios) // 2] for ratios in self._ratios)
         if fewest < _MIN_TRACKED:
             return  # compare delays on like amounts of evidence only
         variances = []
