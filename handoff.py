@@ -6,8 +6,9 @@ decides, and reports back what happened.
   playback queue is flushed before a narration; unmute once the audio actually played. From
   then on the echo gate (`audio_io.echo`) decides, chunk by chunk, what of the room's sound is the
   narrator's echo (dropped) and what is the user (kept, from its first word): no fixed margin.
-- After narrations, the listener session is closed and a fresh one configured; mic audio captured
-  meanwhile is buffered (bounded) and sent to the new session.
+- After narrations, the mic switches to a fresh listener session (opened while the tool ran); the
+  old one is retired, closed once what it heard is transcribed. Mic audio captured while no
+  session can take it is buffered (bounded) and sent to the new session.
 
 Every task is owned by one TaskGroup. Nothing here polls: each loop waits for a change (one
 `Changes` primitive) or for the core's next deadline.
