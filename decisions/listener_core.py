@@ -148,6 +148,7 @@ class ListenerCore:
     # spoke, not by when the transcript came back (late, with a real model).
     spoken_at: dict[str, float] = field(default_factory=dict)
     stopped_at_ms: dict[str, int] = field(default_factory=dict)  # where unheard utterances ended
+    last_end_ms: int = 0  # where the latest utterance the VAD ended ends (its trailing silence included)
     heard_spans: list[tuple[int, int]] = field(default_factory=list)  # (start, end) ms of those transcribed
     expired: bool = False
     # Handed over (`retire`): the session takes no more audio and routes nothing; it stays open
@@ -193,6 +194,11 @@ class ListenerCore:
         self.retired = True
         replay: int | None = None
         actions: list[Action] = []
+        if keep_in_progress and not self.speaking:
+            # A file may have paused just as an utterance began, before the VAD said so: what
+            # came after the last utterance goes to the next session too (silence, at worst).
+            replay = self.last_end_ms
+            actions.append(Send(ClientEvents.clear_audio()))
         if self.speaking:
             progress = [(start, item) for item, start in self.unheard_starts.items() if item not in self.awaiting_transcripts]
             if progress:
@@ -244,6 +250,7 @@ class ListenerCore:
                 self.spoken_at[item_id] = self.clock()
             case wire.SpeechStopped(item_id=item_id, audio_end_ms=end):
                 self.speaking = False
+                self.last_end_ms = max(self.last_end_ms, end)
                 if item_id in self.unheard_starts:
                     self.stopped_at_ms[item_id] = end
             case wire.AudioCommitted(item_id=item_id) if item_id not in self.handed_over:

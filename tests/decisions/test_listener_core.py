@@ -188,3 +188,13 @@ def test_a_window_is_judged_by_when_the_user_spoke_not_by_a_late_transcript():
     now[0] = 102.5  # ... transcribed after it lapsed
     actions = core.feed(wire.TranscriptCompleted("item_1", "and what day is it"))
     assert CommandHeard("and what day is it") in actions
+
+
+def test_a_retired_file_session_hands_over_what_came_after_its_last_utterance():
+    core, _ = make_core()
+    core.feed(wire.SpeechStarted("item_a", 1000))
+    core.feed(wire.SpeechStopped("item_a", 2500))
+    core.feed(wire.AudioCommitted("item_a"))
+    # A file paused just as the next utterance began: the VAD has not said so yet.
+    replay, _, actions = core.retire(keep_in_progress=True)
+    assert replay == 2500 and actions == [Send({"type": "input_audio_buffer.clear"})]
