@@ -3,10 +3,12 @@ decides, and reports back what happened.
 
 - One narrator at a time (the reader lock); answers to commands before notices.
 - While narrating, mic upload to the listener is muted (the mic is still read and drained); the
-  playback queue is flushed before a narration; unmute only after the audio actually played
-  plus an echo margin.
-- After narrations, the listener session is closed and a fresh one configured; mic audio captured
-  meanwhile is buffered (bounded) and sent to the new session.
+  playback queue is flushed before a narration; unmute once the audio actually played. From
+  then on the echo gate (`audio_io.echo`) decides, chunk by chunk, what of the room's sound is the
+  narrator's echo (dropped) and what is the user (kept, from its first word): no fixed margin.
+- After narrations, the mic switches to a fresh listener session (opened while the tool ran); the
+  old one is retired, closed once what it heard is transcribed. Mic audio captured while no
+  session can take it is buffered (bounded) and sent to the new session.
 
 Every task is owned by one TaskGroup. Nothing here polls: each loop waits for a change (one
 `Changes` primitive) or for the core's next deadline.
@@ -21,6 +23,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
+from audio_io.echo import EchoSuppressor
+from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
@@ -104,6 +108,7 @@ class Coordinator:
             on_mute_change=self.changes.notify,
             cost=parts.cost,
         )
+        self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
         self._tg: asyncio.TaskGroup | None = None
         self._exit: asyncio.Future[Stop] | None = None
@@ -163,10 +168,16 @@ class Coordinator:
                 self._spawn(self._send_route(route, command), "route")
             case StartTools(route=route, calls=calls, session=session):
                 self._spawn(self._run_tools(route, calls, session), f"tools:{calls[0].call_id}")
+                # Its answer ends in a fresh listener session: open it while the tool runs, so
+                # the mic switches to it the moment the narration's mute lifts.
+                self._spawn(self.listener.warm_up(), "warm listener")
             case AbandonRoute():
                 self.listener.abandon_route()
             case RestartListener(reason=reason):
-                self._spawn(self.listener.restart(reason), "restart")
+                # A file paused mid-utterance goes on after the narration: that utterance goes
+                # whole to the next session. A room's speaker was cut off by the mute: dropped.
+                keep = not self.parts.microphone.live
+                self._spawn(self.listener.restart(reason, keep_in_progress=keep), "restart")
             case PlayChime(earcon=earcon):
                 self._spawn(self._play_chime(earcon), "chime")
             case FetchNotices():
@@ -239,7 +250,7 @@ class Coordinator:
         return request
 
     async def _narrate(self, request: NarrationRequest) -> str:
-        speaker = self.parts.speaker
+        speaker = self.speaker
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
             result = await self.parts.narrator.narrate(request.script, speaker)
@@ -248,8 +259,7 @@ class Coordinator:
             elif not result.ok and result.audio_bytes == 0:
                 self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
                 speaker.play(await self.parts.local_voice(request.script))
-            await speaker.drained()
-            await asyncio.sleep(self.settings.narrator.echo_margin_s)  # the room's echo dies down
+            await speaker.drained()  # its echo's tail is the echo gate's, not a fixed margin
         return f"similarity {result.similarity:.2f}, attempts {result.attempts}"
 
     async def _speak_now(self, text: str) -> None:
@@ -257,9 +267,9 @@ class Coordinator:
         async with self._reader_lock:
             with self.core.mute.hold("final message"):
                 try:
-                    self.parts.speaker.flush()
-                    self.parts.speaker.play(await self.parts.local_voice(text))
-                    await self.parts.speaker.drained()
+                    self.speaker.flush()
+                    self.speaker.play(await self.parts.local_voice(text))
+                    await self.speaker.drained()
                 except AudioDeviceError:
                     log.warning("could not say the final message: the speaker does not work")
 
@@ -269,9 +279,8 @@ class Coordinator:
             self._feed(ChimeStarted())
             try:
                 with self.core.mute.hold("chime"):
-                    self.parts.speaker.play(sound)
-                    await self.parts.speaker.drained()
-                    await asyncio.sleep(self.settings.narrator.echo_margin_s)  # its echo is no command
+                    self.speaker.play(sound)
+                    await self.speaker.drained()  # its echo is the echo gate's
             except AudioDeviceError as exc:
                 self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
             finally:
@@ -280,7 +289,7 @@ class Coordinator:
     async def _play_working_sound(self) -> None:
         """Soft ticks while a command's answer is late, never under a narration. Not muted: a
         tick is no speech (the on-device VAD keeps it home), and the user may speak meanwhile."""
-        core, speaker = self.core, self.parts.speaker
+        core, speaker = self.core, self.speaker
         while True:
             await self.changes.wait_until(lambda: core.working_sound_on)
             async with self._reader_lock:
@@ -305,6 +314,7 @@ class Coordinator:
         mutes_seen = core.mute.releases
         try:
             async for chunk in microphone.chunks():
+                chunk = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
                 if microphone.live and core.mute.muted:
                     core.uplink.dropped_while_muted()
                     if mic_filter is not None:
@@ -330,6 +340,27 @@ class Coordinator:
             self._feed(DeviceFailed(f"the microphone stopped working ({exc})"))
             return
         self._feed(InputEnded())
+
+    def _echo_gate(self) -> tuple[EchoSuppressor | None, SpeakerSink, MicStamps | None]:
+        """A room (a live microphone) gets an echo gate: the speaker tells it what it plays, the
+        mic path asks it about every chunk. Both on one clock: the loop's, times the mic's pace.
+        A file, or an unpaced test microphone, is no room: no gate."""
+        microphone, pace = self.parts.microphone, self.parts.microphone.pace
+        if not microphone.live or pace <= 0:
+            return None, self.parts.speaker, None
+        clock = self._clock
+        echo = EchoSuppressor(self.settings.echo)
+        return echo, ReferencedSpeaker(self.parts.speaker, echo, lambda: clock() * pace), MicStamps(lambda: clock() * pace)
+
+    def _through_echo_gate(self, chunk: bytes) -> bytes:
+        """The chunk, or silence as long as it where the gate heard only the narrator's echo (the
+        session's audio stays continuous; its VAD hears a quiet room)."""
+        if self.echo is None or self._mic_stamps is None:
+            return chunk
+        if self.echo.process(chunk, self._mic_stamps.stamp(chunk)) is not None:
+            return chunk
+        self.core.uplink.dropped_as_echo()
+        return bytes(len(chunk))
 
     async def _uplink(self) -> None:
         """Send buffered mic audio whenever there is some and a configured session to take it;

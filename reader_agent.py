@@ -193,9 +193,11 @@ class Narrator:
             self._changes.notify()
         await spare.link.close()
 
-    async def _take_spare(self) -> RealtimeLink | None:
+    async def _take_spare(self) -> tuple[RealtimeLink, asyncio.Task[None]] | None:
         """The warm session, if one is ready (or being opened: waiting for it is never slower than
-        connecting anew); None means start cold, with the reason logged."""
+        connecting anew), and its watcher, cancelled: the caller may send at once, and awaits the
+        watcher's end before its first read (recv is cancel-safe). None means start cold, with
+        the reason logged."""
         if self._group is None or not self.settings.narrator.warm:
             return None
         if self._spare is None and self._opening:
@@ -208,13 +210,13 @@ class Narrator:
         self._opening = True  # the keeper opens the next one now, while this one reads
         self._changes.notify()
         assert spare.watcher is not None
-        spare.watcher.cancel()
-        await asyncio.wait([spare.watcher])  # its reads stop before ours begin (recv is cancel-safe)
+        spare.watcher.cancel()  # not awaited here: the response.create goes out first
         if spare.link.closed is not None:  # died between the watcher's last read and now
             log.warning("the warm narrator session was lost (code %d); starting one cold", spare.link.closed.code)
+            await asyncio.wait([spare.watcher])
             await spare.link.close()
             return None
-        return spare.link
+        return spare.link, spare.watcher
 
     async def narrate(self, script: str, speaker: SpeakerSink) -> NarrationResult:
         """Read `script` aloud. Retries once on a new session only when the first attempt failed
@@ -234,8 +236,10 @@ class Narrator:
 
     async def _attempt(self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink) -> NarrationResult:
         core = NarrationCore(script, narration_id)
-        link = await self._take_spare()
-        if link is not None:
+        taken = await self._take_spare()
+        watcher: asyncio.Task[None] | None = None
+        if taken is not None:
+            link, watcher = taken
             self.warm_starts += 1
         else:
             try:
@@ -246,6 +250,8 @@ class Narrator:
             self.cold_starts += 1
         try:
             await link.send(core.start())
+            if watcher is not None:  # the spare's reader stops before ours starts (while the request travels)
+                await asyncio.wait([watcher])
             outcome = await self._stream(link, core, speaker)
         finally:
             await link.close()  # a fresh session per narration: nothing carries over

@@ -179,11 +179,22 @@ def _appended_nonzero(sim: SimServer, since: float) -> int:
 
 
 def _critical_connections(sim: SimServer, narrator: Narrator, mutes: list[tuple[str, float, float]]) -> int:
-    """Connections the user waited for: narrator cold starts, and listener sessions opened
-    after an answer's mute ended (nobody listened until they were configured)."""
+    """Connections the user waited for: narrator cold starts, and the listener sessions the
+    microphone switched to after an answer that were opened only after its mute ended (nobody
+    listened until they were configured). A session opened then for a later command (the warm
+    one, while that command's tool runs) is not waited for."""
     ends = [end for holder, _start, end in mutes if holder == "narration"]
-    listeners = [c.opened_at for c in sim.connections if c.role == "listener"]
-    late = sum(1 for opened in listeners if any(0 <= opened - end < 5.0 for end in ends))
+    first_audio = {}
+    for c in sim.connections:
+        if c.role == "listener":
+            appends = [at for at, e in zip(c.received_at, c.received) if e["type"] == "input_audio_buffer.append"]
+            if appends:
+                first_audio[c.id] = (appends[0], c.opened_at)
+    late = 0
+    for end in ends:
+        after = sorted(v for v in first_audio.values() if v[0] >= end)  # the session the mic went to next
+        if after and after[0][1] >= end:
+            late += 1
     return narrator.cold_starts + late
 
 

@@ -66,3 +66,42 @@ def test_quiet_after_tells_when_the_echo_is_surely_over(voices):
     # From then on a faint sound passes: no echo is expected any more.
     faint = (b"\x10\x00\xf0\xff" * 240)
     assert gate.process(faint, quiet_at + 0.02) == faint
+
+
+def test_a_silent_mic_while_the_narrator_plays_teaches_that_there_is_no_echo(voices):
+    narration, commands = voices
+    step = CHUNK_MS * 24 * 2
+    # Cut off at its loudest chunk past the first second: the worst case would expect an echo as
+    # loud as that for the next 150 ms.
+    loudest = max(range(48000 // step, len(narration) // step), key=lambda i: _rms(array_of(narration[i * step : (i + 1) * step])))
+    narration = narration[: (loudest + 1) * step]
+    gate = EchoSuppressor()
+    gate.played(narration, at=5.0)
+    end = 5.0 + len(narration) / 48000
+    at = 5.0
+    while at < end:  # the mic hears nothing at all while the narration plays (no echo path)
+        gate.process(bytes(step), at)
+        at += CHUNK_MS / 1000
+    # A command at once after: nothing of it is taken for echo (the worst case would drop it).
+    command = commands[0][: 10 * step]
+    kept = [gate.process(command[i : i + step], at + i / 48000) is not None for i in range(0, len(command), step)]
+    loud = [_rms(array_of(command[i : i + step])) >= AUDIBLE_RMS for i in range(0, len(command), step)]
+    assert all(k for k, audible in zip(kept, loud) if audible)
+
+
+def test_what_never_played_is_no_reference(voices):
+    narration, _ = voices
+    gate = EchoSuppressor()
+    gate.played(narration, at=5.0)
+    gate.stopped(5.1)  # flushed (or a speaker done sooner than stamped): only 0.1 s played
+    assert gate.quiet_after_s(5.1) < EchoSuppressor().settings.max_delay_ms / 1000 + 0.5
+    faint = b"\x10\x00\xf0\xff" * 240
+    assert gate.process(faint, 5.1 + gate.quiet_after_s(5.1) + 0.02) == faint
+
+
+def array_of(pcm: bytes):
+    from array import array
+
+    samples = array("h")
+    samples.frombytes(pcm)
+    return samples

@@ -207,9 +207,15 @@ async def test_a_server_error_during_setup_is_retried_not_fatal(tmp_path, sim):
 
 async def test_a_stalled_setup_times_out_and_the_mute_is_not_held_hostage(tmp_path, sim):
     async with running_pipeline(tmp_path, sim, connect_timeout_s=0.5) as p:
-        # The narrator's session.updated is held back far longer than the setup may take.
+        before = p.counts()
+        sim.script.push_brain_delay(0.3, "Because of scattering.")
+        sim.script.push_tool_call("ask_brain", {"query": "why"})
+        p.say("Computer, ask the brain why")
+        # The next listener session opens while the tool runs; then the narrator's
+        # session.updated is held back far longer than the setup may take.
+        await sim.wait_for(lambda s: len([c for c in s.connections if c.role == "listener"]) >= 2, 10)
         sim.script.push_fault(Fault("delay", after_sent="session.created", delay_s=30.0))
-        before = await p.ask("Computer, what time is it")
+        await p.answered(before)
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"][-1]
         assert narrated.endswith("attempts 2)")  # the stalled attempt was given up, the retry worked
         narration_mutes = [end - start for holder, start, end in p.coordinator.core.mute.history if holder == "narration"]
