@@ -1,0 +1,53 @@
+"""The on-device stop phrase ("computer, stop") on a few short generated clips."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks.corpus import FRAME_BYTES, _silence
+from detectors.keyword import UnknownWakeWord
+from detectors.stop_phrase import StopHit, StopPhraseDetector, StopPhraseSettings
+
+
+def hits(detector: StopPhraseDetector, pcm: bytes, start: float | None = None) -> list[StopHit]:
+    detector.reset()
+    found = []
+    for index, i in enumerate(range(0, len(pcm) - FRAME_BYTES + 1, FRAME_BYTES)):
+        end_time = None if start is None else start + (index + 1) * FRAME_BYTES / 48000
+        hit = detector.feed(pcm[i : i + FRAME_BYTES], end_time)
+        if hit is not None:
+            found.append(hit)
+    return found
+
+
+@pytest.fixture(scope="module")
+def detector() -> StopPhraseDetector:
+    return StopPhraseDetector()
+
+
+def test_computer_stop_and_computer_cancel_are_heard_once_with_their_end_time(corpus, detector):
+    stop = _silence(0.5) + corpus.speech("computer, stop", "en-us", 160) + _silence(0.6)
+    [hit] = hits(detector, stop)
+    assert (hit.phrase, hit.stop_word) == ("computer stop", "stop")
+    assert 0.3 <= hit.start_s <= 0.7 < hit.end_s <= len(stop) / 48000  # starts at the onset, ends later
+    cancel = _silence(0.5) + corpus.speech("computer, cancel", "en-us+m3", 160) + _silence(0.6)
+    [hit] = hits(detector, cancel, start=100.0)  # on the caller's clock
+    assert hit.stop_word == "cancel" and 100.3 <= hit.start_s < hit.end_s <= 100.0 + len(cancel) / 48000
+
+
+def test_the_wake_word_or_a_stop_word_alone_does_not_stop(corpus, detector):
+    for text in ("computer", "stop", "cancel"):
+        assert hits(detector, _silence(0.5) + corpus.speech(text, "en-us", 160) + _silence(0.6)) == [], text
+
+
+def test_the_stop_words_come_from_the_settings(corpus):
+    detector = StopPhraseDetector(StopPhraseSettings(stop_words=("cancel",)))
+    assert detector.phrases == ("computer cancel",)
+    assert hits(detector, _silence(0.5) + corpus.speech("computer, stop", "en-us", 160) + _silence(0.6)) == []
+
+
+def test_words_outside_the_dictionary_or_no_stop_words_are_refused():
+    with pytest.raises(UnknownWakeWord):
+        StopPhraseDetector(StopPhraseSettings(stop_words=("zorblaxian",)))
+    with pytest.raises(ValueError):
+        StopPhraseDetector(StopPhraseSettings(stop_words=()))
