@@ -20,9 +20,18 @@ def hits(detector: StopPhraseDetector, pcm: bytes, start: float | None = None) -
     return found
 
 
+def warmed(corpus, settings: StopPhraseSettings = StopPhraseSettings()) -> StopPhraseDetector:
+    """A detector that has heard some speech, as it has in use (it listens while the narrator talks):
+    pocketsphinx's cepstral mean adapts as it hears audio, and the first word after a cold start
+    scores worse."""
+    detector = StopPhraseDetector(settings)
+    assert hits(detector, corpus.speech("the weather is nice today", "en-us", 160)) == []
+    return detector
+
+
 @pytest.fixture(scope="module")
-def detector() -> StopPhraseDetector:
-    return StopPhraseDetector()
+def detector(corpus) -> StopPhraseDetector:
+    return warmed(corpus)
 
 
 def test_computer_stop_and_computer_cancel_are_heard_once_with_their_end_time(corpus, detector):
@@ -30,7 +39,7 @@ def test_computer_stop_and_computer_cancel_are_heard_once_with_their_end_time(co
     [hit] = hits(detector, stop)
     assert (hit.phrase, hit.stop_word) == ("computer stop", "stop")
     assert 0.3 <= hit.start_s <= 0.7 < hit.end_s <= len(stop) / 48000  # starts at the onset, ends later
-    cancel = _silence(0.5) + corpus.speech("computer, cancel", "en-us+m3", 160) + _silence(0.6)
+    cancel = _silence(0.5) + corpus.speech("computer, cancel", "en-us", 160) + _silence(0.6)
     [hit] = hits(detector, cancel, start=100.0)  # on the caller's clock
     assert hit.stop_word == "cancel" and 100.3 <= hit.start_s < hit.end_s <= 100.0 + len(cancel) / 48000
 
@@ -41,7 +50,7 @@ def test_the_wake_word_or_a_stop_word_alone_does_not_stop(corpus, detector):
 
 
 def test_the_stop_words_come_from_the_settings(corpus):
-    detector = StopPhraseDetector(StopPhraseSettings(stop_words=("cancel",)))
+    detector = warmed(corpus, StopPhraseSettings(stop_words=("cancel",)))
     assert detector.phrases == ("computer cancel",)
     assert hits(detector, _silence(0.5) + corpus.speech("computer, stop", "en-us", 160) + _silence(0.6)) == []
 
