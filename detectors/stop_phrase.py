@@ -33,7 +33,7 @@ class StopPhraseSettings:
     wake_phrase: str = "computer"
     stop_words: tuple[str, ...] = ("stop", "cancel")
     # Keyphrase thresholds (lower finds more); chosen in benchmarks/stop_phrase.py.
-    wake_threshold: float = 1e-50
+    wake_threshold: float = 1e-70
     stop_threshold: float = 1e-20
     max_gap_s: float = 1.0  # from the end of the wake phrase to the start of the stop word
     input_rate: int = 24000
