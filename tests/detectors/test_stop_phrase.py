@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from benchmarks.corpus import FRAME_BYTES, _silence
+from benchmarks.stop_phrase import NARRATION, with_echo
 from detectors.keyword import UnknownWakeWord
 from detectors.stop_phrase import StopHit, StopPhraseDetector, StopPhraseSettings
 
@@ -60,3 +61,12 @@ def test_words_outside_the_dictionary_or_no_stop_words_are_refused():
         StopPhraseDetector(StopPhraseSettings(stop_words=("zorblaxian",)))
     with pytest.raises(ValueError):
         StopPhraseDetector(StopPhraseSettings(stop_words=()))
+
+
+def test_over_the_narration_only_the_users_stop_phrase_stops_it(corpus, detector):
+    # The narrator saying "stop" and "cancel" itself, heard at full level, never stops it...
+    narration = corpus.speech(NARRATION[2], "en-us+m3", 170)  # "You can stop the timer ..., or cancel it ..."
+    assert hits(detector, narration) == []
+    # ...while the user's "computer, stop" a second into it, over its echo 18 dB down, does.
+    [hit] = hits(detector, with_echo(corpus.speech("computer, stop", "en-us", 160), narration, -18))
+    assert hit.stop_word == "stop" and 0.8 <= hit.start_s < hit.end_s
