@@ -73,7 +73,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true")
     parser.add_argument("--cache", default=DEFAULT_CACHE)
-    parser.add_argument("--thresholds", default="1e-50:1e-20,1e-70:1e-20,1e-90:1e-20,1e-50:1e-30,1e-60:1e-30,1e-60:1e-40", help="wake:stop pairs")
+    parser.add_argument("--thresholds", default="1e-50:1e-20,1e-70:1e-20,1e-90:1e-20,1e-70:1e-25,1e-50:1e-30,1e-60:1e-30,1e-60:1e-40", help="wake:stop pairs")
     args = parser.parse_args(argv)
     corpus = Corpus(args.cache)
     count = 6 if args.quick else 30
