@@ -31,7 +31,7 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished, NoticeBatchFetched,
     NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools, Stop, Tick,
-    ToolsFinished,
+    ToolsFinished, UtteranceRejected,
 )
 from decisions.cost import CostMeter
 from decisions.listener_core import Fatal, ListenerEvent
@@ -61,6 +61,7 @@ class MicFilter(Protocol):
     def feed(self, chunk: bytes) -> list[bytes]: ...
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
+    def rejected(self) -> None: ...  # the transcript gate ignored what was sent
 
 
 class Notices(Protocol):
@@ -182,6 +183,9 @@ class Coordinator:
                 self._spawn(self._play_chime(earcon), "chime")
             case FetchNotices():
                 self._spawn(self._fetch_notices(), "fetch notices")
+            case UtteranceRejected():
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.rejected()
             case AckNotices(ids=ids):
                 assert self.parts.notices is not None
                 self.parts.notices.ack(list(ids))

@@ -11,7 +11,7 @@ from typing import AsyncIterator, Callable
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
 from config.settings import Settings, SettingsError
-from decisions.cost import CostMeter
+from decisions.cost import CostMeter, RealtimeRole
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
 from detectors.pipeline import UploadFilter, build_upload_filter
@@ -67,7 +67,8 @@ async def assistant(
         parts = CoordinatorParts(
             settings=settings,
             listener_factory=lambda on_event: Listener(settings, client, tools.session_tools(), on_event),
-            narrator=await stack.enter_async_context(Narrator(settings, client)),
+            narrator=await stack.enter_async_context(
+                Narrator(settings, client, on_usage=functools.partial(cost.response_usage, RealtimeRole.NARRATOR))),
             microphone=microphone,
             speaker=speaker,
             tools=tools,

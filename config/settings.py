@@ -30,6 +30,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "BRAIN_MODEL": "gpt-5.2",
     "WAKE_PHRASE": "computer",
     "WAKE_ALIASES": "",
+    "STOP_WORDS": "",  # "" = ListenerSettings' default (stop, cancel)
     "WORKSPACE_ROOT": "",
     "AUDIO_INPUT_DEVICE": "",
     "AUDIO_OUTPUT_DEVICE": "",
@@ -148,6 +149,8 @@ class ListenerSettings:
 
     wake_phrase: str = "computer"
     wake_aliases: tuple[str, ...] = ()  # extra spellings that also wake it, e.g. ("komputer",)
+    # "<wake phrase> <stop word>" stops the narrator while it talks (detectors/stop_phrase.py).
+    stop_words: tuple[str, ...] = ("stop", "cancel")
     wake_window_s: float = 8.0  # after a wake-only utterance, the next one within this is the command
     vad_silence_ms: int = 500  # server VAD: silence that ends an utterance
     recycle_after_s: float = 55 * 60.0  # recycle the session at a quiet moment before the 60-minute cap
@@ -306,6 +309,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     if not workspace.is_dir():
         problems.append(f"WORKSPACE_ROOT={workspace} is not a folder; {where}.")
     aliases = tuple(a.strip() for a in values.get("WAKE_ALIASES", "").split(",") if a.strip())
+    stop_words = tuple(w.strip().lower() for w in values.get("STOP_WORDS", "").split(",") if w.strip()) \
+        or ListenerSettings.stop_words
     wake_phrase = values.get("WAKE_PHRASE", "").strip()
     if not wake_phrase:
         problems.append(f"WAKE_PHRASE is empty; {where} (default: computer).")
@@ -349,7 +354,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             noise_reduction=noise_reduction,
             reader_voice=values["READER_VOICE"],
         ),
-        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases),
+        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"]),
         audio=AudioSettings(

@@ -391,6 +391,12 @@ class FetchNotices:
 
 
 @dataclass(frozen=True)
+class UtteranceRejected:
+    """The transcript gate ignored an utterance: the microphone's upload filter closes a command
+    window that a false on-device wake opened (nothing more of the room goes up for it)."""
+
+
+@dataclass(frozen=True)
 class AckNotices:
     ids: tuple[int, ...]
 
@@ -403,7 +409,10 @@ class Stop:
     message: str | None
 
 
-Action = SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | FetchNotices | AckNotices | Stop
+Action = (
+    SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | FetchNotices | AckNotices | Stop
+    | UtteranceRejected
+)
 
 
 # --- narration requests ----------------------------------------------------------------------------
@@ -768,6 +777,7 @@ class CoordinatorCore:
         match decision:
             case Ignore():
                 self.timeline.add(TimelineKind.IGNORED, transcript)
+                return [UtteranceRejected()]
             case WakeOnly():
                 self.timeline.add(TimelineKind.WAKE, transcript)
                 return [PlayChime(Earcon.WAKE)] if self.timings.chime else []

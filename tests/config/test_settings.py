@@ -44,6 +44,9 @@ def test_aliases_and_workspace(tmp_path):
     )
     assert settings.listener.wake_aliases == ("komputer", "compooter")
     assert settings.workspace_root == tmp_path.resolve()
+    assert settings.listener.stop_words == ("stop", "cancel")  # the default
+    custom = load_settings(environ={"STOP_WORDS": "Halt, enough ,", "WORKSPACE_ROOT": str(tmp_path)}, dotenv_path=None)
+    assert custom.listener.stop_words == ("halt", "enough")
     with pytest.raises(SettingsError, match="WORKSPACE_ROOT"):
         load_settings(environ={"WORKSPACE_ROOT": str(tmp_path / "missing")}, dotenv_path=None)
 
