@@ -300,36 +300,39 @@ def test_a_session_is_recycled_at_a_quiet_moment_near_its_limit(core, clock):
     assert core.handle(QuietChanged(True)) == [RestartListener("recycle before the session limit")]
 
 
-def test_replay_puts_unheard_audio_first_in_line(core):
+def send_ten_chunks(core) -> None:
+    """Ten 20 ms chunks, numbered 0..9, sent to session 1."""
     core.handle(SessionReady(1))
     for n in range(10):
         core.uplink.take(bytes([n]) * 960, session_ready=True)
         token, _ = core.uplink.next_chunk()
         core.uplink.sent(token)
-    core.uplink.take(b"\xff" * 960, session_ready=True)
-    core.handle(end(replay_from_ms=120))  # chunks starting at 120 ms and later: 6..9
+
+
+def drain_replay(core) -> list[int]:
+    """The first byte of each chunk the uplink sends next, in order."""
     replayed = []
     while (nxt := core.uplink.next_chunk()) is not None:
         replayed.append(nxt[1][0])
         core.uplink.sent(nxt[0])
+    return replayed
+
+
+def test_replay_puts_unheard_audio_first_in_line(core):
+    send_ten_chunks(core)
+    core.uplink.take(b"\xff" * 960, session_ready=True)
+    core.handle(end(replay_from_ms=120))  # chunks starting at 120 ms and later: 6..9
+    replayed = drain_replay(core)
     assert replayed == [6, 7, 8, 9, 0xFF]
     assert core.timeline.count("replaying") == 1
 
 
 def test_a_replay_leaves_out_what_was_heard_already(core):
-    core.handle(SessionReady(1))
-    for n in range(10):
-        core.uplink.take(bytes([n]) * 960, session_ready=True)
-        token, _ = core.uplink.next_chunk()
-        core.uplink.sent(token)
+    send_ten_chunks(core)
     # 40..100 ms was never transcribed, 100..160 ms was (its transcript came first), the rest is new.
     core.handle(SessionEnd(closed=Closed(1006, ""), by_us=False, expired=False, healthy=True,
                            interrupted_command=None, replay_from_ms=40, heard_spans=((100, 160),)))
-    replayed = []
-    while (nxt := core.uplink.next_chunk()) is not None:
-        replayed.append(nxt[1][0])
-        core.uplink.sent(nxt[0])
-    assert replayed == [2, 3, 4, 8, 9]
+    assert drain_replay(core) == [2, 3, 4, 8, 9]
 
 
 def test_a_fatal_error_stops_once_with_the_first_reason(core):
