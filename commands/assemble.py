@@ -15,6 +15,7 @@ from decisions.cost import CostMeter
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
 from detectors.pipeline import UploadFilter, build_upload_filter
+from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
@@ -35,9 +36,11 @@ async def assistant(
     speaker: SpeakerSink,
     timeline: Timeline | None = None,
     on_task_change: Callable[[TaskRecord], None] | None = None,
+    stop_detector: StopDetector | None = None,
 ) -> AsyncIterator[Coordinator]:
     """Build the whole assistant around the given audio devices. Everything opened here is
-    closed on exit, whatever fails; run it with `await coordinator.run()`."""
+    closed on exit, whatever fails; run it with `await coordinator.run()`. `stop_detector`:
+    what hears "computer, stop" while it talks (None: none; the acoustic one is not wired yet)."""
     mic_filter = upload_filter(settings)
     sounds = load_sounds(settings.audio)  # a configured sound that cannot be used stops the start here
     speaker = with_volume(speaker, settings.audio.volume_percent)
@@ -78,6 +81,7 @@ async def assistant(
             notices=task_manager,
             mic_filter=mic_filter,
             cost=cost,
+            stop_detector=stop_detector if settings.stop.enabled else None,
         )
         yield Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
 

@@ -133,12 +133,14 @@ INJECTED_ERRORS = frozenset(
 
 def unexpected_errors(sim: SimServer) -> list[dict]:
     """Errors the simulator reported that no test asked for: a client bug (say, a result sent
-    to the wrong session) shows up here even when the user-facing story looks fine."""
+    to the wrong session) shows up here even when the user-facing story looks fine. A narrator's
+    `response.cancel` ("computer, stop") racing the response's own end is no bug."""
     return [
         event["error"]
         for connection in sim.connections
         for event in connection.sent_of("error")
         if not {event["error"].get("type"), event["error"].get("code")} & INJECTED_ERRORS
+        and not (connection.role == "narrator" and event["error"].get("code") == "response_cancel_not_active")
         and classify(message=event["error"].get("message")).kind is not ErrorKind.SESSION_EXPIRED  # code-less expiry
     ]
 
@@ -157,6 +159,7 @@ async def running_pipeline(
     cost: CostSettings = CostSettings(),
     mic_pace: float = MIC_PACE,
     narrator_warm: bool = False,
+    stop_detector: object | None = None,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -173,7 +176,7 @@ async def running_pipeline(
     timeline = Timeline()
     microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)
     speaker = speaker or MemorySpeaker(pace=speaker_pace)
-    async with assistant(settings, microphone, speaker, timeline) as coordinator:
+    async with assistant(settings, microphone, speaker, timeline, stop_detector=stop_detector) as coordinator:  # type: ignore[arg-type]
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")
         pipeline = Pipeline(sim, coordinator, microphone, speaker, timeline, settings, task)
         try:

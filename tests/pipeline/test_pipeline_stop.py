@@ -1,0 +1,87 @@
+""""Computer, stop" while it talks (issue 14), through the whole pipeline: the mic is read while
+the narrator speaks (upload muted), the stop detector hears it, the narration is cut at once
+(speaker flushed, the narrator's response cancelled), nothing of it is uploaded, and a fresh
+listener takes the next command."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from audio_io import BYTES_PER_SECOND, MemorySpeaker
+from concurrency.changes import Changes
+from config.settings import ConversationSettings
+from realtime_sim import SimConfig
+from speech.local_voice import tone
+from tests.support.pipeline_harness import MIC_PACE, running_pipeline
+from tests.support.stop_detectors import LoudStopDetector
+
+LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
+STOP_WORDS = tone([523.0, 659.0], 0.25, volume=0.5)  # "computer, stop", as the fake detector hears it
+BUDGET_S = 0.2  # from the stop word's end until the narration is silent
+
+
+class WatchedSpeaker(MemorySpeaker):
+    """A paced memory speaker that says when audio was queued."""
+
+    def __init__(self, pace: float) -> None:
+        super().__init__(pace)
+        self.changes = Changes()
+        self.queued = 0
+
+    def play(self, pcm: bytes) -> None:
+        super().play(pcm)
+        self.queued += len(pcm)
+        self.changes.notify()
+
+
+def uploaded(p) -> bytes:
+    return b"".join(base64.b64decode(e["audio"]) for c in p.listener_connections() for e in c.received
+                    if e["type"] == "input_audio_buffer.append")
+
+
+# The narrator's audio comes ten times faster than real time and plays four times faster: the
+# speaker holds seconds of it when the user says stop, and the response is still being generated.
+STREAMING = SimConfig(audio_frame_delay_s=0.02, use_espeak=False, seed=1)
+
+
+@pytest.mark.parametrize("sim", [STREAMING], indirect=True)
+async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_is_routed(tmp_path, sim):
+    detector = LoudStopDetector()
+    speaker = WatchedSpeaker(pace=MIC_PACE)  # plays in the microphone's time
+    async with running_pipeline(tmp_path, sim, speaker=speaker, stop_detector=detector,
+                                conversation=ConversationSettings(follow_up_s=3.0)) as p:
+        sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
+        p.say("Computer, read me the long story")
+        await p.wait(lambda t: t.count("narrating") == 1)
+        # A second of the answer has been handed to the speaker (and is playing): "computer, stop".
+        await speaker.changes.wait_until(lambda: speaker.queued >= BYTES_PER_SECOND, timeout=20)
+        listening = p.timeline.count("listening")
+        p.microphone.feed(STOP_WORDS)
+        await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
+
+        timing = p.coordinator.stop_timings[-1]
+        assert timing.cut_ms is not None and timing.cut_ms <= BUDGET_S * 1000
+        # The speaker really went quiet: its playback ended within the budget of the hit (in the
+        # speaker's audio time), and no PCM of the narration was written after the cut.
+        end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
+        assert (end_of_playback - timing.heard_at) * MIC_PACE <= BUDGET_S
+        assert timing.last_write_at is not None and timing.last_write_at <= timing.flushed_at
+        played_s = len(speaker.played) / BYTES_PER_SECOND
+        assert 0.2 <= played_s < 10.0  # of about 40 s: the rest of the script was dropped
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[-1].startswith("answer (stopped after")
+        # The narrator's response was still being generated: it was cancelled, and its session closed.
+        (narrator,) = p.narrator_connections()
+        assert any(e["type"] == "response.cancel" for e in narrator.received)
+        # Nothing of the stop words was uploaded, and no follow-up window opened after a stop.
+        assert STOP_WORDS[4800:9600] not in uploaded(p)
+        assert p.counts()["ignored"] == 0 and p.timeline.count("follow-up") == 0
+        assert detector.resets >= 1 and len(detector.hits) == 1
+
+        # Listening again: the next command is routed and answered in full.
+        sim.script.push_tool_call("get_time", {})
+        await p.ask("Computer, what time is it")
+        assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["read me the long story", "what time is it"]
+        assert p.timeline.count("stopped") == 1
