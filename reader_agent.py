@@ -256,6 +256,8 @@ class Narrator:
         self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink, cut: NarrationCut
     ) -> NarrationResult:
         core = NarrationCore(script, narration_id)
+        if cut.requested:  # stopped before it began: no session is taken or opened
+            return NarrationResult(False, "", 0.0, attempt, 0, "stopped", stopped=True)
         link = await self._take_spare()
         if link is not None:
             self.warm_starts += 1

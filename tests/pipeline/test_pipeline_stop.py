@@ -12,9 +12,11 @@ import pytest
 from audio_io import BYTES_PER_SECOND, MemorySpeaker
 from concurrency.changes import Changes
 from config.settings import ConversationSettings
+from reader_agent import NarrationCut, Narrator
 from realtime_sim import SimConfig
 from speech.local_voice import tone
-from tests.support.pipeline_harness import MIC_PACE, running_pipeline
+from tests.support.pipeline_harness import MIC_PACE, fast_settings, running_pipeline
+from tests.support.sim import running_sim, sdk
 from tests.support.stop_detectors import LoudStopDetector
 
 LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
@@ -85,3 +87,36 @@ async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_
         await p.ask("Computer, what time is it")
         assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["read me the long story", "what time is it"]
         assert p.timeline.count("stopped") == 1
+
+
+class CuttingSpeaker(MemorySpeaker):
+    """Cuts the narration as its first audio arrives, as "computer, stop" would."""
+
+    def __init__(self, cut: NarrationCut) -> None:
+        super().__init__()
+        self.cut = cut
+        self.plays = 0
+
+    def play(self, pcm: bytes) -> None:
+        self.plays += 1
+        super().play(pcm)
+        self.cut.cut()
+
+
+async def test_the_narrator_stops_a_cut_read_at_once_cancels_it_and_never_retries(tmp_path):
+    async with running_sim(STREAMING) as sim:
+        narrator = Narrator(fast_settings(sim.base_url, tmp_path, tmp_path / "state"), sdk(sim))
+        cut = NarrationCut()
+        speaker = CuttingSpeaker(cut)
+        await speaker.start()
+        result = await narrator.narrate(LONG_ANSWER, speaker, cut)
+        assert result.stopped and not result.ok and result.attempts == 1
+        assert speaker.plays == 1 and result.audio_bytes == len(speaker.played) > 0  # nothing after the cut
+        (connection,) = sim.connections
+        received = [e["type"] for e in connection.received]
+        assert received[-1] == "response.cancel"
+        # Cut before it began (said while the narrator was still connecting): no session at all.
+        early = NarrationCut()
+        early.cut()
+        result = await narrator.narrate(LONG_ANSWER, speaker, early)
+        assert result.stopped and result.audio_bytes == 0 and len(sim.connections) == 1
