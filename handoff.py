@@ -98,7 +98,7 @@ class StopTiming:
     flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
     last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
     writes_after_cut: int = 0  # PCM the narration tried to play after the flush (dropped)
-    done_at: float | None = None  # clock: the narrator's session was cancelled and closed
+    done_at: float | None = None  # clock: the narrator's session was closed (before the hit: it had sent everything)
 
     @property
     def detector_ms(self) -> float:
@@ -312,13 +312,14 @@ class Coordinator:
             self._cut = (cut, speaker)  # from here until the mute lifts, "computer, stop" cuts it
             try:
                 result = await self.parts.narrator.narrate(request.script, speaker, cut)
+                narrator_done_at = self._clock()
                 if result.fatal:  # no credit, a refused key: retrying cannot help
                     self._feed(Fatal(result.error or "OpenAI refused the narrator"))
                 elif not result.ok and result.audio_bytes == 0 and not cut.requested:
                     self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
                     speaker.play(await self.parts.local_voice(request.script))
-                self._narration_stopped(speaker)
-                await speaker.drained()
+                await speaker.drained()  # (a stop while the rest plays flushes it: this returns at once)
+                self._narration_stopped(speaker, narrator_done_at)
                 await asyncio.sleep(self.settings.narrator.echo_margin_s)  # the room's echo dies down
             finally:
                 self._cut = None
@@ -357,13 +358,13 @@ class Coordinator:
                 timing.flushed_at = self._clock()
         # else: between the worker taking the request and reading it; it sees the cut state
 
-    def _narration_stopped(self, speaker: _CutSpeaker) -> None:
-        """After a cut narration: how fast the cut was, in the timeline and the log."""
+    def _narration_stopped(self, speaker: _CutSpeaker, narrator_done_at: float) -> None:
+        """After a cut narration: how fast the cut was, in the log and `stop_timings`."""
         if not speaker.cut_done or not self.stop_timings:
             return
         timing = self.stop_timings[-1]
         timing.last_write_at, timing.writes_after_cut, timing.done_at = (
-            speaker.last_write_at, speaker.writes_after_cut, self._clock())
+            speaker.last_write_at, speaker.writes_after_cut, narrator_done_at)
         log.info(
             "stop: %r cut the narration %.0f ms after the hit (the detector heard it %.0f ms after the word ended); "
             "%d late chunk(s) of it dropped", timing.hit.phrase, timing.cut_ms or 0.0, timing.detector_ms,
