@@ -11,7 +11,7 @@ import pytest
 
 from config.logging_setup import RedactingFilter, redact
 from config.settings import (
-    ENV_DEFAULTS, CostSettings, PriceTable, Settings, SettingsError, UploadMode, load_settings, require_api_key,
+    ENV_DEFAULTS, CostSettings, PriceTable, Settings, SettingsError, StopSettings, UploadMode, load_settings, require_api_key,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,3 +122,13 @@ def test_narrator_warm_settings_from_the_environment():
         load_settings(environ={"NARRATOR_WARM": "maybe"}, dotenv_path=None)
     with pytest.raises(SettingsError, match="NARRATOR_WARM_MAX_AGE_S=0 is not a positive number"):
         load_settings(environ={"NARRATOR_WARM_MAX_AGE_S": "0"}, dotenv_path=None)
+
+
+def test_stop_words_while_it_talks_are_read_from_the_environment():
+    assert load_settings(environ={}, dotenv_path=None).stop == StopSettings(enabled=True, words=("stop", "cancel"))
+    settings = load_settings(environ={"STOP_WORDS": " Stop , never  mind,", "STOP_WHILE_TALKING": "off"}, dotenv_path=None)
+    assert settings.stop.words == ("stop", "never mind") and not settings.stop.enabled
+    with pytest.raises(SettingsError, match="STOP_WORDS is empty"):
+        load_settings(environ={"STOP_WORDS": " , "}, dotenv_path=None)
+    with pytest.raises(SettingsError, match="STOP_WHILE_TALKING=maybe"):
+        load_settings(environ={"STOP_WHILE_TALKING": "maybe"}, dotenv_path=None)
