@@ -3,8 +3,9 @@ decides, and reports back what happened.
 
 - One narrator at a time (the reader lock); answers to commands before notices.
 - While narrating, mic upload to the listener is muted (the mic is still read and drained); the
-  playback queue is flushed before a narration; unmute only after the audio actually played
-  plus an echo margin.
+  playback queue is flushed before a narration; unmute once the audio actually played. From
+  then on the echo gate (`audio_io.echo`) decides, chunk by chunk, what of the room's sound is the
+  narrator's echo (dropped) and what is the user (kept, from its first word): no fixed margin.
 - After narrations, the listener session is closed and a fresh one configured; mic audio captured
   meanwhile is buffered (bounded) and sent to the new session.
 - While a narration plays, the on-device stop detector hears the (muted) mic: "computer, stop"
@@ -23,6 +24,8 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
 from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
+from audio_io.echo import EchoSuppressor
+from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
@@ -164,6 +167,7 @@ class Coordinator:
             on_mute_change=self.changes.notify,
             cost=parts.cost,
         )
+        self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
         self._mic_audio_s = 0.0  # seconds of microphone audio read: the stop detector's time scale
@@ -230,7 +234,10 @@ class Coordinator:
             case AbandonRoute():
                 self.listener.abandon_route()
             case RestartListener(reason=reason):
-                self._spawn(self.listener.restart(reason), "restart")
+                # A file paused mid-utterance goes on after the narration: that utterance goes
+                # whole to the next session. A room's speaker was cut off by the mute: dropped.
+                keep = not self.parts.microphone.live
+                self._spawn(self.listener.restart(reason, keep_in_progress=keep), "restart")
             case PlayChime(earcon=earcon):
                 self._spawn(self._play_chime(earcon), "chime")
             case CutNarration():
@@ -305,7 +312,7 @@ class Coordinator:
         return request
 
     async def _narrate(self, request: NarrationRequest) -> str:
-        speaker = _CutSpeaker(self.parts.speaker, self._clock)
+        speaker = _CutSpeaker(self.speaker, self._clock)
         cut = NarrationCut()
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
@@ -318,9 +325,10 @@ class Coordinator:
                 elif not result.ok and result.audio_bytes == 0 and not cut.requested:
                     self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
                     speaker.play(await self.parts.local_voice(request.script))
-                await speaker.drained()  # (a stop while the rest plays flushes it: this returns at once)
+                # Its echo's tail is the echo gate's, not a fixed margin. (A stop while the rest
+                # plays flushes it: this returns at once.)
+                await speaker.drained()
                 self._narration_stopped(speaker, narrator_done_at)
-                await asyncio.sleep(self.settings.narrator.echo_margin_s)  # the room's echo dies down
             finally:
                 self._cut = None
         if cut.requested:
@@ -376,9 +384,9 @@ class Coordinator:
         async with self._reader_lock:
             with self.core.mute.hold("final message"):
                 try:
-                    self.parts.speaker.flush()
-                    self.parts.speaker.play(await self.parts.local_voice(text))
-                    await self.parts.speaker.drained()
+                    self.speaker.flush()
+                    self.speaker.play(await self.parts.local_voice(text))
+                    await self.speaker.drained()
                 except AudioDeviceError:
                     log.warning("could not say the final message: the speaker does not work")
 
@@ -388,9 +396,8 @@ class Coordinator:
             self._feed(ChimeStarted())
             try:
                 with self.core.mute.hold("chime"):
-                    self.parts.speaker.play(sound)
-                    await self.parts.speaker.drained()
-                    await asyncio.sleep(self.settings.narrator.echo_margin_s)  # its echo is no command
+                    self.speaker.play(sound)
+                    await self.speaker.drained()  # its echo is the echo gate's
             except AudioDeviceError as exc:
                 self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
             finally:
@@ -399,7 +406,7 @@ class Coordinator:
     async def _play_working_sound(self) -> None:
         """Soft ticks while a command's answer is late, never under a narration. Not muted: a
         tick is no speech (the on-device VAD keeps it home), and the user may speak meanwhile."""
-        core, speaker = self.core, self.parts.speaker
+        core, speaker = self.core, self.speaker
         while True:
             await self.changes.wait_until(lambda: core.working_sound_on)
             async with self._reader_lock:
@@ -424,7 +431,8 @@ class Coordinator:
         mutes_seen = core.mute.releases
         try:
             async for chunk in microphone.chunks():
-                self._listen_for_stop(chunk)
+                chunk = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
+                self._listen_for_stop(chunk)  # after the gate: the narrator's own echo is silence here
                 if microphone.live and core.mute.muted:
                     core.uplink.dropped_while_muted()
                     if mic_filter is not None:
@@ -450,6 +458,27 @@ class Coordinator:
             self._feed(DeviceFailed(f"the microphone stopped working ({exc})"))
             return
         self._feed(InputEnded())
+
+    def _echo_gate(self) -> tuple[EchoSuppressor | None, SpeakerSink, MicStamps | None]:
+        """A room (a live microphone) gets an echo gate: the speaker tells it what it plays, the
+        mic path asks it about every chunk. Both on one clock: the loop's, times the mic's pace.
+        A file, or an unpaced test microphone, is no room: no gate."""
+        microphone, pace = self.parts.microphone, self.parts.microphone.pace
+        if not microphone.live or pace <= 0:
+            return None, self.parts.speaker, None
+        clock = self._clock
+        echo = EchoSuppressor(self.settings.echo)
+        return echo, ReferencedSpeaker(self.parts.speaker, echo, lambda: clock() * pace), MicStamps(lambda: clock() * pace)
+
+    def _through_echo_gate(self, chunk: bytes) -> bytes:
+        """The chunk, or silence as long as it where the gate heard only the narrator's echo (the
+        session's audio stays continuous; its VAD hears a quiet room)."""
+        if self.echo is None or self._mic_stamps is None:
+            return chunk
+        if self.echo.process(chunk, self._mic_stamps.stamp(chunk)) is not None:
+            return chunk
+        self.core.uplink.dropped_as_echo()
+        return bytes(len(chunk))
 
     async def _uplink(self) -> None:
         """Send buffered mic audio whenever there is some and a configured session to take it;

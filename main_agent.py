@@ -8,6 +8,7 @@ The listener never speaks: its session is text-only and every command must end i
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from typing import Any, Callable
@@ -57,6 +58,14 @@ class Listener:
         self._quiet = True  # as last reported
         self._session_started = 0.0
         self.sessions_opened = 0
+        # Set by `restart`: the current session is handed over (the run loop opens the next one
+        # at once while the old one, retired, serves on in its own task until what it heard is
+        # transcribed). Sessions serve in tasks of this group, owned by `run`.
+        self._handover: asyncio.Event | None = None
+        self._tg: asyncio.TaskGroup | None = None
+        # Retired sessions still open, waiting for their transcripts: each closes at the latest
+        # when its deadline task (`retire_wait_s`) runs out.
+        self._retiring: dict[int, asyncio.Task[None]] = {}  # by id(link)
 
     # -- state the coordinator reads -------------------------------------------------------------
     @property
@@ -80,7 +89,7 @@ class Listener:
         """Route a command in the current session; False when there is none (caller keeps it)."""
         if self._core is None or self._link is None:
             return False
-        await self._apply(self._core.route(command, self._session["tools"]))
+        await self._apply(self._core.route(command, self._session["tools"]), self._link)
         return True
 
     async def send_tool_output(self, call: wire.FunctionCall, output: str, session: int) -> None:
@@ -95,13 +104,42 @@ class Listener:
         if self._core is not None:
             self._core.abandon_route()
 
-    async def restart(self, reason: str) -> None:
-        """Close the current session; the run loop opens and configures a fresh one."""
-        link = self._link
-        if link is not None:
-            self._closing = True  # at once, so no audio goes to a session on its way out
-            log.info("restarting the listener session: %s", reason)
-            await link.close()
+    async def restart(self, reason: str, keep_in_progress: bool = False) -> None:
+        """Hand over to a fresh session: the microphone goes to the next session at once (the
+        warm one, if ready), the utterance in progress goes there whole (replayed from its
+        start), and this session, retired, stays open only until what it heard is transcribed
+        (a transcript completes after its commit: closing now would lose it). The utterance in
+        progress is dropped unless `keep_in_progress` (see ListenerCore.retire)."""
+        link, core, handover = self._link, self._core, self._handover
+        if link is None or core is None or handover is None or self._closing:
+            return
+        self._closing = True  # at once, so no audio goes to a session on its way out
+        log.info("restarting the listener session: %s", reason)
+        replay_from_ms, command, actions = core.retire(keep_in_progress)
+        await self._apply(actions, link)
+        self._link = None
+        self._core = None
+        self._report(SessionEnd(
+            closed=wire.Closed(1000, "handed over"), by_us=True, expired=False,
+            healthy=self._clock() - self._session_started >= self._settings.reconnect.healthy_after_s,
+            interrupted_command=command, replay_from_ms=replay_from_ms, heard_spans=core.heard_after(replay_from_ms),
+        ))
+        handover.set()
+        if core.settled:
+            await link.close()  # nothing left to hear from it
+        elif self._tg is not None:
+            self._retiring[id(link)] = self._tg.create_task(self._close_retired(link), name="retired listener deadline")
+
+    @property
+    def retiring(self) -> int:
+        """Retired sessions still open, waiting for their transcripts."""
+        return len(self._retiring)
+
+    async def _close_retired(self, link: RealtimeLink) -> None:
+        await asyncio.sleep(self._settings.listener.retire_wait_s)
+        log.warning("a retired listener session did not transcribe what it heard within %g s; closing it",
+                    self._settings.listener.retire_wait_s)
+        await link.close()
 
     async def warm_up(self) -> None:
         """Open and configure the next session now (the caller owns this task), so the restart
@@ -121,16 +159,19 @@ class Listener:
     async def run(self) -> None:
         """Keep a configured session open, forever. Returns only on a fatal error."""
         try:
-            while True:
-                # A fresh policy per healthy session: the backoff starts again from its first step.
-                try:
-                    await reconnect_policy(self._settings, self._connect_failed)(self._one_session)
-                except HandshakeFailed as failure:  # only fatal ones get here; others are retried
-                    self._report(Fatal(str(failure)))
-                    return
-                except _ListenerStopped:
-                    return
+            async with asyncio.TaskGroup() as tg:
+                self._tg = tg
+                while True:
+                    # A fresh policy per healthy session: the backoff starts again from its first step.
+                    try:
+                        await reconnect_policy(self._settings, self._connect_failed)(self._one_session)
+                    except HandshakeFailed as failure:  # only fatal ones get here; others are retried
+                        self._report(Fatal(str(failure)))
+                        raise _ListenerStopped() from None
+        except* _ListenerStopped:
+            pass  # a fatal error, already reported
         finally:
+            self._tg = None
             standby, self._standby = self._standby, None
             if standby is not None:
                 await standby.close()
@@ -148,26 +189,54 @@ class Listener:
         self._link = link
         self._closing = False
         self._quiet = True
+        handover = self._handover = asyncio.Event()
+        assert self._tg is not None
+        serving = self._tg.create_task(self._serve(link, core), name=f"listener session {self.sessions_opened}")
         self._report(SessionReady(self.sessions_opened))
+        handed_over = asyncio.ensure_future(handover.wait())
+        try:
+            await asyncio.wait((serving, handed_over), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            handed_over.cancel()
+        if not serving.done():
+            return  # handed over: the next session opens now; this one serves on, retired
+        end = serving.result()
+        if end is not None and end.failure:
+            raise HandshakeFailed(f"the listener session ended after {self._clock() - self._session_started:.1f} s "
+                                  f"(code {end.closed.code})")
+
+    async def _serve(self, link: RealtimeLink, core: ListenerCore) -> SessionEnd | None:
+        """Feed one session's events to its core until it closes; a retired session closes once
+        everything it heard is transcribed (or `retire_wait_s` after the handover). Returns how
+        the session ended (None once retired: its end was reported at the handover)."""
         end: SessionEnd | None = None
         try:
             async for event in link.events():
                 if isinstance(event, wire.Closed):
-                    end = self._session_end(link, core, event)
-                    self._link = None
-                    self._report(end)
-                elif await self._apply(core.feed(event)):
+                    if not core.retired:
+                        end = self._session_end(link, core, event)
+                        self._link = None
+                        self._report(end)
+                    elif not core.settled:
+                        log.warning("a retired listener session closed before transcribing %d utterance(s)",
+                                    len(core.unheard_starts))
+                    break
+                if await self._apply(core.feed(event), link):
                     raise _ListenerStopped()
-                elif core.quiet is not self._quiet:
+                if core.settled:
+                    break  # retired, and all it heard is transcribed
+                if not core.retired and core.quiet is not self._quiet:
                     self._quiet = core.quiet
                     self._report(QuietChanged(core.quiet))
         finally:
-            self._link = None
-            self._core = None
+            if self._link is link:
+                self._link = None
+                self._core = None
+            deadline = self._retiring.pop(id(link), None)
+            if deadline is not None:
+                deadline.cancel()
             await link.close()
-        if end is not None and end.failure:
-            raise HandshakeFailed(f"the listener session ended after {self._clock() - self._session_started:.1f} s "
-                                  f"(code {end.closed.code})")
+        return end
 
     def _session_end(self, link: RealtimeLink, core: ListenerCore, closed: wire.Closed) -> SessionEnd:
         lived = self._clock() - self._session_started
@@ -178,20 +247,21 @@ class Listener:
             healthy=lived >= self._settings.reconnect.healthy_after_s,
             # A command cut off before its response came back was not run: routed again next session.
             interrupted_command=core.in_flight,
-            replay_from_ms=core.replay_from_ms(include_unfinished=not link.closed_by_us),
+            replay_from_ms=(replay := core.replay_from_ms(include_unfinished=not link.closed_by_us)),
+            heard_spans=core.heard_after(replay),
         )
 
     def _connect_failed(self, error: HandshakeFailed, attempt: int) -> None:
         self._report(ConnectFailed(attempt, str(error), rate_limited=error.rate_limited))
 
-    async def _apply(self, actions: list[Action]) -> bool:
-        """Carry out the core's actions: events go to the server, the rest to the coordinator as
-        they are. Returns True when the listener must stop (fatal)."""
+    async def _apply(self, actions: list[Action], link: RealtimeLink | None) -> bool:
+        """Carry out the core's actions: events go to the server (the session's own link), the
+        rest to the coordinator as they are. Returns True when the listener must stop (fatal)."""
         for action in actions:
             match action:
                 case Send(event=event):
-                    if self._link is not None:
-                        await self._link.send(event)
+                    if link is not None:
+                        await link.send(event)
                 case Fatal():
                     self._report(action)
                     return True

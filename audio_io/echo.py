@@ -49,6 +49,8 @@ _TRACKED_SLOTS = 150  # loud slots per candidate delay the path estimate looks b
 _MIN_TRACKED = 50  # loud slots at every candidate delay before an estimate is made
 _CONFIDENT = 0.5  # the path's ratio variance must be at most this share of the typical delay's
 _REESTIMATE_EVERY = 10  # slots between path estimates (100 ms): the path changes slowly
+_MIN_BOUNDED = 10  # loud slots at every candidate delay before the gain is bounded from above
+_SILENT_ENERGY = 1.0  # a digitally silent mic slot counts as this (rms 1, -90 dBFS): silence is evidence too
 
 
 @dataclass(frozen=True)
@@ -78,6 +80,10 @@ class EchoSuppressor:
         self._sums = [0.0] * (self._max_delay + 1)
         self._squares = [0.0] * (self._max_delay + 1)
         self._path: tuple[int, float] | None = None  # (delay in slots, energy gain)
+        # Until a path is learnt: the loudest mic/reference ratio at any delay lately. No echo can
+        # be louder than that, so a mic that stays quiet while the narrator speaks (no echo, or a
+        # faint one) is trusted from the start, before the path itself is clear.
+        self._bound: float | None = None
         self._since_estimate = 0
         self._last_loud_slot: int | None = None
         self.passed = 0  # chunks let through
@@ -104,6 +110,17 @@ class EchoSuppressor:
                 self._ref.append(energy)
             if energy >= self._loud:
                 self._last_loud_slot = max(self._last_loud_slot or 0, first + offset)
+
+    def stopped(self, at: float) -> None:
+        """Playback ended at `at`: reference stamped later never left the speaker (flushed, or a
+        speaker that finished sooner than its stamps said)."""
+        keep = _slot(at) - self._ref_start
+        if 0 <= keep < len(self._ref):
+            for _ in range(len(self._ref) - keep):
+                self._ref.pop()
+            if self._last_loud_slot is not None and self._last_loud_slot >= _slot(at):
+                loud = [i for i, e in enumerate(self._ref) if e >= self._loud]
+                self._last_loud_slot = self._ref_start + loud[-1] if loud else None
 
     def _ref_at(self, slot: int) -> float:
         index = slot - self._ref_start
@@ -157,9 +174,7 @@ class EchoSuppressor:
         return EchoPath(delay * SLOT_S, 10 * math.log10(gain))
 
     def _learn(self, slot: int, energy: float) -> None:
-        if energy <= 0:
-            return
-        log_energy = math.log10(energy)
+        log_energy = math.log10(max(energy, _SILENT_ENERGY))
         for delay in range(self._max_delay + 1):
             reference = self._ref_at(slot - delay)
             if reference < self._loud:
@@ -181,7 +196,10 @@ class EchoSuppressor:
     def _estimate(self) -> None:
         """The delay whose mic/reference ratio varies least is the echo path; the median ratio
         there is its gain (speech over the echo only raises ratios, so the median holds)."""
-        if min(len(ratios) for ratios in self._ratios) < _MIN_TRACKED:
+        fewest = min(len(ratios) for ratios in self._ratios)
+        if fewest >= _MIN_BOUNDED:
+            self._bound = 10 ** max(max(ratios) for ratios in self._ratios)
+        if fewest < _MIN_TRACKED:
             return  # compare delays on like amounts of evidence only
         variances = []
         for delay, ratios in enumerate(self._ratios):
@@ -199,7 +217,8 @@ class EchoSuppressor:
             delay, gain = self._path
             newest, oldest = slot - max(0, delay - 1), slot - delay - 1
         else:
-            gain, newest, oldest = self._unlearnt_gain, slot, slot - self._max_delay
+            gain = self._unlearnt_gain if self._bound is None else min(self._unlearnt_gain, self._bound)
+            newest, oldest = slot, slot - self._max_delay
         loudest = 0.0
         decay = 1.0
         for source in range(newest, oldest - self._tail - 1, -1):

@@ -22,6 +22,7 @@ class AudioFileError(Exception):
 @runtime_checkable
 class MicrophoneSource(Protocol):
     live: bool  # a room (True: audio not read in time is gone) or a recording (False: reading may pause)
+    pace: float  # seconds of audio per second of the clock: 1.0 for a device; tests run faster; 0 unpaced
 
     async def start(self) -> None:
         """Open the device / file."""

@@ -65,6 +65,7 @@ class PushMicrophone:
         check_chunk_ms(chunk_ms)
         self._chunk_bytes = SAMPLE_WIDTH * round(SAMPLE_RATE * chunk_ms / 1000)
         self._pacer = Pacer(chunk_ms, pace)
+        self.pace = pace
         self._pending = bytearray()
         self._emptied = asyncio.Event()
         self._emptied.set()

@@ -364,6 +364,7 @@ class PyAudioMicrophone:
     """
 
     live = True  # a room: audio not read in time is gone
+    pace = 1.0  # a device plays in real time
 
     def __init__(
         self,

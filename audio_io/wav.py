@@ -37,6 +37,7 @@ class WavFileMicrophone:
         self._path = Path(path)
         self._chunk_ms = chunk_ms
         self._pacer = Pacer(chunk_ms, pace)
+        self.pace = pace
         self._then = then
         self._silence_s = silence_s
         self._reader: wave.Wave_read | None = None

@@ -114,7 +114,7 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         settings = Settings(
             realtime=RealtimeSettings(api_key="sk-offline-demo", base_url=base_url),
             listener=ListenerSettings(),
-            narrator=NarratorSettings(echo_margin_s=0.05),
+            narrator=NarratorSettings(),
             conversation=ConversationSettings(follow_up_s=FOLLOW_UP_S),
             brain=BrainSettings(timeout_s=5.0, retry_budget_s=10.0),
             workspace_root=workspace.resolve(),

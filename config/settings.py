@@ -155,6 +155,7 @@ class ListenerSettings:
     recycle_after_s: float = 55 * 60.0  # recycle the session at a quiet moment before the 60-minute cap
     route_timeout_s: float = 30.0  # a routed command with no response by then gets an apology and a fresh session
     pre_connect_buffer_s: float = 10.0  # mic audio kept while the listener reconnects (bounded)
+    retire_wait_s: float = 5.0  # a session handed over stays open this long at most for transcripts still due
 
 
 @dataclass(frozen=True)
@@ -181,7 +182,6 @@ class NarratorSettings:
     """The narrator: a fresh session per script."""
 
     min_similarity: float = 0.8  # a read below this (after normalising both sides) is logged and counted as weak, never re-read
-    echo_margin_s: float = 0.3  # mic stays muted this long after playback ends, so the tail is not heard
     response_timeout_s: float = 60.0  # a narration that produces nothing for this long is abandoned
     max_script_chars: int = 1200  # longer scripts are cut at a sentence boundary
     # Keep one fresh session connected and configured ahead of need, so a narration costs one

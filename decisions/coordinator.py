@@ -773,7 +773,7 @@ class CoordinatorCore:
             self._confirm_at = now + self.timings.healthy_after_s  # said only once it proves healthy
 
     def _listener_lost(self, end: SessionEnd) -> None:
-        replayed = self.uplink.session_lost(end.replay_from_ms, self.timings.chunk_ms)
+        replayed = self.uplink.session_lost(end.replay_from_ms, self.timings.chunk_ms, end.heard_spans)
         if end.replay_from_ms is not None:
             # The session went away before transcribing what was said: that audio goes to the
             # next session first, so the user's words are not lost (and nothing heard is re-sent).
@@ -885,7 +885,7 @@ class CoordinatorCore:
         actions: list[Action] = []
         if said is VA and self.timings.follow_up_s > 0 and self.machines[LifeState] is not XS:
             # A follow-up needs no wake phrase for a moment (not after a notice: nobody asked).
-            self.gate.open_window(now + self.timings.follow_up_s)
+            self.gate.open_window(now + self.timings.follow_up_s, since=now)  # said before the answer ended: no follow-up
             actions.append(PlayChime(Earcon.FOLLOW_UP))
         if said in (VA, VN):
             actions += self._restart("after a narration")

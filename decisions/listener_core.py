@@ -16,7 +16,10 @@ from realtime_api.wire import ClientEvents
 
 log = logging.getLogger("handoff.listener")
 
-VAD_PREFIX_PADDING_MS = 300  # audio the server VAD keeps before the detected start of speech
+# The server VAD's `audio_start_ms` already includes its prefix padding (300 ms before the
+# detected start of speech): the pre-roll of a replay. Its `audio_end_ms` includes the silence
+# that ended the utterance, so an utterance's padded start may lie inside the one before's
+# trailing silence: only silence is replayed twice, never speech.
 
 
 # --- actions the core asks the shell / coordinator to carry out ----------------------------------
@@ -87,7 +90,8 @@ class SessionEnd:
     expired: bool  # the server's time limit (session_expired, then 1001)
     healthy: bool  # it lived long enough to count as a good session (reconnect.healthy_after_s)
     interrupted_command: str | None  # routed, but its response never came: not run
-    replay_from_ms: int | None  # session audio from here on was never transcribed
+    replay_from_ms: int | None  # session audio from here on was never transcribed...
+    heard_spans: tuple[tuple[int, int], ...] = ()  # ...but for these utterances (start, end ms): heard already
 
     @property
     def failure(self) -> bool:
@@ -143,7 +147,14 @@ class ListenerCore:
     # When each utterance began (clock time): a wake or follow-up window is judged by when the user
     # spoke, not by when the transcript came back (late, with a real model).
     spoken_at: dict[str, float] = field(default_factory=dict)
+    stopped_at_ms: dict[str, int] = field(default_factory=dict)  # where unheard utterances ended
+    heard_spans: list[tuple[int, int]] = field(default_factory=list)  # (start, end) ms of those transcribed
     expired: bool = False
+    # Handed over (`retire`): the session takes no more audio and routes nothing; it stays open
+    # only until what it heard is transcribed. The utterance that was in progress went to the
+    # next session whole; should a transcript of its fragment come here, it is not ours.
+    retired: bool = False
+    handed_over: set[str] = field(default_factory=set)
     _routes: int = 0
     _route_event_ids: set[str] = field(default_factory=set)
 
@@ -163,7 +174,42 @@ class ListenerCore:
             start for item, start in self.unheard_starts.items()
             if include_unfinished or item in self.awaiting_transcripts
         ]
-        return max(0, min(starts) - VAD_PREFIX_PADDING_MS) if starts else None
+        return min(starts) if starts else None
+
+    def heard_after(self, start_ms: int | None) -> tuple[tuple[int, int], ...]:
+        """Utterances already transcribed that begin after `start_ms`: a replay skips them (a
+        later utterance's transcript may come first), so nothing is heard twice."""
+        if start_ms is None:
+            return ()
+        return tuple(span for span in self.heard_spans if span[0] > start_ms)
+
+    def retire(self, keep_in_progress: bool) -> tuple[int | None, str | None, list[Action]]:
+        """The next session takes over the microphone. Returns where the utterance in progress
+        starts (session ms with the VAD's prefix padding), if `keep_in_progress`: it goes to the
+        next session from its start, never half to each (a file paused mid-utterance goes on
+        where it stopped); else it is dropped (a room's speaker, cut off by the narrator's mute:
+        a fragment is not worth hearing again). Also the command whose response had not come
+        (routed again there; a late response here is ignored), and what to send this session."""
+        self.retired = True
+        replay: int | None = None
+        actions: list[Action] = []
+        if self.speaking:
+            progress = [(start, item) for item, start in self.unheard_starts.items() if item not in self.awaiting_transcripts]
+            if progress:
+                start, item = max(progress)
+                self.unheard_starts.pop(item)
+                self.spoken_at.pop(item, None)
+                self.handed_over.add(item)
+                replay = start if keep_in_progress else None
+            actions.append(Send(ClientEvents.clear_audio()))
+            self.speaking = False
+        command, self.in_flight = self.in_flight, None
+        return replay, command, actions
+
+    @property
+    def settled(self) -> bool:
+        """Retired and everything it heard is transcribed: it may close."""
+        return self.retired and not self.awaiting_transcripts and not self.unheard_starts
 
     def abandon_route(self) -> None:
         """Stop waiting for the current route's response (the coordinator gave up on it)."""
@@ -190,13 +236,17 @@ class ListenerCore:
 
     def feed(self, event: wire.ServerEvent) -> list[Action]:
         match event:
+            case wire.SpeechStarted() if self.retired:
+                pass  # no audio comes any more: only a late VAD event
             case wire.SpeechStarted(item_id=item_id, audio_start_ms=start):
                 self.speaking = True
                 self.unheard_starts[item_id] = start
                 self.spoken_at[item_id] = self.clock()
-            case wire.SpeechStopped():
+            case wire.SpeechStopped(item_id=item_id, audio_end_ms=end):
                 self.speaking = False
-            case wire.AudioCommitted(item_id=item_id):
+                if item_id in self.unheard_starts:
+                    self.stopped_at_ms[item_id] = end
+            case wire.AudioCommitted(item_id=item_id) if item_id not in self.handed_over:
                 self.awaiting_transcripts.add(item_id)
             case wire.TranscriptCompleted(item_id=item_id, transcript=transcript, usage=usage):
                 billed: list[Action] = [TranscriptionBilled(usage.audio_seconds)] if usage.audio_seconds else []
@@ -204,6 +254,7 @@ class ListenerCore:
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
                 self.unheard_starts.pop(item_id, None)
+                self.stopped_at_ms.pop(item_id, None)
                 self.spoken_at.pop(item_id, None)
                 log.warning("could not transcribe an utterance (%s); it is dropped", message)
                 return [Send(ClientEvents.delete_item(item_id))]
@@ -217,8 +268,14 @@ class ListenerCore:
         return []
 
     def _on_transcript(self, item_id: str, transcript: str) -> list[Action]:
+        if item_id in self.handed_over:  # the next session heard it whole
+            self.awaiting_transcripts.discard(item_id)
+            return [Send(ClientEvents.delete_item(item_id))]
         self.awaiting_transcripts.discard(item_id)
-        self.unheard_starts.pop(item_id, None)
+        start = self.unheard_starts.pop(item_id, None)
+        end = self.stopped_at_ms.pop(item_id, None)
+        if start is not None and end is not None:
+            self.heard_spans = [*self.heard_spans[-20:], (start, end)]  # recent ones: a replay reaches back seconds
         # The audio item goes whatever was said: the conversation holds text only, so every later
         # command stays cheap however long the session runs.
         actions: list[Action] = [Send(ClientEvents.delete_item(item_id))]

@@ -13,6 +13,7 @@ class UplinkStats:
     chunks_sent: int = 0
     chunks_muted: int = 0  # read from a live mic while muted, and dropped
     chunks_buffered: int = 0  # taken while no session could take them
+    chunks_echo: int = 0  # heard by the echo gate as the narrator's echo: sent as silence (if not muted)
 
 
 class Uplink:
@@ -44,6 +45,9 @@ class Uplink:
         wait): never the start of an utterance a lost session did not transcribe."""
         while len(self._waiting) - self._protected > self._capacity:  # replayed speech is on top
             del self._waiting[self._protected]
+
+    def dropped_as_echo(self) -> None:
+        self.stats.chunks_echo += 1
 
     def dropped_while_muted(self) -> None:
         self.stats.chunks_muted += 1
@@ -80,12 +84,18 @@ class Uplink:
         self._sent.clear()
         self._sent_bytes = 0
 
-    def session_lost(self, replay_from_ms: int | None, chunk_ms: int) -> int:
+    def session_lost(self, replay_from_ms: int | None, chunk_ms: int,
+                     heard: tuple[tuple[int, int], ...] = ()) -> int:
         """The session went away. Audio it was sent from `replay_from_ms` on (never transcribed)
-        goes to the next session first; returns how many ms that is."""
+        goes to the next session first, but for the `heard` spans (start, end ms: utterances
+        transcribed already, whose chunks lie wholly inside); returns how many ms that is."""
         replayed = 0
         if replay_from_ms is not None:
-            unheard = [chunk for start, chunk in self._sent if start + chunk_ms > replay_from_ms]
+            unheard = [
+                chunk for start, chunk in self._sent
+                if start + chunk_ms > replay_from_ms
+                and not any(low <= start and start + chunk_ms <= high for low, high in heard)
+            ]
             unheard = unheard[-2 * self._capacity:]  # bounded: at most what the sent record holds
             self._waiting = deque([*unheard, *self._waiting])
             self._protected = len(unheard) + self._protected

@@ -44,6 +44,7 @@ class WakeGate:
             raise ValueError(f"the wake phrase {phrase!r} has no letters or digits")
         self._window_s = window_s
         self._window_until: float | None = None
+        self._window_since: float | None = None  # utterances begun before this are not in the window
 
     @property
     def window_s(self) -> float:
@@ -58,14 +59,16 @@ class WakeGate:
     def window_open(self) -> bool:
         return self._window_until is not None
 
-    def open_window(self, until: float) -> None:
-        """Take the next utterance until `until` as a command without the wake phrase (a
-        follow-up right after an answer)."""
+    def open_window(self, until: float, since: float | None = None) -> None:
+        """Take the next utterance begun from `since` until `until` as a command without the
+        wake phrase (a follow-up right after an answer: not what was said before it ended)."""
         self._window_until = until
+        self._window_since = since
 
     def window_open_at(self, now: float) -> bool:
         """A wake-only utterance was heard and its window has not lapsed yet."""
-        return self._window_until is not None and now <= self._window_until
+        return (self._window_until is not None and now <= self._window_until
+                and (self._window_since is None or now >= self._window_since))
 
     def classify(self, transcript: str, now: float) -> Decision:
         words = _words(transcript)
@@ -77,7 +80,10 @@ class WakeGate:
                 self._window_until = None
                 return Command(self._command_text(transcript, rest))
             self._window_until = now + self._window_s
+            self._window_since = None
             return WakeOnly()
+        if self._window_since is not None and now < self._window_since:
+            return Ignore()  # begun before the answer ended: no follow-up, and the window stays open
         if self._window_until is not None:
             in_window = now <= self._window_until
             self._window_until = None

@@ -363,6 +363,11 @@ class ClientEvents:
         return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
 
     @staticmethod
+    def clear_audio() -> dict[str, Any]:
+        """Drop the audio buffered and not committed (an utterance in progress)."""
+        return {"type": "input_audio_buffer.clear"}
+
+    @staticmethod
     def delete_item(item_id: str) -> dict[str, Any]:
         return {"type": "conversation.item.delete", "item_id": item_id}
 

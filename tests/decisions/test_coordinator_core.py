@@ -317,6 +317,22 @@ def test_replay_puts_unheard_audio_first_in_line(core):
     assert core.timeline.count("replaying") == 1
 
 
+def test_a_replay_leaves_out_what_was_heard_already(core):
+    core.handle(SessionReady(1))
+    for n in range(10):
+        core.uplink.take(bytes([n]) * 960, session_ready=True)
+        token, _ = core.uplink.next_chunk()
+        core.uplink.sent(token)
+    # 40..100 ms was never transcribed, 100..160 ms was (its transcript came first), the rest is new.
+    core.handle(SessionEnd(closed=Closed(1006, ""), by_us=False, expired=False, healthy=True,
+                           interrupted_command=None, replay_from_ms=40, heard_spans=((100, 160),)))
+    replayed = []
+    while (nxt := core.uplink.next_chunk()) is not None:
+        replayed.append(nxt[1][0])
+        core.uplink.sent(nxt[0])
+    assert replayed == [2, 3, 4, 8, 9]
+
+
 def test_a_fatal_error_stops_once_with_the_first_reason(core):
     core.handle(SessionReady(1))
     assert core.handle(Fatal("your key is invalid")) == [Stop(3, "your key is invalid")]

@@ -90,11 +90,46 @@ def test_replay_starts_at_the_oldest_utterance_not_yet_transcribed():
     core.feed(wire.SpeechStopped("item_a", 2500))
     core.feed(wire.AudioCommitted("item_a"))
     core.feed(wire.SpeechStarted("item_b", 4000))  # still being spoken
-    assert core.replay_from_ms(include_unfinished=True) == 700  # 300 ms of prefix padding
+    # The server's start includes its prefix padding: that is the replay's pre-roll.
+    assert core.replay_from_ms(include_unfinished=True) == 1000
     core.feed(wire.TranscriptCompleted("item_a", "computer, start the backup task"))
     # A's audio was heard: only B's is worth sending again, and only if a drop cut it.
-    assert core.replay_from_ms(include_unfinished=True) == 3700
+    assert core.replay_from_ms(include_unfinished=True) == 4000
     assert core.replay_from_ms(include_unfinished=False) is None
+
+
+def test_a_replay_skips_a_later_utterance_already_heard():
+    core, _ = make_core()
+    core.feed(wire.SpeechStarted("item_a", 1000))
+    core.feed(wire.SpeechStopped("item_a", 2500))
+    core.feed(wire.AudioCommitted("item_a"))
+    core.feed(wire.SpeechStarted("item_b", 3000))
+    core.feed(wire.SpeechStopped("item_b", 4500))
+    core.feed(wire.AudioCommitted("item_b"))
+    core.feed(wire.TranscriptCompleted("item_b", "computer, what time is it"))  # B's transcript first
+    start = core.replay_from_ms(include_unfinished=False)
+    assert start == 1000 and core.heard_after(start) == ((3000, 4500),)  # A again, B not twice
+
+
+def test_a_retired_session_hands_the_utterance_in_progress_over_and_waits_for_the_rest():
+    core, _ = make_core()
+    core.feed(wire.SpeechStarted("item_a", 1000))
+    core.feed(wire.SpeechStopped("item_a", 2500))
+    core.feed(wire.AudioCommitted("item_a"))
+    core.feed(wire.SpeechStarted("item_b", 3000))  # still being spoken at the handover
+    replay, command, actions = core.retire(keep_in_progress=True)
+    assert replay == 3000 and command is None
+    assert actions == [Send({"type": "input_audio_buffer.clear"})]  # B's fragment is never committed here
+    assert not core.settled  # A's transcript is still due
+    actions = core.feed(wire.TranscriptCompleted("item_a", "and the grass is green"))
+    assert [a.transcript for a in actions if isinstance(a, Heard)] == ["and the grass is green"]
+    assert core.settled
+    # Should B's fragment be transcribed here after all, it is not ours: the next session has it.
+    assert not [a for a in core.feed(wire.TranscriptCompleted("item_b", "computer, wh")) if isinstance(a, Heard)]
+    # A room's speaker cut off by the mute: the fragment is dropped, not replayed.
+    other, _ = make_core()
+    other.feed(wire.SpeechStarted("item_c", 500))
+    assert other.retire(keep_in_progress=False)[0] is None
 
 
 def test_an_error_about_our_route_ends_it():

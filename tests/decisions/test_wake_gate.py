@@ -94,3 +94,10 @@ def test_typographic_apostrophes_are_apostrophes():
 def test_a_phrase_without_letters_or_digits_is_refused():
     with pytest.raises(ValueError, match="no letters or digits"):
         WakeGate("!!!")
+
+
+def test_a_follow_up_window_takes_only_what_was_begun_after_the_answer():
+    gate = WakeGate("computer")
+    gate.open_window(until=16.0, since=10.0)  # the answer ended at 10 s
+    assert gate.classify("and the grass is green", now=9.5) == Ignore()  # begun while it was said
+    assert gate.classify("what about tomorrow", now=11.0) == Command("what about tomorrow", via_window=True)

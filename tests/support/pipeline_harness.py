@@ -58,7 +58,7 @@ def fast_settings(
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
-        narrator=NarratorSettings(echo_margin_s=0.01, response_timeout_s=10.0, warm=narrator_warm),
+        narrator=NarratorSettings(response_timeout_s=10.0, warm=narrator_warm),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),
         # The tests speak in tones (the simulator's VAD hears energy); the on-device VAD would
@@ -159,6 +159,7 @@ async def running_pipeline(
     cost: CostSettings = CostSettings(),
     mic_pace: float = MIC_PACE,
     narrator_warm: bool = False,
+    microphone: PushMicrophone | None = None,
     stop_detector: object | None = None,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
@@ -174,7 +175,7 @@ async def running_pipeline(
         conversation, cost, narrator_warm=narrator_warm, **listener
     )
     timeline = Timeline()
-    microphone = PushMicrophone(chunk_ms=20, pace=mic_pace)
+    microphone = microphone or PushMicrophone(chunk_ms=20, pace=mic_pace)
     speaker = speaker or MemorySpeaker(pace=speaker_pace)
     async with assistant(settings, microphone, speaker, timeline, stop_detector=stop_detector) as coordinator:  # type: ignore[arg-type]
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")

@@ -1,0 +1,74 @@
+"""The echo gate's two clocks, kept on one timeline: what the speaker plays (the reference) and
+when each microphone chunk was captured, both in "room seconds" (the loop clock times the
+microphone's pace: real seconds for a device, faster for a paced test microphone).
+
+- `ReferencedSpeaker` wraps the speaker: every `play(pcm)` is handed to the gate stamped with the
+  moment it starts leaving the speaker (right away, or when what is queued ahead of it ends);
+  `flush()` and the end of `drained()` tell the gate that nothing stamped later was played.
+- `MicStamps` stamps each mic chunk with the capture time of its first sample.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from audio_io.echo import EchoSuppressor
+from audio_io.format import BYTES_PER_SECOND, pcm_duration_s
+from audio_io.interface import SpeakerSink
+
+
+class ReferencedSpeaker:
+    """A SpeakerSink that plays through `inner` and gives the echo gate what it plays, and when."""
+
+    def __init__(self, inner: SpeakerSink, echo: EchoSuppressor, now: Callable[[], float]) -> None:
+        self.inner = inner
+        self._echo = echo
+        self._now = now
+        self._end = 0.0  # when what was played so far stops leaving the speaker (room seconds)
+
+    async def start(self) -> None:
+        await self.inner.start()
+
+    def play(self, pcm: bytes) -> None:
+        self.inner.play(pcm)  # first: a closed or failing device plays (and stamps) nothing
+        if pcm:
+            at = max(self._now(), self._end)
+            self._end = at + pcm_duration_s(pcm)
+            self._echo.played(pcm, at)
+
+    def flush(self) -> None:
+        self.inner.flush()
+        self._stopped()
+
+    async def drained(self) -> None:
+        await self.inner.drained()
+        self._stopped()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def _stopped(self) -> None:
+        """Nothing plays after now: a speaker may finish sooner than the stamps said (a modelled
+        one that plays at once), and flushed audio never plays."""
+        now = self._now()
+        if self._end > now:
+            self._echo.stopped(now)
+            self._end = now
+
+
+class MicStamps:
+    """The capture time of each chunk's first sample: its arrival less its length, kept
+    contiguous with the chunk before when they overlap by less than a chunk (scheduling jitter),
+    never drifting more than a chunk from the clock (a device's clock is not the loop's)."""
+
+    def __init__(self, now: Callable[[], float]) -> None:
+        self._now = now
+        self._end: float | None = None
+
+    def stamp(self, chunk: bytes) -> float:
+        length = len(chunk) / BYTES_PER_SECOND
+        at = self._now() - length
+        if self._end is not None and 0 < self._end - at < length:
+            at = self._end
+        self._end = at + length
+        return at

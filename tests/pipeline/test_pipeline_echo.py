@@ -1,0 +1,78 @@
+"""The echo gate in the whole pipeline: a simulated room plays the narrator's voice back into the
+microphone (delayed 50 ms, -18 dB, and a reflection 30 ms later, 8 dB fainter). The echo never
+reaches the listener; a command spoken while the echo's tail is still in the room is routed with
+its first word."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from audio_io.format import SAMPLE_WIDTH, audioop
+from config.settings import ConversationSettings
+from realtime_sim import SimConfig
+from tests.support.pipeline_harness import MIC_PACE, UTTERANCE, running_pipeline
+from tests.support.room import RoomMicrophone, RoomSpeaker
+
+AUDIBLE_RMS = 40.0  # echo this loud (about -58 dBFS) would reach a VAD (as in benchmarks.echo_choice)
+# The synthetic voice streams 200 ms per 50 ms: the microphone's pace (4x).
+ROOM = SimConfig(use_espeak=False, seed=5, realistic=False, audio_frame_delay_s=0.05)
+
+
+def appended(p) -> list[list[bytes]]:
+    """Per listener session, the audio chunks it was sent."""
+    return [
+        [base64.b64decode(e["audio"]) for e in c.received if e["type"] == "input_audio_buffer.append"]
+        for c in p.listener_connections()
+    ]
+
+
+@pytest.mark.parametrize("sim", [ROOM], indirect=True)
+async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_its_tail_keeps_its_first_word(tmp_path, sim):
+    microphone = RoomMicrophone(MIC_PACE)
+    speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=-18.0)
+    # No follow-up window: its chime would hold the mute over the tail this test speaks into.
+    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker,
+                                conversation=ConversationSettings(follow_up_s=0)) as p:
+        sim.script.push_tool_call("get_time", {})
+        before = p.counts()
+        drains = len(speaker.ends)
+        p.say("Computer, what time is it?")
+        await speaker.draining.wait_until(lambda: len(speaker.ends) > drains, 20)
+        # The first answer's audio ends at `end`; its echo rings on for 80 ms: speak right then.
+        end = speaker.ends[-1]
+        assert microphone.position_s < end  # still playing: the command is placed ahead of time
+        sim.script.push_transcript("Computer, list the files")
+        sim.script.push_tool_call("list_files", {"path": "."})
+        microphone.say_at(UTTERANCE, end)
+        await p.wait(lambda t: t.count("tool") >= before["tool"] + 2 and t.count("narrated") >= before["narrated"] + 2
+                     and t.count("listening") >= before["listening"] + 2)
+        # After the second answer nobody speaks into its tail; then some chatter, so everything
+        # before it has surely been sent.
+        p.say("and that was the news")
+        await p.wait(lambda t: t.count("ignored") >= before["ignored"] + 1)
+
+        sessions = appended(p)
+        sent = {chunk for session in sessions for chunk in session}
+        # The room really echoed, loud enough to be heard, and none of that echo went up.
+        echo_only = [h for h in microphone.heard if not any(h.user) and audioop.rms(h.echo, SAMPLE_WIDTH) >= AUDIBLE_RMS]
+        assert len(echo_only) > 100
+        leaked = [h.at for h in echo_only if h.mixed in sent]
+        assert not leaked, f"echo reached the listener at room times {leaked}"
+        # Nothing was transcribed from it: three utterances, three commits.
+        commits = sum(1 for c in p.listener_connections() for e in c.sent if e["type"] == "input_audio_buffer.committed")
+        assert commits == 3
+        heard = [e.text for e in p.timeline.entries if e.kind == "heard"]
+        assert heard[:2] == ["Computer, what time is it?", "Computer, list the files"], heard
+        # The command in the tail: every chunk of its voice went to one session, its first one
+        # (mixed with the echo) too.
+        command = [h for h in microphone.heard if any(h.user) and end < h.at < end + 1.0]
+        voiced = [h for h in command if audioop.rms(h.user, SAMPLE_WIDTH) > 0]
+        assert any(h.echo != bytes(len(h.echo)) for h in voiced[:4])  # it did start in the echo's tail
+        assert len(voiced) == 30  # 0.6 s
+        assert [s for s in sessions if all(h.mixed in s for h in voiced)], "the command was split or cut"
+        # The gate learnt the room: the echo's delay or its reflection's (the loop's jitter is
+        # four times larger in room time), and about its level.
+        path = p.coordinator.echo.path if p.coordinator.echo is not None else None
+        assert path is not None and 0.03 <= path.delay_s <= 0.09 and -24 <= path.gain_db <= -14, path

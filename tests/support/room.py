@@ -1,0 +1,110 @@
+"""A simulated room for pipeline tests: what the speaker plays comes back into the microphone,
+delayed and decayed (an echo and a fainter reflection), mixed with what the user says.
+
+Both run at the same pace on the loop clock, so "room time" is one timeline: a sample the speaker
+starts playing at room time t is heard by the microphone at t + the echo's delay.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import AsyncIterator
+
+from audio_io import MemorySpeaker, PushMicrophone
+from audio_io.format import SAMPLE_RATE, SAMPLE_WIDTH, audioop, pcm_duration_s
+from concurrency.changes import Changes
+
+CHUNK_MS = 20
+
+
+@dataclass(frozen=True)
+class Heard:
+    at: float  # room time of its first sample
+    user: bytes
+    echo: bytes
+    mixed: bytes  # what the microphone gave
+
+
+class RoomMicrophone(PushMicrophone):
+    """A PushMicrophone that also hears the room: `echo(pcm, at)` mixes `pcm` in from room time
+    `at` (seconds since the microphone started) on; `say_at(pcm, at)` starts an utterance at `at`."""
+
+    def __init__(self, pace: float) -> None:
+        super().__init__(chunk_ms=CHUNK_MS, pace=pace)
+        self._room = bytearray()  # echo, from the microphone's first sample on
+        self._position = 0  # bytes emitted so far
+        self.started_at = 0.0  # loop time of the first sample
+        self.heard: list[Heard] = []  # every chunk emitted: what the user said, the room's echo, the mix
+
+    async def start(self) -> None:
+        await super().start()
+        self.started_at = asyncio.get_running_loop().time()
+
+    def room_time(self) -> float:
+        """Room seconds since the microphone started (by the loop clock)."""
+        return (asyncio.get_running_loop().time() - self.started_at) * self.pace
+
+    @property
+    def position_s(self) -> float:
+        """Room time of the next sample the microphone emits."""
+        return self._position / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
+
+    def echo(self, pcm: bytes, at: float) -> None:
+        start = _bytes_at(at)
+        end = start + len(pcm)
+        if len(self._room) < end:
+            self._room += bytes(end - len(self._room))
+        self._room[start:end] = audioop.add(bytes(self._room[start:end]), pcm, SAMPLE_WIDTH)
+
+    def say_at(self, pcm: bytes, at: float) -> None:
+        """Start `pcm` at room time `at`, rounded up to a chunk (not before what is queued already)."""
+        chunk = SAMPLE_RATE * SAMPLE_WIDTH * CHUNK_MS // 1000
+        start = -(-_bytes_at(at) // chunk) * chunk
+        queued_end = self._position + self.pending_bytes
+        self.feed(bytes(max(0, start - queued_end)) + pcm)
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        async for chunk in super().chunks():
+            start, end = self._position, self._position + len(chunk)
+            self._position = end
+            room = bytes(self._room[start:end])
+            room += bytes(len(chunk) - len(room))
+            mixed = audioop.add(chunk, room, SAMPLE_WIDTH)
+            self.heard.append(Heard(start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000, chunk, room, mixed))
+            yield mixed
+
+
+class RoomSpeaker(MemorySpeaker):
+    """A MemorySpeaker at the microphone's pace whose sound comes back into it: `delay_s` later
+    at `gain_db`, and a reflection `reflection_s` after that, 8 dB fainter. `draining` notes when
+    the coordinator waits for playback to end, with the room time it ends at (`ends`)."""
+
+    def __init__(self, microphone: RoomMicrophone, delay_s: float = 0.05, gain_db: float = -18.0,
+                 reflection_s: float = 0.03) -> None:
+        super().__init__(pace=microphone.pace)
+        self._microphone = microphone
+        self._paths = [(delay_s, 10 ** (gain_db / 20)), (delay_s + reflection_s, 10 ** ((gain_db - 8) / 20))]
+        self._end = 0.0  # room time the queued audio ends
+        self.ends: list[float] = []
+        self.draining = Changes()
+
+    def play(self, pcm: bytes) -> None:
+        now = self._microphone.room_time()
+        start = max(now, self._end)
+        self._end = start + pcm_duration_s(pcm)
+        super().play(pcm)
+        for delay, gain in self._paths:
+            self._microphone.echo(audioop.mul(pcm, SAMPLE_WIDTH, gain), start + delay)
+
+    async def drained(self) -> None:
+        self.ends.append(max(self._end, self._microphone.room_time()))
+        self.draining.notify()
+        await super().drained()
+
+
+def _bytes_at(at: float) -> int:
+    """Where room time `at` is in the microphone's stream. A chunk is emitted when its turn comes
+    (PushMicrophone's pacing), so it holds the sound of the chunk's length before: a device
+    delivers a chunk once it has captured it."""
+    return max(0, round((at + CHUNK_MS / 1000) * SAMPLE_RATE)) * SAMPLE_WIDTH
