@@ -39,7 +39,7 @@ from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from main_agent import Listener
-from detectors.stop_word import StopDetector, StopHit
+from detectors.stop_word import EchoGatedStopFeed, StopDetector, StopHit
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -171,7 +171,8 @@ class Coordinator:
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
         self._mic_audio_s = 0.0  # seconds of microphone audio read: the stop detector's time scale
-        self._stop_fed = False  # the stop detector heard part of the current narration's mic audio
+        self._stop_fed = False  # the stop detector heard something since its last reset
+        self._stop_feed = EchoGatedStopFeed()  # around what the echo gate lets through, the raw mic
         self.stop_timings: list[StopTiming] = []  # one per "computer, stop" that cut a narration
         self._tg: asyncio.TaskGroup | None = None
         self._exit: asyncio.Future[Stop] | None = None
@@ -336,20 +337,29 @@ class Coordinator:
         return f"similarity {result.similarity:.2f}, attempts {result.attempts}"
 
     # -- "computer, stop" -----------------------------------------------------------------------------
-    def _listen_for_stop(self, chunk: bytes) -> None:
-        """The mic reader's one call per chunk: while a narration plays, the stop detector hears
-        the microphone (muted or not; this uploads nothing). Reset when the narration ends."""
+    def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:
+        """The mic reader's one call per chunk (`raw` from the microphone, `gated` after the echo
+        gate): while a narration plays, the stop detector hears the microphone, muted or not (this
+        uploads nothing), where the echo gate heard the user (`EchoGatedStopFeed`), never the
+        narrator's own echo alone. Reset when the narration ends."""
         detector = self.parts.stop_detector
         if detector is None:
             return
-        self._mic_audio_s += len(chunk) / BYTES_PER_SECOND
+        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
         if not self.core.narrating:
+            self._stop_feed.reset()
+            if self._stop_fed:
+                detector.reset()
+                self._stop_fed = False
+            return
+        heard = self._stop_feed(raw, gated == raw, self._mic_audio_s)  # (the gate gives silence for echo)
+        if heard is None:  # the narrator's echo alone: not heard; what comes next starts afresh
             if self._stop_fed:
                 detector.reset()
                 self._stop_fed = False
             return
         self._stop_fed = True
-        hit = detector.feed(chunk, self._mic_audio_s)
+        hit = detector.feed(heard, self._mic_audio_s)
         if hit is not None:
             self.stop_timings.append(StopTiming(hit, heard_at=self._clock()))
             self._feed(StopHeard(hit.phrase))  # while narrating: CutNarration comes back at once
@@ -431,8 +441,9 @@ class Coordinator:
         mutes_seen = core.mute.releases
         try:
             async for chunk in microphone.chunks():
-                chunk = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
-                self._listen_for_stop(chunk)  # after the gate: the narrator's own echo is silence here
+                gated = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
+                self._listen_for_stop(chunk, gated)  # "computer, stop": nothing of it is uploaded
+                chunk = gated
                 if microphone.live and core.mute.muted:
                     core.uplink.dropped_while_muted()
                     if mic_filter is not None:

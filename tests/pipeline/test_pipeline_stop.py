@@ -14,10 +14,11 @@ from concurrency.changes import Changes
 from config.settings import ConversationSettings
 from reader_agent import NarrationCut, Narrator
 from realtime_sim import SimConfig
-from speech.local_voice import tone
+from speech.local_voice import synthesize, tone
 from tests.support.pipeline_harness import MIC_PACE, fast_settings, running_pipeline
 from tests.support.sim import running_sim, sdk
-from tests.support.stop_detectors import LoudStopDetector
+from tests.support.room import RoomMicrophone, RoomSpeaker
+from tests.support.stop_detectors import HeardTheUser, LoudStopDetector, spotted
 
 LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
 STOP_WORDS = tone([523.0, 659.0], 0.25, volume=0.5)  # "computer, stop", as the fake detector hears it
@@ -80,13 +81,14 @@ async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_
         # Nothing of the stop words was uploaded, and no follow-up window opened after a stop.
         assert STOP_WORDS[4800:9600] not in uploaded(p)
         assert p.counts()["ignored"] == 0 and p.timeline.count("follow-up") == 0
-        assert detector.resets >= 1 and len(detector.hits) == 1
+        assert len(detector.hits) == 1
 
         # Listening again: the next command is routed and answered in full.
         sim.script.push_tool_call("get_time", {})
         await p.ask("Computer, what time is it")
         assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["read me the long story", "what time is it"]
         assert p.timeline.count("stopped") == 1
+        assert detector.resets >= 1  # after the cut narration: the next one starts afresh
 
 
 class CuttingSpeaker(MemorySpeaker):
@@ -120,3 +122,57 @@ async def test_the_narrator_stops_a_cut_read_at_once_cancels_it_and_never_retrie
         early.cut()
         result = await narrator.narrate(LONG_ANSWER, speaker, early)
         assert result.stopped and result.audio_bytes == 0 and len(sim.connections) == 1
+
+
+# The room: the narrator's voice (espeak-ng) comes back into the microphone 50 ms later at -24 dB,
+# with a reflection; the user's "computer, stop" is another espeak-ng utterance, at full level.
+# In real time: the echo gate lines the echo up with what was played by the clock, and four times
+# the loop's jitter (a busy machine) is more than its slots can absorb.
+ROOM = SimConfig(use_espeak=True, seed=5, realistic=False, audio_frame_delay_s=0.2)
+ROOM_PACE = 1.0
+ECHO_DB = -24.0
+SAYS_COMPUTER = "To make me quiet, say computer, stop. Your computer is fine."
+
+
+@pytest.mark.parametrize("sim", [ROOM], indirect=True)
+async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it_does(tmp_path, sim):
+    microphone = RoomMicrophone(ROOM_PACE)
+    speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=ECHO_DB)
+    detector = HeardTheUser(microphone)
+    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, stop_detector=detector,
+                                conversation=ConversationSettings(follow_up_s=0)) as p:
+        # 1. An answer that says "computer" twice, echoed by the room: it plays to the end.
+        sim.script.push_tool_call("echo", {"text": SAYS_COMPUTER})
+        heard_before = len(microphone.heard)
+        await p.ask("Computer, how do I stop you")
+        assert p.timeline.count("stopped") == 0 and detector.hits == []
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[-1].startswith("answer (similarity")
+        # The test can fail: the room's echo of that answer, heard without the echo gate, has "computer" in it.
+        echo = b"".join(h.echo for h in microphone.heard[heard_before:])
+        assert spotted(echo) >= 1
+
+        # 2. The user says "computer, stop" over the next long answer: it is cut, nothing uploaded.
+        stop_words = await synthesize("computer, stop", words_per_minute=140)
+        sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
+        p.say("Computer, read me the long story")
+        await p.wait(lambda t: t.count("narrating") == 2)
+        listening = p.timeline.count("listening")
+        detector.listen_from = microphone.room_time()
+        microphone.say_at(stop_words, microphone.room_time() + 1.5)  # a second into its 40
+        await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
+        said = [h for h in microphone.heard if h.user != bytes(len(h.user))][-10:]
+        assert sum(h.echo != bytes(len(h.echo)) for h in said) >= 5  # said over the narration's echo
+        timing = p.coordinator.stop_timings[-1]
+        end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
+        assert end_of_playback - timing.heard_at <= BUDGET_S
+        assert len(detector.hits) == 1
+        voiced = [h.mixed for h in microphone.heard if h.user != bytes(len(h.user))][-20:]
+        uploaded_audio = uploaded(p)
+        assert not any(chunk in uploaded_audio for chunk in voiced)  # the stop stayed home
+
+        # 3. Listening again: the next command is routed.
+        sim.script.push_tool_call("get_time", {})
+        await p.ask("Computer, what time is it")
+        commands = [e.text for e in p.timeline.entries if e.kind == "command"]
+        assert commands == ["how do I stop you", "read me the long story", "what time is it"]
