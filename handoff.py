@@ -32,14 +32,14 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
-    Stop, StopHeard, Tick, ToolsFinished,
+    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
 )
 from decisions.cost import CostMeter
 from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from main_agent import Listener
-from detectors.stop_word import EchoGatedStopFeed, StopDetector, StopHit
+from detectors.stop_word import EchoGatedStopFeed, HeardStop, StopDetector
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -63,6 +63,7 @@ class MicFilter(Protocol):
     def feed(self, chunk: bytes) -> list[bytes]: ...
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
+    def rejected(self) -> None: ...  # the transcript gate ignored what was sent
 
 
 class Notices(Protocol):
@@ -96,7 +97,7 @@ class StopTiming:
     """How fast one "computer, stop" cut a narration. Mic times are seconds of microphone audio;
     clock times the coordinator's clock."""
 
-    hit: StopHit
+    hit: HeardStop
     heard_at: float  # clock: the detector returned the hit
     flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
     last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
@@ -104,9 +105,11 @@ class StopTiming:
     done_at: float | None = None  # clock: the narrator's session was closed (before the hit: it had sent everything)
 
     @property
-    def detector_ms(self) -> float:
-        """From the end of the stop word to the hit (the detector's own delay, in audio time)."""
-        return (self.hit.detected_s - self.hit.end_s) * 1000
+    def detector_ms(self) -> float | None:
+        """From the end of the stop word to the hit (the detector's own delay, in audio time), when
+        the detector says (the acoustic one reports the hit at the stop word's end: see its benchmark)."""
+        detected = getattr(self.hit, "detected_s", None)
+        return None if detected is None else (detected - self.hit.end_s) * 1000
 
     @property
     def cut_ms(self) -> float | None:
@@ -245,6 +248,9 @@ class Coordinator:
                 self._cut_narration()
             case FetchNotices():
                 self._spawn(self._fetch_notices(), "fetch notices")
+            case UtteranceRejected():
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.rejected()
             case AckNotices(ids=ids):
                 assert self.parts.notices is not None
                 self.parts.notices.ack(list(ids))
@@ -384,9 +390,8 @@ class Coordinator:
         timing.last_write_at, timing.writes_after_cut, timing.done_at = (
             speaker.last_write_at, speaker.writes_after_cut, narrator_done_at)
         log.info(
-            "stop: %r cut the narration %.0f ms after the hit (the detector heard it %.0f ms after the word ended); "
-            "%d late chunk(s) of it dropped", timing.hit.phrase, timing.cut_ms or 0.0, timing.detector_ms,
-            timing.writes_after_cut,
+            "stop: %r cut the narration %.1f ms after the hit; %d late chunk(s) of it dropped",
+            timing.hit.phrase, timing.cut_ms or 0.0, timing.writes_after_cut,
         )
 
     async def _speak_now(self, text: str) -> None:

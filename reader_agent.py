@@ -87,6 +87,8 @@ class Narrator:
     warm_starts: int = 0  # attempts that used a warm session
     cold_starts: int = 0  # attempts that had to connect first
     clock: Callable[[], float] = time.monotonic
+    # Hears the usage each narration response reported (response.done), finished or not: the cost meter.
+    on_usage: Callable[[wire.Usage], object] | None = None
     _group: asyncio.TaskGroup | None = field(default=None, init=False, repr=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)  # ours, in _group
     _changes: Changes = field(default_factory=Changes, init=False, repr=False)
@@ -279,6 +281,8 @@ class Narrator:
                 await link.send(ClientEvents.cancel_response(core.response_id))
         finally:
             await link.close()  # a fresh session per narration: nothing carries over
+        if isinstance(outcome, Finished) and self.on_usage is not None:
+            self.on_usage(outcome.usage)
         match outcome:
             case Stopped():
                 log.info("narration %s stopped by the user after %d bytes of audio", narration_id, core.audio_bytes)

@@ -16,6 +16,11 @@ in the same run. Then, per mode, at 20 and 10 dB SNR: the addressed utterances w
 includes the wake-word onset (recall) and the non-addressed ones that caused an upload, scaled to
 40 (for ON_DEVICE_WAKE: false local wakes).
 
+The listener's transcript gate is played by the benchmark: when an utterance that is not
+addressed opened a command window (a false local wake of the phrase alone), its rejection closes
+the window REJECT_AFTER_S after its speech ended (the server's VAD silence, 0.5 s, plus the
+transcription), as the coordinator does (UtteranceRejected -> UploadFilter.rejected()).
+
 Figures are printed, never asserted. Run: .venv/bin/python -m benchmarks.listener_upload [--quick]
 """
 
@@ -29,7 +34,7 @@ from dataclasses import dataclass
 from benchmarks.corpus import (
     DEFAULT_CACHE, FRAME_BYTES, FRAME_S, RATE, WIDTH, audioop, Clip, Corpus, Noise, chatter_specs, mix, scale_to_rms, standard,
 )
-from decisions.upload_gate import UploadGate, UploadGateSettings, UploadMode
+from decisions.upload_gate import GateState, UploadGate, UploadGateSettings, UploadMode
 from detectors.keyword import KeywordSpotter
 from detectors.pipeline import MicDetectors
 from detectors.vad import SileroVad
@@ -38,6 +43,7 @@ MIC_HISS_RMS = 12  # about -69 dBFS: a decent microphone's self-noise in a silen
 FAN_RMS = 250  # about -42 dBFS: a fan that is clearly audible, speech at the desk is ~3000
 HUM_RMS = 120
 OVERHEARD_SHARE = 0.30
+REJECT_AFTER_S = 1.5  # from the end of an utterance to the transcript gate's verdict on it
 
 
 @dataclass(frozen=True)
@@ -77,9 +83,12 @@ class Detectors:
         return chosen
 
 
-def run(pcm: bytes, mode: UploadMode, detectors: Detectors) -> RunResult:
-    """Feeds pcm through detectors and gate, chunk by chunk, on a clock that follows the audio."""
+def run(pcm: bytes, mode: UploadMode, detectors: Detectors, addressed_onsets: tuple[float, ...] = ()) -> RunResult:
+    """Feeds pcm through detectors and gate, chunk by chunk, on a clock that follows the audio.
+    A command window opened by speech that is not addressed (no onset in `addressed_onsets` in the
+    10 s before) is closed when the transcript gate would have rejected it."""
     gate = UploadGate(UploadGateSettings(mode=mode))
+    last_speech: float | None = None
     path = detectors.for_mode(mode)
     sent: set[int] = set()
     wire = 0
@@ -94,7 +103,11 @@ def run(pcm: bytes, mode: UploadMode, detectors: Detectors) -> RunResult:
         else:
             verdict = path.feed(chunk, now)
             out = gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit)
+            last_speech = now if verdict.is_speech else last_speech
         cpu += time.process_time() - started
+        if gate.state is GateState.WINDOW and last_speech is not None and now >= last_speech + REJECT_AFTER_S \
+                and not any(last_speech - 10 <= t <= last_speech for t in addressed_onsets):
+            gate.rejected()
         for piece in out:
             wire += 4 * math.ceil(len(piece) / 3)
         # Chunks come back unchanged and in order: the newest `len(out)` held ones end at `index`.
@@ -156,7 +169,7 @@ def wake_figures(corpus: Corpus, addressed: list[Clip], others: list[Clip], mode
     found = fired = 0
     for index, clip in enumerate(addressed + others):
         noisy = mix(clip.pcm, corpus.noise(kinds[index % 3], 10.0, seed=index % 4), snr)
-        result = run(noisy, mode, detectors)
+        result = run(noisy, mode, detectors, (clip.wake_onset_s,) if clip.addressed else ())
         if clip.addressed:
             found += result.includes(clip.wake_onset_s)
         else:
@@ -185,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     for scenario in rooms(corpus, addressed, chatter, minutes):
         baseline = None
         for mode in modes:
-            result = run(scenario.pcm, mode, detectors)
+            result = run(scenario.pcm, mode, detectors, scenario.addressed_onsets)
             baseline = baseline or result
             per_min = result.wire_bytes / (result.seconds / 60) / 1000
             kept = sum(result.includes(t) for t in scenario.addressed_onsets)

@@ -78,7 +78,7 @@ async def one_trial(offset_s: float, folder: Path) -> Trial:
         workspace = root / f"w{offset_s}"
         workspace.mkdir()
         settings = fast_settings(sim.base_url, workspace, root / f"s{offset_s}",
-                                 conversation=ConversationSettings(follow_up_s=0))
+                                 conversation=ConversationSettings(follow_up_s=0), stop_while_talking=True)
         timeline, microphone, speaker = Timeline(), PushMicrophone(chunk_ms=20, pace=1.0), WatchedSpeaker()
         detector = LoudStopDetector()
         async with assistant(settings, microphone, speaker, timeline, stop_detector=detector) as coordinator:
@@ -102,7 +102,7 @@ async def one_trial(offset_s: float, folder: Path) -> Trial:
                 heard = timing.heard_at
                 return Trial(
                     offset_s,
-                    word_to_hit_ms=timing.detector_ms,
+                    word_to_hit_ms=timing.detector_ms or 0.0,
                     flushed_ms=(timing.flushed_at - heard) * 1000,
                     last_write_ms=(timing.last_write_at - heard) * 1000,
                     silent_ms=max(0.0, end - heard) * 1000,

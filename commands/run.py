@@ -106,6 +106,7 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
                 session_age_s=lambda: coordinator.listener.session_age_s,
                 weak_matches=lambda: coordinator.parts.narrator.weak_matches,
                 inexact_reads=lambda: coordinator.parts.narrator.inexact_reads,
+                cost_today=lambda: None if coordinator.parts.cost is None else coordinator.parts.cost.summary().today.parts(),
             ))  # fmt: skip
             log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
             code = await coordinator.run()

@@ -72,14 +72,21 @@ def describe(status: Status, state: Liveness, now: float) -> str:
     lines.append(f"narrations: {status.narrations} ({status.weak_matches} weak match(es), {status.inexact_reads} inexact read(s))")
     lines.append(f"tasks: {status.tasks_running} running, {status.tasks_queued} queued")
     lines.append(f"failures today: {status.failures_today}")
-    cost = f"${status.cost_today_usd:.2f}" if status.cost_today_usd is not None else "not measured yet"
-    lines.append(f"cost today: {cost}")
+    if status.cost_today_usd is None:
+        lines.append("cost today: not counted")
+    else:
+        parts = ", ".join(f"{name} {_usd(usd)}" for name, usd in (status.cost_parts_usd or {}).items())
+        lines.append(f"cost today: {_usd(status.cost_today_usd)} ({parts}), estimated from the usage the API reported")
     if state is Liveness.UNHEALTHY:
         why = (f"its status is {_span(now - status.updated_at)} old (it is rewritten every {status.heartbeat_s:g} s)"
                if status.healthy else "its listener is down and has reported nothing for too long")  # fmt: skip
         lines.append(f"unhealthy: {why}; see its log (journalctl --user -u handoff).")
     return "\n".join(lines)
 
+
+
+def _usd(amount: float) -> str:
+    return f"${amount:.4f}" if amount < 1 else f"${amount:.2f}"
 
 def run_history(args: argparse.Namespace) -> int:
     path = _state_dir(args) / HISTORY_FILE

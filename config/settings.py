@@ -30,6 +30,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "BRAIN_MODEL": "gpt-5.2",
     "WAKE_PHRASE": "computer",
     "WAKE_ALIASES": "",
+    "STOP_WORDS": "",  # "" = ListenerSettings' default (stop, cancel)
     "WORKSPACE_ROOT": "",
     "AUDIO_INPUT_DEVICE": "",
     "AUDIO_OUTPUT_DEVICE": "",
@@ -38,7 +39,6 @@ ENV_DEFAULTS: dict[str, str] = {
     "LOG_LEVEL": "INFO",
     "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
     "STOP_WHILE_TALKING": "true",
-    "STOP_WORDS": "stop, cancel",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
     "WORKING_SOUND_WAV": "",
@@ -150,6 +150,8 @@ class ListenerSettings:
 
     wake_phrase: str = "computer"
     wake_aliases: tuple[str, ...] = ()  # extra spellings that also wake it, e.g. ("komputer",)
+    # "<wake phrase> <stop word>" stops the narrator while it talks (detectors/stop_phrase.py).
+    stop_words: tuple[str, ...] = ("stop", "cancel")
     wake_window_s: float = 8.0  # after a wake-only utterance, the next one within this is the command
     vad_silence_ms: int = 500  # server VAD: silence that ends an utterance
     recycle_after_s: float = 55 * 60.0  # recycle the session at a quiet moment before the 60-minute cap
@@ -172,8 +174,7 @@ class StopSettings:
     """"Computer, stop" while it talks: an on-device detector listens to the microphone while a
     narration plays (nothing of it is uploaded) for the wake phrase followed by a stop word."""
 
-    enabled: bool = True  # STOP_WHILE_TALKING
-    words: tuple[str, ...] = ("stop", "cancel")  # STOP_WORDS: said after the wake phrase
+    enabled: bool = True  # STOP_WHILE_TALKING; the words are ListenerSettings.stop_words (STOP_WORDS)
     notices_after_s: float = 5.0  # a notice that was waiting behind the cut narration waits this long more
 
 
@@ -319,6 +320,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     if not workspace.is_dir():
         problems.append(f"WORKSPACE_ROOT={workspace} is not a folder; {where}.")
     aliases = tuple(a.strip() for a in values.get("WAKE_ALIASES", "").split(",") if a.strip())
+    stop_words = tuple(w.strip().lower() for w in values.get("STOP_WORDS", "").split(",") if w.strip()) \
+        or ListenerSettings.stop_words
     wake_phrase = values.get("WAKE_PHRASE", "").strip()
     if not wake_phrase:
         problems.append(f"WAKE_PHRASE is empty; {where} (default: computer).")
@@ -364,7 +367,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             noise_reduction=noise_reduction,
             reader_voice=values["READER_VOICE"],
         ),
-        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases),
+        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"]),
         audio=AudioSettings(
@@ -405,13 +408,7 @@ def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> Uploa
 
 
 def _stop_settings(values: Mapping[str, str], problems: list[str]) -> StopSettings:
-    enabled = _flag(values, "STOP_WHILE_TALKING", problems)
-    raw = values.get("STOP_WORDS", ENV_DEFAULTS["STOP_WORDS"])
-    words = tuple(" ".join(w.lower().split()) for w in raw.split(",") if w.strip())
-    if enabled and not words:
-        problems.append("STOP_WORDS is empty; name at least one word (default: stop, cancel), "
-                        "or set STOP_WHILE_TALKING=false.")
-    return StopSettings(enabled=enabled, words=words or StopSettings.words)
+    return StopSettings(enabled=_flag(values, "STOP_WHILE_TALKING", problems))
 
 
 def _seconds(values: Mapping[str, str], key: str, default: float) -> float:

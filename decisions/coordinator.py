@@ -418,6 +418,12 @@ class FetchNotices:
 
 
 @dataclass(frozen=True)
+class UtteranceRejected:
+    """The transcript gate ignored an utterance: the microphone's upload filter closes a command
+    window that a false on-device wake opened (nothing more of the room goes up for it)."""
+
+
+@dataclass(frozen=True)
 class AckNotices:
     ids: tuple[int, ...]
 
@@ -432,6 +438,7 @@ class Stop:
 
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
+    | UtteranceRejected
 )
 
 
@@ -809,6 +816,7 @@ class CoordinatorCore:
         match decision:
             case Ignore():
                 self.timeline.add(TimelineKind.IGNORED, transcript)
+                return [UtteranceRejected()]
             case WakeOnly():
                 self.timeline.add(TimelineKind.WAKE, transcript)
                 return [PlayChime(Earcon.WAKE)] if self.timings.chime else []

@@ -66,6 +66,11 @@ class DayTotals:
     def spent_usd(self) -> float:
         return self.listener_usd + self.narrator_usd + self.transcription_usd + self.brain_usd
 
+    def parts(self) -> dict[str, float]:
+        """The spend by part, for the status file."""
+        return {"listener": self.listener_usd, "narrator": self.narrator_usd,
+                "transcription": self.transcription_usd, "brain": self.brain_usd}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class CostSummary:

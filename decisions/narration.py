@@ -59,6 +59,7 @@ class Finished:
     status: str
     transcript: str
     failure: str | None
+    usage: wire.Usage = wire.Usage()  # what the response used, as the server reported it (for the cost meter)
 
 
 @dataclass(frozen=True)
@@ -103,7 +104,7 @@ class NarrationCore:
             case wire.ResponseDone() if self._ours(event.metadata) or event.response_id == self.response_id:
                 if event.error is not None and event.error.fatal:  # out of credit, in status_details.error
                     return [Interrupted(fatal_message(event.error), fatal=True)]
-                return [Finished(event.status, self.transcript or event.transcript, event.failure)]
+                return [Finished(event.status, self.transcript or event.transcript, event.failure, event.usage)]
             case wire.ServerError():
                 if event.fatal:
                     return [Interrupted(fatal_message(event.verdict), fatal=True)]

@@ -43,6 +43,7 @@ class GateEvent(Enum):
     HANGOVER_ENDED = "hangover_ended"  # hangover_s without speech
     WINDOW_ENDED = "window_ended"  # command_window_s after the last wake
     COMMAND_ENDED = "command_ended"  # hangover_s without speech after a command was sent: no window needed
+    REJECTED = "rejected"  # the listener's transcript gate ignored what was sent: a false local wake
 
 
 # Every legal transition, per mode. Events not listed for a state are illegal.
@@ -59,6 +60,7 @@ TRANSITIONS: dict[tuple[UploadMode, GateState, GateEvent], GateState] = {
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.SPEECH): GateState.SENDING,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.WAKE): GateState.SENDING,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.WINDOW_ENDED): GateState.QUIET,
+    (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.REJECTED): GateState.QUIET,  # no command is coming
 }
 
 
@@ -193,6 +195,15 @@ class UploadGate:
     def held_bytes(self) -> int:
         """Audio kept in memory and not sent (pre-roll, or an unwoken utterance): bounded by the settings."""
         return sum(len(chunk) for _, chunk in self._held)
+
+    def rejected(self) -> None:
+        """The listener's transcript gate ignored an utterance (not addressed to us): a command
+        window that a false local wake opened closes now instead of after command_window_s. Only a
+        silent window closes; speech being sent is left alone (it may be the real command, and its
+        own transcript decides)."""
+        if self.settings.mode is UploadMode.ON_DEVICE_WAKE and self.state is GateState.WINDOW:
+            self._fire(GateEvent.REJECTED)
+            self._window_until = self._woke_at = None
 
     def reset(self) -> None:
         """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous)."""

@@ -101,6 +101,10 @@ class UploadFilter:
         """A chunk that is not listened to (the mic is muted while the narrator speaks)."""
         self.gate.advance(self._advance(chunk))
 
+    def rejected(self) -> None:
+        """The listener ignored what was sent (a false local wake): close its command window now."""
+        self.gate.rejected()
+
     def reset(self) -> None:
         """After a gap in what was listened to (a mute): start from quiet."""
         self.gate.reset()

@@ -23,8 +23,19 @@ class StopHit:
     detected_s: float  # the `at` of the chunk that completed it (detected_s - end_s: the detector's delay)
 
 
+class HeardStop(Protocol):
+    """What a detector reports: `StopHit`, or `detectors.stop_phrase.StopHit` (no `detected_s`:
+    its `end_s` is when it heard the stop word)."""
+
+    @property
+    def phrase(self) -> str: ...
+
+    @property
+    def end_s(self) -> float: ...
+
+
 class StopDetector(Protocol):
-    def feed(self, chunk: bytes, at: float) -> StopHit | None:
+    def feed(self, chunk: bytes, at: float) -> HeardStop | None:
         """`chunk`: pcm16 mono 24 kHz; `at`: the time at its end, in seconds of microphone audio
         (continuous across calls until `reset`). One hit per utterance of the phrase."""
         ...

@@ -37,6 +37,9 @@ class Probes:
     session_age_s: Callable[[], float] = lambda: 0.0
     weak_matches: Callable[[], int] = lambda: 0
     inexact_reads: Callable[[], int] = lambda: 0
+    # Today's estimated spend by part ({"listener": usd, "narrator": ..., "transcription": ..., "brain": ...},
+    # from decisions.cost.CostMeter); None: not counted.
+    cost_today: Callable[[], dict[str, float] | None] = lambda: None
 
 
 @dataclass
@@ -61,7 +64,8 @@ class Status:
     tasks_queued: int = 0
     failures_today: int = 0  # timeline errors since local midnight
     failures_day: str = ""  # the day failures_today counts
-    cost_today_usd: float | None = None  # not measured yet (cost accounting is another issue)
+    cost_today_usd: float | None = None  # today's estimated spend (decisions/cost.py); None: not counted
+    cost_parts_usd: dict[str, float] | None = None  # the same by part: listener, narrator, transcription, brain
 
     @property
     def reconnects(self) -> int:
@@ -121,6 +125,8 @@ class StatusTracker:
         elif status.session_started_at is None:
             status.session_started_at = status.updated_at - probes.session_age_s()
         status.weak_matches, status.inexact_reads = probes.weak_matches(), probes.inexact_reads()
+        status.cost_parts_usd = probes.cost_today()
+        status.cost_today_usd = None if status.cost_parts_usd is None else sum(status.cost_parts_usd.values())
         status.tasks_running = sum(s == "running" for s in self._tasks.values())
         status.tasks_queued = sum(s == "queued" for s in self._tasks.values())
         if status.failures_day != self._today():

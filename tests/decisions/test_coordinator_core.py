@@ -16,7 +16,7 @@ from decisions.coordinator import (
     CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
     Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
     CutNarration, StopHeard,
-    PlayChime, RestartListener, RouteNotSent, RouteSent, RouteState, SendRoute, StartTools, Stop, Tick, ToolsFinished,
+    PlayChime, RestartListener, RouteNotSent, RouteSent, RouteState, SendRoute, StartTools, Stop, Tick, ToolsFinished, UtteranceRejected,
     VoiceState, CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE, ROUTING_FAILED_MESSAGE, STILL_WORKING_MESSAGE,
 )
 from decisions.errors import IllegalTransition
@@ -284,7 +284,7 @@ def test_notices_wait_for_an_idle_moment_including_the_wake_window(core, clock):
 def test_the_wake_word_alone_plays_the_chime(core):
     core.handle(SessionReady(1))
     assert core.handle(Heard("computer", WakeOnly())) == [PlayChime(Earcon.WAKE)]
-    assert core.handle(Heard("the cat sat", Ignore())) == []
+    assert core.handle(Heard("the cat sat", Ignore())) == [UtteranceRejected()]  # a wake window it opened closes
     core.handle(ChimeStarted())
     assert core.machines[VoiceState] is VoiceState.CHIME and not core.idle(core._clock())
     core.handle(ChimeFinished(Earcon.WAKE))

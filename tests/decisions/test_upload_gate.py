@@ -149,6 +149,24 @@ def test_the_command_window_sends_the_command_after_a_long_pause_then_closes():
     assert len(mic.sent) == sent
 
 
+def test_a_rejected_false_wake_closes_its_window_but_never_cuts_speech_being_sent():
+    mic = gate(UploadMode.ON_DEVICE_WAKE, hangover_s=0.8, command_window_s=5.0)
+    mic.feed(1.0, speech=False)
+    mic.feed(0.8, speech=True, hit_at=1.7, hit_start=1.0)  # "commuter" alone, taken for the wake word
+    mic.gate.rejected()  # its transcript comes back while it is still being sent: nothing changes
+    assert mic.gate.state is GateState.SENDING
+    mic.feed(1.0, speech=False)
+    assert mic.gate.state is GateState.WINDOW
+    mic.gate.rejected()  # the listener ignored it: no command is coming
+    assert mic.gate.state is GateState.QUIET and mic.gate.next_deadline() is None
+    sent = len(mic.sent)
+    mic.feed(1.0, speech=True)  # chatter that the open window would have sent
+    mic.feed(1.0, speech=False)
+    assert len(mic.sent) == sent
+    mic.gate.rejected()  # quiet: nothing to close
+    assert mic.gate.state is GateState.QUIET
+
+
 def test_the_command_window_expires_without_a_command():
     mic = gate(UploadMode.ON_DEVICE_WAKE, hangover_s=0.8, command_window_s=5.0)
     mic.feed(1.0, speech=False)

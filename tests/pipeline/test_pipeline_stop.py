@@ -135,17 +135,20 @@ SAYS_COMPUTER = "To make me quiet, say computer, stop. Your computer is fine."
 
 
 @pytest.mark.parametrize("sim", [ROOM], indirect=True)
-async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it_does(tmp_path, sim):
+@pytest.mark.parametrize("acoustic", [False, True], ids=["stand-in", "StopPhraseDetector"])
+async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it_does(tmp_path, sim, acoustic):
+    """With the stand-in (the spotter hearing "computer", plus an oracle for the user's words) and
+    with the on-device detector the assistant runs (STOP_WHILE_TALKING, built by `assistant`)."""
     microphone = RoomMicrophone(ROOM_PACE)
     speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=ECHO_DB)
-    detector = HeardTheUser(microphone)
+    detector = None if acoustic else HeardTheUser(microphone)
     async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, stop_detector=detector,
-                                conversation=ConversationSettings(follow_up_s=0)) as p:
-        # 1. An answer that says "computer" twice, echoed by the room: it plays to the end.
+                                acoustic_stop=acoustic, conversation=ConversationSettings(follow_up_s=0)) as p:
+        # 1. An answer that says "computer, stop" itself, echoed by the room: it plays to the end.
         sim.script.push_tool_call("echo", {"text": SAYS_COMPUTER})
         heard_before = len(microphone.heard)
         await p.ask("Computer, how do I stop you")
-        assert p.timeline.count("stopped") == 0 and detector.hits == []
+        assert p.timeline.count("stopped") == 0 and not p.coordinator.stop_timings
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
         assert narrated[-1].startswith("answer (similarity")
         # The test can fail: the room's echo of that answer, heard without the echo gate, has "computer" in it.
@@ -158,15 +161,22 @@ async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it
         p.say("Computer, read me the long story")
         await p.wait(lambda t: t.count("narrating") == 2)
         listening = p.timeline.count("listening")
-        detector.listen_from = microphone.room_time()
+        if detector is not None:
+            detector.listen_from = microphone.room_time()
         microphone.say_at(stop_words, microphone.room_time() + 1.5)  # a second into its 40
+        for _ in range(2 if acoustic else 0):  # pocketsphinx finds 2 in 3 over an echo: people say it again
+            try:
+                await p.wait(lambda t: t.count("stopped") == 1, timeout=4.0)
+                break
+            except TimeoutError:
+                microphone.say_at(stop_words, microphone.room_time() + 0.3)
         await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
         said = [h for h in microphone.heard if h.user != bytes(len(h.user))][-10:]
         assert sum(h.echo != bytes(len(h.echo)) for h in said) >= 5  # said over the narration's echo
         timing = p.coordinator.stop_timings[-1]
         end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
         assert end_of_playback - timing.heard_at <= BUDGET_S
-        assert len(detector.hits) == 1
+        assert len(p.coordinator.stop_timings) == 1
         voiced = [h.mixed for h in microphone.heard if h.user != bytes(len(h.user))][-20:]
         uploaded_audio = uploaded(p)
         assert not any(chunk in uploaded_audio for chunk in voiced)  # the stop stayed home

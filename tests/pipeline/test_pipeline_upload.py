@@ -82,3 +82,17 @@ async def test_the_daily_budget_stops_uploads_and_is_announced_once(tmp_path, si
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrating"]
         assert narrated.count(BUDGET_REACHED_MESSAGE) == 1
         assert p.coordinator.core.cost.summary().today.spent_usd > 0
+
+
+async def test_an_ignored_utterance_is_reported_to_the_upload_filter(tmp_path, sim):
+    """The transcript gate's verdict reaches the microphone's filter, which closes a command window
+    that a false on-device wake opened (tests/decisions/test_upload_gate.py checks the closing)."""
+    async with running_pipeline(tmp_path, sim) as p:
+        mic_filter = p.coordinator.parts.mic_filter
+        rejected = []
+        mic_filter.rejected = lambda: rejected.append(p.timeline.count("ignored"))
+        p.say("this is chatter about the weather")
+        p.say("and more chatter about the garden")
+        await p.wait(lambda t: t.count("ignored") >= 2)
+        await p.wait(lambda t: len(rejected) >= 2, 5)
+        assert rejected == [1, 2]  # once per ignored utterance, after it was judged

@@ -91,7 +91,8 @@ def test_the_history_store_is_private_capped_and_flushed_on_close(tmp_path: Path
 
 def status_tracker(clock: Callable[[], float], up: bool = True) -> StatusTracker:
     probes = Probes(listener_up=lambda: up, phase=lambda: "listening", sessions_opened=lambda: 3,
-                    session_age_s=lambda: 60.0, weak_matches=lambda: 1, inexact_reads=lambda: 2)  # fmt: skip
+                    session_age_s=lambda: 60.0, weak_matches=lambda: 1, inexact_reads=lambda: 2,
+                    cost_today=lambda: {"listener": 0.01, "narrator": 0.02, "transcription": 0.0, "brain": 0.5})  # fmt: skip
     return StatusTracker(probes, heartbeat_s=15.0, clock=clock)
 
 
@@ -112,7 +113,8 @@ def test_the_status_file_is_written_atomically_and_privately(tmp_path: Path) -> 
     assert status is not None and status.pid == os.getpid()
     assert (status.session, status.reconnects, status.failed_attempts, status.narrations) == (3, 2, 1, 3)
     assert (status.weak_matches, status.inexact_reads, status.tasks_running, status.tasks_queued) == (1, 2, 1, 0)
-    assert status.failures_today == 2 and status.cost_today_usd is None
+    assert status.failures_today == 2 and status.cost_today_usd == 0.53
+    assert status.cost_parts_usd == {"listener": 0.01, "narrator": 0.02, "transcription": 0.0, "brain": 0.5}
     assert liveness(status, now[0]) is Liveness.RUNNING
     assert liveness(status, now[0] + 46) is Liveness.UNHEALTHY  # more than three heartbeats old: stuck
 
@@ -187,7 +189,18 @@ async def test_status_and_history_of_a_daemon_on_the_simulator(tmp_path: Path, s
         assert lines[1].startswith("listener: up, session 3 for ")  # a fresh session after each answer
         assert lines[2].startswith('last command: "what time is it?" at ') and lines[2].endswith(": get_time, answered")
         assert lines[3].startswith("narrations: 2 (")
-        assert lines[4:] == ["tasks: 0 running, 0 queued", "failures today: 0", "cost today: not measured yet"]
+        assert lines[4:6] == ["tasks: 0 running, 0 queued", "failures today: 0"]
+        # The cost meter's estimate: the listener's routing responses, the narrator's two reads
+        # (the simulator reports usage in every response.done) and the transcriptions.
+        status = read_status(status_path)
+        assert status is not None and status.cost_parts_usd is not None, lines
+        parts = status.cost_parts_usd
+        assert parts["listener"] > 0 and parts["narrator"] > 0 and parts["transcription"] > 0, parts
+        assert parts["brain"] == 0  # no brain question asked
+        assert status.cost_today_usd == sum(parts.values())
+        assert lines[6] == (f"cost today: ${status.cost_today_usd:.4f} (listener ${parts['listener']:.4f}, "
+                            f"narrator ${parts['narrator']:.4f}, transcription ${parts['transcription']:.4f}, brain $0.0000), "
+                            "estimated from the usage the API reported")
 
         daemon.signal(signal.SIGTERM)
         assert await daemon.exited(timeout=10) == 0, daemon.log

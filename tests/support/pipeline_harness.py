@@ -31,6 +31,7 @@ from config.settings import (
     RealtimeSettings,
     ReconnectSettings,
     Settings,
+    StopSettings,
     UploadMode,
     UploadSettings,
 )
@@ -51,6 +52,7 @@ def fast_settings(
     conversation: ConversationSettings = ConversationSettings(),
     cost: CostSettings = CostSettings(),
     narrator_warm: bool = False,
+    stop_while_talking: bool = False,
     **listener: object,
 ) -> Settings:
     """Millisecond timeouts. The narrator starts cold unless `narrator_warm`: most tests script
@@ -66,6 +68,9 @@ def fast_settings(
         upload=UploadSettings(mode=upload_mode),
         conversation=conversation,
         cost=cost,
+        # The acoustic stop detector (pocketsphinx) only where a test asks for it: it costs CPU
+        # during every narration.
+        stop=StopSettings(enabled=stop_while_talking),
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,
@@ -161,6 +166,7 @@ async def running_pipeline(
     narrator_warm: bool = False,
     microphone: PushMicrophone | None = None,
     stop_detector: object | None = None,
+    acoustic_stop: bool = False,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     workspace = tmp_path / "workspace"
@@ -172,7 +178,8 @@ async def running_pipeline(
         tasks_config.write_text(tasks_toml)
     settings = fast_settings(
         sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode,
-        conversation, cost, narrator_warm=narrator_warm, **listener
+        conversation, cost, narrator_warm=narrator_warm, stop_while_talking=stop_detector is not None or acoustic_stop,
+        **listener
     )
     timeline = Timeline()
     microphone = microphone or PushMicrophone(chunk_ms=20, pace=mic_pace)

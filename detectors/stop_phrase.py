@@ -1,0 +1,143 @@
+"""On-device "computer, stop": the wake phrase followed by a stop word, heard while the narrator talks.
+
+    detector = StopPhraseDetector(StopPhraseSettings(wake_phrase="computer", stop_words=("stop", "cancel")))
+    hit = detector.feed(chunk)          # one 20 ms chunk of pcm16 mono 24 kHz (any size works)
+    if hit is not None: ...             # hit.end_s: when the stop word ended, in seconds of audio fed
+    detector.reset()                    # after a gap in the audio (mute, a new narration)
+
+pocketsphinx keyphrase search (its en-us model, dictionary and search all ship in the wheel), one
+search for the wake phrase and one for each stop word, each with its own threshold; a hit is
+the wake phrase followed by a stop word that starts at most `max_gap_s` after the wake phrase
+ended. (Spotting "computer stop" as one keyphrase finds almost nothing on espeak-ng voices at any
+threshold: the two words are each found, the pair as one path rarely is. The sequence rule gives
+back the specificity: "stop" alone, or "computer" alone, never stops the narrator.) A stop word
+is heard at its end, so the hit comes as soon as the phrase is said, and it is reported once.
+
+Times are seconds of audio fed since the last `reset()` (or the `end_time` given with a chunk,
+when the caller counts on its own clock). Measured in benchmarks/stop_phrase.py; table in
+docs/HANDOFF.md ("Stop phrase").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from pocketsphinx import Decoder
+
+from detectors.audio import SAMPLE_WIDTH, Resampler
+from detectors.keyword import FRAMES_PER_SECOND, UnknownWakeWord
+
+
+@dataclass(frozen=True)
+class StopPhraseSettings:
+    wake_phrase: str = "computer"
+    stop_words: tuple[str, ...] = ("stop", "cancel")
+    # Keyphrase thresholds (lower finds more); chosen in benchmarks/stop_phrase.py.
+    wake_threshold: float = 1e-70
+    stop_threshold: float = 1e-20
+    max_gap_s: float = 1.0  # from the end of the wake phrase to the start of the stop word
+    input_rate: int = 24000
+
+
+@dataclass(frozen=True)
+class StopHit:
+    phrase: str  # e.g. "computer stop"
+    stop_word: str  # e.g. "stop"
+    start_s: float  # where the wake phrase began
+    end_s: float  # when the detector had heard the stop word (the end of the chunk that completed it)
+
+
+def _words(text: str) -> str:
+    return " ".join(text.lower().replace(",", " ").split())
+
+
+class _Spotter:
+    """One pocketsphinx keyphrase search over 16 kHz audio; reports (start, end) in audio seconds."""
+
+    def __init__(self, phrase: str, threshold: float) -> None:
+        self.phrase = phrase
+        self._decoder = Decoder(keyphrase=phrase, kws_threshold=threshold, loglevel="FATAL")
+        self._origin_s = 0.0
+        self._in_utterance = False
+
+    def known(self, word: str) -> bool:
+        return self._decoder.lookup_word(word) is not None
+
+    def reset(self) -> None:
+        if self._in_utterance:
+            self._decoder.end_utt()
+            self._in_utterance = False
+        self._origin_s = 0.0
+
+    def feed(self, pcm16k: bytes) -> tuple[float, float] | None:
+        if not self._in_utterance:
+            self._decoder.start_utt()
+            self._in_utterance = True
+        self._decoder.process_raw(pcm16k, False, False)
+        if self._decoder.hyp() is None:
+            return None
+        segments = [(seg.start_frame, seg.end_frame) for seg in self._decoder.seg()]
+        frames_done = self._decoder.n_frames()
+        # Restart the search so each utterance of the phrase is reported once; audio time keeps counting.
+        self._decoder.end_utt()
+        self._decoder.start_utt()
+        origin = self._origin_s
+        self._origin_s += frames_done / FRAMES_PER_SECOND
+        start = min((a for a, _ in segments), default=frames_done)
+        end = max((b + 1 for _, b in segments), default=frames_done)
+        return origin + start / FRAMES_PER_SECOND, origin + end / FRAMES_PER_SECOND
+
+
+class StopPhraseDetector:
+    """Sync, no I/O after construction: feed chunks, get a `StopHit` or None."""
+
+    def __init__(self, settings: StopPhraseSettings = StopPhraseSettings()) -> None:
+        if not settings.stop_words:
+            raise ValueError("StopPhraseSettings.stop_words is empty: there is nothing to listen for")
+        self.settings = settings
+        self.wake = _words(settings.wake_phrase)
+        self.stop_words = tuple(_words(word) for word in settings.stop_words)
+        self._wake_spotter = _Spotter(self.wake, settings.wake_threshold)
+        words = {w for phrase in (self.wake, *self.stop_words) for w in phrase.split()}
+        unknown = sorted(w for w in words if not self._wake_spotter.known(w))
+        if unknown:
+            raise UnknownWakeWord(
+                f"the stop phrase {self.wake!r} + {list(self.stop_words)} has words the on-device spotter does not know: {unknown}"
+            )
+        self._stop_spotters = [_Spotter(word, settings.stop_threshold) for word in self.stop_words]
+        self._resample = Resampler(settings.input_rate)
+        self._fed_s = 0.0  # audio fed since reset()
+        self._wake: tuple[float, float] | None = None  # (start, end) of the last wake phrase heard, audio time
+
+    @property
+    def phrases(self) -> tuple[str, ...]:
+        return tuple(f"{self.wake} {word}" for word in self.stop_words)
+
+    def reset(self) -> None:
+        for spotter in (self._wake_spotter, *self._stop_spotters):
+            spotter.reset()
+        self._resample.reset()
+        self._fed_s = 0.0
+        self._wake = None
+
+    def feed(self, chunk: bytes, end_time: float | None = None) -> StopHit | None:
+        """`chunk`: pcm16 mono at `input_rate`. `end_time`: the caller's clock at the chunk's end
+        (default: seconds of audio fed since `reset()`); the hit's times are on the same clock."""
+        self._fed_s += len(chunk) / SAMPLE_WIDTH / self.settings.input_rate
+        pcm16k = self._resample(chunk)
+        wake = self._wake_spotter.feed(pcm16k)
+        if wake is not None:
+            self._wake = wake
+        hit = None
+        for spotter in self._stop_spotters:
+            heard = spotter.feed(pcm16k)
+            if heard is None or self._wake is None or hit is not None:
+                continue
+            if -0.2 <= heard[0] - self._wake[1] <= self.settings.max_gap_s:
+                hit = (spotter.phrase, self._wake[0])
+        if hit is None:
+            return None
+        self._wake = None
+        now = self._fed_s if end_time is None else end_time
+        offset = now - self._fed_s  # the caller's clock minus audio time
+        return StopHit(phrase=f"{self.wake} {hit[0]}", stop_word=hit[0], start_s=hit[1] + offset, end_s=now)
