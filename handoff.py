@@ -9,6 +9,8 @@ decides, and reports back what happened.
 - After narrations, the mic switches to a fresh listener session (opened while the tool ran); the
   old one is retired, closed once what it heard is transcribed. Mic audio captured while no
   session can take it is buffered (bounded) and sent to the new session.
+- While a narration plays, the on-device stop detector hears the (muted) mic: "computer, stop"
+  cuts the narration at once (the speaker is flushed, the narrator's response cancelled).
 
 Every task is owned by one TaskGroup. Nothing here polls: each loop waits for a change (one
 `Changes` primitive) or for the core's next deadline.
@@ -29,16 +31,17 @@ from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
-    DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished, NoticeBatchFetched,
-    NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools, Stop, Tick,
-    ToolsFinished, UtteranceRejected,
+    CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
+    NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
+    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
 )
 from decisions.cost import CostMeter
 from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from main_agent import Listener
-from reader_agent import Narrator
+from detectors.stop_word import EchoGatedStopFeed, HeardStop, StopDetector
+from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
 
@@ -87,6 +90,65 @@ class CoordinatorParts:
     notices: Notices | None = None
     mic_filter: MicFilter | None = None  # None: every chunk goes up (the continuous stream)
     cost: CostMeter | None = None  # what the API reports it used, priced; None: not counted
+    stop_detector: StopDetector | None = None  # "computer, stop" while it talks; None: off
+
+
+@dataclass
+class StopTiming:
+    """How fast one "computer, stop" cut a narration. Mic times are seconds of microphone audio;
+    clock times the coordinator's clock."""
+
+    hit: HeardStop
+    heard_at: float  # clock: the detector returned the hit
+    flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
+    last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
+    writes_after_cut: int = 0  # PCM the narration tried to play after the flush (dropped)
+    done_at: float | None = None  # clock: the narrator's session was closed (before the hit: it had sent everything)
+
+    @property
+    def detector_ms(self) -> float | None:
+        """From the end of the stop word to the hit (the detector's own delay, in audio time), when
+        the detector says (the acoustic one reports the hit at the stop word's end: see its benchmark)."""
+        detected = getattr(self.hit, "detected_s", None)
+        return None if detected is None else (detected - self.hit.end_s) * 1000
+
+    @property
+    def cut_ms(self) -> float | None:
+        """From the hit to the flush (the last PCM written is never later: see writes_after_cut)."""
+        return None if self.flushed_at is None else (self.flushed_at - self.heard_at) * 1000
+
+
+class _CutSpeaker:
+    """The speaker as one narration sees it: after `cut()` it plays nothing more of it."""
+
+    def __init__(self, speaker: SpeakerSink, clock: Callable[[], float]) -> None:
+        self._speaker, self._clock = speaker, clock
+        self.cut_done = False
+        self.last_write_at: float | None = None
+        self.writes_after_cut = 0
+
+    def cut(self) -> None:
+        self.cut_done = True
+        self._speaker.flush()
+
+    def play(self, pcm: bytes) -> None:
+        if self.cut_done:
+            self.writes_after_cut += 1
+            return
+        self.last_write_at = self._clock()
+        self._speaker.play(pcm)
+
+    def flush(self) -> None:
+        self._speaker.flush()
+
+    async def drained(self) -> None:
+        await self._speaker.drained()
+
+    async def start(self) -> None:
+        await self._speaker.start()
+
+    async def close(self) -> None:
+        await self._speaker.close()
 
 
 class Coordinator:
@@ -111,6 +173,11 @@ class Coordinator:
         )
         self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
+        self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
+        self._mic_audio_s = 0.0  # seconds of microphone audio read: the stop detector's time scale
+        self._stop_fed = False  # the stop detector heard something since its last reset
+        self._stop_feed = EchoGatedStopFeed()  # around what the echo gate lets through, the raw mic
+        self.stop_timings: list[StopTiming] = []  # one per "computer, stop" that cut a narration
         self._tg: asyncio.TaskGroup | None = None
         self._exit: asyncio.Future[Stop] | None = None
         self.bugs = 0  # unexpected exceptions caught at a boundary that must keep running
@@ -181,6 +248,8 @@ class Coordinator:
                 self._spawn(self.listener.restart(reason, keep_in_progress=keep), "restart")
             case PlayChime(earcon=earcon):
                 self._spawn(self._play_chime(earcon), "chime")
+            case CutNarration():
+                self._cut_narration()
             case FetchNotices():
                 self._spawn(self._fetch_notices(), "fetch notices")
             case UtteranceRejected():
@@ -254,17 +323,80 @@ class Coordinator:
         return request
 
     async def _narrate(self, request: NarrationRequest) -> str:
-        speaker = self.speaker
+        speaker = _CutSpeaker(self.speaker, self._clock)
+        cut = NarrationCut()
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
-            result = await self.parts.narrator.narrate(request.script, speaker)
-            if result.fatal:  # no credit, a refused key: retrying cannot help
-                self._feed(Fatal(result.error or "OpenAI refused the narrator"))
-            elif not result.ok and result.audio_bytes == 0:
-                self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
-                speaker.play(await self.parts.local_voice(request.script))
-            await speaker.drained()  # its echo's tail is the echo gate's, not a fixed margin
+            self._cut = (cut, speaker)  # from here until the mute lifts, "computer, stop" cuts it
+            try:
+                result = await self.parts.narrator.narrate(request.script, speaker, cut)
+                narrator_done_at = self._clock()
+                if result.fatal:  # no credit, a refused key: retrying cannot help
+                    self._feed(Fatal(result.error or "OpenAI refused the narrator"))
+                elif not result.ok and result.audio_bytes == 0 and not cut.requested:
+                    self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
+                    speaker.play(await self.parts.local_voice(request.script))
+                # Its echo's tail is the echo gate's, not a fixed margin. (A stop while the rest
+                # plays flushes it: this returns at once.)
+                await speaker.drained()
+                self._narration_stopped(speaker, narrator_done_at)
+            finally:
+                self._cut = None
+        if cut.requested:
+            return f"stopped after {result.audio_bytes / BYTES_PER_SECOND:.1f} s of audio"
         return f"similarity {result.similarity:.2f}, attempts {result.attempts}"
+
+    # -- "computer, stop" -----------------------------------------------------------------------------
+    def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:
+        """The mic reader's one call per chunk (`raw` from the microphone, `gated` after the echo
+        gate): while a narration plays, the stop detector hears the microphone, muted or not (this
+        uploads nothing), where the echo gate heard the user (`EchoGatedStopFeed`), never the
+        narrator's own echo alone. Reset when the narration ends."""
+        detector = self.parts.stop_detector
+        if detector is None:
+            return
+        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
+        if not self.core.narrating:
+            self._stop_feed.reset()
+            if self._stop_fed:
+                detector.reset()
+                self._stop_fed = False
+            return
+        heard = self._stop_feed(raw, gated == raw, self._mic_audio_s)  # (the gate gives silence for echo)
+        if heard is None:  # the narrator's echo alone: not heard; what comes next starts afresh
+            if self._stop_fed:
+                detector.reset()
+                self._stop_fed = False
+            return
+        self._stop_fed = True
+        hit = detector.feed(heard, self._mic_audio_s)
+        if hit is not None:
+            self.stop_timings.append(StopTiming(hit, heard_at=self._clock()))
+            self._feed(StopHeard(hit.phrase))  # while narrating: CutNarration comes back at once
+
+    def _cut_narration(self) -> None:
+        """Cut the narration being read: the speaker is flushed now (sync), the narrator stops
+        playing and cancels its response; the narration worker then lets go of the voice."""
+        timing = self.stop_timings[-1] if self.stop_timings else None
+        if self._cut is not None:
+            cut, speaker = self._cut
+            cut.cut()
+            speaker.cut()
+            if timing is not None:
+                timing.flushed_at = self._clock()
+        # else: between the worker taking the request and reading it; it sees the cut state
+
+    def _narration_stopped(self, speaker: _CutSpeaker, narrator_done_at: float) -> None:
+        """After a cut narration: how fast the cut was, in the log and `stop_timings`."""
+        if not speaker.cut_done or not self.stop_timings:
+            return
+        timing = self.stop_timings[-1]
+        timing.last_write_at, timing.writes_after_cut, timing.done_at = (
+            speaker.last_write_at, speaker.writes_after_cut, narrator_done_at)
+        log.info(
+            "stop: %r cut the narration %.1f ms after the hit; %d late chunk(s) of it dropped",
+            timing.hit.phrase, timing.cut_ms or 0.0, timing.writes_after_cut,
+        )
 
     async def _speak_now(self, text: str) -> None:
         """Last words before exiting: straight to the local voice, under the reader lock."""
@@ -318,7 +450,9 @@ class Coordinator:
         mutes_seen = core.mute.releases
         try:
             async for chunk in microphone.chunks():
-                chunk = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
+                gated = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
+                self._listen_for_stop(chunk, gated)  # "computer, stop": nothing of it is uploaded
+                chunk = gated
                 if microphone.live and core.mute.muted:
                     core.uplink.dropped_while_muted()
                     if mic_filter is not None:

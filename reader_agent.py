@@ -30,9 +30,10 @@ from audio_io import SpeakerSink
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.narration import (
-    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, similarity,
+    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, Stopped, similarity,
 )
 from realtime_api import wire
+from realtime_api.wire import ClientEvents
 from realtime_api.link import HandshakeFailed, RealtimeLink, open_configured
 from realtime_api.sessions import narrator_session
 
@@ -56,6 +57,23 @@ class _Spare:
     born: float
     watcher: asyncio.Task[None] | None = None  # reads its events while idle, so a drop is seen
     lost: str | None = None  # why it became unusable (closed, expired); None while usable or once taken
+
+
+class NarrationCut:
+    """Cuts one narration mid-way ("computer, stop"). `cut()` is sync and immediate: the
+    narrator's wait for its session's next event ends at once, it plays nothing more, sends
+    `response.cancel` for a response still running and closes the session; no retry follows."""
+
+    def __init__(self) -> None:
+        self.requested = False
+        self._waiting: asyncio.Timeout | None = None  # the narrator's wait for its next event
+
+    def cut(self) -> None:
+        if self.requested:
+            return
+        self.requested = True
+        if self._waiting is not None and not self._waiting.expired():
+            self._waiting.reschedule(asyncio.get_running_loop().time())  # ends the wait now
 
 
 @dataclass
@@ -220,24 +238,30 @@ class Narrator:
             return None
         return spare.link, spare.watcher
 
-    async def narrate(self, script: str, speaker: SpeakerSink) -> NarrationResult:
+    async def narrate(self, script: str, speaker: SpeakerSink, cut: NarrationCut | None = None) -> NarrationResult:
         """Read `script` aloud. Retries once on a new session only when the first attempt failed
-        before any audio played (a drop, a refused or failed response): nothing is said twice."""
+        before any audio played (a drop, a refused or failed response): nothing is said twice.
+        `cut`: the user may stop it mid-way (then `stopped` is set and nothing is retried)."""
         narration_id = f"n{next(self._ids)}"
+        cut = cut or NarrationCut()
         last = NarrationResult(False, "", 0.0, 0, 0, "not started")
         for attempt in (1, 2):
             if attempt > 1:
                 speaker.flush()  # the retry starts from the top; cut what is left of the failed read
-            last = await self._attempt(script, narration_id, attempt, speaker)
-            if last.ok or last.fatal:
+            last = await self._attempt(script, narration_id, attempt, speaker, cut)
+            if last.ok or last.fatal or last.stopped:
                 return last
             log.warning("narration %s attempt %d failed: %s", narration_id, attempt, last.error)
             if last.audio_bytes:
                 break  # the listener heard part of it: reading it again from the top would repeat it
         return last
 
-    async def _attempt(self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink) -> NarrationResult:
+    async def _attempt(
+        self, script: str, narration_id: str, attempt: int, speaker: SpeakerSink, cut: NarrationCut
+    ) -> NarrationResult:
         core = NarrationCore(script, narration_id)
+        if cut.requested:  # stopped before it began: no session is taken or opened
+            return NarrationResult(False, "", 0.0, attempt, 0, "stopped", stopped=True)
         taken = await self._take_spare()
         watcher: asyncio.Task[None] | None = None
         if taken is not None:
@@ -251,15 +275,26 @@ class Narrator:
             self.sessions_opened += 1
             self.cold_starts += 1
         try:
-            await link.send(core.start())
-            if watcher is not None:  # the spare's reader stops before ours starts (while the request travels)
-                await asyncio.wait([watcher])
-            outcome = await self._stream(link, core, speaker)
+            outcome: NarrationAction = Stopped()
+            if not cut.requested:
+                await link.send(core.start())
+                if watcher is not None:  # the spare's reader stops before ours starts (while the request travels)
+                    await asyncio.wait([watcher])
+                outcome = await self._stream(link, core, speaker, cut)
+            if isinstance(outcome, Stopped) and core.response_id is not None:
+                # The server may still be generating it (audio comes faster than it plays): stop
+                # that too. A response that ended meanwhile gets a harmless error; the close follows.
+                await link.send(ClientEvents.cancel_response(core.response_id))
         finally:
+            if watcher is not None and not watcher.done():  # cut before the send: still winding down
+                await asyncio.wait([watcher])
             await link.close()  # a fresh session per narration: nothing carries over
         if isinstance(outcome, Finished) and self.on_usage is not None:
             self.on_usage(outcome.usage)
         match outcome:
+            case Stopped():
+                log.info("narration %s stopped by the user after %d bytes of audio", narration_id, core.audio_bytes)
+                return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, "stopped", stopped=True)
             case Finished(status="completed", transcript=transcript):
                 score = similarity(script, transcript)
                 log.info("narration %s read with similarity %.2f", narration_id, score)
@@ -275,17 +310,24 @@ class Narrator:
                 return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, reason, fatal=fatal)
         return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, "no outcome")
 
-    async def _stream(self, link: Any, core: NarrationCore, speaker: SpeakerSink) -> NarrationAction:
+    async def _stream(self, link: Any, core: NarrationCore, speaker: SpeakerSink, cut: NarrationCut) -> NarrationAction:
         events = link.events()
         timeout = self.settings.narrator.response_timeout_s
-        while True:
+        while not cut.requested:
             try:
-                async with asyncio.timeout(timeout):
-                    event = await anext(events)
+                async with asyncio.timeout(timeout) as waiting:
+                    cut._waiting = waiting  # cut() ends this wait at once
+                    try:
+                        event = await anext(events)
+                    finally:
+                        cut._waiting = None
             except (TimeoutError, StopAsyncIteration):
+                if cut.requested:
+                    break
                 return Interrupted(f"the narrator produced nothing for {timeout:g} s")
             for action in core.feed(event):
                 if isinstance(action, Play):
                     speaker.play(action.pcm)  # streamed as it arrives
                 else:
                     return action
+        return Stopped()

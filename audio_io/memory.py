@@ -200,6 +200,10 @@ class _ModelledSpeaker:
         self._t0 = self._clock()
         self._started = True
 
+    def clock_at(self, audio_s: float) -> float:
+        """The clock time at which audio time `audio_s` plays (pace > 0, after start())."""
+        return self._t0 + audio_s / self._pace
+
     def audio_time(self) -> float:
         """Now, in seconds of audio since start() (pace 0: the end of everything played so far)."""
         if self._pace == 0 or self._clock is None:

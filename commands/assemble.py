@@ -15,6 +15,8 @@ from decisions.cost import CostMeter, RealtimeRole
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
 from detectors.pipeline import UploadFilter, build_upload_filter
+from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
@@ -35,10 +37,15 @@ async def assistant(
     speaker: SpeakerSink,
     timeline: Timeline | None = None,
     on_task_change: Callable[[TaskRecord], None] | None = None,
+    stop_detector: StopDetector | None = None,
 ) -> AsyncIterator[Coordinator]:
     """Build the whole assistant around the given audio devices. Everything opened here is
-    closed on exit, whatever fails; run it with `await coordinator.run()`."""
+    closed on exit, whatever fails; run it with `await coordinator.run()`. `stop_detector`:
+    what hears "computer, stop" while it talks (None: the on-device StopPhraseDetector, unless
+    STOP_WHILE_TALKING=false)."""
     mic_filter = upload_filter(settings)
+    if stop_detector is None and settings.stop.enabled:
+        stop_detector = build_stop_detector(settings)
     sounds = load_sounds(settings.audio)  # a configured sound that cannot be used stops the start here
     speaker = with_volume(speaker, settings.audio.volume_percent)
     async with contextlib.AsyncExitStack() as stack:
@@ -79,8 +86,20 @@ async def assistant(
             notices=task_manager,
             mic_filter=mic_filter,
             cost=cost,
+            stop_detector=stop_detector if settings.stop.enabled else None,
         )
         yield Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
+
+
+def build_stop_detector(settings: Settings) -> StopPhraseDetector:
+    """"<wake phrase> <stop word>" while the narrator talks (pocketsphinx, on the machine)."""
+    listener = settings.listener
+    try:
+        return StopPhraseDetector(StopPhraseSettings(wake_phrase=listener.wake_phrase, stop_words=listener.stop_words))
+    except UnknownWakeWord as exc:
+        raise SettingsError(
+            f"{exc}; choose STOP_WORDS (and a WAKE_PHRASE) the on-device spotter knows, or set STOP_WHILE_TALKING=false."
+        ) from None
 
 
 def upload_filter(settings: Settings) -> UploadFilter:

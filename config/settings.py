@@ -38,6 +38,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
     "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
+    "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
     "WORKING_SOUND_WAV": "",
@@ -169,6 +170,15 @@ class ConversationSettings:
 
 
 @dataclass(frozen=True)
+class StopSettings:
+    """"Computer, stop" while it talks: an on-device detector listens to the microphone while a
+    narration plays (nothing of it is uploaded) for the wake phrase followed by a stop word."""
+
+    enabled: bool = True  # STOP_WHILE_TALKING; the words are ListenerSettings.stop_words (STOP_WORDS)
+    notices_after_s: float = 5.0  # a notice that was waiting behind the cut narration waits this long more
+
+
+@dataclass(frozen=True)
 class NarratorSettings:
     """The narrator: a fresh session per script."""
 
@@ -263,6 +273,7 @@ class Settings:
     audio: AudioSettings = field(default_factory=AudioSettings)
     upload: UploadSettings = field(default_factory=UploadSettings)
     conversation: ConversationSettings = field(default_factory=ConversationSettings)
+    stop: StopSettings = field(default_factory=StopSettings)
     cost: CostSettings = field(default_factory=CostSettings)
     workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
@@ -330,6 +341,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     )
     history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
     narrator_warm = _flag(values, "NARRATOR_WARM", problems)
+    stop = _stop_settings(values, problems)
     warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
     if problems:
         raise SettingsError(*problems)
@@ -344,6 +356,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     return Settings(
         upload=upload,
         conversation=ConversationSettings(follow_up_s=follow_up),
+        stop=stop,
         cost=_cost_settings(values),
         realtime=RealtimeSettings(
             api_key=api_key,
@@ -392,6 +405,10 @@ def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> Uploa
             "that ends a turn, or a command is never ended (or is cut at a pause); use 1000."
         )
     return UploadSettings(mode, preroll, hangover)
+
+
+def _stop_settings(values: Mapping[str, str], problems: list[str]) -> StopSettings:
+    return StopSettings(enabled=_flag(values, "STOP_WHILE_TALKING", problems))
 
 
 def _seconds(values: Mapping[str, str], key: str, default: float) -> float:

@@ -55,6 +55,7 @@ class VoiceState(enum.Enum):
     STATUS = "status"  # only messages about the connection so far: the listener carries on after
     NOTICE = "notice"  # a notice was said: a clean listener restart follows
     ANSWER = "answer"  # an answer to a command was said: a restart follows, and a follow-up window
+    CUT = "cut"  # "computer, stop": the narration is being cut; a restart follows, no follow-up window
 
 
 class RouteState(enum.Enum):
@@ -107,6 +108,7 @@ class Event(enum.Enum):
     NOTICE_STARTED = "notice_started"
     ANSWER_STARTED = "answer_started"
     NARRATIONS_FINISHED = "narrations_finished"
+    STOP_HEARD = "stop_heard"  # the on-device detector heard the wake phrase and a stop word
     COMMAND_ROUTED = "command_routed"
     ROUTE_SENT = "route_sent"
     ROUTE_NOT_SENT = "route_not_sent"
@@ -126,13 +128,14 @@ class Event(enum.Enum):
     NOTICES_NONE = "notices_none"
     NOTICES_QUEUED = "notices_queued"
     NOTICES_NARRATED = "notices_narrated"
+    NOTICES_REQUEUED = "notices_requeued"  # a stop cut the narration before a queued batch was said
     INPUT_ENDED = "input_ended"
     FATAL = "fatal"
 
 
 LD, LU, LC = ListenerState.DOWN, ListenerState.UP, ListenerState.CLOSING
 VQ, VC, VS, VA = VoiceState.QUIET, VoiceState.CHIME, VoiceState.STATUS, VoiceState.ANSWER
-VN = VoiceState.NOTICE
+VN, VX = VoiceState.NOTICE, VoiceState.CUT
 WI, WW, WP, WT = WorkingState.IDLE, WorkingState.WAITING, WorkingState.PLAYING, WorkingState.TOLD
 BW, BP = BudgetState.WITHIN, BudgetState.PAUSED
 RI, RS, RA, RT = RouteState.IDLE, RouteState.SENDING, RouteState.AWAITING_RESPONSE, RouteState.RUNNING_TOOLS
@@ -170,6 +173,14 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (VS, E.NARRATIONS_FINISHED): VQ,  # the listener carries on
     (VN, E.NARRATIONS_FINISHED): VQ,  # a clean listener restart follows
     (VA, E.NARRATIONS_FINISHED): VQ,  # a restart, and the follow-up window opens
+    (VX, E.NARRATIONS_FINISHED): VQ,  # a stop cut it: a restart, no follow-up window
+    # "computer, stop" while it talks: what is being said is cut; anything else is ignored
+    (VS, E.STOP_HEARD): VX,
+    (VN, E.STOP_HEARD): VX,
+    (VA, E.STOP_HEARD): VX,
+    (VX, E.STOP_HEARD): VX,  # said twice, or heard again in the echo of the first: cut once
+    (VQ, E.STOP_HEARD): VQ,  # nothing is being said (the narration just ended): ignored
+    (VC, E.STOP_HEARD): VC,  # an earcon is no narration: ignored
     # hearing it work: a sound while an answer is late, one spoken line when a tool is slow
     (WI, E.COMMAND_ROUTED): WW,
     (WW, E.COMMAND_ROUTED): WW,  # routed again after a lost session: still the same wait
@@ -211,6 +222,7 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (NF, E.NOTICES_NONE): NN,
     (NF, E.NOTICES_QUEUED): NQ,
     (NQ, E.NOTICES_NARRATED): NN,
+    (NQ, E.NOTICES_REQUEUED): NP,  # not said, not acknowledged: fetched again at the next idle moment
     # the process
     (XR, E.INPUT_ENDED): XF,
     (XR, E.FATAL): XS,
@@ -265,7 +277,7 @@ class Machines:
     def phase(self) -> Phase:
         if self.states[LifeState] is XS:
             return Phase.STOPPING
-        if self.states[VoiceState] in (VS, VN, VA):
+        if self.states[VoiceState] in (VS, VN, VA, VX):
             return Phase.NARRATING
         if self.states[ListenerState] is not LU:
             return Phase.RESTARTING
@@ -325,6 +337,13 @@ class ChimeFinished:
 
 
 @dataclass(frozen=True)
+class StopHeard:
+    """The on-device stop detector heard "computer, stop" (or another stop word) on the microphone."""
+
+    phrase: str
+
+
+@dataclass(frozen=True)
 class NoticesPending:
     pass
 
@@ -349,7 +368,7 @@ CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
     | UsageReported | TranscriptionBilled
     | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | ToolsFinished | NarrationDone | NarrationsFinished
-    | ChimeStarted | ChimeFinished | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
+    | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
 )
 
 
@@ -386,6 +405,14 @@ class PlayChime:
 
 
 @dataclass(frozen=True)
+class CutNarration:
+    """Cut what is being said now: stop the narrator's response, flush the speaker, and say
+    nothing more of that script (the narration worker then lets go of the voice)."""
+
+    phrase: str
+
+
+@dataclass(frozen=True)
 class FetchNotices:
     pass
 
@@ -410,7 +437,7 @@ class Stop:
 
 
 Action = (
-    SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | FetchNotices | AckNotices | Stop
+    SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
     | UtteranceRejected
 )
 
@@ -479,6 +506,7 @@ class CoordinatorTimings:
     follow_up_s: float = 6.0  # 0: no follow-up window
     working_after_s: float = 1.0
     still_working_after_s: float = 8.0
+    notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
 
     @classmethod
     def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:
@@ -493,6 +521,7 @@ class CoordinatorTimings:
             follow_up_s=settings.conversation.follow_up_s,
             working_after_s=settings.conversation.working_sound_after_s,
             still_working_after_s=settings.conversation.still_working_after_s,
+            notices_after_stop_s=settings.stop.notices_after_s,
         )
 
 
@@ -536,6 +565,8 @@ class CoordinatorCore:
         self.cost = cost  # what the API says it used, priced; None: not counted
         self._cost_log_at = clock() + COST_LOG_EVERY_S
         self._budget_resume_at = 0.0  # when a paused budget may start again (the next local day)
+        self._notices_after = 0.0  # a stop asked for quiet: no notice is fetched before this
+        self.stops = 0  # narrations cut by "computer, stop"
 
     # -- what the shell reads ---------------------------------------------------------------------
     @property
@@ -562,13 +593,18 @@ class CoordinatorCore:
 
     @property
     def restart_owed(self) -> bool:
-        """What is being said will end in a fresh listener session (an answer or a notice)."""
-        return self.machines[VoiceState] in (VA, VN)
+        """What is being said will end in a fresh listener session (an answer, a notice, a cut)."""
+        return self.machines[VoiceState] in (VA, VN, VX)
 
     @property
     def working_sound_on(self) -> bool:
         """The working sound should play now (a command's answer is late; nothing is being said)."""
         return self.machines[WorkingState] in (WP, WT) and self.machines[VoiceState] is VQ
+
+    @property
+    def narrating(self) -> bool:
+        """A narration is being said (the stop detector listens only now)."""
+        return self.machines[VoiceState] in (VS, VN, VA)
 
     @property
     def narration_waiting(self) -> bool:
@@ -611,6 +647,7 @@ class CoordinatorCore:
             self._session_ready_at + self.timings.recycle_after_s if self.listener_up else None,
             self._confirm_at if self.machines[AnnounceState] is AC else None,
             self._cost_log_at if self.cost is not None else None,
+            self._notices_after if self.machines[NoticeState] is NP else None,
             self._budget_resume_at if self.machines[BudgetState] is BP else None,
             self._routed_at + self.timings.working_after_s if self.machines[WorkingState] is WW else None,
             self._tools_at + self.timings.still_working_after_s
@@ -676,6 +713,8 @@ class CoordinatorCore:
                 actions += self._narrations_finished(now)
             case ChimeStarted():
                 self._fire(E.CHIME_STARTED, "")
+            case StopHeard(phrase=phrase):
+                actions += self._stop_heard(phrase)
             case ChimeFinished(earcon=earcon):
                 self._fire(E.CHIME_FINISHED, "")
                 if earcon is Earcon.WAKE:
@@ -706,8 +745,8 @@ class CoordinatorCore:
     def next_narration(self) -> NarrationRequest | None:
         """The narration worker holds the voice: the next script to say, if any (nothing more
         once stopping: the final message comes next)."""
-        if not self.narration_waiting or self.machines[LifeState] is XS:
-            return None
+        if not self.narration_waiting or self.machines[LifeState] is XS or self.machines[VoiceState] is VX:
+            return None  # (a cut narration ends the worker's turn: it lets go of the voice first)
         request = heapq.heappop(self._narrations)
         self._fire(_STARTED_EVENT[request.kind], request.kind.value)
         self.timeline.add(TimelineKind.NARRATING, request.script)
@@ -830,6 +869,24 @@ class CoordinatorCore:
             return [AckNotices(request.notice_ids)]
         return []
 
+    def _stop_heard(self, phrase: str) -> list[Action]:
+        """"Computer, stop": cut what is being said; a queued notice goes back to the notice queue
+        (not said, so not acknowledged: it is fetched again at an idle moment, after a pause)."""
+        was = self.machines[VoiceState]
+        self._fire(E.STOP_HEARD, phrase)
+        if was not in (VS, VN, VA):
+            log.info("stop word %r while nothing is being said (%s): ignored", phrase, was.value)
+            return []
+        self.stops += 1
+        self.timeline.add(TimelineKind.STOPPED, f"{phrase!r}: cutting the {was.value}")
+        self._notices_after = self._clock() + self.timings.notices_after_stop_s
+        queued = [r for r in self._narrations if r.kind is NarrationKind.NOTICE]
+        if queued:
+            self._narrations = [r for r in self._narrations if r.kind is not NarrationKind.NOTICE]
+            heapq.heapify(self._narrations)
+            self._fire(E.NOTICES_REQUEUED, "")
+        return [CutNarration(phrase)]
+
     def _narrations_finished(self, now: float) -> list[Action]:
         said = self.machines[VoiceState]
         self._fire(E.NARRATIONS_FINISHED, "")
@@ -840,6 +897,8 @@ class CoordinatorCore:
             actions.append(PlayChime(Earcon.FOLLOW_UP))
         if said in (VA, VN):
             actions += self._restart("after a narration")
+        elif said is VX:
+            actions += self._restart("after a stop")
         return actions
 
     def _restart(self, reason: str) -> list[Action]:
@@ -903,7 +962,7 @@ class CoordinatorCore:
             self.timeline.add(TimelineKind.COMMAND, command)
             actions.append(SendRoute(self._route[0], command))
         idle = self.idle(now)
-        if idle and m[NoticeState] is NP:
+        if idle and m[NoticeState] is NP and now >= self._notices_after:
             self._fire(E.NOTICES_FETCH, "")
             actions.append(FetchNotices())
         elif idle and now - self._session_ready_at >= self.timings.recycle_after_s:

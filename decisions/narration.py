@@ -68,7 +68,12 @@ class Interrupted:
     fatal: bool = False
 
 
-NarrationAction = Play | Finished | Interrupted
+@dataclass(frozen=True)
+class Stopped:
+    """The user said "computer, stop": nothing more of this narration is played."""
+
+
+NarrationAction = Play | Finished | Interrupted | Stopped
 
 
 @dataclass
@@ -119,3 +124,4 @@ class NarrationResult:
     error: str | None = None
     fatal: bool = False
     weak: bool = False  # played in full, but the transcript strayed from the script (similarity < min)
+    stopped: bool = False  # cut by "computer, stop": the rest of the script is dropped, never retried

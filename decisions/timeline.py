@@ -29,6 +29,7 @@ class TimelineKind(enum.StrEnum):
     FALLBACK = "fallback"  # no tool call: the model's text is narrated
     NARRATING = "narrating"
     NARRATED = "narrated"
+    STOPPED = "stopped"  # "computer, stop" cut a narration
     NOTICE = "notice"
     LISTENING = "listening"
     RESTARTING = "restarting"

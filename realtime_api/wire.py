@@ -397,6 +397,10 @@ class ClientEvents:
         }
 
     @staticmethod
+    def cancel_response(response_id: str) -> dict[str, Any]:
+        return {"type": "response.cancel", "response_id": response_id}
+
+    @staticmethod
     def read_script(instructions: str, cue: str, metadata: dict[str, str]) -> dict[str, Any]:
         # Out of band: nothing is written to the narrator's conversation. The script travels in
         # the response's instructions (text to perform); the one user message is a fixed cue.

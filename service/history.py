@@ -39,6 +39,7 @@ class Outcome(enum.StrEnum):
     ANSWERED = "answered"  # a tool's result, or the model's own text, was read out
     APOLOGISED = "apologised"  # routing failed or timed out: the apology was read out
     SAID = "said"  # a notice or status message was read out
+    STOPPED = "stopped"  # "computer, stop" cut it while it was being read
     IGNORED = "ignored"
 
 
@@ -93,13 +94,15 @@ class HistoryTracker:
         except ValueError:
             log.warning("history: a narration of an unknown kind: %r", text)
             return
+        stopped = "(stopped after" in text  # "answer (stopped after 2.3 s of audio)"
         if kind in _OUTCOMES and self._open is not None:
-            self._open.said, self._open.outcome = self._script, _OUTCOMES[kind]
+            self._open.said, self._open.outcome = self._script, Outcome.STOPPED if stopped else _OUTCOMES[kind]
             self._finish(self._open)
             self._open = None
         elif kind in (NarrationKind.NOTICE, NarrationKind.STATUS):
             unasked = HistoryKind.NOTICE if kind is NarrationKind.NOTICE else HistoryKind.STATUS
-            self._on_done(HistoryEntry(self._clock(), unasked, said=self._script, outcome=Outcome.SAID))
+            outcome = Outcome.STOPPED if stopped else Outcome.SAID
+            self._on_done(HistoryEntry(self._clock(), unasked, said=self._script, outcome=outcome))
 
     def _finish(self, entry: HistoryEntry | None) -> None:
         if entry is not None:

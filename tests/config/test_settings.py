@@ -11,7 +11,7 @@ import pytest
 
 from config.logging_setup import RedactingFilter, redact
 from config.settings import (
-    ENV_DEFAULTS, CostSettings, PriceTable, Settings, SettingsError, UploadMode, load_settings, require_api_key,
+    ENV_DEFAULTS, CostSettings, PriceTable, Settings, SettingsError, StopSettings, UploadMode, load_settings, require_api_key,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -125,3 +125,10 @@ def test_narrator_warm_settings_from_the_environment():
         load_settings(environ={"NARRATOR_WARM": "maybe"}, dotenv_path=None)
     with pytest.raises(SettingsError, match="NARRATOR_WARM_MAX_AGE_S=0 is not a positive number"):
         load_settings(environ={"NARRATOR_WARM_MAX_AGE_S": "0"}, dotenv_path=None)
+
+
+def test_stop_while_talking_is_read_from_the_environment():
+    assert load_settings(environ={}, dotenv_path=None).stop == StopSettings(enabled=True)
+    assert not load_settings(environ={"STOP_WHILE_TALKING": "off"}, dotenv_path=None).stop.enabled
+    with pytest.raises(SettingsError, match="STOP_WHILE_TALKING=maybe"):
+        load_settings(environ={"STOP_WHILE_TALKING": "maybe"}, dotenv_path=None)

@@ -14,7 +14,8 @@ import pytest
 from decisions.coordinator import (
     INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
     CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
-    Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, Phase,
+    Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
+    CutNarration, StopHeard,
     PlayChime, RestartListener, RouteNotSent, RouteSent, RouteState, SendRoute, StartTools, Stop, Tick, ToolsFinished, UtteranceRejected,
     VoiceState, CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE, ROUTING_FAILED_MESSAGE, STILL_WORKING_MESSAGE,
 )
@@ -421,6 +422,8 @@ class RandomWalk:
         said, actions = [], []
         while (request := self.core.next_narration()) is not None:
             said.append(request)
+            if self.rng.random() < 0.15:
+                self.feed(StopHeard("computer stop"))  # cut: the worker lets go after this one
             self.feed(NarrationDone(request, "ok"))
         self.feed(NarrationsFinished())
         self.answers += sum(r.kind is not NarrationKind.STATUS for r in said)
@@ -659,3 +662,83 @@ def test_a_spent_budget_pauses_uploads_until_the_next_day_and_is_said_once(clock
     wall[0] += timedelta(minutes=30)  # local midnight
     core.handle(Tick())
     assert not core.uploads_paused
+
+
+# --- "computer, stop" while it talks ------------------------------------------------------------
+
+
+def test_a_stop_cuts_an_answer_and_a_fresh_listener_takes_the_next_command_without_a_follow_up_window(clock):
+    core = conversational(clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, "A very long answer."))
+    answer = core.next_narration()
+    assert core.narrating and core.phase is Phase.NARRATING
+    assert core.handle(StopHeard("computer stop")) == [CutNarration("computer stop")]
+    assert core.machines[VoiceState] is VoiceState.CUT and core.phase is Phase.NARRATING and not core.narrating
+    assert core.handle(StopHeard("computer stop")) == []  # heard again while cutting: cut once
+    assert core.restart_owed and core.next_narration() is None  # the worker lets go of the voice
+    core.handle(NarrationDone(answer, "stopped"))
+    # No follow-up window and no earcon after a stop (the user asked for quiet), but a clean listener.
+    assert core.handle(NarrationsFinished()) == [RestartListener("after a stop")]
+    assert not core.gate.window_open_at(clock.now) and core.stops == 1
+    assert core.timeline.count("stopped") == 1 and core.timeline.count("follow-up") == 0
+    core.handle(end(1000, by_us=True))
+    core.handle(SessionReady(2))
+    routed(core, "what day is it")  # listening again: the next command is routed
+
+
+def test_a_stop_while_nothing_is_said_is_ignored(core):
+    core.handle(SessionReady(1))
+    assert core.handle(StopHeard("computer stop")) == []
+    assert core.machines[VoiceState] is VoiceState.QUIET and core.stops == 0
+    core.handle(Heard("computer", WakeOnly()))
+    core.handle(ChimeStarted())
+    assert core.handle(StopHeard("computer cancel")) == []  # an earcon is not cut
+    assert core.machines[VoiceState] is VoiceState.CHIME
+    core.handle(ChimeFinished(Earcon.WAKE))
+    assert core.timeline.count("stopped") == 0
+
+
+def test_a_stop_keeps_a_queued_notice_for_later_and_it_waits_a_moment_after_the_stop(core, clock):
+    core.handle(SessionReady(1))
+    assert core.handle(NoticesPending()) == [FetchNotices()]
+    send = routed(core)  # a command comes in while the batch is being fetched
+    core.handle(NoticeBatchFetched((7,), "The backup finished."))
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, "A long answer."))
+    answer = core.next_narration()
+    assert answer.kind is NarrationKind.FALLBACK
+    assert core.handle(StopHeard("computer stop")) == [CutNarration("computer stop")]
+    # The notice was not said: back to the queue, neither dropped nor acknowledged.
+    assert core.machines[NoticeState] is NoticeState.PENDING and not core.narration_waiting
+    actions = core.handle(NarrationDone(answer, "stopped")) + core.handle(NarrationsFinished())
+    assert actions == [RestartListener("after a stop")]
+    core.handle(end(1000, by_us=True))
+    assert core.handle(SessionReady(2)) == []  # idle, but the user just asked for quiet
+    assert core.next_deadline(clock.now) == pytest.approx(clock.now + TIMINGS.notices_after_stop_s)
+    clock.now += TIMINGS.notices_after_stop_s
+    assert core.handle(Tick()) == [FetchNotices()]  # fetched again, said, and only then acked
+    core.handle(NoticeBatchFetched((7,), "The backup finished."))
+    said, actions = say_all(core)
+    assert [r.script for r in said] == ["The backup finished."] and AckNotices((7,)) in actions
+
+
+def test_a_stop_cuts_a_notice_and_a_status_message(core, clock):
+    core.handle(SessionReady(1))
+    core.handle(NoticesPending())
+    core.handle(NoticeBatchFetched((3,), "The backup finished."))
+    notice = core.next_narration()
+    assert core.handle(StopHeard("computer cancel")) == [CutNarration("computer cancel")]
+    # Heard in part and dismissed: acknowledged like any notice said, never announced again.
+    assert core.handle(NarrationDone(notice, "stopped")) == [AckNotices((3,))]
+    assert core.handle(NarrationsFinished()) == [RestartListener("after a stop")]
+    core.handle(end(1000, by_us=True))
+    core.handle(SessionReady(2))
+    core.handle(ConnectFailed(3, "refused"))  # "I can't reach OpenAI right now ..."
+    status = core.next_narration()
+    assert status.kind is NarrationKind.STATUS
+    assert core.handle(StopHeard("computer stop")) == [CutNarration("computer stop")]
+    core.handle(NarrationDone(status, "stopped"))
+    assert core.handle(NarrationsFinished()) == [RestartListener("after a stop")]
+    assert core.stops == 2 and core.phase is Phase.RESTARTING

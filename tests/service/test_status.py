@@ -62,6 +62,16 @@ def test_history_keeps_commands_their_tools_and_what_was_said_but_not_overheard_
     assert tracker.last_command is done[-1]
 
 
+def test_a_narration_cut_by_computer_stop_is_kept_as_stopped() -> None:
+    done: list[HistoryEntry] = []
+    tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
+    for item in [entry(TimelineKind.COMMAND, "read me the story"), entry(TimelineKind.NARRATING, "Once upon a time."),
+                 entry(TimelineKind.STOPPED, "'computer stop': cutting the answer"),
+                 entry(TimelineKind.NARRATED, "answer (stopped after 2.3 s of audio)")]:
+        tracker.observe(item)
+    assert done == [HistoryEntry(1000.0, HistoryKind.COMMAND, "read me the story", [], "Once upon a time.", Outcome.STOPPED)]
+
+
 def test_overheard_speech_is_kept_only_when_the_debug_setting_says_so() -> None:
     done, _ = tracked(keep_overheard=True)
     assert done[0] == HistoryEntry(1000.0, HistoryKind.OVERHEARD, "did you feed the cat", outcome=Outcome.IGNORED)

@@ -1,0 +1,80 @@
+"""The stop detector's interface: "computer, stop" on the microphone while the narrator talks.
+
+The coordinator's mic reader feeds it every chunk while a narration plays (muted or not: the
+upload stays muted, nothing of this audio leaves the machine) and resets it when the narration
+ends. A hit cuts the narration (`decisions.coordinator.StopHeard`). The acoustic detector
+(pocketsphinx, the wake phrase followed by one of `StopSettings.words`) implements this
+protocol; tests inject scripted fakes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+from typing import Protocol
+
+from detectors.audio import SAMPLE_WIDTH, audioop
+
+
+@dataclass(frozen=True)
+class StopHit:
+    phrase: str  # what was heard, e.g. "computer stop"
+    end_s: float  # when the stop word ended, on the time scale `feed` was given
+    detected_s: float  # the `at` of the chunk that completed it (detected_s - end_s: the detector's delay)
+
+
+class HeardStop(Protocol):
+    """What a detector reports: `StopHit`, or `detectors.stop_phrase.StopHit` (no `detected_s`:
+    its `end_s` is when it heard the stop word)."""
+
+    @property
+    def phrase(self) -> str: ...
+
+    @property
+    def end_s(self) -> float: ...
+
+
+class StopDetector(Protocol):
+    def feed(self, chunk: bytes, at: float) -> HeardStop | None:
+        """`chunk`: pcm16 mono 24 kHz; `at`: the time at its end, in seconds of microphone audio
+        (continuous across calls until `reset`). One hit per utterance of the phrase."""
+        ...
+
+    def reset(self) -> None:
+        """What is fed next does not follow what came before (a narration ended)."""
+        ...
+
+
+class EchoGatedStopFeed:
+    """What the stop detector hears while the narrator talks: the microphone as it is, around what
+    the echo gate let through, and nothing elsewhere. The gate passes a chunk only when it beats
+    the narrator's echo by its margin (or when no echo is expected), which keeps the narration's
+    own voice (its "computer", even its "computer, stop") away from the detector, but also cuts
+    the user's quieter sounds out of "computer, stop" said over it (the consonants, the pause
+    between the words), and a word with holes is not recognised. So once the gate passes a voice
+    (`onset` of the last `window` chunks passed and louder than `voice_rms`: not the quiet gaps
+    between the narrator's words, where no echo is expected), the raw microphone is heard for
+    `hangover_s` after each such chunk. Nothing (None) for the rest: not even silence, because
+    long stretches of digital silence throw a recogniser's normalisation off (pocketsphinx then
+    missed the user's "computer" one time in five); the caller resets the detector after each gap.
+    Pure; times are the detector's (`at`)."""
+
+    def __init__(self, hangover_s: float = 0.6, onset: int = 3, window: int = 5, voice_rms: int = 300) -> None:
+        self.hangover_s = hangover_s
+        self.onset = onset
+        self.voice_rms = voice_rms  # about -40 dBFS: a voice near the microphone, not a room's murmur
+        self._recent: deque[bool] = deque(maxlen=window)
+        self._open_until = float("-inf")
+
+    def reset(self) -> None:
+        self._recent.clear()
+        self._open_until = float("-inf")
+
+    def __call__(self, raw: bytes, passed: bool, at: float) -> bytes | None:
+        """`raw`: the chunk from the microphone; `passed`: the echo gate let it through; `at`: its
+        end. The chunk to hear, or None (echo alone)."""
+        voiced = passed and audioop.rms(raw, SAMPLE_WIDTH) >= self.voice_rms
+        self._recent.append(voiced)
+        if voiced and (at <= self._open_until or sum(self._recent) >= self.onset):
+            self._open_until = at + self.hangover_s
+        return raw if passed or at <= self._open_until else None

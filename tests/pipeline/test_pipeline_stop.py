@@ -1,0 +1,188 @@
+""""Computer, stop" while it talks (issue 14), through the whole pipeline: the mic is read while
+the narrator speaks (upload muted), the stop detector hears it, the narration is cut at once
+(speaker flushed, the narrator's response cancelled), nothing of it is uploaded, and a fresh
+listener takes the next command."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from audio_io import BYTES_PER_SECOND, MemorySpeaker
+from concurrency.changes import Changes
+from config.settings import ConversationSettings
+from reader_agent import NarrationCut, Narrator
+from realtime_sim import SimConfig
+from speech.local_voice import synthesize, tone
+from tests.support.pipeline_harness import MIC_PACE, fast_settings, running_pipeline
+from tests.support.sim import running_sim, sdk
+from tests.support.room import RoomMicrophone, RoomSpeaker
+from tests.support.stop_detectors import HeardTheUser, LoudStopDetector, spotted
+
+LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
+STOP_WORDS = tone([523.0, 659.0], 0.25, volume=0.5)  # "computer, stop", as the fake detector hears it
+BUDGET_S = 0.2  # from the stop word's end until the narration is silent
+
+
+class WatchedSpeaker(MemorySpeaker):
+    """A paced memory speaker that says when audio was queued."""
+
+    def __init__(self, pace: float) -> None:
+        super().__init__(pace)
+        self.changes = Changes()
+        self.queued = 0
+
+    def play(self, pcm: bytes) -> None:
+        super().play(pcm)
+        self.queued += len(pcm)
+        self.changes.notify()
+
+
+def uploaded(p) -> bytes:
+    return b"".join(base64.b64decode(e["audio"]) for c in p.listener_connections() for e in c.received
+                    if e["type"] == "input_audio_buffer.append")
+
+
+# The narrator's audio comes ten times faster than real time and plays four times faster: the
+# speaker holds seconds of it when the user says stop, and the response is still being generated.
+STREAMING = SimConfig(audio_frame_delay_s=0.02, use_espeak=False, seed=1)
+
+
+@pytest.mark.parametrize("sim", [STREAMING], indirect=True)
+async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_is_routed(tmp_path, sim):
+    detector = LoudStopDetector()
+    speaker = WatchedSpeaker(pace=MIC_PACE)  # plays in the microphone's time
+    async with running_pipeline(tmp_path, sim, speaker=speaker, stop_detector=detector,
+                                conversation=ConversationSettings(follow_up_s=3.0)) as p:
+        sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
+        p.say("Computer, read me the long story")
+        await p.wait(lambda t: t.count("narrating") == 1)
+        # A second of the answer has been handed to the speaker (and is playing): "computer, stop".
+        await speaker.changes.wait_until(lambda: speaker.queued >= BYTES_PER_SECOND, timeout=20)
+        listening = p.timeline.count("listening")
+        p.microphone.feed(STOP_WORDS)
+        await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
+
+        timing = p.coordinator.stop_timings[-1]
+        assert timing.cut_ms is not None and timing.cut_ms <= BUDGET_S * 1000
+        # The speaker really went quiet: its playback ended within the budget of the hit (in the
+        # speaker's audio time), and no PCM of the narration was written after the cut.
+        end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
+        assert (end_of_playback - timing.heard_at) * MIC_PACE <= BUDGET_S
+        assert timing.last_write_at is not None and timing.last_write_at <= timing.flushed_at
+        played_s = len(speaker.played) / BYTES_PER_SECOND
+        assert 0.2 <= played_s < 10.0  # of about 40 s: the rest of the script was dropped
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[-1].startswith("answer (stopped after")
+        # The narrator's response was still being generated: it was cancelled, and its session closed.
+        (narrator,) = p.narrator_connections()
+        assert any(e["type"] == "response.cancel" for e in narrator.received)
+        # Nothing of the stop words was uploaded, and no follow-up window opened after a stop.
+        assert STOP_WORDS[4800:9600] not in uploaded(p)
+        assert p.counts()["ignored"] == 0 and p.timeline.count("follow-up") == 0
+        assert len(detector.hits) == 1
+
+        # Listening again: the next command is routed and answered in full.
+        sim.script.push_tool_call("get_time", {})
+        await p.ask("Computer, what time is it")
+        assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["read me the long story", "what time is it"]
+        assert p.timeline.count("stopped") == 1
+        assert detector.resets >= 1  # after the cut narration: the next one starts afresh
+
+
+class CuttingSpeaker(MemorySpeaker):
+    """Cuts the narration as its first audio arrives, as "computer, stop" would."""
+
+    def __init__(self, cut: NarrationCut) -> None:
+        super().__init__()
+        self.cut = cut
+        self.plays = 0
+
+    def play(self, pcm: bytes) -> None:
+        self.plays += 1
+        super().play(pcm)
+        self.cut.cut()
+
+
+async def test_the_narrator_stops_a_cut_read_at_once_cancels_it_and_never_retries(tmp_path):
+    async with running_sim(STREAMING) as sim:
+        narrator = Narrator(fast_settings(sim.base_url, tmp_path, tmp_path / "state"), sdk(sim))
+        cut = NarrationCut()
+        speaker = CuttingSpeaker(cut)
+        await speaker.start()
+        result = await narrator.narrate(LONG_ANSWER, speaker, cut)
+        assert result.stopped and not result.ok and result.attempts == 1
+        assert speaker.plays == 1 and result.audio_bytes == len(speaker.played) > 0  # nothing after the cut
+        (connection,) = sim.connections
+        received = [e["type"] for e in connection.received]
+        assert received[-1] == "response.cancel"
+        # Cut before it began (said while the narrator was still connecting): no session at all.
+        early = NarrationCut()
+        early.cut()
+        result = await narrator.narrate(LONG_ANSWER, speaker, early)
+        assert result.stopped and result.audio_bytes == 0 and len(sim.connections) == 1
+
+
+# The room: the narrator's voice (espeak-ng) comes back into the microphone 50 ms later at -24 dB,
+# with a reflection; the user's "computer, stop" is another espeak-ng utterance, at full level.
+# In real time: the echo gate lines the echo up with what was played by the clock, and four times
+# the loop's jitter (a busy machine) is more than its slots can absorb.
+ROOM = SimConfig(use_espeak=True, seed=5, realistic=False, audio_frame_delay_s=0.2)
+ROOM_PACE = 1.0
+ECHO_DB = -24.0
+SAYS_COMPUTER = "To make me quiet, say computer, stop. Your computer is fine."
+
+
+@pytest.mark.parametrize("sim", [ROOM], indirect=True)
+@pytest.mark.parametrize("acoustic", [False, True], ids=["stand-in", "StopPhraseDetector"])
+async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it_does(tmp_path, sim, acoustic):
+    """With the stand-in (the spotter hearing "computer", plus an oracle for the user's words) and
+    with the on-device detector the assistant runs (STOP_WHILE_TALKING, built by `assistant`)."""
+    microphone = RoomMicrophone(ROOM_PACE)
+    speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=ECHO_DB)
+    detector = None if acoustic else HeardTheUser(microphone)
+    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, stop_detector=detector,
+                                acoustic_stop=acoustic, conversation=ConversationSettings(follow_up_s=0)) as p:
+        # 1. An answer that says "computer, stop" itself, echoed by the room: it plays to the end.
+        sim.script.push_tool_call("echo", {"text": SAYS_COMPUTER})
+        heard_before = len(microphone.heard)
+        await p.ask("Computer, how do I stop you")
+        assert p.timeline.count("stopped") == 0 and not p.coordinator.stop_timings
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[-1].startswith("answer (similarity")
+        # The test can fail: the room's echo of that answer, heard without the echo gate, has "computer" in it.
+        echo = b"".join(h.echo for h in microphone.heard[heard_before:])
+        assert spotted(echo) >= 1
+
+        # 2. The user says "computer, stop" over the next long answer: it is cut, nothing uploaded.
+        stop_words = await synthesize("computer, stop", words_per_minute=140)
+        sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
+        p.say("Computer, read me the long story")
+        await p.wait(lambda t: t.count("narrating") == 2)
+        listening = p.timeline.count("listening")
+        if detector is not None:
+            detector.listen_from = microphone.room_time()
+        microphone.say_at(stop_words, microphone.room_time() + 1.5)  # a second into its 40
+        for _ in range(2 if acoustic else 0):  # pocketsphinx finds 2 in 3 over an echo: people say it again
+            try:
+                await p.wait(lambda t: t.count("stopped") == 1, timeout=4.0)
+                break
+            except TimeoutError:
+                microphone.say_at(stop_words, microphone.room_time() + 0.3)
+        await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
+        said = [h for h in microphone.heard if h.user != bytes(len(h.user))][-10:]
+        assert sum(h.echo != bytes(len(h.echo)) for h in said) >= 5  # said over the narration's echo
+        timing = p.coordinator.stop_timings[-1]
+        end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
+        assert end_of_playback - timing.heard_at <= BUDGET_S
+        assert len(p.coordinator.stop_timings) == 1
+        voiced = [h.mixed for h in microphone.heard if h.user != bytes(len(h.user))][-20:]
+        uploaded_audio = uploaded(p)
+        assert not any(chunk in uploaded_audio for chunk in voiced)  # the stop stayed home
+
+        # 3. Listening again: the next command is routed.
+        sim.script.push_tool_call("get_time", {})
+        await p.ask("Computer, what time is it")
+        commands = [e.text for e in p.timeline.entries if e.kind == "command"]
+        assert commands == ["how do I stop you", "read me the long story", "what time is it"]
