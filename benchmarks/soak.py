@@ -40,8 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from audio_io import PushMicrophone
-from audio_io.memory import CountingSpeaker
+from audio_io import CountingSpeaker, PushMicrophone
 from commands.assemble import assistant
 from concurrency.changes import Changes
 from config.settings import (
