@@ -292,7 +292,7 @@ async def run_soak(plan: SoakPlan, root: Path, progress: bool = False) -> SoakRe
             report.samples.append(sample(0))
             for n in range(plan.commands):
                 if task.done():
-                    report.crashes.append(f"the assistant stopped: {coordinator.fatal_message or task.result()}")
+                    report.crashes.append(stopped(coordinator, task))
                     break
                 if expire_every and n % expire_every == expire_every // 2:
                     kind = "session_expired" if n % (2 * expire_every) else "session_expired_no_code"
@@ -317,7 +317,7 @@ async def run_soak(plan: SoakPlan, root: Path, progress: bool = False) -> SoakRe
                     await changes.wait_until(lambda: counts.notices_heard >= counts.tasks_started or task.done(), 10)
                 except TimeoutError:
                     report.notice_waits_timed_out += 1
-                answers, tools = counts.answers, counts.tools
+                tools = counts.tools
                 sim.script.push_transcript(text)
                 microphone.feed(UTTERANCE)
                 asked = time.monotonic()
@@ -346,14 +346,14 @@ async def run_soak(plan: SoakPlan, root: Path, progress: bool = False) -> SoakRe
             # Let the last notices and answers land, then count.
             with contextlib.suppress(TimeoutError):
                 await changes.wait_until(
-                    lambda: counts.notices_said >= counts.tasks_started and counts.narrating == 0
+                    lambda: counts.notices_heard >= counts.tasks_started and counts.narrating == 0
                     and coordinator.phase.value == "listening", 10)
             report.samples.append(sample(report.commands))
             if tracemalloc.is_tracing() and halfway is not None:
                 growth = tracemalloc.take_snapshot().compare_to(halfway, "lineno")
                 report.memory_growth = [str(stat) for stat in growth[:15]]
             if task.done() and not report.crashes:
-                report.crashes.append(f"the assistant stopped: {coordinator.fatal_message or task.result()}")
+                report.crashes.append(stopped(coordinator, task))
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await task
@@ -370,6 +370,14 @@ async def run_soak(plan: SoakPlan, root: Path, progress: bool = False) -> SoakRe
     report.expiries = counts.expiries
     report.narrated = counts.by_kind
     return report
+
+
+def stopped(coordinator, task: asyncio.Task) -> str:
+    """Why the assistant stopped on its own (a crash, for the soak)."""
+    if task.cancelled():
+        return "the assistant was cancelled"
+    why = coordinator.fatal_message or task.exception() or f"exit code {task.result()}"
+    return f"the assistant stopped: {why!r}"
 
 
 async def answer_or_repeat(counts: Counts, changes: Changes, task: asyncio.Task, microphone: PushMicrophone,
