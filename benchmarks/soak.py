@@ -18,7 +18,7 @@ exception handler), never from the bounded timeline. Prints one table:
 - RSS, open fds and asyncio tasks at the start, the middle and the end (flat);
 - wall time and commands a second.
 
-`--quick` (150 commands) is the small run `tests/benchmarks/test_soak.py` asserts the goal figures on.
+`--quick` (120 commands) is the small run `tests/benchmarks/test_soak.py` asserts the goal figures on.
 """
 
 from __future__ import annotations
@@ -79,7 +79,7 @@ class SoakPlan:
     mic_pace: float = 20.0  # audio time over wall time at the microphone
 
 
-QUICK = SoakPlan(commands=150, expiries=4)
+QUICK = SoakPlan(commands=120, expiries=4)
 
 
 def compressed_settings(base_url: str, root: Path) -> Settings:
