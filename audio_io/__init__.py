@@ -3,7 +3,7 @@
 Implementations:
 - `PyAudioMicrophone`, `PyAudioSpeaker` (`audio_io.portaudio`): real devices through PortAudio.
 - `WavFileMicrophone`, `WavFileSpeaker` (`audio_io.wav`): WAV files instead of devices.
-- `PushMicrophone`, `MemorySpeaker` (`audio_io.memory`): in memory, for tests and the offline demo.
+- `PushMicrophone`, `MemorySpeaker`, `CountingSpeaker` (`audio_io.memory`): in memory, for tests, the offline demo and the soak.
 - `open_audio(settings.audio)` picks between them; `handoff devices` lists what PortAudio sees.
 - `with_volume(speaker, percent)` (`audio_io.volume`): the narrator volume, applied to what is played.
 """
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, pcm_duration_s
 from audio_io.interface import AudioDeviceError, AudioFileError, MicrophoneSource, NoAudioDeviceError, SpeakerSink
-from audio_io.memory import MemorySpeaker, PlaybackTimeline, PushMicrophone
+from audio_io.memory import CountingSpeaker, MemorySpeaker, PlaybackTimeline, PushMicrophone
 from audio_io.portaudio import PyAudioMicrophone, PyAudioSpeaker
 from audio_io.volume import MAX_VOLUME_PERCENT, VolumeSpeaker, scale_pcm16, with_volume
 from audio_io.wav import WavFileMicrophone, WavFileSpeaker, read_wav
@@ -25,7 +25,7 @@ if TYPE_CHECKING:
 __all__ = [
     "BYTES_PER_SECOND", "CHANNELS", "SAMPLE_RATE", "SAMPLE_WIDTH", "PcmConverter", "pcm_duration_s",
     "AudioDeviceError", "AudioFileError", "MicrophoneSource", "NoAudioDeviceError", "SpeakerSink",
-    "MemorySpeaker", "PlaybackTimeline", "PushMicrophone", "PyAudioMicrophone", "PyAudioSpeaker",
+    "CountingSpeaker", "MemorySpeaker", "PlaybackTimeline", "PushMicrophone", "PyAudioMicrophone", "PyAudioSpeaker",
     "WavFileMicrophone", "WavFileSpeaker", "WAV_TAIL_SILENCE_S", "open_audio", "MAX_VOLUME_PERCENT",
     "VolumeSpeaker", "scale_pcm16", "with_volume", "read_wav",
 ]

@@ -122,10 +122,13 @@ class PlaybackTimeline:
     idle starts at `now`. Pure and synchronous: the caller supplies `now`.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, keep_intervals: bool = True) -> None:
+        """`keep_intervals`: remember when each stretch played (for `intervals`); False for a
+        speaker that runs for days and whose history nobody reads."""
         self._pending: deque[tuple[float, bytes]] = deque()
         self._end = 0.0
         self._intervals: list[list[float]] = []
+        self._keep_intervals = keep_intervals
 
     @property
     def end(self) -> float:
@@ -138,6 +141,8 @@ class PlaybackTimeline:
         start = max(now, self._end)
         self._end = start + pcm_duration_s(pcm)
         self._pending.append((start, pcm))
+        if not self._keep_intervals:
+            return
         if self._intervals and abs(self._intervals[-1][1] - start) < 1e-9:
             self._intervals[-1][1] = self._end  # back to back: one continuous interval
         else:
@@ -181,12 +186,14 @@ class _ModelledSpeaker:
     `clock` (seconds, default: the loop's clock) can be injected by tests.
     """
 
+    _keep_intervals = True
+
     def __init__(self, pace: float = 0.0, *, clock: Callable[[], float] | None = None) -> None:
         check_pace(pace)
         self._pace = pace
         self._clock = clock
         self._t0 = 0.0
-        self._timeline = PlaybackTimeline()
+        self._timeline = PlaybackTimeline(keep_intervals=self._keep_intervals)
         self._changed = Changes()  # flush/close wake every drained() waiter
         self._started = False
         self._closed = False
@@ -276,6 +283,25 @@ class MemorySpeaker(_ModelledSpeaker):
         """(start, end) in audio time of each stretch of continuous playback so far."""
         now = self._settle() if self._started and not self._closed else self._timeline.end
         return self._timeline.intervals(now)
+
+    def flush(self) -> None:
+        self.flush_count += 1
+        super().flush()
+
+
+class CountingSpeaker(_ModelledSpeaker):
+    """Counts what was played and keeps nothing: for runs that last days (a soak), where keeping
+    every byte, as `MemorySpeaker` does, would be the memory that grows."""
+
+    _keep_intervals = False
+
+    def __init__(self, pace: float = 0.0, *, clock: Callable[[], float] | None = None) -> None:
+        super().__init__(pace, clock=clock)
+        self.bytes_played = 0
+        self.flush_count = 0
+
+    def _on_played(self, pcm: bytes) -> None:
+        self.bytes_played += len(pcm)
 
     def flush(self) -> None:
         self.flush_count += 1

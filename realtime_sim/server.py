@@ -16,6 +16,7 @@ import json
 import logging
 import random
 import time
+from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
@@ -94,7 +95,12 @@ class SimServer:
         self.recording = RecordingPosition()  # the audio every listener session received, in order
         # One at a time, in the order segments ended (the recogniser is one decoder).
         self._transcribing = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix="sim-transcribe")
+        # Every connection's record while `config.record_events`; without it only the open ones
+        # (a closed connection's record and session are dropped, so a server left running for
+        # days keeps flat memory) and the totals below.
         self.connections: list[ConnectionRecord] = []
+        self.connections_opened = 0
+        self.faults_struck: Counter[str] = Counter()  # every fault that struck a connection, by kind
         self.brain_requests: list[dict[str, Any]] = []  # bodies of POST /v1/responses, in order
         self._rng = random.Random(config.seed)
         self._validator = ClientEventValidator()
@@ -256,8 +262,17 @@ class SimServer:
     # -- the WebSocket -----------------------------------------------------------------------
 
     async def _realtime(self, request: web.Request) -> web.StreamResponse:
-        record = ConnectionRecord(id=f"conn_{len(self.connections) + 1}", model=request.query.get("model"))
+        self.connections_opened += 1
+        record = ConnectionRecord(id=f"conn_{self.connections_opened}", model=request.query.get("model"))
         self.connections.append(record)
+        try:
+            return await self._serve(request, record)
+        finally:
+            self.faults_struck.update(fault.kind for fault in record.faults)
+            if not self.config.record_events:
+                self.connections.remove(record)
+
+    async def _serve(self, request: web.Request, record: ConnectionRecord) -> web.StreamResponse:
         if self.config.upgrade_delay_s > 0:
             await asyncio.sleep(self.config.upgrade_delay_s)  # the handshake's round trips; other connections go on
         random_fault = self._random_fault()

@@ -7,6 +7,7 @@ import asyncio
 import pytest
 
 from audio_io import (
+    CountingSpeaker,
     MemorySpeaker,
     MicrophoneSource,
     PlaybackTimeline,
@@ -25,7 +26,7 @@ CHUNK_BYTES = 960
 def test_every_implementation_fits_the_shared_interface() -> None:
     for mic in (PushMicrophone(), WavFileMicrophone("x.wav"), PyAudioMicrophone(None)):
         assert isinstance(mic, MicrophoneSource)
-    for speaker in (MemorySpeaker(), WavFileSpeaker("x.wav"), PyAudioSpeaker(None)):
+    for speaker in (MemorySpeaker(), CountingSpeaker(), WavFileSpeaker("x.wav"), PyAudioSpeaker(None)):
         assert isinstance(speaker, SpeakerSink)
 
 
@@ -143,6 +144,22 @@ async def test_paced_memory_speaker_records_when_audio_played() -> None:
     now[0] = 4.0
     assert speaker.intervals == [(0.0, 1.5), (3.0, 3.25)]
     assert speaker.played == noise(1.0, seed=6) + noise(0.5, seed=7) + noise(0.25, seed=8)
+
+
+async def test_counting_speaker_keeps_time_and_counts_but_keeps_no_audio() -> None:
+    now = [0.0]
+    speaker = CountingSpeaker(pace=1.0, clock=lambda: now[0])
+    await speaker.start()
+    speaker.play(noise(1.0, seed=6))
+    now[0] = 0.5
+    speaker.flush()  # the second half never plays
+    await asyncio.wait_for(speaker.drained(), 5)
+    for _ in range(1000):  # a long run: nothing piles up per narration
+        speaker.play(noise(0.01, seed=7))
+        now[0] += 1.0
+        speaker.flush()
+    assert speaker.bytes_played == 24000 + 1000 * 480 and speaker.flush_count == 1001
+    assert speaker._timeline.intervals(now[0]) == []  # no history kept
 
 
 async def test_paced_memory_speaker_drained_returns_only_after_the_audio_played() -> None:

@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 from openai import AsyncOpenAI
+from websockets.exceptions import InvalidStatus
 
-from realtime_sim import SimServer
+from realtime_sim import Fault, SimServer
 from tests.support.recordings import RECORDINGS_DIR, load_recording
 from tests.support.sim import FAST, check_server_event, recv_until, running_sim, sdk, text_session, tool, user_text
 
@@ -239,12 +240,19 @@ async def test_records_keep_events_in_order_with_their_times() -> None:
 
 
 async def test_records_can_be_turned_off_for_long_runs() -> None:
-    config = dataclasses.replace(FAST, record_events=False)
+    config = dataclasses.replace(FAST, record_events=False, fault_rate=0.0)
     async with running_sim(config) as sim:
+        sim.script.push_fault(Fault("handshake_500"))
+        with pytest.raises(InvalidStatus):
+            async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
+                await conn.session.update(session=text_session())
+                await recv_until(conn, "session.updated")
         async with sdk(sim).realtime.connect(model="gpt-realtime") as conn:
             await conn.session.update(session=text_session())
             await recv_until(conn, "session.updated")
-        await sim.wait_for(lambda s: s.connections[0].close_code is not None, 5)
-        record = sim.connections[0]
-        assert (record.sent, record.received, record.sent_at, record.received_at) == ([], [], [], [])
-        assert record.role == "listener" and record.close_code == 1000  # the rest is still kept
+            record = sim.connections[-1]
+            assert (record.sent, record.received, record.sent_at, record.received_at) == ([], [], [], [])
+            assert record.role == "listener" and record.is_open  # the rest is kept while it is open
+        # Once closed, a connection's record (and its session) is gone; the totals remain.
+        await sim.wait_for(lambda s: not s.connections, 5)
+        assert sim.connections_opened == 2 and sim.faults_struck == {"handshake_500": 1}
