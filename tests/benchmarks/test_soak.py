@@ -23,8 +23,10 @@ async def test_quick_soak_answers_every_command_once_with_flat_resources(tmp_pat
     assert len(report.faults) >= 8, report.faults
     assert set(report.brain_faults) == {"429 then answer", "timeouts"}, report.brain_faults
     assert report.narrated["error"] + report.narrated["answer"] == report.commands, report.narrated
-    # Nothing piles up: fds and asyncio tasks at the end as at the start (give or take the
-    # connections and tasks of the moment).
-    start, *_, end = report.samples
-    assert end.fds <= start.fds + 4 and end.tasks <= start.tasks + 10, report.table()
+    # Nothing piles up: fds and asyncio tasks at the end as half way (give or take the connections
+    # and tasks of the moment: a simulated connection is about ten tasks, and a warm listener
+    # session may be open beside the one in use). One leaked task a command would add sixty.
+    middle, end = report.samples[len(report.samples) // 2], report.samples[-1]
+    assert 0 < middle.commands < end.commands
+    assert end.fds <= middle.fds + 4 and end.tasks <= middle.tasks + 12, report.table()
     assert report.goals_met
