@@ -39,7 +39,7 @@ class StopPhraseSettings:
     # pocketsphinx reports a keyphrase only this many 10 ms frames after the frame it ended in
     # (its `kws_delay`; it waits to pick the best-scoring end); the stop word's delay. Measured
     # in benchmarks/stop_phrase.py.
-    kws_delay_frames: int = 10
+    kws_delay_frames: int = 2
     input_rate: int = 24000
 
 
