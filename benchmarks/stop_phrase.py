@@ -7,7 +7,14 @@ phrase starting a second into the narration. False stops: the narration's own ec
 (the corpus's near misses and chatter plus sentences built to trip it: "the computer stopped
 working", "you can cancel it online"). CPU per second of audio fed (1000 ms/s = one core).
 
-Run: .venv/bin/python -m benchmarks.stop_phrase [--quick]
+Delay (issue 14: cut within 200 ms of the end of the word): for each phrase found, the end of the
+20 ms chunk the hit came with minus the end of the stop word's sound (the clean clip is trimmed
+to its energy spans); median / max per condition. A hit before the stop word began ("early": the
+stop search fired on the end of the wake word) is counted apart. Then the whole budget for the
+shipped settings: that delay plus the shell's hit -> silent (benchmarks.stop_latency).
+`--kws-delays` tries pocketsphinx's kws_delay (what holds a keyphrase back after it scores).
+
+Run: .venv/bin/python -m benchmarks.stop_phrase [--quick] [--thresholds W:S,...] [--kws-delays 10,5,2]
 """
 
 from __future__ import annotations
