@@ -36,6 +36,11 @@ class StopPhraseSettings:
     wake_threshold: float = 1e-70
     stop_threshold: float = 1e-20
     max_gap_s: float = 1.0  # from the end of the wake phrase to the start of the stop word
+    # pocketsphinx reports a keyphrase only this many 10 ms frames after it first scored above
+    # the threshold (its `kws_delay`, waiting for a better-scoring end; 10 by default, which held
+    # every hit back 100 ms). 2: the hit comes about when the word's sound ends (median 0 ms,
+    # max 100 ms), as many found, no more false stops (benchmarks/stop_phrase.py).
+    kws_delay_frames: int = 2
     input_rate: int = 24000
 
 
@@ -54,9 +59,9 @@ def _words(text: str) -> str:
 class _Spotter:
     """One pocketsphinx keyphrase search over 16 kHz audio; reports (start, end) in audio seconds."""
 
-    def __init__(self, phrase: str, threshold: float) -> None:
+    def __init__(self, phrase: str, threshold: float, delay_frames: int) -> None:
         self.phrase = phrase
-        self._decoder = Decoder(keyphrase=phrase, kws_threshold=threshold, loglevel="FATAL")
+        self._decoder = Decoder(keyphrase=phrase, kws_threshold=threshold, kws_delay=delay_frames, loglevel="FATAL")
         self._origin_s = 0.0
         self._in_utterance = False
 
@@ -97,14 +102,14 @@ class StopPhraseDetector:
         self.settings = settings
         self.wake = _words(settings.wake_phrase)
         self.stop_words = tuple(_words(word) for word in settings.stop_words)
-        self._wake_spotter = _Spotter(self.wake, settings.wake_threshold)
+        self._wake_spotter = _Spotter(self.wake, settings.wake_threshold, settings.kws_delay_frames)
         words = {w for phrase in (self.wake, *self.stop_words) for w in phrase.split()}
         unknown = sorted(w for w in words if not self._wake_spotter.known(w))
         if unknown:
             raise UnknownWakeWord(
                 f"the stop phrase {self.wake!r} + {list(self.stop_words)} has words the on-device spotter does not know: {unknown}"
             )
-        self._stop_spotters = [_Spotter(word, settings.stop_threshold) for word in self.stop_words]
+        self._stop_spotters = [_Spotter(word, settings.stop_threshold, settings.kws_delay_frames) for word in self.stop_words]
         self._resample = Resampler(settings.input_rate)
         self._fed_s = 0.0  # audio fed since reset()
         self._wake: tuple[float, float] | None = None  # (start, end) of the last wake phrase heard, audio time
