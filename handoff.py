@@ -242,9 +242,10 @@ class Coordinator:
             case AbandonRoute():
                 self.listener.abandon_route()
             case RestartListener(reason=reason):
-                # A file paused mid-utterance goes on after the narration: that utterance goes
-                # whole to the next session. A room's speaker was cut off by the mute: dropped.
-                keep = not self.parts.microphone.live
+                # A file paused mid-utterance goes on after the narration, and a room's speaker who
+                # began after the mute lifted was not cut off: that utterance goes whole to the
+                # next session. One the mute cut off is a fragment: dropped.
+                keep = not self.parts.microphone.live or self.core.speech_began_unmuted
                 self._spawn(self.listener.restart(reason, keep_in_progress=keep), "restart")
             case PlayChime(earcon=earcon):
                 self._spawn(self._play_chime(earcon), "chime")

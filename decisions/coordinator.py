@@ -560,6 +560,8 @@ class CoordinatorCore:
         self._session_ready_at = 0.0
         self._confirm_at: float | None = None
         self._listener_quiet = True
+        # The mute's release count when the utterance in progress began (None: it began muted).
+        self._speech_began_at_release: int | None = None
         self._idle_since: float | None = None
         self.fatal_message: str | None = None
         self.cost = cost  # what the API says it used, priced; None: not counted
@@ -638,6 +640,14 @@ class CoordinatorCore:
             and not self.gate.window_open_at(now)  # nor a command about to come
         )
 
+    @property
+    def speech_began_unmuted(self) -> bool:
+        """The user is mid-utterance and no mute has cut it: it began after the last mute ended.
+        A handover sends such an utterance whole to the next session; one cut by a narration's
+        mute is a fragment, dropped."""
+        return (not self._listener_quiet and not self.mute.muted
+                and self._speech_began_at_release == self.mute.releases)
+
     def next_deadline(self, now: float) -> float | None:
         """When the core next needs a Tick even if nothing else happens (None: only on a change).
         Deadlines that passed but wait on a condition (recycle waits for quiet) are not repeated."""
@@ -672,6 +682,8 @@ class CoordinatorCore:
                 self._connect_failed(attempt, error, rate_limited)
             case QuietChanged(quiet=quiet):
                 self._listener_quiet = quiet
+                if not quiet:
+                    self._speech_began_at_release = None if self.mute.muted else self.mute.releases
             case UsageReported(usage=usage):
                 if self.cost is not None:
                     self.cost.response_usage(RealtimeRole.LISTENER, usage)

@@ -742,3 +742,19 @@ def test_a_stop_cuts_a_notice_and_a_status_message(core, clock):
     core.handle(NarrationDone(status, "stopped"))
     assert core.handle(NarrationsFinished()) == [RestartListener("after a stop")]
     assert core.stops == 2 and core.phase is Phase.RESTARTING
+
+
+def test_an_utterance_begun_after_the_mute_lifted_is_kept_at_a_handover_one_it_cut_is_not(core):
+    core.handle(SessionReady(1))
+    with core.mute.hold("narration"):
+        core.handle(QuietChanged(False))  # begun while muted: its start was never uploaded
+        assert not core.speech_began_unmuted
+    assert not core.speech_began_unmuted  # still the same (cut) utterance
+    core.handle(QuietChanged(True))
+    core.handle(QuietChanged(False))  # begun after the mute lifted: whole
+    assert core.speech_began_unmuted
+    with core.mute.hold("chime"):  # a mute that comes while it is said cuts it
+        assert not core.speech_began_unmuted
+    assert not core.speech_began_unmuted
+    core.handle(QuietChanged(True))
+    assert not core.speech_began_unmuted  # nobody mid-utterance
