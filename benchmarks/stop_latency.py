@@ -47,8 +47,10 @@ STOP_WORDS = tone([523.0, 659.0], 0.25, volume=0.5)  # what the scripted detecto
 
 
 class WatchedSpeaker(MemorySpeaker):
-    def __init__(self) -> None:
-        super().__init__(pace=1.0)
+    """A paced memory speaker that says when audio was queued (the stop tests use it too)."""
+
+    def __init__(self, pace: float = 1.0) -> None:
+        super().__init__(pace=pace)
         self.changes = Changes()
         self.queued = 0
 

@@ -10,33 +10,18 @@ import base64
 import pytest
 
 from audio_io import BYTES_PER_SECOND, MemorySpeaker
-from concurrency.changes import Changes
+from benchmarks.stop_latency import STOP_WORDS, WatchedSpeaker
 from config.settings import ConversationSettings
 from reader_agent import NarrationCut, Narrator
 from realtime_sim import SimConfig
-from speech.local_voice import synthesize, tone
+from speech.local_voice import synthesize
 from tests.support.pipeline_harness import MIC_PACE, fast_settings, running_pipeline
 from tests.support.sim import running_sim, sdk
 from tests.support.room import RoomMicrophone, RoomSpeaker
 from tests.support.stop_detectors import HeardTheUser, LoudStopDetector, spotted
 
 LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
-STOP_WORDS = tone([523.0, 659.0], 0.25, volume=0.5)  # "computer, stop", as the fake detector hears it
 BUDGET_S = 0.2  # from the stop word's end until the narration is silent
-
-
-class WatchedSpeaker(MemorySpeaker):
-    """A paced memory speaker that says when audio was queued."""
-
-    def __init__(self, pace: float) -> None:
-        super().__init__(pace)
-        self.changes = Changes()
-        self.queued = 0
-
-    def play(self, pcm: bytes) -> None:
-        super().play(pcm)
-        self.queued += len(pcm)
-        self.changes.notify()
 
 
 def uploaded(p) -> bytes:
