@@ -21,6 +21,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Protocol
 
@@ -40,7 +41,7 @@ from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from main_agent import Listener
-from detectors.stop_word import EchoGatedStopFeed, HeardStop, StopDetector
+from detectors.stop_word import HeardStop, StopDetector, StopListener
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -174,10 +175,9 @@ class Coordinator:
         self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
-        self._mic_audio_s = 0.0  # seconds of microphone audio read: the stop detector's time scale
-        self._stop_fed = False  # the stop detector heard something since its last reset
-        self._stop_feed = EchoGatedStopFeed()  # around what the echo gate lets through, the raw mic
-        self.stop_timings: list[StopTiming] = []  # one per "computer, stop" that cut a narration
+        self._stop = StopListener(parts.stop_detector) if parts.stop_detector is not None else None
+        # One per "computer, stop" that cut a narration, the latest ones (a daemon runs for days).
+        self.stop_timings: deque[StopTiming] = deque(maxlen=100)
         self._tg: asyncio.TaskGroup | None = None
         self._exit: asyncio.Future[Stop] | None = None
         self.bugs = 0  # unexpected exceptions caught at a boundary that must keep running
@@ -350,27 +350,12 @@ class Coordinator:
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:
         """The mic reader's one call per chunk (`raw` from the microphone, `gated` after the echo
-        gate): while a narration plays, the stop detector hears the microphone, muted or not (this
-        uploads nothing), where the echo gate heard the user (`EchoGatedStopFeed`), never the
-        narrator's own echo alone. Reset when the narration ends."""
-        detector = self.parts.stop_detector
-        if detector is None:
+        gate, which gives silence for echo): while a narration plays, the stop detector hears the
+        microphone, muted or not (this uploads nothing), where the echo gate heard the user
+        (`StopListener`), never the narrator's own echo alone."""
+        if self._stop is None:
             return
-        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
-        if not self.core.narrating:
-            self._stop_feed.reset()
-            if self._stop_fed:
-                detector.reset()
-                self._stop_fed = False
-            return
-        heard = self._stop_feed(raw, gated == raw, self._mic_audio_s)  # (the gate gives silence for echo)
-        if heard is None:  # the narrator's echo alone: not heard; what comes next starts afresh
-            if self._stop_fed:
-                detector.reset()
-                self._stop_fed = False
-            return
-        self._stop_fed = True
-        hit = detector.feed(heard, self._mic_audio_s)
+        hit = self._stop.hear(raw, passed=gated == raw, narrating=self.core.narrating)
         if hit is not None:
             self.stop_timings.append(StopTiming(hit, heard_at=self._clock()))
             self._feed(StopHeard(hit.phrase))  # while narrating: CutNarration comes back at once

@@ -13,6 +13,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Protocol
 
+from audio_io import BYTES_PER_SECOND
 from detectors.audio import SAMPLE_WIDTH, audioop
 
 
@@ -78,3 +79,36 @@ class EchoGatedStopFeed:
         if voiced and (at <= self._open_until or sum(self._recent) >= self.onset):
             self._open_until = at + self.hangover_s
         return raw if passed or at <= self._open_until else None
+
+
+class StopListener:
+    """The mic reader's side of "computer, stop": a detector, what it may hear
+    (`EchoGatedStopFeed`) and its clock (seconds of microphone audio read). Sync; one call per
+    chunk. While a narration plays, the detector hears the microphone where the echo gate heard
+    the user, never the narrator's echo alone; after each gap, and when the narration ends, it
+    starts afresh."""
+
+    def __init__(self, detector: StopDetector, feed: EchoGatedStopFeed | None = None) -> None:
+        self.detector = detector
+        self._feed = feed or EchoGatedStopFeed()
+        self._mic_audio_s = 0.0
+        self._fed = False  # the detector heard something since its last reset
+
+    def hear(self, raw: bytes, passed: bool, narrating: bool) -> HeardStop | None:
+        """`raw`: the chunk from the microphone; `passed`: the echo gate let it through. A hit, or None."""
+        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
+        if not narrating:
+            self._feed.reset()
+            self._reset_detector()
+            return None
+        heard = self._feed(raw, passed, self._mic_audio_s)
+        if heard is None:  # the narrator's echo alone: not heard; what comes next starts afresh
+            self._reset_detector()
+            return None
+        self._fed = True
+        return self.detector.feed(heard, self._mic_audio_s)
+
+    def _reset_detector(self) -> None:
+        if self._fed:
+            self.detector.reset()
+            self._fed = False

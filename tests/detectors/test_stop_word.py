@@ -3,7 +3,7 @@ the user's voice over the echo, nothing where the echo gate heard only the narra
 
 from __future__ import annotations
 
-from detectors.stop_word import EchoGatedStopFeed
+from detectors.stop_word import EchoGatedStopFeed, StopListener
 from speech.local_voice import tone
 
 LOUD = tone([300.0], 0.02, volume=0.3)  # a chunk of voice
@@ -28,3 +28,35 @@ def test_a_voice_over_the_echo_is_heard_whole_for_the_hangover_then_silence_agai
     assert heard == [LOUD] * 3 + [LOUD] * 5 + [None]
     feed.reset()
     assert feed(LOUD, False, 1.0) is None and feed(LOUD, True, 1.02) == LOUD and feed(LOUD, False, 1.04) is None
+
+
+class CountingDetector:
+    """Records what it is fed (and at what mic time) and each reset; fires on the fourth chunk."""
+
+    def __init__(self) -> None:
+        self.fed: list[float] = []
+        self.resets = 0
+
+    def feed(self, chunk: bytes, at: float):
+        self.fed.append(round(at, 2))
+        return "hit" if len(self.fed) == 4 else None
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+def test_the_listener_feeds_only_while_narrating_and_starts_afresh_after_each_gap():
+    detector = CountingDetector()
+    listener = StopListener(detector, EchoGatedStopFeed(hangover_s=0.0))
+    assert listener.hear(LOUD, passed=True, narrating=False) is None  # not narrating: nothing heard
+    assert detector.fed == [] and detector.resets == 0  # (nothing to reset either)
+    assert listener.hear(LOUD, passed=True, narrating=True) is None
+    assert listener.hear(LOUD, passed=False, narrating=True) is None  # echo alone: a gap, reset
+    assert detector.resets == 1
+    assert listener.hear(LOUD, passed=False, narrating=True) is None  # another: nothing new to reset
+    assert detector.resets == 1
+    assert [listener.hear(LOUD, passed=True, narrating=True) for _ in range(3)] == [None, None, "hit"]
+    # The detector's clock is the microphone's, counted over every chunk read, fed or not.
+    assert detector.fed == [0.04, 0.1, 0.12, 0.14]
+    listener.hear(LOUD, passed=True, narrating=False)  # the narration ended: reset
+    assert detector.resets == 2
