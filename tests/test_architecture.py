@@ -231,3 +231,20 @@ def test_a_decision_reaching_asyncio_through_another_module_is_found() -> None:
     graph = {"decisions.x": {"helpers"}, "helpers": {"more"}, "more": set()}
     seen = reachable(graph, "decisions.x")
     assert chain(seen, "more") == ["decisions.x", "helpers", "more"]
+
+
+def test_every_package_is_installed_with_the_project():
+    """`./run` starts the installed `handoff` command: a package left out of pyproject.toml's list
+    imports in the tests (they run from the source tree) and fails for every user."""
+    import fnmatch
+    import tomllib
+
+    found = tomllib.loads((REPO / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]
+    packages = sorted(p.parent.name for p in REPO.glob("*/__init__.py"))
+    assert packages, "no packages found"
+    left_out = [
+        name for name in packages
+        if not any(fnmatch.fnmatch(name, pattern) for pattern in found["include"])
+        and not any(fnmatch.fnmatch(name, pattern) for pattern in found["exclude"])
+    ]
+    assert left_out == []
