@@ -51,6 +51,8 @@ class HistoryEntry:
     tools: list[str] = field(default_factory=list)  # "name(arguments)" for each call
     said: str = ""  # what the narrator read
     outcome: Outcome = Outcome.IN_PROGRESS
+    stages: dict[str, float] = field(default_factory=dict)  # decisions.stages offsets, seconds after the end of speech
+    room: str = ""  # the satellite's room it came from or was said in; "" for this machine's own mic and speaker
 
 
 _OUTCOMES = {
@@ -117,10 +119,22 @@ CREATE TABLE IF NOT EXISTS history (
     heard TEXT NOT NULL,
     tools TEXT NOT NULL,
     said TEXT NOT NULL,
-    outcome TEXT NOT NULL
+    outcome TEXT NOT NULL,
+    stages TEXT NOT NULL DEFAULT '{}',
+    room TEXT NOT NULL DEFAULT ''
 );
 CREATE INDEX IF NOT EXISTS history_by_time ON history(at);
 """
+
+# Columns added after the first release: a history.db written by an older version gains them.
+_ADDED_COLUMNS = {"stages": "TEXT NOT NULL DEFAULT '{}'", "room": "TEXT NOT NULL DEFAULT ''"}
+
+
+def _add_missing_columns(db: sqlite3.Connection) -> None:
+    present = {row[1] for row in db.execute("PRAGMA table_info(history)")}
+    for name, declaration in _ADDED_COLUMNS.items():
+        if name not in present:
+            db.execute(f"ALTER TABLE history ADD COLUMN {name} {declaration}")
 
 
 class HistoryStore:
@@ -147,14 +161,18 @@ class HistoryStore:
         if self._db is None:
             self._db = open_private_db(self.path)
             self._db.executescript(_SCHEMA)
+            _add_missing_columns(self._db)
         return self._db
 
     def _write(self, entry: HistoryEntry) -> None:
         db = self._connection()
         with db:
             db.execute(
-                "INSERT INTO history (at, kind, heard, tools, said, outcome) VALUES (?, ?, ?, ?, ?, ?)",
-                (entry.at, str(entry.kind), entry.heard, json.dumps(entry.tools), entry.said, str(entry.outcome)),
+                "INSERT INTO history (at, kind, heard, tools, said, outcome, stages, room) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                (
+                    entry.at, str(entry.kind), entry.heard, json.dumps(entry.tools), entry.said, str(entry.outcome),
+                    json.dumps(entry.stages), entry.room,
+                ),
             )
             db.execute("DELETE FROM history WHERE id <= (SELECT MAX(id) FROM history) - ?", (self._max_rows,))
 
@@ -185,13 +203,16 @@ def read_history(path: Path, since: float | None = None, limit: int = 50) -> lis
     """The newest `limit` entries (from `since`, wall clock), oldest first."""
     db = open_private_db(path, readonly=True)
     try:
+        present = {row[1] for row in db.execute("PRAGMA table_info(history)")}
+        added = [name if name in present else "NULL" for name in _ADDED_COLUMNS]  # an older file lacks them
         rows = db.execute(
-            "SELECT at, kind, heard, tools, said, outcome FROM history WHERE at >= ? ORDER BY id DESC LIMIT ?",
+            f"SELECT at, kind, heard, tools, said, outcome, {', '.join(added)} FROM history"
+            " WHERE at >= ? ORDER BY id DESC LIMIT ?",
             (since or 0.0, limit),
         ).fetchall()
     finally:
         db.close()
     return [
-        HistoryEntry(at, HistoryKind(kind), heard, json.loads(tools), said, Outcome(outcome))
-        for at, kind, heard, tools, said, outcome in reversed(rows)
+        HistoryEntry(at, HistoryKind(kind), heard, json.loads(tools), said, Outcome(outcome), json.loads(stages or "{}"), room or "")
+        for at, kind, heard, tools, said, outcome, stages, room in reversed(rows)
     ]

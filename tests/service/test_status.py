@@ -217,3 +217,22 @@ async def test_status_and_history_of_a_daemon_on_the_simulator(tmp_path: Path, s
     assert "kitchen" not in daemon.log
     assert "ignored an utterance not addressed to me (8 words)" in daemon.log
     assert stat.S_IMODE((tmp_path / "state" / "history.db").stat().st_mode) == 0o600
+
+
+def test_history_keeps_stages_and_room_and_reads_an_older_file(tmp_path) -> None:
+    import sqlite3
+
+    from service.history import HistoryEntry, HistoryKind, HistoryStore, Outcome, read_history
+
+    old = tmp_path / "old.db"
+    with sqlite3.connect(old) as db:  # the first release's table, without stages or room
+        db.execute("CREATE TABLE history (id INTEGER PRIMARY KEY AUTOINCREMENT, at REAL NOT NULL, kind TEXT NOT NULL,"
+                   " heard TEXT NOT NULL, tools TEXT NOT NULL, said TEXT NOT NULL, outcome TEXT NOT NULL)")
+        db.execute("INSERT INTO history (at, kind, heard, tools, said, outcome) VALUES (1, 'command', 'hi', '[]', '', 'answered')")
+    assert [(e.heard, e.stages, e.room) for e in read_history(old)] == [("hi", {}, "")]
+
+    store = HistoryStore(old, max_rows=10)
+    store.add(HistoryEntry(2.0, HistoryKind.COMMAND, "what time is it", [], "ten", Outcome.ANSWERED,
+                           {"end_of_speech": 0.0, "first_audio": 0.61}, "kitchen"))
+    store.close()
+    assert [(e.stages, e.room) for e in read_history(old)] == [({}, ""), ({"end_of_speech": 0.0, "first_audio": 0.61}, "kitchen")]
