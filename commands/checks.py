@@ -13,8 +13,10 @@ from __future__ import annotations
 import argparse
 import difflib
 import enum
+import errno
 import os
 import shutil
+import sys
 import tempfile
 import typing
 from dataclasses import dataclass
@@ -25,8 +27,10 @@ from openai.types.realtime.realtime_audio_config_output import RealtimeAudioConf
 from openai.types.realtime.realtime_session_create_request import RealtimeSessionCreateRequest
 from openai.types.shared.responses_model import ResponsesModel
 
+from commands.options import add_run_arguments, settings_from_args
 from config.settings import Settings, SettingsError, require_api_key
 from decisions.words import words
+from speech.sounds import sound_problems
 from tasks import TaskConfigError, load_task_config
 from tasks.config import TaskConfig
 
@@ -69,6 +73,7 @@ def preflight(settings: Settings) -> list[Finding]:
     if state:
         findings.append(Finding(Severity.ERROR, state))
     findings += _audio_files(settings)
+    findings += [Finding(Severity.ERROR, problem) for problem in sound_problems(settings.audio)]
     findings += task_findings(settings)
     return findings
 
@@ -125,6 +130,9 @@ def _wake_phrase(settings: Settings) -> list[Finding]:
 # -- files ----------------------------------------------------------------------------------------
 
 
+_PROBE_BYTES = 64 * 1024  # about what the task database and history need to open
+
+
 def state_dir_problem(path: Path) -> str | None:
     """None when handoff can keep its records in `path` (created, 0700, if missing); else why not.
     Tried for real (a probe file), because permission bits say nothing under /proc or on a
@@ -134,9 +142,14 @@ def state_dir_problem(path: Path) -> str | None:
         return f"HANDOFF_STATE_DIR={path} is a file, not a folder; {fix}."
     try:
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        with tempfile.TemporaryFile(dir=path, prefix=".handoff-probe-"):
-            pass
+        with tempfile.TemporaryFile(dir=path, prefix=".handoff-probe-") as probe:
+            # Some bytes, written through to the disk: a full disk creates an empty file but refuses data.
+            probe.write(bytes(_PROBE_BYTES))
+            probe.flush()
+            os.fsync(probe.fileno())
     except OSError as exc:
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
+            return f"HANDOFF_STATE_DIR={path} has no room to write ({exc.strerror}); free some disk space there, or {fix}."
         return f"HANDOFF_STATE_DIR={path} cannot be written ({exc.strerror or exc}); {fix}."
     return None
 
@@ -215,32 +228,47 @@ def template_problems(config: TaskConfig, search_path: str | None = None) -> lis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from commands.run import add_run_arguments  # the same flags as `run`, checked the same way
-
-    add_run_arguments(parser)
+    add_run_arguments(parser)  # the same flags as `run`, checked the same way
 
 
-def run(args: argparse.Namespace) -> int:
-    from commands.run import settings_from_args
-
+def validate(args: argparse.Namespace) -> tuple[Settings | None, list[Finding]]:
+    """Every check `run` and `check` make before starting, all found at once: the settings
+    (None when they cannot be built; every problem is then an error finding), the key, then
+    what `preflight` checks."""
     try:
         settings = settings_from_args(args)
     except SettingsError as exc:
-        for problem in exc.problems:
-            print(f"error: {problem}")
-        return EXIT_PROBLEMS
+        return None, [Finding(Severity.ERROR, problem) for problem in exc.problems]
     findings = preflight(settings)
     try:
         require_api_key(settings)
     except SettingsError as exc:
         findings.insert(0, Finding(Severity.ERROR, str(exc)))
+    return settings, findings
+
+
+def count_line(findings: list[Finding]) -> str:
+    counts = {severity: sum(f.severity is severity for f in findings) for severity in Severity}
+    return f"{counts[Severity.ERROR]} error(s), {counts[Severity.PROBLEM]} problem(s) to fix."
+
+
+def print_errors(errors: list[Finding]) -> None:
+    """What `run` says when it refuses to start: every error (one is one sentence), then, for
+    more than one, how many."""
+    for finding in errors:
+        print(f"handoff: {finding.message}", file=sys.stderr)
+    if len(errors) > 1:
+        print(f"handoff: {len(errors)} errors to fix.", file=sys.stderr)
+
+
+def run(args: argparse.Namespace) -> int:
+    settings, findings = validate(args)
     for finding in findings:
         print(finding.line())
-    counts = {severity: sum(f.severity is severity for f in findings) for severity in Severity}
-    if counts[Severity.ERROR] or counts[Severity.PROBLEM]:
-        print(f"{counts[Severity.ERROR]} error(s), {counts[Severity.PROBLEM]} problem(s) to fix.")
+    if settings is None or any(f.severity in (Severity.ERROR, Severity.PROBLEM) for f in findings):
+        print(count_line(findings))
         return EXIT_PROBLEMS
     templates = len(load_task_config(settings.tasks_config).templates)
-    print(f"ok: settings, voice, models, wake phrase, state folder {settings.state_dir} and "
+    print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir} and "
           f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}.")  # fmt: skip
     return EXIT_OK

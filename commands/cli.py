@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import signal
 import sys
 from typing import Sequence
-
-from config.settings import SettingsError
 
 # subcommand -> (module owning it, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
@@ -21,27 +21,55 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "say": ("commands.say", "read a text aloud through the narrator, to try a voice, a speaker or a volume"),
     "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
-    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running)"),
+    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running, 4 unknown)"),
     "history": ("commands.status", "what the assistant was asked and what it said"),
 }
 
 EXIT_USAGE = 2
 
 
-def build_parser() -> argparse.ArgumentParser:
+def _chosen(argv: Sequence[str]) -> str | None:
+    """The subcommand named on the command line (the first word that is not an option), if any."""
+    for word in argv:
+        if not word.startswith("-"):
+            return word if word in SUBCOMMANDS else None
+    return None
+
+
+def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
+    """Every subcommand is listed, but only the chosen one's module is imported to add its
+    options (`argv` None: all of them): `handoff status` must not load the audio and network
+    libraries the live assistant needs."""
+    chosen = None if argv is None else _chosen(argv)
     parser = argparse.ArgumentParser(prog="handoff", description="A wake-word voice assistant.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
+        sub_parser.set_defaults(_module=module_name)
+        if argv is not None and name != chosen:
+            continue
         module = importlib.import_module(module_name)
         add = getattr(module, f"add_{name}_arguments", None) or getattr(module, "add_arguments")
         add(sub_parser)
-        sub_parser.set_defaults(_module=module_name)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = build_parser()
+    try:
+        return _main(sys.argv[1:] if argv is None else list(argv))
+    except KeyboardInterrupt:  # Ctrl-C at any moment, even while the modules load
+        return 130
+    except BrokenPipeError:
+        # `handoff status | head -1`: the reader has gone, so the rest is not wanted. Point stdout
+        # at /dev/null so the flush at exit does not fail a second time.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 128 + signal.SIGPIPE
+
+
+def _main(argv: list[str]) -> int:
+    from config.settings import SettingsError
+
+    parser = build_parser(argv)
     args = parser.parse_args(argv)
     if not args.command:
         parser.print_help()
@@ -56,8 +84,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         for problem in exc.problems:
             print(f"handoff: {problem}", file=sys.stderr)
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        return 130
 
 
 if __name__ == "__main__":

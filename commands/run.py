@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import dataclasses
 import logging
 import signal
 import sys
@@ -12,9 +11,10 @@ from pathlib import Path
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
 from commands.assemble import assistant
-from commands.checks import errors_of, preflight
+from commands.checks import Finding, errors_of, print_errors, validate
 from config.logging_setup import configure_logging, redact
-from config.settings import Settings, load_settings, require_api_key
+from commands.options import add_run_arguments, settings_from_args
+from config.settings import Settings, SettingsError
 from decisions.timeline import Timeline
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
@@ -22,55 +22,16 @@ from service.history import HISTORY_FILE, HistoryStore
 from service.runtime import ServiceRuntime, StatusFiles
 from service.status import STATUS_FILE, Probes
 from service.signals import StopSignals
-from tasks import TaskConfigError
+from service.lock import AlreadyRunning, state_folder_lock
+from tasks.errors import TaskError
 
 log = logging.getLogger("handoff")
-
-# CLI flag -> settings key (CLI beats environment beats .env beats defaults).
-_FLAG_KEYS = {
-    "base_url": "OPENAI_BASE_URL",
-    "workspace": "WORKSPACE_ROOT",
-    "input_device": "AUDIO_INPUT_DEVICE",
-    "output_device": "AUDIO_OUTPUT_DEVICE",
-    "wake_phrase": "WAKE_PHRASE",
-    "log_level": "LOG_LEVEL",
-    "state_dir": "HANDOFF_STATE_DIR",
-}
-
-
-def add_common_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. the simulator's http://127.0.0.1:8765/v1")
-    parser.add_argument("--workspace", help="folder the file tools may read (WORKSPACE_ROOT)")
-    parser.add_argument("--wake-phrase", help="the word that addresses the assistant (WAKE_PHRASE)")
-    parser.add_argument("--state-dir", help="where task records and logs live (HANDOFF_STATE_DIR)")
-    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
-
-
-def add_run_arguments(parser: argparse.ArgumentParser) -> None:
-    add_common_arguments(parser)
-    parser.add_argument("--input-device", help="microphone by index or name part (see `handoff devices`)")
-    parser.add_argument("--output-device", help="speaker by index or name part")
-    parser.add_argument("--input-wav", type=Path, help="read the microphone from this WAV file instead")
-    parser.add_argument("--output-wav", type=Path, help="write what would be played to this WAV file instead")
-    parser.add_argument("--fast", action="store_true", help="read --input-wav as fast as possible, not in real time")
-
 
 add_auto_arguments = add_run_arguments
 
 
-def settings_from_args(args: argparse.Namespace) -> Settings:
-    cli = {key: getattr(args, flag, None) for flag, key in _FLAG_KEYS.items()}
-    settings = load_settings(cli)
-    input_wav, output_wav = getattr(args, "input_wav", None), getattr(args, "output_wav", None)
-    if input_wav or output_wav:
-        settings = settings.replace(audio=dataclasses.replace(
-            settings.audio, input_wav=input_wav, output_wav=output_wav, realtime_wav_input=not getattr(args, "fast", False)
-        ))
-    return settings
-
-
 async def run_live(settings: Settings) -> int:
-    """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT. The first signal
+    """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT/SIGHUP. The first signal
     cancels the run, whatever it is doing (starting, running, closing does not begin twice):
     everything is closed on the way out by its owner (tasks stopped and recorded as stopped by
     the shutdown, stores flushed, sessions closed) and the exit code is 0. A second signal ends
@@ -128,14 +89,22 @@ def status_files(settings: Settings) -> StatusFiles:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    settings = settings_from_args(args)
-    require_api_key(settings)
-    findings = preflight(settings)
+    settings, findings = validate(args)  # the same checks as `handoff check`, every error at once
     errors = errors_of(findings)
-    if errors:
-        for finding in errors:
-            print(f"handoff: {finding.message}", file=sys.stderr)
+    if settings is None or errors:
+        print_errors(errors)
         return 2
+    try:
+        # Before anything in the state folder is touched: a second daemon on it must not take the
+        # first one's running tasks for left behind, nor write its status and history.
+        with state_folder_lock(settings.state_dir):
+            return _run_locked(settings, findings)
+    except AlreadyRunning as exc:
+        print(f"handoff: {exc}", file=sys.stderr)
+        return 2
+
+
+def _run_locked(settings: Settings, findings: list[Finding]) -> int:
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key], file=settings.log.file,
                       max_bytes=settings.log.max_bytes, backups=settings.log.backups)  # fmt: skip
     for finding in findings:  # problems and warnings: said once, the assistant starts anyway
@@ -143,7 +112,9 @@ def run_run(args: argparse.Namespace) -> int:
     problems: list[BaseException] = []
     try:
         return asyncio.run(run_live(settings))
-    except* (AudioDeviceError, AudioFileError, TaskConfigError) as group:
+    except* (AudioDeviceError, AudioFileError, TaskError) as group:
+        # TaskError: the task templates (TaskConfigError), or a task database that cannot be
+        # written (a full disk: StoreUnwritable).
         problems.extend(group.exceptions)
     # A device or configuration problem is a clear line, not a traceback.
     for exc in problems:
@@ -153,7 +124,10 @@ def run_run(args: argparse.Namespace) -> int:
 
 def run_auto(args: argparse.Namespace) -> int:
     """The README's first command: live with a key, the offline demo without one."""
-    settings = settings_from_args(args)
+    try:
+        settings = settings_from_args(args)
+    except SettingsError:
+        return run_run(args)  # it says every problem at once
     if settings.realtime.api_key:
         return run_run(args)
     from commands import demo  # only here: the live command does not load the simulator

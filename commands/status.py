@@ -12,12 +12,13 @@ from pathlib import Path
 
 from config.settings import load_settings
 from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, read_history
-from service.status import STATUS_FILE, Liveness, Status, liveness, read_status
+from service.status import STATUS_FILE, Liveness, Status, StatusCorrupt, liveness, read_status
 
 # Exit codes, as init scripts' `status` uses them: 0 running, 1 running but unwell, 3 not running.
 EXIT_RUNNING = 0
 EXIT_UNHEALTHY = 1
 EXIT_NOT_RUNNING = 3
+EXIT_UNKNOWN = 4  # the status file is damaged
 
 
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
@@ -27,7 +28,17 @@ def add_status_arguments(parser: argparse.ArgumentParser) -> None:
 def add_history_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", help="where the daemon keeps its history (HANDOFF_STATE_DIR)")
     parser.add_argument("--today", action="store_true", help="only what happened since midnight")
-    parser.add_argument("--limit", type=int, default=50, help="at most this many entries, the newest (default 50)")
+    parser.add_argument("--limit", type=_limit, default=50, help="at most this many entries, the newest (default 50)")
+
+
+def _limit(text: str) -> int:
+    try:
+        limit = int(text)
+    except ValueError:
+        limit = 0
+    if limit < 1:
+        raise argparse.ArgumentTypeError(f"{text} is not a whole number of at least 1")
+    return limit
 
 
 def _state_dir(args: argparse.Namespace) -> Path:
@@ -36,7 +47,12 @@ def _state_dir(args: argparse.Namespace) -> Path:
 
 def run_status(args: argparse.Namespace) -> int:
     path = _state_dir(args) / STATUS_FILE
-    status = read_status(path)
+    try:
+        status = read_status(path)
+    except StatusCorrupt as exc:
+        print(f"handoff status: the status file {path} is damaged ({exc}), so whether handoff runs is unknown; "
+              "a running handoff rewrites it within a minute, else delete it.", file=sys.stderr)  # fmt: skip
+        return EXIT_UNKNOWN
     if status is None:
         print(f"handoff is not running (no status file at {path}).")
         return EXIT_NOT_RUNNING
@@ -51,24 +67,28 @@ def run_status(args: argparse.Namespace) -> int:
 def describe(status: Status, state: Liveness, now: float) -> str:
     """The status file, readable."""
     lines = []
-    if state in (Liveness.STOPPED, Liveness.GONE):
+    ended = state in (Liveness.STOPPED, Liveness.GONE)
+    if ended:  # what it was doing then, not figures that look live
         how = "stopped" if state is Liveness.STOPPED else f"not running: process {status.pid} is gone"
-        lines.append(f"handoff is {how} (last seen {_when(status.updated_at, now)}; it had run {_span(status.updated_at - status.started_at)}).")
+        lines.append(f"handoff is {how}, since {_when(status.updated_at, now)} (it had run {_span(status.updated_at - status.started_at)}).")
     else:
         lines.append(f"handoff is {state.value} (pid {status.pid}), up {_span(now - status.started_at)} "
                      f"(since {_clock(status.started_at)}), now {status.phase}.")  # fmt: skip
-    if status.listener_up and status.session_started_at is not None:
-        listener = f"up, session {status.session} for {_span(now - status.session_started_at)}"
-    else:
-        listener = "down"
-    lines.append(f"listener: {listener}; {status.reconnects} reconnect(s), {status.drops} drop(s), "
-                 f"{status.failed_attempts} failed connection attempt(s)")  # fmt: skip
+        if status.listener_up and status.session_started_at is not None:
+            listener = f"up, session {status.session} for {_span(now - status.session_started_at)}"
+        else:
+            listener = "down"
+        lines.append(f"listener: {listener}; {status.reconnects} reconnect(s), {status.drops} drop(s), "
+                     f"{status.failed_attempts} failed connection attempt(s)")  # fmt: skip
     command = status.last_command
     if command:
         tools = ", ".join(tool.split("(", 1)[0] for tool in command["tools"]) or "no tool"
-        lines.append(f"last command: \"{command['heard']}\" at {_clock(command['at'])}: {tools}, {command['outcome']}")
+        outcome = "not finished" if ended and command["outcome"] == "in progress" else command["outcome"]
+        lines.append(f"last command: \"{command['heard']}\" at {_clock(command['at'])}: {tools}, {outcome}")
     else:
         lines.append("last command: none yet")
+    if ended:
+        return "\n".join(lines)
     lines.append(f"narrations: {status.narrations} ({status.weak_matches} weak match(es), {status.inexact_reads} inexact read(s))")
     lines.append(f"tasks: {status.tasks_running} running, {status.tasks_queued} queued")
     lines.append(f"failures today: {status.failures_today}")
@@ -97,7 +117,7 @@ def run_history(args: argparse.Namespace) -> int:
     if args.today:
         since = datetime.datetime.combine(datetime.date.today(), datetime.time()).timestamp()
     try:
-        entries = read_history(path, since=since, limit=max(1, args.limit))
+        entries = read_history(path, since=since, limit=args.limit)
     except sqlite3.Error as exc:
         print(f"handoff history: {path} cannot be read ({exc}); is it a handoff history file?", file=sys.stderr)
         return 1

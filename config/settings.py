@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import io
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -15,8 +16,10 @@ from typing import Callable, Mapping, TypeVar
 from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
+from dotenv.parser import parse_stream
 
 E = TypeVar("E", bound=enum.Enum)
+T = TypeVar("T")
 
 # Every key `.env` / the environment may set, with its default ("" = unset).
 ENV_DEFAULTS: dict[str, str] = {
@@ -342,22 +345,24 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
     narrator_warm = _flag(values, "NARRATOR_WARM", problems)
     stop = _stop_settings(values, problems)
-    warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
+    # Each of these raises on its first problem: collected, so every problem is said at once.
+    warm_max_age_s = _collected(problems, _positive_seconds, values, "NARRATOR_WARM_MAX_AGE_S")
+    upload = _collected(problems, _upload_settings, values, ListenerSettings().vad_silence_ms)
+    follow_up = _collected(problems, _seconds, values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
+    cost = _collected(problems, _cost_settings, values)
+    volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
+    if not volume.isdigit() or int(volume) > 150:
+        problems.append(f"NARRATOR_VOLUME={volume} is not a whole number from 0 to 150 (percent); set it in .env or the environment.")
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
-    upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
-    follow_up = _seconds(values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
-    volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
-    if not volume.isdigit() or int(volume) > 150:
-        raise SettingsError(f"NARRATOR_VOLUME={volume} is not a whole number from 0 to 150 (percent); set it in .env or the environment.")
     sounds = {key: Path(values[key]).expanduser() if values.get(key) else None
               for key in ("WAKE_SOUND_WAV", "WORKING_SOUND_WAV", "DONE_SOUND_WAV")}  # fmt: skip
     return Settings(
         upload=upload,
         conversation=ConversationSettings(follow_up_s=follow_up),
         stop=stop,
-        cost=_cost_settings(values),
+        cost=cost,
         realtime=RealtimeSettings(
             api_key=api_key,
             base_url=base_url or None,
@@ -386,6 +391,32 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),
     )
+
+
+def _collected(problems: list[str], build: Callable[..., T], *args: object) -> T:
+    """`build(*args)`; its SettingsError's problems go into `problems` (the value is then None,
+    never used: the caller raises them all before building the settings)."""
+    try:
+        return build(*args)
+    except SettingsError as exc:
+        problems.extend(exc.problems)
+        return None  # type: ignore[return-value]
+
+
+def dotenv_problems(path: Path | None) -> list[str]:
+    """Lines of `.env` that set nothing (python-dotenv skips them with a warning): a typo there
+    would otherwise leave a setting at its default without a word."""
+    if path is None or not path.is_file():
+        return []
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        return [f"{path} cannot be read ({exc}); fix or remove it."]
+    return [
+        f"line {binding.original.line} of {path} is not a setting; write it as NAME=value, or start it with # to keep it as a comment."
+        for binding in parse_stream(io.StringIO(text))
+        if binding.error or (binding.key is not None and binding.value is None)
+    ]
 
 
 def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> UploadSettings:
@@ -536,7 +567,14 @@ def load_settings(
     environ: Mapping[str, str] | None = None,
     dotenv_path: Path | None = Path(".env"),
 ) -> Settings:
-    return build_settings(resolve_env(cli, environ, dotenv_path))
+    unreadable = dotenv_problems(dotenv_path)
+    try:
+        settings = build_settings(resolve_env(cli, environ, dotenv_path))
+    except SettingsError as exc:
+        raise SettingsError(*unreadable, *exc.problems) from None
+    if unreadable:
+        raise SettingsError(*unreadable)
+    return settings
 
 
 def require_api_key(settings: Settings) -> None:

@@ -15,6 +15,7 @@ import logging
 import os
 import sqlite3
 import time
+import urllib.parse
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
@@ -159,9 +160,14 @@ class HistoryStore:
 
     def _connection(self) -> sqlite3.Connection:
         if self._db is None:
-            self._db = open_private_db(self.path)
-            self._db.executescript(_SCHEMA)
-            _add_missing_columns(self._db)
+            db = open_private_db(self.path)
+            try:
+                db.executescript(_SCHEMA)
+                _add_missing_columns(db)
+            except BaseException:  # a full disk: the next write tries the whole set-up again
+                db.close()
+                raise
+            self._db = db
         return self._db
 
     def _write(self, entry: HistoryEntry) -> None:
@@ -192,7 +198,9 @@ def open_private_db(path: Path, readonly: bool = False) -> sqlite3.Connection:
     """A SQLite database only its owner may read; created 0600 before SQLite touches it (its
     journal files take the database's permissions)."""
     if readonly:
-        return sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=2.0)
+        # A URI, for mode=ro; the path quoted, or a '#' or '?' in it would end the path there.
+        uri = f"file:{urllib.parse.quote(str(path.absolute()))}?mode=ro"
+        return sqlite3.connect(uri, uri=True, timeout=2.0)
     path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
     os.close(os.open(path, os.O_RDWR | os.O_CREAT, 0o600))
     os.chmod(path, 0o600)

@@ -1,4 +1,6 @@
-"""SIGTERM and SIGINT for a daemon: the first one stops it cleanly, a second one at once."""
+"""SIGTERM, SIGINT and SIGHUP for a daemon: the first one stops it cleanly, a second one at once.
+SIGHUP is what closing the terminal it runs in sends: a stop like any other (tasks stopped and
+recorded, the status says stopped, history flushed), not the instant death its default is."""
 
 from __future__ import annotations
 
@@ -11,7 +13,7 @@ from typing import Callable, Iterator
 
 log = logging.getLogger("handoff.service")
 
-STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
+STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
 class StopSignals:
@@ -37,7 +39,8 @@ class StopSignals:
 
     def _handle(self, sig: signal.Signals) -> None:
         if self.received is not None:
-            os.write(2, f"handoff: {sig.name} again: stopping at once\n".encode())
+            with contextlib.suppress(OSError):  # the terminal may be gone (SIGHUP)
+                os.write(2, f"handoff: {sig.name} again: stopping at once\n".encode())
             os._exit(128 + sig)
         self.received = sig
         log.warning("%s: stopping (tasks are stopped and recorded; %s again stops at once)", sig.name, sig.name)

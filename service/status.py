@@ -13,6 +13,7 @@ import dataclasses
 import datetime
 import enum
 import json
+import math
 import os
 import tempfile
 import time
@@ -150,19 +151,99 @@ def write_status(path: Path, status: Status) -> None:
         raise
 
 
+class StatusCorrupt(Exception):
+    """The status file is there but is not a status this version wrote; the message says how."""
+
+
 def read_status(path: Path) -> Status | None:
-    """The status file's contents; None if there is none or it is not one of ours."""
+    """The status file's contents; None if there is none. Raises StatusCorrupt when it cannot be
+    read or is not a status file this version writes (hand-edited, damaged, truncated): every
+    field is checked here, so nothing downstream meets a string pid or a NaN time."""
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError):
+        data = json.loads(path.read_bytes())
+    except FileNotFoundError:
         return None
-    if not isinstance(data, dict) or data.pop("version", None) != FORMAT_VERSION:
-        return None
-    known = {f.name for f in dataclasses.fields(Status)}
-    try:
-        return Status(**{k: v for k, v in data.items() if k in known})
-    except TypeError:  # a field missing: written by another version
-        return None
+    except OSError as exc:
+        raise StatusCorrupt(f"it cannot be read ({exc.strerror or exc})") from None
+    except (ValueError, RecursionError):  # not UTF-8, not JSON, or nested beyond reason
+        raise StatusCorrupt("it is not JSON") from None
+    if not isinstance(data, dict):
+        raise StatusCorrupt("it is not a JSON object")
+    if data.pop("version", None) != FORMAT_VERSION:
+        raise StatusCorrupt(f"it is not version {FORMAT_VERSION} of the status format")
+    values = {}
+    for spec in dataclasses.fields(Status):
+        if spec.name not in data:
+            if spec.default is dataclasses.MISSING:
+                raise StatusCorrupt(f"it has no {spec.name}")
+            continue
+        value = data[spec.name]
+        if not _FIELD_CHECKS[spec.name](value):
+            raise StatusCorrupt(f"its {spec.name} is {_shown(value)}")
+        values[spec.name] = value
+    return Status(**values)
+
+
+_MAX_PID = 1 << 22  # the kernel's largest pid_max
+
+
+def _count(value: object) -> bool:
+    return type(value) is int and value >= 0
+
+
+def _time(value: object) -> bool:
+    """A wall-clock or duration in seconds: a finite number, within a few thousand years."""
+    return type(value) in (int, float) and math.isfinite(value) and 0 <= value < 1e11  # type: ignore[arg-type]
+
+
+def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:
+    return lambda value: value is None or check(value)
+
+
+def _last_command(value: object) -> bool:
+    return (
+        isinstance(value, dict)
+        and isinstance(value.get("heard"), str)
+        and _time(value.get("at"))
+        and isinstance(value.get("tools"), list)
+        and all(isinstance(tool, str) for tool in value["tools"])
+        and isinstance(value.get("outcome"), str)
+    )
+
+
+def _cost_parts(value: object) -> bool:
+    return isinstance(value, dict) and all(isinstance(k, str) and _time(v) for k, v in value.items())
+
+
+_FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
+    "pid": lambda value: type(value) is int and 0 < value < _MAX_PID,
+    "process_start": _optional(_count),
+    "started_at": _time,
+    "updated_at": _time,
+    "heartbeat_s": lambda value: _time(value) and value > 0,  # type: ignore[operator]
+    "phase": lambda value: isinstance(value, str),
+    "healthy": lambda value: type(value) is bool,
+    "listener_up": lambda value: type(value) is bool,
+    "session": _count,
+    "session_started_at": _optional(_time),
+    "drops": _count,
+    "failed_attempts": _count,
+    "last_command": _optional(_last_command),
+    "narrations": _count,
+    "weak_matches": _count,
+    "inexact_reads": _count,
+    "tasks_running": _count,
+    "tasks_queued": _count,
+    "failures_today": _count,
+    "failures_day": lambda value: isinstance(value, str),
+    "cost_today_usd": _optional(_time),
+    "cost_parts_usd": _optional(_cost_parts),
+}
+
+
+def _shown(value: object) -> str:
+    shown = json.dumps(value, ensure_ascii=True)  # no control characters reach the terminal
+    return shown if len(shown) <= 40 else shown[:37] + "..."
 
 
 class Liveness(enum.Enum):

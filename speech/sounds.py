@@ -43,6 +43,19 @@ def load_sounds(audio: "AudioSettings") -> Sounds:
     )
 
 
+def sound_problems(audio: "AudioSettings") -> list[str]:
+    """One sentence for each configured sound `load_sounds` would refuse (`handoff check` and
+    `run` say them all before starting)."""
+    problems = []
+    for setting, path in (("WAKE_SOUND_WAV", audio.wake_sound_wav), ("WORKING_SOUND_WAV", audio.working_sound_wav),
+                          ("DONE_SOUND_WAV", audio.done_sound_wav)):  # fmt: skip
+        try:
+            _sound(setting, path, bytes)
+        except AudioFileError as exc:
+            problems.append(str(exc))
+    return problems
+
+
 def _sound(setting: str, path: Path | None, built_in: Callable[[], bytes]) -> bytes:
     if path is None:
         return built_in()

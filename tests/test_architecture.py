@@ -1,12 +1,13 @@
 """The package layout's rules, checked on the source with `ast` (nothing is imported).
 
 Rules:
-- No import circles among project modules. Only *runtime imports at module level* count: an
-  import inside a function runs late (when the function is called, after both modules loaded)
-  and an import under `if TYPE_CHECKING:` never runs, so neither can make a circle at import
-  time. Module level means anywhere outside a `def` (inside `try`/`with`/`if` blocks too).
-  Importing `a.b.c` also imports the packages `a` and `a.b` (their `__init__` runs), so those
-  count as imported as well.
+- No import circles among project modules, counting *every* import: at module level, inside a
+  function (it runs later, but the two modules still need each other, and a lazily imported
+  subcommand must not close a circle either), and under `if TYPE_CHECKING:` (it never runs, but
+  a type one module needs from another is still a dependency of the first on the second; a
+  circle through one is two modules that cannot be read or changed apart). Importing `a.b.c`
+  also imports the packages `a` and `a.b` (their `__init__` runs), so those count as imported
+  as well.
 - Nothing under `decisions/` may import asyncio, openai, websockets or aiohttp, directly or
   through any chain of project modules. For this rule *every* runtime import counts (also those
   inside functions: they run when the decision code is used); only `TYPE_CHECKING` imports are
@@ -28,6 +29,7 @@ FORBIDDEN_IN_DECISIONS = frozenset({"asyncio", "openai", "websockets", "aiohttp"
 class ModuleImports:
     module_level: set[str] = field(default_factory=set)  # runtime imports outside any function
     runtime: set[str] = field(default_factory=set)  # every import that can run (not TYPE_CHECKING)
+    every: set[str] = field(default_factory=set)  # runtime and TYPE_CHECKING imports alike
 
 
 def module_name(path: Path) -> str:
@@ -68,10 +70,12 @@ def parse_imports(module: str, path: Path) -> ModuleImports:
     result = ModuleImports()
     is_package = path.name == "__init__.py"
 
-    def visit(node: ast.AST, in_function: bool) -> None:
+    def visit(node: ast.AST, in_function: bool, type_only: bool) -> None:
         if isinstance(node, ast.If) and _is_type_checking(node.test):
+            for child in node.body:
+                visit(child, in_function, True)
             for child in node.orelse:  # the else branch does run
-                visit(child, in_function)
+                visit(child, in_function, type_only)
             return
         if isinstance(node, (ast.Import, ast.ImportFrom)):
             names = (
@@ -79,15 +83,18 @@ def parse_imports(module: str, path: Path) -> ModuleImports:
                 if isinstance(node, ast.Import)
                 else _resolve_from(module, is_package, node)
             )
+            result.every.update(names)
+            if type_only:
+                return
             result.runtime.update(names)
             if not in_function:
                 result.module_level.update(names)
             return
         inside = in_function or isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         for child in ast.iter_child_nodes(node):
-            visit(child, inside)
+            visit(child, inside, type_only)
 
-    visit(tree, False)
+    visit(tree, False, False)
     return result
 
 
@@ -98,7 +105,7 @@ def with_parents(name: str) -> list[str]:
 
 
 def build_graph(kind: str) -> dict[str, set[str]]:
-    """module -> the project modules it imports (`kind`: 'module_level' or 'runtime')."""
+    """module -> the project modules it imports (`kind`: 'module_level', 'runtime' or 'every')."""
     files = project_files()
     graph: dict[str, set[str]] = {}
     for module, path in files.items():
@@ -167,7 +174,7 @@ def chain(seen: dict[str, str | None], end: str) -> list[str]:
 
 
 def test_the_project_has_no_import_circles() -> None:
-    graph = build_graph("module_level")
+    graph = build_graph("every")
     assert {"handoff", "main_agent", "decisions.timeline", "commands.cli"} <= set(graph), "project files not found"
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
@@ -225,6 +232,15 @@ def test_import_parsing_separates_module_level_function_and_type_checking_import
     assert "websockets" not in parsed.module_level and "commands.demo" not in parsed.module_level
     assert {"websockets", "commands.demo"} <= parsed.runtime
     assert "handoff" not in parsed.runtime and "handoff" not in parsed.module_level
+    assert {"handoff", "websockets", "commands.demo", "asyncio"} <= parsed.every
+
+
+def test_a_circle_through_an_import_inside_a_function_is_found(tmp_path: Path) -> None:
+    """The circle issue 24 found: checks -> run (inside a function) -> demo -> checks."""
+    (tmp_path / "a.py").write_text("def late():\n    import b\n")
+    (tmp_path / "b.py").write_text("import a\n")
+    graph = {name: {n for n in parse_imports(name, tmp_path / f"{name}.py").every if n in ("a", "b")} for name in "ab"}
+    assert find_cycle(graph) == ["a", "b", "a"]
 
 
 def test_a_decision_reaching_asyncio_through_another_module_is_found() -> None:

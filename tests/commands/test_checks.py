@@ -136,7 +136,7 @@ def test_every_problem_is_reported_at_once(home, capsys, monkeypatch) -> None:
     code, _, err = handoff(capsys, "run", "--log-level", "LOUD", "--base-url", "nope")
     assert code == 2 and "Traceback" not in err
     assert [line.split("=")[0] for line in err.strip().splitlines()] == [
-        "handoff: NOISE_REDUCTION", "handoff: LOG_LEVEL", "handoff: OPENAI_BASE_URL",
+        "handoff: NOISE_REDUCTION", "handoff: LOG_LEVEL", "handoff: OPENAI_BASE_URL", "handoff: 3 errors to fix.",
     ]  # fmt: skip
 
 
@@ -156,7 +156,7 @@ def test_check_passes_a_good_setup(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     code, out, _ = handoff(capsys, "check")
     assert code == 0
-    assert out.strip().splitlines()[-1].startswith(f"ok: settings, voice, models, wake phrase, state folder {home / 'state'}")
+    assert out.strip().splitlines()[-1].startswith(f"ok: settings, voice, models, wake phrase, sounds, state folder {home / 'state'}")
 
 
 def test_check_warns_about_an_unknown_model_but_passes(home, capsys, monkeypatch) -> None:
@@ -190,7 +190,9 @@ def test_check_lists_every_settings_error(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "nope")
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    assert [line.split("=")[0] for line in out.strip().splitlines()] == ["error: LOG_LEVEL", "error: OPENAI_BASE_URL"]
+    assert [line.split("=")[0] for line in out.strip().splitlines()] == [
+        "error: LOG_LEVEL", "error: OPENAI_BASE_URL", "2 error(s), 0 problem(s) to fix.",
+    ]  # fmt: skip
 
 
 def test_check_accepts_a_wake_phrase_in_another_script(home, capsys, monkeypatch) -> None:

@@ -205,7 +205,7 @@ async def test_status_and_history_of_a_daemon_on_the_simulator(tmp_path: Path, s
         daemon.signal(signal.SIGTERM)
         assert await daemon.exited(timeout=10) == 0, daemon.log
     code, out = await asyncio.to_thread(handoff_out, tmp_path, "status")
-    assert code == 3 and out.startswith("handoff is stopped (last seen ")
+    assert code == 3 and out.startswith("handoff is stopped, since ")
     code, out = await asyncio.to_thread(handoff_out, tmp_path, "history", "--today")
     assert code == 0
     lines = out.splitlines()
