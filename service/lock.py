@@ -32,7 +32,7 @@ def state_folder_lock(state_dir: Path) -> Iterator[None]:
             holder = os.pread(fd, 32, 0).decode("ascii", "replace").strip()
             who = f" (pid {holder})" if holder.isdigit() else ""
             raise AlreadyRunning(
-                f"handoff is already running on the state folder {state_dir}{who}; stop it first "
+                f"another handoff{who} is already running on the state folder {state_dir}; stop it first "
                 "(`handoff status` shows it), or give this one a folder of its own with --state-dir."
             ) from None
         with contextlib.suppress(OSError):  # the pid is only for the message above: a full disk may refuse it

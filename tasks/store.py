@@ -109,6 +109,11 @@ class StoreBusy(TaskError):
     """Another program holds the task database locked."""
 
 
+class StoreUnwritable(TaskError):
+    """The task database cannot be opened or written (a full disk, an I/O error); said as a
+    sentence (to the user asking for a task, or by `handoff run` refusing to start)."""
+
+
 @dataclass(frozen=True)
 class StoreRecovery:
     """A damaged database was set aside and a new one started."""
@@ -398,12 +403,16 @@ class StoreWorker:
         while True:
             try:
                 return fn(*args)
-            except (sqlite3.OperationalError, StoreBusy) as exc:
+            except (sqlite3.OperationalError, OSError, StoreBusy) as exc:  # OSError: creating the file
                 cause = exc.__cause__ if isinstance(exc, StoreBusy) else exc
                 if not isinstance(cause, sqlite3.Error) or not is_busy(cause) or self._given_up():
                     with self._lock:
                         self.failures += 1
-                    raise
+                    if isinstance(exc, StoreBusy):
+                        raise
+                    raise StoreUnwritable(
+                        f"handoff could not write its list of background tasks ({exc}); if the disk is full, free some space."
+                    ) from exc
                 with self._lock:
                     self.busy_retries += 1
                     first = self.busy_retries == 1
