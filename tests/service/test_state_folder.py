@@ -271,14 +271,14 @@ def test_a_closed_pipe_is_no_traceback(tmp_path: Path, command: list[str]) -> No
     write_status(state / "status.json", status_tracker(time.time).snapshot(healthy=True))
     env = daemon_env(tmp_path, "http://127.0.0.1:9/v1")
     args = command if command == ["--help"] else [*command, "--state-dir", str(state)]
-    reader = subprocess.Popen(["head", "-c", "1"], stdin=subprocess.PIPE, stdout=subprocess.DEVNULL)
+    # `| head -1` once head has gone: the pipe's reading end is closed before anything is written.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
     try:
-        result = subprocess.run([*handoff_command(), *args], cwd=tmp_path, env=env, stdout=reader.stdin,
+        result = subprocess.run([*handoff_command(), *args], cwd=tmp_path, env=env, stdout=write_end,
                                 stderr=subprocess.PIPE, text=True, timeout=120)  # fmt: skip
     finally:
-        assert reader.stdin is not None
-        reader.stdin.close()
-        reader.wait()
+        os.close(write_end)
     assert "Traceback" not in result.stderr and "Exception ignored" not in result.stderr, result.stderr
 
 
