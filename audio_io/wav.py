@@ -6,7 +6,7 @@ from __future__ import annotations
 import math
 import wave
 from pathlib import Path
-from typing import AsyncIterator, Callable, Literal
+from typing import AsyncIterator, BinaryIO, Callable, Literal
 
 from audio_io.format import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, audioop, check_chunk_ms
 from audio_io.interface import AudioFileError
@@ -155,19 +155,23 @@ class WavFileSpeaker(_ModelledSpeaker):
         super().__init__(pace, clock=clock)
         self._path = Path(path)
         self._writer: wave.Wave_write | None = None
+        self._handle: BinaryIO | None = None  # the file under the writer (wave does not close what it did not open)
 
     async def start(self) -> None:
         try:
             self._path.parent.mkdir(parents=True, exist_ok=True)
-            writer = wave.open(str(self._path), "wb")
+            # Opened here, not by wave.open: a path it cannot open (a folder) would leave a
+            # half-built Wave_write whose __del__ then fails noisily.
+            handle = open(self._path, "wb")
         except OSError as exc:
             raise AudioFileError(
                 f"cannot write the output WAV file {self._path}: {exc.strerror or exc}"
             ) from None
+        writer = wave.open(handle, "wb")
         writer.setnchannels(CHANNELS)
         writer.setsampwidth(SAMPLE_WIDTH)
         writer.setframerate(SAMPLE_RATE)
-        self._writer = writer
+        self._writer, self._handle = writer, handle
         await super().start()
 
     def _on_played(self, pcm: bytes) -> None:
@@ -178,3 +182,6 @@ class WavFileSpeaker(_ModelledSpeaker):
         if self._writer is not None:
             self._writer.close()
             self._writer = None
+        if self._handle is not None:
+            self._handle.close()
+            self._handle = None

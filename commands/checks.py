@@ -88,9 +88,9 @@ def errors_of(findings: list[Finding]) -> list[Finding]:
 def _names(settings: Settings) -> list[Finding]:
     realtime = settings.realtime
     found: list[Finding] = []
-    if realtime.reader_voice not in VOICES:
-        found.append(Finding(Severity.ERROR, f"READER_VOICE={realtime.reader_voice} is not a voice the narrator has; "
-                                             f"use one of {', '.join(VOICES)}."))  # fmt: skip
+    voice = voice_problem(realtime.reader_voice, "READER_VOICE")
+    if voice:
+        found.append(Finding(Severity.ERROR, voice))
     for key, value, known in (
         ("REALTIME_MODEL", realtime.realtime_model, REALTIME_MODELS),
         ("TRANSCRIBE_MODEL", realtime.transcribe_model, TRANSCRIBE_MODELS),
@@ -106,6 +106,14 @@ def _names(settings: Settings) -> list[Finding]:
         found.append(Finding(Severity.WARNING, f"TRANSCRIBE_LANGUAGE={language} is not a two-letter ISO-639-1 code "
                                                "(en, de, ru, ...); set one, or leave it empty to let the transcriber detect it."))  # fmt: skip
     return found
+
+
+def voice_problem(voice: str, named: str) -> str | None:
+    """None for a voice the narrator has; else one sentence (`named`: READER_VOICE or --voice)."""
+    if voice in VOICES:
+        return None
+    shown = f"{named}={voice}" if named.isupper() else f"{named} {voice}"
+    return f"{shown} is not a voice the narrator has; use one of {', '.join(VOICES)}."
 
 
 def _wake_phrase(settings: Settings) -> list[Finding]:

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
+import os
 import logging
 import sys
 from pathlib import Path
 
 from audio_io import AudioDeviceError, AudioFileError, PyAudioSpeaker, SpeakerSink, WavFileSpeaker, with_volume
+from commands.checks import output_file_problem, voice_problem
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, SettingsError, load_settings
 from reader_agent import Narrator
@@ -52,8 +55,31 @@ def run(args: argparse.Namespace) -> int:
             "`handoff say` needs OPENAI_API_KEY (in .env or the environment), or OPENAI_BASE_URL "
             "pointing at the simulator (`handoff sim`) to try it offline."
         )
+    voice = voice_problem(settings.realtime.reader_voice, "--voice" if args.voice else "READER_VOICE")
+    output = args.output_wav
+    problem = voice or (output_file_problem(output, "--output-wav") if output else None)
+    if problem:
+        print(f"handoff say: {problem}", file=sys.stderr)
+        return EXIT_USAGE
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key])
-    speaker: SpeakerSink = WavFileSpeaker(args.output_wav) if args.output_wav else PyAudioSpeaker(settings.audio.output_device)
+    if output is None:
+        return _say_to(settings, text, PyAudioSpeaker(settings.audio.output_device))
+    if output.exists() and not output.is_file():  # /dev/null, a pipe: written as it is, never replaced
+        return _say_to(settings, text, WavFileSpeaker(output))
+    # Into a file beside the output, renamed over it only once the words are in: a failed `say`
+    # leaves an existing file as it was.
+    partial = output.with_name(f".{output.name}.partial")
+    try:
+        code = _say_to(settings, text, WavFileSpeaker(partial))
+        if code == 0:
+            os.replace(partial, output)
+        return code
+    finally:
+        with contextlib.suppress(FileNotFoundError):
+            partial.unlink()
+
+
+def _say_to(settings: Settings, text: str, speaker: SpeakerSink) -> int:
     try:
         return asyncio.run(say(settings, text, with_volume(speaker, settings.audio.volume_percent)))
     except (AudioDeviceError, AudioFileError) as exc:

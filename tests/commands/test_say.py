@@ -28,3 +28,27 @@ async def test_say_without_a_key_or_a_simulator_says_what_it_needs(tmp_path):
     code, out, err = await run_handoff(tmp_path, "say", "hello", env=clean_env(tmp_path))
     assert code == 2 and out == ""
     assert err.count("\n") == 1 and "OPENAI_API_KEY" in err and "OPENAI_BASE_URL" in err and "Traceback" not in err
+
+
+async def test_say_into_a_folder_is_one_sentence(tmp_path):
+    code, out, err = await run_handoff(tmp_path, "say", "hello", "--output-wav", str(tmp_path),
+                                       env=clean_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1"))  # fmt: skip
+    assert code == 2 and out == ""
+    assert err == f"handoff say: --output-wav {tmp_path} is a folder; give a file name, like {tmp_path / 'out.wav'}.\n"
+
+
+async def test_say_refuses_a_voice_check_refuses(tmp_path):
+    code, out, err = await run_handoff(tmp_path, "say", "hello", "--voice", "bob",
+                                       env=clean_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1"))  # fmt: skip
+    assert code == 2 and out == ""
+    assert err.startswith("handoff say: --voice bob is not a voice the narrator has; use one of alloy, ") and err.count("\n") == 1
+
+
+async def test_a_failed_say_leaves_an_existing_output_file_as_it_was(tmp_path):
+    output_wav = tmp_path / "said.wav"
+    output_wav.write_bytes(b"the last good recording")
+    code, _, err = await run_handoff(tmp_path, "say", "hello", "--output-wav", str(output_wav),
+                                     env=clean_env(tmp_path, OPENAI_BASE_URL="http://127.0.0.1:9/v1"))  # nothing listens there
+    assert code != 0 and "Traceback" not in err
+    assert output_wav.read_bytes() == b"the last good recording"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["said.wav"]  # no partial file left behind
