@@ -225,3 +225,50 @@ def test_known_lists_come_from_the_sdk() -> None:
     assert "marin" in VOICES and "cedar" in VOICES and "robot" not in VOICES
     assert "gpt-realtime" in REALTIME_MODELS and "gpt-4o-mini-transcribe" in TRANSCRIBE_MODELS
     assert "gpt-5.2" in BRAIN_MODELS  # the defaults are known, so a default setup has no warning
+
+
+# -- `check` and `run` share one validation (issue 24, item 7) ----------------------------------------
+
+
+def test_check_and_run_refuse_the_same_unusable_sounds_all_at_once(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (home / "done.mp3").write_bytes(b"ID3\x03\x00\x00\x00\x00\x00\x00" + bytes(500))
+    monkeypatch.setenv("WAKE_SOUND_WAV", "/nonexistent.wav")
+    monkeypatch.setenv("DONE_SOUND_WAV", str(home / "done.mp3"))
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2
+    lines = out.strip().splitlines()
+    assert [line.split(":")[:2] for line in lines[:2]] == [["error", " WAKE_SOUND_WAV"], ["error", " DONE_SOUND_WAV"]], out
+    assert lines[2] == "2 error(s), 0 problem(s) to fix."
+    code, _, err = handoff(capsys, "run")
+    assert code == 2
+    assert err.strip().splitlines() == [f"handoff: {line.split(': ', 1)[1]}" for line in lines[:2]] + ["handoff: 2 errors to fix."]
+
+
+def test_every_settings_error_comes_in_one_round_with_the_count(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    for name, value in {"NARRATOR_VOLUME": "999", "FOLLOW_UP_WINDOW_S": "soon", "HANDOFF_UPLOAD_MODE": "bogus",
+                        "LOG_LEVEL": "LOUD", "DAILY_BUDGET_USD": "0"}.items():  # fmt: skip
+        monkeypatch.setenv(name, value)
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2
+    lines = out.strip().splitlines()
+    assert sorted(line.split("=")[0] for line in lines[:-1]) == [
+        "error: DAILY_BUDGET_USD", "error: FOLLOW_UP_WINDOW_S", "error: HANDOFF_UPLOAD_MODE", "error: LOG_LEVEL",
+        "error: NARRATOR_VOLUME",
+    ]  # fmt: skip
+    assert lines[-1] == "5 error(s), 0 problem(s) to fix."
+    code, _, err = handoff(capsys, "run")
+    assert code == 2 and err.strip().splitlines()[-1] == "handoff: 5 errors to fix."
+
+
+def test_a_garbage_line_in_dotenv_is_an_error(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (home / ".env").write_text("READER_VOICE=marin\nthis line sets nothing\nWAKEPHRASE\n")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2
+    assert out.strip().splitlines() == [
+        "error: line 2 of .env is not a setting; write it as NAME=value, or start it with # to keep it as a comment.",
+        "error: line 3 of .env is not a setting; write it as NAME=value, or start it with # to keep it as a comment.",
+        "2 error(s), 0 problem(s) to fix.",
+    ]
