@@ -39,8 +39,15 @@ if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then
     say "installing system packages: ${missing[*]}"
     export DEBIAN_FRONTEND=noninteractive
-    apt-get update -qq >/dev/null
-    apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+    # Another apt-get (unattended-upgrades, a second terminal) may hold the lock: wait for it.
+    apt_wait=(-o DPkg::Lock::Timeout=120)
+    if ! apt-get "${apt_wait[@]}" update -qq >/dev/null ||
+      ! apt-get "${apt_wait[@]}" install -y -qq --no-install-recommends "${missing[@]}" >/dev/null; then
+      say "apt-get could not install ${missing[*]} (see its message above). If another package manager was"
+      say "still running, wait until it has finished and run this again; or install them yourself:"
+      say "apt-get install -y ${missing[*]}"
+      exit 1
+    fi
   else
     say "missing system packages: ${missing[*]}"
     say "Run: sudo apt-get install -y ${missing[*]}"
@@ -48,10 +55,14 @@ if [ "${#missing[@]}" -gt 0 ]; then
   fi
 fi
 
-# The venv is rebuilt only when the requirements change (a stamp holds their checksum).
-reqs=("$root/requirements.txt" "$root/constraints.txt" "$root/pyproject.toml")
+# The venv is rebuilt only when the requirements change: a stamp per set (--dev or not) holds the
+# checksum of its files. Both stamps stay, so ./test and ./run in turn install nothing; a dev
+# install is a superset and also stamps the plain set.
+base_reqs=("$root/requirements.txt" "$root/constraints.txt" "$root/pyproject.toml")
+reqs=("${base_reqs[@]}")
 [ "$want_dev" = 1 ] && reqs+=("$root/requirements-dev.txt")
-stamp_value="$(cat "${reqs[@]}" | sha256sum | cut -d' ' -f1)"
+checksum() { cat "$@" | sha256sum | cut -d' ' -f1; }
+stamp_value="$(checksum "${reqs[@]}")"
 stamp_file="$venv/.handoff-stamp-$want_dev"
 if [ ! -x "$venv/bin/python" ]; then
   say "creating virtual environment in .venv"
@@ -63,6 +74,8 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   [ "$want_dev" = 1 ] && pip_args+=(-r "$root/requirements-dev.txt")
   "$venv/bin/python" -m pip install "${pip_args[@]}"
   "$venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps -e "$root"
-  rm -f "$venv"/.handoff-stamp-*
   echo "$stamp_value" > "$stamp_file"
+  if [ "$want_dev" = 1 ]; then
+    checksum "${base_reqs[@]}" > "$venv/.handoff-stamp-0"
+  fi
 fi

@@ -44,14 +44,17 @@ def test_as_root_it_installs_the_missing_packages_with_apt(tmp_path):
     log = tmp_path / "apt.log"
     fake_apt = Path(path) / "apt-get"
     # `update` succeeds; `install` fails, so the script must stop right after it.
-    fake_apt.write_text(f'#!/bin/sh\necho "$@" >> {log}\n[ "$1" = update ] || exit 7\n')
+    fake_apt.write_text(f'#!/bin/sh\necho "$@" >> {log}\ncase "$*" in *" update "*) exit 0;; *) exit 7;; esac\n')
     fake_apt.chmod(0o755)
     result = run_setup(tmp_path, path)
     calls = log.read_text().splitlines()
-    assert calls[0] == "update -qq"
-    assert calls[1].startswith("install -y -qq --no-install-recommends") and calls[1].endswith("espeak-ng")
-    assert result.returncode != 0  # the stand-in failed, and the script does not carry on regardless
+    # Both wait for another apt-get's lock instead of failing at once (exit 100).
+    assert calls[0] == "-o DPkg::Lock::Timeout=120 update -qq"
+    assert calls[1].startswith("-o DPkg::Lock::Timeout=120 install -y -qq --no-install-recommends")
+    assert calls[1].endswith("espeak-ng")
+    assert result.returncode == 1  # the stand-in failed, and the script does not carry on regardless
     assert "installing system packages: espeak-ng" in result.stderr
+    assert "If another package manager was" in result.stderr and "apt-get install -y espeak-ng" in result.stderr
 
 
 def test_a_too_old_python_is_named(tmp_path):
@@ -61,3 +64,36 @@ def test_a_too_old_python_is_named(tmp_path):
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HANDOFF_PYTHON": str(fake_python)}
     result = subprocess.run(["bash", str(REPO / "scripts" / "setup.sh")], env=env, capture_output=True, text=True)
     assert result.returncode == 1 and "Python 3.11 or newer; Python 3.9.2 found" in result.stderr
+
+
+def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
+    """A copy of the script and the requirement files, with a .venv whose python only records
+    the pip commands it is given (nothing is installed)."""
+    root = tmp_path / "repo"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
+    for name in ("requirements.txt", "constraints.txt", "pyproject.toml", "requirements-dev.txt"):
+        shutil.copy(REPO / name, root / name)
+    (root / ".venv" / "bin").mkdir(parents=True)
+    calls = tmp_path / "pip.log"
+    python = root / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    python.chmod(0o755)
+    return root, calls
+
+
+def test_test_and_run_in_turn_install_nothing_again(tmp_path):
+    """./test (--dev) then ./run (plain) then ./test ...: one install, not one each time."""
+    root, calls = fake_checkout(tmp_path)
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HANDOFF_PYTHON": sys.executable}
+
+    def setup(*args: str) -> int:
+        subprocess.run(["bash", str(root / "scripts" / "setup.sh"), *args], env=env, check=True, capture_output=True)
+        return len(calls.read_text().splitlines()) if calls.exists() else 0
+
+    assert setup("--dev") == 2  # the requirements, then the project itself
+    assert [setup(), setup("--dev"), setup(), setup("--dev")] == [2, 2, 2, 2]
+    (root / "requirements.txt").write_text((root / "requirements.txt").read_text() + "\n# changed\n")
+    assert setup() == 4  # the requirements changed: installed again ...
+    assert setup() == 4  # ... once
+    assert setup("--dev") == 6
