@@ -5,6 +5,7 @@ the real entry point: `handoff` as a process, or its main() with captured output
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import math
 import os
@@ -14,6 +15,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import AsyncIterator
 
 import pytest
 
@@ -22,7 +24,7 @@ from realtime_sim import SimServer
 from service.history import HistoryEntry, HistoryKind, HistoryStore, Outcome, read_history
 from service.status import process_start, write_status
 from tests.service.test_status import status_tracker
-from tests.support.daemon import daemon_env, handoff_command, running_daemon, spoken_wav
+from tests.support.daemon import Daemon, daemon_env, handoff_command, running_daemon, spoken_wav
 
 WAIT_TASK = '[tasks.wait]\ndescription = "wait a long time"\nargv = ["sleep", "300"]\n'
 
@@ -37,14 +39,22 @@ def handoff(env: dict[str, str], cwd: Path, *args: str, **run: object) -> subpro
 # -- 2: a second daemon on the same state folder ----------------------------------------------------
 
 
-async def test_a_second_daemon_on_the_same_folder_refuses_before_touching_anything(tmp_path: Path, sim: SimServer) -> None:
+@contextlib.asynccontextmanager
+async def daemon_running_a_task(tmp_path: Path, sim: SimServer) -> AsyncIterator[tuple[Daemon, dict[str, str], Path]]:
+    """`handoff run` listening, with one background task (sleep 300) running: the daemon, its
+    environment and its microphone WAV."""
     (tmp_path / "tasks.toml").write_text(WAIT_TASK)
     env = daemon_env(tmp_path, sim.base_url, HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
     wav = spoken_wav(tmp_path / "mic.wav", utterances=0, seconds_after=300)
-    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "a.wav")) as first:
-        await first.wait_line(r"handoff is listening")
+    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "a.wav")) as daemon:
+        await daemon.wait_line(r"handoff is listening")
         started = await asyncio.to_thread(handoff, env, tmp_path, "tasks", "start", "wait")
         assert started.returncode == 0, started.stdout + started.stderr
+        yield daemon, env, wav
+
+
+async def test_a_second_daemon_on_the_same_folder_refuses_before_touching_anything(tmp_path: Path, sim: SimServer) -> None:
+    async with daemon_running_a_task(tmp_path, sim) as (first, env, wav):
         async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "b.wav")) as second:
             assert await second.exited(timeout=60) == 2
         assert second.lines == [
@@ -66,13 +76,7 @@ async def test_a_second_daemon_on_the_same_folder_refuses_before_touching_anythi
 
 
 async def test_sighup_stops_the_daemon_cleanly_like_sigterm(tmp_path: Path, sim: SimServer) -> None:
-    (tmp_path / "tasks.toml").write_text(WAIT_TASK)
-    env = daemon_env(tmp_path, sim.base_url, HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
-    wav = spoken_wav(tmp_path / "mic.wav", utterances=0, seconds_after=300)
-    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "a.wav")) as daemon:
-        await daemon.wait_line(r"handoff is listening")
-        started = await asyncio.to_thread(handoff, env, tmp_path, "tasks", "start", "wait")
-        assert started.returncode == 0, started.stdout + started.stderr
+    async with daemon_running_a_task(tmp_path, sim) as (daemon, env, _):
         daemon.signal(signal.SIGHUP)
         assert await daemon.exited(timeout=30) == 0, daemon.log
     assert "handoff stopped (SIGHUP)" in daemon.log
