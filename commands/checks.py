@@ -74,6 +74,7 @@ def preflight(settings: Settings) -> list[Finding]:
         findings.append(Finding(Severity.ERROR, state))
     findings += _audio_files(settings)
     findings += [Finding(Severity.ERROR, problem) for problem in sound_problems(settings.audio)]
+    findings += _detectors(settings)
     findings += task_findings(settings)
     return findings
 
@@ -114,6 +115,21 @@ def voice_problem(voice: str, named: str) -> str | None:
         return None
     shown = f"{named}={voice}" if named.isupper() else f"{named} {voice}"
     return f"{shown} is not a voice the narrator has; use one of {', '.join(VOICES)}."
+
+
+def _detectors(settings: Settings) -> list[Finding]:
+    """The on-device detectors `run` builds (the wake-word upload filter, the stop phrase), built
+    here too: a phrase the spotter does not know is refused by `check`, not first by `run`."""
+    from commands.assemble import build_stop_detector, upload_filter  # the spotter's model: only when checking
+
+    found = []
+    builders = [upload_filter] + ([build_stop_detector] if settings.stop.enabled else [])
+    for build in builders:
+        try:
+            build(settings)
+        except SettingsError as exc:
+            found.append(Finding(Severity.ERROR, str(exc)))
+    return found
 
 
 def _wake_phrase(settings: Settings) -> list[Finding]:

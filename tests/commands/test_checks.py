@@ -199,6 +199,7 @@ def test_check_accepts_a_wake_phrase_in_another_script(home, capsys, monkeypatch
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("WAKE_PHRASE", "компьютер")
     monkeypatch.setenv("TRANSCRIBE_LANGUAGE", "ru")
+    monkeypatch.setenv("STOP_WHILE_TALKING", "false")  # the on-device stop spotter knows English words only: `run` needs this too
     code, out, _ = handoff(capsys, "check")
     assert code == 0, out
     monkeypatch.setenv("WAKE_PHRASE", "?!")
@@ -272,3 +273,13 @@ def test_a_garbage_line_in_dotenv_is_an_error(home, capsys, monkeypatch) -> None
         "error: line 3 of .env is not a setting; write it as NAME=value, or start it with # to keep it as a comment.",
         "2 error(s), 0 problem(s) to fix.",
     ]
+
+
+def test_check_refuses_a_wake_phrase_the_stop_spotter_does_not_know_as_run_does(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("WAKE_PHRASE", "zorblax")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2
+    assert out.startswith("error: the stop phrase 'zorblax' + ['stop', 'cancel'] has words the on-device spotter does not know")
+    code, _, err = handoff(capsys, "run")
+    assert code == 2 and one_line(err).startswith("handoff: the stop phrase 'zorblax'")
