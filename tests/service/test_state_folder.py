@@ -131,6 +131,31 @@ def test_a_full_disk_while_opening_the_task_list_is_one_sentence(tmp_path: Path)
     ), result.stderr
 
 
+async def test_a_full_disk_mid_run_makes_start_task_say_a_sentence(tmp_path: Path, sim: SimServer) -> None:
+    """The disk fills while the daemon runs (its file size limit lowered from outside, SIGXFSZ
+    ignored from its start): asking for a task gets a sentence, not "OperationalError"."""
+    (tmp_path / "tasks.toml").write_text(WAIT_TASK)
+    env = daemon_env(tmp_path, sim.base_url, HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
+    wav = spoken_wav(tmp_path / "mic.wav", utterances=0, seconds_after=300)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # inherited by the daemon through exec
+    try:
+        daemon_context = running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "a.wav"))
+        async with daemon_context as daemon:
+            await daemon.wait_line(r"handoff is listening")
+            resource.prlimit(daemon.process.pid, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
+            asked = await asyncio.to_thread(handoff, env, tmp_path, "tasks", "start", "wait")
+            assert asked.returncode == 1, asked.stdout + asked.stderr
+            assert asked.stderr.startswith("handoff tasks: handoff could not write its list of background tasks ("), asked.stderr
+            assert asked.stderr.rstrip().endswith("if the disk is full, free some space."), asked.stderr
+            resource.prlimit(daemon.process.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            again = await asyncio.to_thread(handoff, env, tmp_path, "tasks", "start", "wait")
+            assert again.returncode == 0, again.stdout + again.stderr  # room again: it works again
+            daemon.signal(signal.SIGTERM)
+            assert await daemon.exited(timeout=30) == 0, daemon.log
+    finally:
+        signal.signal(signal.SIGXFSZ, previous)
+
+
 # -- 7: a transient full disk and the history ---------------------------------------------------------
 
 
