@@ -7,7 +7,6 @@ import asyncio
 import logging
 import signal
 import sys
-from pathlib import Path
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
 from commands.assemble import assistant
