@@ -24,7 +24,9 @@ from realtime_sim import SimServer
 from service.history import HistoryEntry, HistoryKind, HistoryStore, Outcome, read_history
 from service.status import process_start, write_status
 from tests.service.test_status import status_tracker
+from tests.support.audio_helpers import write_wav
 from tests.support.daemon import Daemon, daemon_env, handoff_command, running_daemon, spoken_wav
+from tests.support.pipeline_harness import UTTERANCE
 
 WAIT_TASK = '[tasks.wait]\ndescription = "wait a long time"\nargv = ["sleep", "300"]\n'
 
@@ -157,6 +159,33 @@ async def test_a_full_disk_mid_run_makes_start_task_say_a_sentence(tmp_path: Pat
 
 
 # -- 7: a transient full disk and the history ---------------------------------------------------------
+
+
+async def test_a_daemons_history_recovers_after_a_transient_full_disk(tmp_path: Path, sim: SimServer) -> None:
+    """The disk is full while the first command is written to the history, then has room again:
+    the second command is kept (the first one's connection, without its table, used to fail
+    every later write with "no such table" until a restart)."""
+    for words in ("first", "second"):
+        sim.script.push_transcript(f"Computer, echo {words}")
+        sim.script.push_tool_call("echo", {"text": words})
+    # Ten seconds between the two: time to give the disk its room back after the first.
+    wav = write_wav(tmp_path / "mic.wav", bytes(24000) + UTTERANCE + bytes(48000 * 10) + UTTERANCE + bytes(48000 * 120))
+    env = daemon_env(tmp_path, sim.base_url)
+    previous = signal.signal(signal.SIGXFSZ, signal.SIG_IGN)  # inherited by the daemon through exec
+    try:
+        async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", "/dev/null") as daemon:
+            await daemon.wait_line(r"handoff is listening")
+            resource.prlimit(daemon.process.pid, resource.RLIMIT_FSIZE, (1, resource.RLIM_INFINITY))
+            await daemon.wait_line(r"could not write to the history")
+            resource.prlimit(daemon.process.pid, resource.RLIMIT_FSIZE, (resource.RLIM_INFINITY, resource.RLIM_INFINITY))
+            await daemon.wait_line(r"narrated: answer", count=2)
+            daemon.signal(signal.SIGTERM)
+            assert await daemon.exited(timeout=30) == 0, daemon.log
+    finally:
+        signal.signal(signal.SIGXFSZ, previous)
+    history = await asyncio.to_thread(handoff, env, tmp_path, "history")
+    assert "asked: echo second" in history.stdout, daemon.log
+    assert "could not write to the history" in daemon.log and daemon.log.count("could not write to the history") == 1
 
 
 def test_history_recovers_after_a_transient_full_disk(tmp_path: Path) -> None:
