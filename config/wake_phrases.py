@@ -25,15 +25,22 @@ class WakeModel:
     # About how long the phrase lasts when said at an ordinary pace: the model reports it at its
     # end, and the upload gate wants where it began.
     spoken_s: float = 0.8
+    # The phrase in words pocketsphinx's dictionary has (the stop phrase "<wake phrase> stop" is
+    # heard by pocketsphinx while the narrator talks): "nabu" and "mycroft" are not in it.
+    dictionary_words: str = ""
+
+    @property
+    def said_as(self) -> str:
+        return self.dictionary_words or self.phrase
 
 
 MODEL_PHRASES: dict[str, WakeModel] = {
     m.phrase: m
     for m in (
         WakeModel("hey jarvis", "hey_jarvis", ("hi jarvis",), 0.8),
-        WakeModel("okay nabu", "okay_nabu", ("ok nabu", "okay navu", "ok navu", "okay naboo", "ok naboo"), 0.8),
+        WakeModel("okay nabu", "okay_nabu", ("ok nabu", "okay navu", "ok navu", "okay naboo", "ok naboo"), 0.8, "okay na boo"),
         WakeModel("alexa", "alexa", ("alexia",), 0.6),
-        WakeModel("hey mycroft", "hey_mycroft", ("hi mycroft",), 0.9),
+        WakeModel("hey mycroft", "hey_mycroft", ("hi mycroft",), 0.9, "hey my croft"),
     )
 }
 DEFAULT_PHRASE = "hey jarvis"  # chosen by measurement: docs/PERFORMANCE.md "Choosing the wake phrase"

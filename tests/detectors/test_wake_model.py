@@ -95,3 +95,15 @@ def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_fi
     assert sent_at, "the command was not sent"
     assert command_starts - 0.6 < sent_at[0] <= command_starts  # its pre-roll went first: "hey" is kept
     assert sent_at[-1] > command_starts + 1.5  # and the command after the phrase
+
+
+@pytest.mark.parametrize("phrase", list(MODEL_PHRASES))
+def test_every_phrase_with_a_model_can_also_stop_the_narrator(phrase):
+    """"<phrase>, stop" is heard by pocketsphinx, whose dictionary lacks "nabu" and "mycroft"."""
+    import dataclasses
+
+    from commands.assemble import build_stop_detector
+    from config.settings import ListenerSettings, Settings
+
+    settings = Settings(listener=dataclasses.replace(ListenerSettings(), wake_phrase=phrase))
+    assert build_stop_detector(settings) is not None
