@@ -52,6 +52,7 @@ class ModelSpotter:
         self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
         self._resample = Resampler(settings.input_rate)
         self._quiet_until = float("-inf")  # the refractory period after the last hit
+        self._last_time = float("-inf")
         self._best: Score | None = None
 
     @property
@@ -67,6 +68,9 @@ class ModelSpotter:
 
     def feed(self, chunk: bytes, end_time: float) -> KeywordHit | None:
         """`end_time`: the clock time (seconds) at the end of `chunk`."""
+        if end_time < self._last_time:  # a new clock (another recording): the old refractory means nothing
+            self._quiet_until = float("-inf")
+        self._last_time = end_time
         hit = None
         for features in self._features.process_streaming(self._resample(chunk)):
             probability = self._model.process_streaming_prob(features)

@@ -107,3 +107,11 @@ def test_every_phrase_with_a_model_can_also_stop_the_narrator(phrase):
 
     settings = Settings(listener=dataclasses.replace(ListenerSettings(), wake_phrase=phrase))
     assert build_stop_detector(settings) is not None
+
+
+def test_a_clock_that_starts_again_starts_without_a_refractory_period(corpus):
+    pcm = said(corpus, "hey jarvis")
+    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, refractory_s=3.0))
+    assert len(hits(spotter, pcm)) == 1
+    spotter.reset()
+    assert len(hits(spotter, pcm, start=0.0)) == 1  # another recording, timed from zero again
