@@ -353,17 +353,7 @@ def standard(corpus: Corpus, small: bool = False) -> tuple[list[Clip], list[Clip
 # ---------------------------------------------------------------------- wake-phrase sets (issue 19)
 
 # Ordinary sentences: what a room says that is not addressed to the assistant.
-ORDINARY = (
-    "so I told him the meeting was moved to thursday afternoon",
-    "we should really repaint the kitchen before the summer",
-    "the kids are at their grandmother's place this weekend",
-    "honestly the film was better than the book for once",
-    "can you believe the price of coffee these days",
-    "they are opening a new bakery down the street",
-    "did you see the game last night",
-    "let's have lunch at noon",
-    "the weather is nice today",
-    "put the kettle on please",
+ORDINARY = BABBLE_LINES + NEAR_MISSES[10:] + (
     "I think the train leaves at half past seven",
     "have you fed the cat yet",
     "my sister is coming over on sunday",
