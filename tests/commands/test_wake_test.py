@@ -82,3 +82,30 @@ def test_the_suggested_cutoff_separates_the_phrases_from_the_rest():
     overlapping = WakeReport(takes + (Take(5, 0.7, False),), cutoff=0.5, model_cutoff=0.97)
     assert overlapping.suggested_cutoff() is None
     assert overlapping.lines("hey jarvis")[-1].startswith("no cutoff catches every phrase with no false wake")
+
+
+def test_live_takes_are_prompted_scored_and_counted(home, corpus, capsys, monkeypatch):
+    """The live path, with an in-memory microphone standing in for the device: the phrase twice,
+    then one sentence that is not it, each in its own 3 s take."""
+    import audio_io
+    from audio_io import PushMicrophone
+
+    def take(text: str, voice: str) -> bytes:
+        said = _silence(0.4) + corpus.speech(text, voice, 165)
+        return said + _silence(3.0 - len(said) / 48000)
+
+    takes = take("hey jarvis", "flite:slt") + take("hey jarvis", "flite:rms") + take("have you fed the cat yet", "flite:slt")
+
+    class Device(PushMicrophone):
+        def __init__(self, device: str | None) -> None:
+            super().__init__(chunk_ms=20, pace=0)
+            self.feed(with_floor(takes, corpus.noise(Noise.FAN, 10.0, seed=5)))
+
+        async def close(self) -> None:
+            pass
+
+    monkeypatch.setattr(audio_io, "PyAudioMicrophone", Device)
+    assert cli.main(["wake-test", "--times", "2", "--others", "1"]) == 0
+    out = capsys.readouterr().out
+    assert '1/3: say "hey jarvis" now' in out and '3/3: say "I think the train leaves at half past seven" now' in out
+    assert "heard 2 of 2 wake phrases" in out and "false wakes: 0 of 1" in out
