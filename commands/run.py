@@ -12,7 +12,7 @@ from pathlib import Path
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
 from commands.assemble import assistant
-from commands.checks import errors_of, preflight
+from commands.checks import errors_of, preflight, wake_is_private, wake_mode_line
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
 from decisions.timeline import Timeline
@@ -109,6 +109,8 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
                 cost_today=lambda: None if coordinator.parts.cost is None else coordinator.parts.cost.summary().today.parts(),
             ))  # fmt: skip
             log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
+            if wake_is_private(settings):  # (the fallback was logged as a warning by the checks)
+                log.info("%s", wake_mode_line(settings))
             code = await coordinator.run()
             runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
             if coordinator.fatal_message:
