@@ -12,9 +12,13 @@ import argparse
 import asyncio
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Callable
 
 from config.settings import SettingsError, UploadMode, load_settings
 from config.wake_phrases import model_for, model_phrases
+
+if TYPE_CHECKING:
+    from detectors.wake_test import Take
 
 OTHER_SENTENCES = (
     "I think the train leaves at half past seven",
@@ -78,7 +82,8 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def _record_takes(device: str | None, phrase: str, times: int, others: int, score) -> list:
+async def _record_takes(device: str | None, phrase: str, times: int, others: int,
+                        score: Callable[[bytes], float]) -> list[Take]:
     """Prompt, record TAKE_S seconds, score; the phrase `times` times, then `others` sentences."""
     from audio_io import PyAudioMicrophone
     from detectors.wake_test import Take

@@ -14,9 +14,13 @@ caught every phrase with no false wake.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from detectors.audio import SAMPLE_WIDTH
 from detectors.vad import SileroVad
+
+if TYPE_CHECKING:
+    from detectors.wake_model import ModelSpotter
 
 RATE = 24000
 CHUNK_BYTES = RATE * SAMPLE_WIDTH // 50  # 20 ms
@@ -59,7 +63,7 @@ def split_utterances(pcm: bytes, vad: SileroVad | None = None) -> list[Utterance
 class Scorer:
     """The model's best probability over one utterance (a `ModelSpotter`, reset before each)."""
 
-    def __init__(self, spotter) -> None:  # detectors.wake_model.ModelSpotter: numpy, loaded by the caller
+    def __init__(self, spotter: ModelSpotter) -> None:  # numpy and TFLite: loaded by the caller
         self.spotter = spotter
 
     def __call__(self, pcm: bytes) -> float:
