@@ -1,4 +1,4 @@
-"""A deterministic speech corpus for the on-device detectors, made with espeak-ng and sox.
+"""A deterministic speech corpus for the on-device detectors, made with espeak-ng, flite, festival and sox.
 
 Every clip is pcm16 mono 24 kHz (what the microphone uplink carries) with labels: addressed or
 not, where the first word starts (the wake-word onset, which the upload must include), the text,
@@ -47,6 +47,49 @@ DEFAULT_CACHE = Path(__file__).resolve().parents[1] / ".cache" / "corpus"
 GENERATOR_VERSION = 1
 
 VOICES = ("en-us", "en-us+f3", "en-us+m3", "en-us+f5", "en")
+
+
+class Family(Enum):
+    """Synthetic voices disagree wildly about what a wake-word model hears (the same model found 2 %
+    on espeak-ng and 71-100 % on flite), so every figure is reported per family."""
+
+    ESPEAK = "espeak-ng"
+    FLITE = "flite"  # Debian package flite
+    FESTIVAL = "festival"  # Debian packages festival festvox-us-slt-hts
+
+
+# A voice is a string: an espeak-ng voice ("en-us+f3"), "flite:<voice>" or "festival:<voice>".
+FAMILY_VOICES: dict[Family, tuple[str, ...]] = {
+    Family.ESPEAK: ("en-us", "en-gb", "en-us+f3", "en-us+m7", "en-us+f5", "en-gb+m3"),
+    Family.FLITE: ("flite:slt", "flite:rms", "flite:awb", "flite:kal16"),
+    Family.FESTIVAL: ("festival:cmu_us_slt_arctic_hts",),
+}
+WAKE_SPEEDS = (130, 150, 170, 200)  # words per minute
+
+
+class Effect(Enum):
+    """What a room and a microphone do to a voice (sox), applied to the voice alone, before noise."""
+
+    NONE = "none"
+    TEMPO = "tempo"  # 8 % faster, pitch kept
+    PITCH = "pitch"  # two semitones lower
+    REVERB = "reverb"  # a small, lively room
+    PHONE = "phone"  # a band-limited microphone: 300-3400 Hz
+
+
+EFFECT_ARGS: dict[Effect, tuple[str, ...]] = {
+    Effect.NONE: (),
+    Effect.TEMPO: ("tempo", "-s", "1.08"),
+    Effect.PITCH: ("pitch", "-200"),
+    Effect.REVERB: ("reverb", "40", "50", "60"),
+    Effect.PHONE: ("sinc", "300-3400"),
+}
+NOISE_FLOOR_RMS = 33  # -60 dBFS: under every "clean" clip, since exact digital silence inflates misses
+
+
+def family_of(voice: str) -> Family:
+    engine = voice.split(":", 1)[0] if ":" in voice else Family.ESPEAK.value
+    return Family.ESPEAK if engine == Family.ESPEAK.value else Family(engine)
 SPEEDS = (135, 160, 185)  # words per minute: slow, espeak's default, brisk
 
 WAKE_VARIANTS = ("computer", "hey computer", "ok computer", "computer,")
@@ -102,6 +145,7 @@ class Clip:
     text: str
     wake_onset_s: float | None  # where the first word starts (addressed clips); the upload must include it
     speech_spans: tuple[tuple[float, float], ...] = field(default=())  # (start, end) seconds of speech
+    voice: str = ""
 
     @property
     def seconds(self) -> float:
@@ -124,6 +168,7 @@ class UtteranceSpec:
     speed: int
     addressed: bool
     pause_s: float = 0.0
+    effect: Effect = Effect.NONE
 
     @property
     def text(self) -> str:
@@ -143,28 +188,42 @@ class Corpus:
 
     # ------------------------------------------------------------------ building blocks
 
-    def speech(self, text: str, voice: str, speed: int) -> bytes:
-        """espeak-ng's reading of `text`, trimmed of leading and trailing silence, pcm16 24 kHz."""
-        key = _key("speech", text, voice, speed)
+    def speech(self, text: str, voice: str, speed: int, effect: Effect = Effect.NONE) -> bytes:
+        """A reading of `text` by `voice` (espeak-ng, "flite:<voice>" or "festival:<voice>") at
+        about `speed` words per minute through `effect`, trimmed of leading and trailing silence,
+        pcm16 24 kHz."""
+        key = _key("speech", text, voice, speed) if effect is Effect.NONE else _key("speech", text, voice, speed, effect.value)
         path = self.cache_dir / f"speech-{key}.wav"
         if not path.exists():
-            self._make_speech(text, voice, speed, path)
+            self._make_speech(text, voice, speed, effect, path)
         return _trim(_read_wav(path))
 
-    def _make_speech(self, text: str, voice: str, speed: int, path: Path) -> None:
+    def _make_speech(self, text: str, voice: str, speed: int, effect: Effect, path: Path) -> None:
+        family = family_of(voice)
         with tempfile.TemporaryDirectory(dir=self.cache_dir) as tmp:
             # espeak-ng wants a runtime dir; a private one keeps it from creating one under /tmp.
             env = {**os.environ, "XDG_RUNTIME_DIR": tmp}
             raw = Path(tmp) / "raw.wav"
             out = Path(tmp) / "out.wav"
-            subprocess.run(
-                ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(raw), text],
-                check=True, env=env, capture_output=True, timeout=60,
-            )
+            tempo: tuple[str, ...] = ()
+            if family is Family.ESPEAK:
+                command = ["espeak-ng", "-v", voice, "-s", str(speed), "-w", str(raw), text]
+            else:
+                # flite and festival speak at about 165 words a minute; sox's tempo sets the pace.
+                name = voice.split(":", 1)[1]
+                if family is Family.FLITE:
+                    command = ["flite", "-voice", name, "-t", text, "-o", str(raw)]
+                else:
+                    (Path(tmp) / "text.txt").write_text(text + "\n")
+                    command = ["text2wave", "-eval", f"(voice_{name})", str(Path(tmp) / "text.txt"), "-o", str(raw)]
+                if speed != 165:
+                    tempo = ("tempo", "-s", f"{speed / 165:.3f}")
+            _need(command[0])
+            subprocess.run(command, check=True, env=env, capture_output=True, timeout=60)
             # -R: repeatable output; -t wavpcm: a plain header Python's wave module reads.
             subprocess.run(
                 ["sox", "-R", str(raw), "-r", str(RATE), "-c", "1", "-b", "16", "-e", "signed-integer",
-                 "-t", "wavpcm", str(out)],
+                 "-t", "wavpcm", str(out), *tempo, *EFFECT_ARGS[effect]],
                 check=True, env=env, capture_output=True, timeout=60,
             )
             os.replace(out, path)
@@ -212,7 +271,7 @@ class Corpus:
             mixed = audioop.add(mixed, audioop.mul(stream, WIDTH, 0.35), WIDTH)
         return mixed
 
-    def _many_speech(self, specs: list[tuple[str, str, int]]) -> list[bytes]:
+    def _many_speech(self, specs: list[tuple]) -> list[bytes]:
         with ThreadPoolExecutor(max_workers=self._workers) as pool:
             return list(pool.map(lambda s: self.speech(*s), specs))
 
@@ -220,7 +279,7 @@ class Corpus:
 
     def utterance(self, spec: UtteranceSpec, lead_s: float = 0.5, tail_s: float = 0.8) -> Clip:
         """One utterance between silences, labelled."""
-        parts = self._many_speech([(p, spec.voice, spec.speed) for p in spec.parts])
+        parts = self._many_speech([(p, spec.voice, spec.speed, spec.effect) for p in spec.parts])
         return self._assemble(spec, parts, lead_s, tail_s)
 
     def _assemble(self, spec: UtteranceSpec, parts: list[bytes], lead_s: float, tail_s: float) -> Clip:
@@ -233,17 +292,19 @@ class Corpus:
             spans.extend((start + a, start + b) for a, b in _speech_spans(part))
             pcm += part
         pcm += _silence(tail_s)
-        name = f"{'addr' if spec.addressed else 'not'}-{_key(spec.text, spec.voice, spec.speed, spec.pause_s)}"
+        made_by = (spec.text, spec.voice, spec.speed, spec.pause_s) + ((spec.effect.value,) if spec.effect is not Effect.NONE else ())
+        name = f"{'addr' if spec.addressed else 'not'}-{_key(*made_by)}"
         return Clip(
             name=name, pcm=pcm, addressed=spec.addressed, text=spec.text,
             wake_onset_s=spans[0][0] if spec.addressed and spans else None, speech_spans=tuple(spans),
+            voice=spec.voice,
         )
 
     def clips(self, specs: list[UtteranceSpec]) -> list[Clip]:
         """Many utterances, their speech generated in parallel (espeak-ng and sox are subprocesses)."""
-        unique = sorted({(p, s.voice, s.speed) for s in specs for p in s.parts})
+        unique = sorted({(p, s.voice, s.speed, s.effect) for s in specs for p in s.parts}, key=repr)
         made = dict(zip(unique, self._many_speech(unique)))
-        return [self._assemble(s, [made[(p, s.voice, s.speed)] for p in s.parts], 0.5, 0.8) for s in specs]
+        return [self._assemble(s, [made[(p, s.voice, s.speed, s.effect)] for p in s.parts], 0.5, 0.8) for s in specs]
 
 
 # ---------------------------------------------------------------------- the standard sets
@@ -289,6 +350,112 @@ def standard(corpus: Corpus, small: bool = False) -> tuple[list[Clip], list[Clip
     return clips[: len(addressed)], clips[len(addressed) :]
 
 
+# ---------------------------------------------------------------------- wake-phrase sets (issue 19)
+
+# Ordinary sentences: what a room says that is not addressed to the assistant.
+ORDINARY = BABBLE_LINES + NEAR_MISSES[10:] + (
+    "I think the train leaves at half past seven",
+    "have you fed the cat yet",
+    "my sister is coming over on sunday",
+    "we are out of milk again",
+    "turn left at the next traffic light",
+    "the report is due at the end of the week",
+    "I can't find my keys anywhere",
+    "that restaurant was far too expensive",
+    "she said she would call back later",
+    "the garden needs watering tonight",
+)
+# Sound-alikes for each candidate phrase: what its model must not take for it.
+NEAR_MISS_LINES: dict[str, tuple[str, ...]] = {
+    "hey jarvis": ("hey chavez", "hey service", "hey marvin", "a jar of peas", "hey travis", "hey jarvie",
+                   "they carved us", "hey harvest", "jarvis was late", "hey jasmine"),
+    "okay nabu": ("okay, nah boo", "okay, nabob", "okay now", "oh kay, no boo", "okay, bamboo",
+                  "ok, maybe", "okay, nah, you", "okay, kanga", "a canoe", "okay, taboo"),
+    "alexa": ("alexander", "a lexus", "alexis", "electra", "elect a", "a legs up",
+              "alex said", "lexicon", "unless a", "a left hand"),
+    "hey mycroft": ("hey microsoft", "my craft", "hey my crop", "hey minecraft", "hey, my aircraft",
+                    "mike roft", "hey micro", "hey my cough", "my croft", "hey might", ),
+}
+WAKE_COMMANDS = (
+    "what time is it",
+    "set a timer for ten minutes",
+    "read me the first file",
+    "ask the brain why the sky is blue",
+    "list the files",
+    "what is the weather like",
+    "tell me a joke",
+)
+
+
+def _family_voice(i: int) -> str:
+    """The i-th voice, families taking turns so each gets a third of any set."""
+    families = list(FAMILY_VOICES)
+    voices = FAMILY_VOICES[families[i % len(families)]]
+    return voices[(i // len(families)) % len(voices)]
+
+
+def wake_specs(phrase: str, count: int = 100) -> list[UtteranceSpec]:
+    """`count` addressed utterances for `phrase`: the phrase then a command, or (every third) the
+    phrase, a pause, the command; voices of every family in turn, speeds 130-200, sox effects."""
+    effects = list(Effect)
+    specs = []
+    for i in range(count):
+        voice, speed = _family_voice(i), WAKE_SPEEDS[(i // 3) % len(WAKE_SPEEDS)]
+        effect = effects[(i // 2) % len(effects)]
+        command = WAKE_COMMANDS[i % len(WAKE_COMMANDS)]
+        if i % 3 == 2:
+            specs.append(UtteranceSpec((phrase, command), voice, speed, True, pause_s=0.8 + 0.1 * (i % 4), effect=effect))
+        else:
+            specs.append(UtteranceSpec((f"{phrase}, {command}",), voice, speed, True, effect=effect))
+    return specs
+
+
+def ordinary_specs(count: int = 100) -> list[UtteranceSpec]:
+    effects = list(Effect)
+    return [UtteranceSpec((ORDINARY[i % len(ORDINARY)],), _family_voice(i + 1), WAKE_SPEEDS[i % len(WAKE_SPEEDS)], False,
+                          effect=effects[(i // 3) % len(effects)])
+            for i in range(count)]
+
+
+def near_miss_specs(phrase: str, count: int = 100) -> list[UtteranceSpec]:
+    lines, effects = NEAR_MISS_LINES[phrase], list(Effect)
+    return [UtteranceSpec((lines[i % len(lines)],), _family_voice(i), WAKE_SPEEDS[(i // 3) % len(WAKE_SPEEDS)], False,
+                          effect=effects[(i // 2) % len(effects)])
+            for i in range(count)]
+
+
+def with_floor(pcm: bytes, noise: bytes) -> bytes:
+    """`pcm` over a -60 dBFS floor of `noise` (looped): a real microphone is never digitally silent."""
+    return audioop.add(pcm, scale_to_rms(_fit(noise, len(pcm)), NOISE_FLOOR_RMS), WIDTH)
+
+
+def babble_stream(corpus: Corpus, seconds: float, chunk_s: float = 1.0, seed: int = 0):
+    """`seconds` of a room with talk in it, made as it is read (an hour is never held in memory):
+    alternately a few minutes of "TV" (one voice after another, no pauses, through the sox effects)
+    and of babble (four of the ordinary sentences at once, each voice its own stream). Yields pcm16
+    24 kHz pieces of `chunk_s`. No wake phrase is in it."""
+    rng = random.Random(seed)
+    texts = [(t, _family_voice(i), WAKE_SPEEDS[i % len(WAKE_SPEEDS)], list(Effect)[i % len(Effect)])
+             for i, t in enumerate(ORDINARY * 3)]
+    lines = corpus._many_speech(texts)
+    piece = int(chunk_s * RATE) * WIDTH
+    total = int(seconds * RATE) * WIDTH
+    streams = [bytearray() for _ in range(4)]
+    made = 0
+    while made < total:
+        tv = (made // (int(180 * RATE) * WIDTH)) % 2 == 0  # three minutes each
+        voices = 1 if tv else 4
+        for stream in streams[:voices]:
+            while len(stream) < piece:
+                stream += lines[rng.randrange(len(lines))] + _silence(rng.uniform(0.05, 0.25 if tv else 0.6))
+        out = bytes(piece)
+        for stream in streams[:voices]:
+            out = audioop.add(out, audioop.mul(bytes(stream[:piece]), WIDTH, 1.0 if tv else 0.5), WIDTH)
+            del stream[:piece]
+        made += piece
+        yield out
+
+
 # ---------------------------------------------------------------------- mixing
 
 
@@ -319,6 +486,12 @@ def _fit(noise: bytes, length: int) -> bytes:
     if len(noise) >= length:
         return noise[:length]
     return (noise * (length // max(1, len(noise)) + 1))[:length]
+
+
+def _need(tool: str) -> None:
+    if shutil.which(tool) is None:
+        package = {"text2wave": "festival festvox-us-slt-hts"}.get(tool, tool)
+        raise RuntimeError(f"{tool} is missing: apt-get install -y {package} (scripts/setup.sh --dev does)")
 
 
 def _silence(seconds: float) -> bytes:

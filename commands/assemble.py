@@ -11,6 +11,7 @@ from typing import AsyncIterator, Callable
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
 from config.settings import Settings, SettingsError
+from config.wake_phrases import model_for
 from decisions.cost import CostMeter, RealtimeRole
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
@@ -94,8 +95,10 @@ async def assistant(
 def build_stop_detector(settings: Settings) -> StopPhraseDetector:
     """"<wake phrase> <stop word>" while the narrator talks (pocketsphinx, on the machine)."""
     listener = settings.listener
+    model = model_for(listener.wake_phrase)
+    phrase = model.said_as if model is not None else listener.wake_phrase  # in words pocketsphinx knows
     try:
-        return StopPhraseDetector(StopPhraseSettings(wake_phrase=listener.wake_phrase, stop_words=listener.stop_words))
+        return StopPhraseDetector(StopPhraseSettings(wake_phrase=phrase, stop_words=listener.stop_words))
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; choose STOP_WORDS (and a WAKE_PHRASE) the on-device spotter knows, or set STOP_WHILE_TALKING=false."

@@ -28,7 +28,8 @@ from openai.types.realtime.realtime_session_create_request import RealtimeSessio
 from openai.types.shared.responses_model import ResponsesModel
 
 from commands.options import add_run_arguments, settings_from_args
-from config.settings import Settings, SettingsError, require_api_key
+from config.settings import Settings, SettingsError, UploadMode, default_upload_mode, require_api_key
+from config.wake_phrases import model_for, model_phrases
 from decisions.words import words
 from speech.sounds import sound_problems
 from tasks import TaskConfigError, load_task_config
@@ -138,7 +139,8 @@ def _wake_phrase(settings: Settings) -> list[Finding]:
     if not phrase_words:
         return [Finding(Severity.ERROR, f"WAKE_PHRASE={listener.wake_phrase} has no letters or digits; "
                                         "set a word to address the assistant by, like computer.")]  # fmt: skip
-    found = [
+    found = [Finding(Severity.WARNING, wake_mode_line(settings))] if not wake_is_private(settings) else []
+    found += [
         Finding(Severity.WARNING, f"WAKE_ALIASES has {alias!r}, which has no letters or digits; it is ignored.")
         for alias in listener.wake_aliases
         if not words(alias)
@@ -149,6 +151,32 @@ def _wake_phrase(settings: Settings) -> list[Finding]:
                                                "TRANSCRIBE_LANGUAGE=en; set it to the language you speak (ru, ja, ...) "
                                                "or leave it empty, or the transcriber may never write the phrase."))  # fmt: skip
     return found
+
+
+def wake_is_private(settings: Settings) -> bool:
+    """Nothing of the room leaves the machine before a shipped model hears the wake phrase."""
+    return settings.upload.mode is UploadMode.ON_DEVICE_WAKE and model_for(settings.listener.wake_phrase) is not None
+
+
+def wake_mode_line(settings: Settings) -> str:
+    """Which upload mode the wake phrase gets, and why, in one sentence (`handoff check` prints it)."""
+    phrase, mode = settings.listener.wake_phrase, settings.upload.mode
+    model = model_for(phrase)
+    chosen = "" if mode is default_upload_mode(phrase) else f"HANDOFF_UPLOAD_MODE={mode.value} is set: "
+    if mode is UploadMode.ON_DEVICE_WAKE and model is not None:
+        cutoff = settings.upload.wake_cutoff
+        return (f"wake phrase \"{phrase}\": {chosen}heard on this machine by its shipped model (pymicro-wakeword, "
+                f"cutoff {'the model' + chr(39) + 's own' if cutoff is None else cutoff}); nothing said in the room is uploaded "
+                "until it is heard (upload mode wake_word, the private one).")
+    if mode is UploadMode.ON_DEVICE_WAKE:
+        return (f"wake phrase \"{phrase}\": {chosen}spotted on this machine by pocketsphinx, which also wakes on "
+                f"sound-alikes (\"commuter\" for \"computer\") and then uploads them; the phrases with a shipped model "
+                f"({model_phrases()}) are heard far more reliably.")
+    sends = ("everything the microphone hears is uploaded" if mode is UploadMode.CONTINUOUS
+             else "every sentence said in the room is uploaded and transcribed, and the transcript decides")
+    why = (f"{chosen}{sends}" if chosen else
+           f"it has no on-device model, so {sends} (upload mode speech_only, the less private one)")
+    return f"wake phrase \"{phrase}\": {why}; set WAKE_PHRASE to one of {model_phrases()} to keep the room on this machine."
 
 
 # -- files ----------------------------------------------------------------------------------------
@@ -287,11 +315,14 @@ def print_errors(errors: list[Finding]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings, findings = validate(args)
-    for finding in findings:
+    severities = list(Severity)  # what stops it first, then what breaks a part, then the rest
+    for finding in sorted(findings, key=lambda f: severities.index(f.severity)):
         print(finding.line())
     if settings is None or any(f.severity in (Severity.ERROR, Severity.PROBLEM) for f in findings):
         print(count_line(findings))
         return EXIT_PROBLEMS
+    if wake_is_private(settings):  # (the less private fallback is a warning above)
+        print(wake_mode_line(settings))
     templates = len(load_task_config(settings.tasks_config).templates)
     print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir} and "
           f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}.")  # fmt: skip

@@ -1,8 +1,11 @@
 """`handoff demo`: the whole assistant, offline, against the built-in simulator.
 
-Scripted utterances (espeak-ng speech when installed) go into an in-memory microphone, chatter
-not addressed to the assistant included; the simulator "hears" them through its VAD and takes
-their words from its transcript queue. Everything the narrator says goes to a WAV file, and a
+Scripted utterances go into an in-memory microphone, chatter not addressed to the assistant
+included. What is said to it starts with the default wake phrase in flite's voice, which the
+shipped wake-word model really hears on this machine (upload mode wake_word: the chatter, in
+espeak-ng's voices, never leaves it); without flite the demo says so and runs in speech_only mode,
+where the chatter is uploaded and the transcript gate ignores it. The simulator "hears" what is
+sent through its VAD and takes its words from its transcript queue. Everything the narrator says goes to a WAV file, and a
 readable timeline tells the story.
 """
 
@@ -22,11 +25,13 @@ from commands.assemble import assistant
 from commands.checks import output_file_problem
 from concurrency.changes import wait_for
 from decisions.timeline import Timeline, TimelineEntry
-from speech.local_voice import synthesize
+from speech.local_voice import flite_available, flite_speech, synthesize
 from config.logging_setup import configure_logging
+from config.wake_phrases import DEFAULT_PHRASE
 from realtime_sim import SimServer
 from config.settings import (
     BrainSettings, ConversationSettings, ListenerSettings, LogLevel, NarratorSettings, RealtimeSettings, Settings,
+    UploadMode, UploadSettings,
 )
 
 log = logging.getLogger("handoff.demo")
@@ -48,19 +53,19 @@ FOLLOW_UP_S = 3.0  # the demo's follow-up window (6 s by default), so its pauses
 
 DEMO_SCRIPT = (
     Utterance("I think we should paint the kitchen blue.", "ignored", "en-us+f3"),
-    Utterance("Computer, what time is it?", "answer"),
+    Utterance("Hey Jarvis, what time is it?", "answer"),
     Utterance("Did you feed the cat this morning?", "ignored", "en-us+m3", pause_s=FOLLOW_UP_S + 0.5),
-    Utterance("Computer.", "wake"),
+    Utterance("Hey Jarvis.", "wake"),
     Utterance("List the files.", "answer"),
-    Utterance("Now read the first two lines of notes.txt", "answer"),  # a follow-up: no wake phrase
-    Utterance("Computer, ask the brain why the sky is blue.", "answer"),
-    Utterance("Computer, start the backup task.", "answer"),
+    Utterance("Hey Jarvis, now read the first two lines of notes.txt", "answer"),
+    Utterance("Hey Jarvis, ask the brain why the sky is blue.", "answer"),
+    Utterance("Hey Jarvis, start the backup task.", "answer"),
     Utterance("I wonder what's for dinner.", "ignored", "en-us+f5", pause_s=FOLLOW_UP_S + 0.5),
     Utterance("", "notice", notices=1),  # nothing said: wait for the backup to announce itself
-    Utterance("Computer, list my tasks.", "answer"),
-    Utterance("Computer, set a timer for two seconds.", "answer"),
+    Utterance("Hey Jarvis, list my tasks.", "answer"),
+    Utterance("Hey Jarvis, set a timer for two seconds.", "answer"),
     Utterance("", "notice", notices=2),  # "Your two-second timer is done."
-    Utterance("Computer, echo the demo is complete.", "answer"),
+    Utterance("Hey Jarvis, echo the demo is complete.", "answer"),
 )
 
 # A background task for the demo: archives the demo workspace, slowly enough to be "background".
@@ -95,10 +100,19 @@ def demo_workspace(root: Path) -> Path:
     return root
 
 
-async def speech_for(utterance: Utterance) -> bytes:
-    # espeak-ng speech, or without it a synthetic voice that still drives the simulator's VAD;
-    # then silence, so the VAD hears the utterance end.
-    return await synthesize(utterance.text, voice=utterance.voice) + bytes(BYTES_PER_SECOND * 700 // 1000)
+def addressed(utterance: Utterance) -> bool:
+    return utterance.expect in ("wake", "answer")
+
+
+async def speech_for(utterance: Utterance, wake_model: bool) -> bytes:
+    # What is said to the assistant: flite (the wake model hears it). Chatter: espeak-ng speech, or
+    # without it a synthetic voice that still drives the simulator's VAD. Then silence, so the VAD
+    # hears the utterance end.
+    if wake_model and addressed(utterance):
+        said = await flite_speech(utterance.text)
+    else:
+        said = await synthesize(utterance.text, voice=utterance.voice)
+    return said + bytes(BYTES_PER_SECOND * 700 // 1000)
 
 
 async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry) -> int:
@@ -109,11 +123,16 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         demo_workspace(workspace.resolve())
         tasks_config = tmp_path / "tasks.toml"
         tasks_config.write_text(DEMO_TASKS)
+        wake_model = flite_available()
+        if not wake_model:
+            print("flite is not installed (apt-get install flite; ./run installs it), so the demo's voice cannot wake "
+                  "the on-device model: running in speech_only mode, where every sentence is uploaded.\n")
         sim = SimServer()
         base_url = await sim.start()
         settings = Settings(
             realtime=RealtimeSettings(api_key="sk-offline-demo", base_url=base_url),
-            listener=ListenerSettings(),
+            listener=ListenerSettings(wake_phrase=DEFAULT_PHRASE),
+            upload=UploadSettings(mode=UploadMode.ON_DEVICE_WAKE if wake_model else UploadMode.SPEECH_ONLY),
             narrator=NarratorSettings(),
             conversation=ConversationSettings(follow_up_s=FOLLOW_UP_S),
             brain=BrainSettings(timeout_s=5.0, retry_budget_s=10.0),
@@ -132,7 +151,7 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
                     running = tg.create_task(coordinator.run())
                     await wait_for(timeline, lambda t: t.count("listening") >= 1, timeout=30)
                     for utterance in DEMO_SCRIPT:
-                        await say(utterance, sim, microphone, timeline)
+                        await say(utterance, sim, microphone, timeline, wake_model)
                     running.cancel()
         finally:
             await sim.stop()
@@ -141,14 +160,23 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
     return 0
 
 
-async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, timeline: Timeline) -> None:
+async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, timeline: Timeline,
+              wake_model: bool) -> None:
     """Speak one utterance into the microphone and wait until the assistant has dealt with it."""
     if utterance.pause_s:
         await asyncio.sleep(utterance.pause_s)  # a person pausing: the demo's script, not a wait for state
     before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening", "notice")}
+    if wake_model and utterance.text and not addressed(utterance):
+        # Overheard: the wake model hears no wake phrase, so nothing of it leaves the machine (the
+        # simulator never hears it, and no transcript is queued for it).
+        microphone.feed(await speech_for(utterance, wake_model))
+        await microphone.emitted()
+        print(f"{'':7}  {'overheard':<11} {len(utterance.text.split())} words said in the room: not uploaded, "
+              "no wake phrase was heard on this machine", flush=True)
+        return
     if utterance.text:
         sim.script.push_transcript(utterance.text)
-        microphone.feed(await speech_for(utterance))
+        microphone.feed(await speech_for(utterance, wake_model))
 
     def handled(t: Timeline) -> bool:
         if utterance.expect == "notice":  # it may already have come, during an earlier pause

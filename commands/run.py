@@ -10,7 +10,7 @@ import sys
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
 from commands.assemble import assistant
-from commands.checks import Finding, errors_of, print_errors, validate
+from commands.checks import Finding, errors_of, print_errors, validate, wake_is_private, wake_mode_line
 from config.logging_setup import configure_logging, redact
 from commands.options import add_run_arguments, settings_from_args
 from config.settings import Settings, SettingsError
@@ -69,6 +69,8 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
                 cost_today=lambda: None if coordinator.parts.cost is None else coordinator.parts.cost.summary().today.parts(),
             ))  # fmt: skip
             log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
+            if wake_is_private(settings):  # (the fallback was logged as a warning by the checks)
+                log.info("%s", wake_mode_line(settings))
             code = await coordinator.run()
             runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
             if coordinator.fatal_message:

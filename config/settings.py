@@ -18,6 +18,8 @@ from urllib.parse import urlsplit
 from dotenv import dotenv_values
 from dotenv.parser import parse_stream
 
+from config.wake_phrases import DEFAULT_PHRASE, model_for
+
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
 
@@ -31,7 +33,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "NOISE_REDUCTION": "far_field",
     "READER_VOICE": "marin",
     "BRAIN_MODEL": "gpt-5.2",
-    "WAKE_PHRASE": "computer",
+    "WAKE_PHRASE": DEFAULT_PHRASE,  # a phrase with a shipped model (config/wake_phrases.py) is heard on the machine
     "WAKE_ALIASES": "",
     "STOP_WORDS": "",  # "" = ListenerSettings' default (stop, cancel)
     "WORKSPACE_ROOT": "",
@@ -46,7 +48,9 @@ ENV_DEFAULTS: dict[str, str] = {
     "WAKE_SOUND_WAV": "",
     "WORKING_SOUND_WAV": "",
     "DONE_SOUND_WAV": "",
-    "HANDOFF_UPLOAD_MODE": "",  # "" = the defaults of UploadSettings
+    "HANDOFF_UPLOAD_MODE": "",  # "" = wake_word when WAKE_PHRASE has a model, else speech_only
+    "WAKE_CUTOFF": "",  # "" = the model's own; lower hears more (and wakes more falsely): `handoff wake-test`
+    "WAKE_REFRACTORY_S": "",  # "" = UploadSettings' default
     "HANDOFF_PREROLL_MS": "",
     "HANDOFF_HANGOVER_MS": "",
     "DAILY_BUDGET_USD": "",  # "" = no budget
@@ -120,6 +124,8 @@ class UploadSettings:
     mode: UploadMode = UploadMode.SPEECH_ONLY
     preroll_ms: int = 500  # sent from before the detected onset, so the wake word's first syllable is kept
     hangover_ms: int = 1000  # silence still sent after speech: longer than the server VAD's, so it ends the turn
+    wake_cutoff: float | None = None  # the wake model's probability cutoff (None: the model's own)
+    wake_refractory_s: float = 3.0  # after a wake, the model does not wake it again for this long
 
 
 @dataclass(frozen=True)
@@ -327,7 +333,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         or ListenerSettings.stop_words
     wake_phrase = values.get("WAKE_PHRASE", "").strip()
     if not wake_phrase:
-        problems.append(f"WAKE_PHRASE is empty; {where} (default: computer).")
+        problems.append(f"WAKE_PHRASE is empty; {where} (default: {DEFAULT_PHRASE}).")
     tasks_config = values.get("HANDOFF_TASKS_CONFIG") or ""
     noise_reduction = _choice(values, "NOISE_REDUCTION", NoiseReduction, str.lower, problems)
     log_level = _choice(values, "LOG_LEVEL", LogLevel, str.upper, problems, flag="--log-level")
@@ -347,7 +353,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     stop = _stop_settings(values, problems)
     # Each of these raises on its first problem: collected, so every problem is said at once.
     warm_max_age_s = _collected(problems, _positive_seconds, values, "NARRATOR_WARM_MAX_AGE_S")
-    upload = _collected(problems, _upload_settings, values, ListenerSettings().vad_silence_ms)
+    upload = _collected(problems, _upload_settings, values, ListenerSettings().vad_silence_ms, wake_phrase)
     follow_up = _collected(problems, _seconds, values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
     cost = _collected(problems, _cost_settings, values)
     volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
@@ -419,8 +425,14 @@ def dotenv_problems(path: Path | None) -> list[str]:
     ]
 
 
-def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> UploadSettings:
-    mode_value = (values.get("HANDOFF_UPLOAD_MODE") or UploadMode.SPEECH_ONLY.value).strip().lower()
+def default_upload_mode(wake_phrase: str) -> UploadMode:
+    """Private by default: a phrase with a shipped model is heard on the machine and nothing goes
+    up before it; any other phrase needs the room's speech transcribed to be found."""
+    return UploadMode.ON_DEVICE_WAKE if model_for(wake_phrase) is not None else UploadMode.SPEECH_ONLY
+
+
+def _upload_settings(values: Mapping[str, str], server_silence_ms: int, wake_phrase: str) -> UploadSettings:
+    mode_value = (values.get("HANDOFF_UPLOAD_MODE") or default_upload_mode(wake_phrase).value).strip().lower()
     try:
         mode = UploadMode(mode_value)
     except ValueError:
@@ -435,7 +447,20 @@ def _upload_settings(values: Mapping[str, str], server_silence_ms: int) -> Uploa
             f"HANDOFF_HANGOVER_MS={hangover} must be longer than the server's {server_silence_ms} ms of silence "
             "that ends a turn, or a command is never ended (or is cut at a pause); use 1000."
         )
-    return UploadSettings(mode, preroll, hangover)
+    cutoff_raw = values.get("WAKE_CUTOFF", "").strip()
+    cutoff = None
+    if cutoff_raw:
+        try:
+            cutoff = float(cutoff_raw)
+        except ValueError:
+            cutoff = -1.0
+        if not 0 < cutoff < 1:
+            raise SettingsError(f"WAKE_CUTOFF={cutoff_raw} is not a number between 0 and 1; leave it empty for the "
+                                "model's own, or run `handoff wake-test` to find yours.")
+    refractory = _seconds(values, "WAKE_REFRACTORY_S", UploadSettings.wake_refractory_s)
+    if not 0 <= refractory <= 10:
+        raise SettingsError(f"WAKE_REFRACTORY_S={refractory:g} is not from 0 to 10 seconds; 2 to 5 is usual (default 3).")
+    return UploadSettings(mode, preroll, hangover, cutoff, refractory)
 
 
 def _stop_settings(values: Mapping[str, str], problems: list[str]) -> StopSettings:

@@ -206,8 +206,14 @@ class UploadGate:
             self._window_until = self._woke_at = None
 
     def reset(self) -> None:
-        """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous)."""
+        """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous).
+        A command window the wake phrase alone opened stays open until it lapses: the wake chime
+        mutes the microphone, and the command comes after it ("hey jarvis" ... chime ... "what time is it")."""
+        window = self._window_until if self._awaiting_command() else None
+        woke_at = self._woke_at
         self._start_quiet()
+        if window is not None:
+            self.state, self._window_until, self._woke_at = GateState.WINDOW, window, woke_at
 
     # ------------------------------------------------------------------ internals
 
@@ -216,6 +222,12 @@ class UploadGate:
         if target is None:
             raise IllegalTransition(f"{self.settings.mode.name}: {event.name} in state {self.state.name}")
         self.state = target
+
+    def _awaiting_command(self) -> bool:
+        """Woken by the phrase alone and no command sent yet."""
+        return (self.settings.mode is UploadMode.ON_DEVICE_WAKE and self._window_until is not None
+                and self._woke_at is not None and self._speech_since_wake < self.settings.command_min_s
+                and self.state in (GateState.SENDING, GateState.WINDOW))
 
     def _command_sent(self) -> bool:
         return (

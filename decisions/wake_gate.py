@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from config.wake_phrases import model_for
 from decisions.words import word_spans
 from decisions.words import words as _words
 
@@ -39,7 +40,10 @@ class WakeGate:
     """Classifies transcripts. `now` is passed in (monotonic seconds), so tests control time."""
 
     def __init__(self, phrase: str, aliases: tuple[str, ...] = (), window_s: float = 8.0) -> None:
-        self._phrases = [p for p in (_words(phrase), *(_words(a) for a in aliases)) if p]
+        model = model_for(phrase)
+        # A phrase with a model: also the ways transcribers write it ("OK Nabu" for "okay nabu").
+        spellings = (model.phrase, *model.transcriptions) if model is not None else ()
+        self._phrases = [p for p in (_words(phrase), *(_words(a) for a in (*aliases, *spellings))) if p]
         if not self._phrases:
             raise ValueError(f"the wake phrase {phrase!r} has no letters or digits")
         self._window_s = window_s

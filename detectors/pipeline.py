@@ -1,6 +1,6 @@
 """The detector path for one microphone stream: VAD on every chunk, the keyword spotter on speech only.
 
-    detectors = MicDetectors(SileroVad(), KeywordSpotter())      # spotter None unless ON_DEVICE_WAKE
+    detectors = MicDetectors(SileroVad(), spotter)    # build_wake_spotter(...); None unless ON_DEVICE_WAKE
     verdict = detectors.feed(chunk, now)                          # now: clock time at the chunk's end
     for piece in gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit): send(piece)
 
@@ -14,10 +14,21 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from typing import Protocol
+
 from config.settings import UploadMode, UploadSettings
+from config.wake_phrases import model_for
 from decisions.upload_gate import KeywordHit, UploadGate, UploadGateSettings
-from detectors.keyword import KeywordSpotter, KeywordSpotterSettings
 from detectors.vad import SileroVad
+
+
+class WakeSpotter(Protocol):
+    """`detectors.wake_model.ModelSpotter` (a shipped model) or `detectors.keyword.KeywordSpotter`
+    (pocketsphinx, any dictionary phrase): pcm16 24 kHz chunks with the clock time at each end."""
+
+    def feed(self, chunk: bytes, end_time: float) -> KeywordHit | None: ...
+
+    def reset(self) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -29,7 +40,7 @@ class Verdict:
 
 class MicDetectors:
     def __init__(
-        self, vad: SileroVad, spotter: KeywordSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 0.6
+        self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 0.6
     ) -> None:
         self.vad = vad
         self.spotter = spotter
@@ -127,7 +138,18 @@ def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: floa
     ))
     if upload.mode is UploadMode.CONTINUOUS:
         return UploadFilter(gate, None, bytes_per_second)
-    spotter = None
-    if upload.mode is UploadMode.ON_DEVICE_WAKE:
-        spotter = KeywordSpotter(KeywordSpotterSettings(phrase=wake_phrase))
+    spotter = build_wake_spotter(upload, wake_phrase) if upload.mode is UploadMode.ON_DEVICE_WAKE else None
     return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second)
+
+
+def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
+    """The phrase's shipped model when it has one; else pocketsphinx's keyphrase search (only
+    when HANDOFF_UPLOAD_MODE=wake_word is asked for: it cannot tell sound-alikes apart)."""
+    model = model_for(wake_phrase)
+    if model is not None:
+        from detectors.wake_model import ModelSpotter, ModelSpotterSettings  # numpy + TFLite
+
+        return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, refractory_s=upload.wake_refractory_s))
+    from detectors.keyword import KeywordSpotter, KeywordSpotterSettings  # pocketsphinx
+
+    return KeywordSpotter(KeywordSpotterSettings(phrase=wake_phrase))

@@ -22,10 +22,17 @@ if ! "$python_bin" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
 fi
 
 # System packages: PortAudio headers (pyaudio builds from source on Linux), a C compiler and
-# Python headers for that build, espeak-ng and sox for test speech.
+# Python headers for that build, espeak-ng, flite and sox for test speech.
 missing=()
 [ -f /usr/include/portaudio.h ] || missing+=(portaudio19-dev)
 command -v espeak-ng >/dev/null 2>&1 || missing+=(espeak-ng)
+# flite: the offline demo's user says "hey jarvis" in a voice the wake model hears (espeak-ng's it
+# mostly does not); with --dev, festival's HTS voice is the wake corpus's third voice family.
+command -v flite >/dev/null 2>&1 || missing+=(flite)
+if [ "$want_dev" = 1 ]; then
+  command -v text2wave >/dev/null 2>&1 || missing+=(festival)
+  [ -d /usr/share/festival/voices/us/cmu_us_slt_arctic_hts ] || missing+=(festvox-us-slt-hts)
+fi
 command -v sox >/dev/null 2>&1 || missing+=(sox)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 if ! "$python_bin" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then

@@ -8,12 +8,15 @@ All output is pcm16 mono 24 kHz, the format of the audio interface.
 from __future__ import annotations
 
 import array
+import asyncio
 import logging
 import math
 import shutil
+import tempfile
+from pathlib import Path
 
 from audio_io.format import SAMPLE_RATE
-from speech.synth import SpeechSynthesizer
+from speech.synth import SpeechSynthesizer, resample, wav_to_pcm
 
 log = logging.getLogger("handoff.local_voice")
 
@@ -48,6 +51,26 @@ def done_earcon() -> bytes:
 
 def espeak_available() -> bool:
     return shutil.which("espeak-ng") is not None
+
+
+def flite_available() -> bool:
+    return shutil.which("flite") is not None
+
+
+async def flite_speech(text: str, voice: str = "slt") -> bytes:
+    """flite's reading of `text` (the offline demo's user: a voice the wake-word model hears, which
+    espeak-ng's mostly is not; benchmarks/wake_choice.py)."""
+    with tempfile.TemporaryDirectory(prefix="handoff-flite-") as tmp:
+        out = Path(tmp) / "said.wav"
+        process = await asyncio.create_subprocess_exec(
+            "flite", "-voice", voice, "-t", text, "-o", str(out),
+            stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
+        )
+        _, err = await process.communicate()
+        if process.returncode != 0:
+            raise RuntimeError(f"flite could not say {text!r}: {err.decode(errors='replace').strip()}")
+        rate, pcm = wav_to_pcm(out.read_bytes())
+    return resample(pcm, rate)
 
 
 async def synthesize(text: str, voice: str = "en-us", words_per_minute: int = 165) -> bytes:

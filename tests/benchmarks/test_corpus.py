@@ -23,3 +23,31 @@ def test_labels_mark_the_onset_and_the_pause(tmp_path):
     assert gap >= 0.9  # the pause before the command
     frames = clip.speech_frames()
     assert len(frames) == len(clip.pcm) // FRAME_BYTES and any(frames) and not all(frames)
+
+
+def test_every_voice_family_and_effect_speaks_repeatably(tmp_path):
+    from benchmarks.corpus import FAMILY_VOICES, Effect, Family, family_of
+
+    a, b = Corpus(tmp_path / "a"), Corpus(tmp_path / "b")
+    for family, voices in FAMILY_VOICES.items():
+        assert family_of(voices[0]) is family
+        plain = a.speech("hey jarvis", voices[0], 150)
+        assert len(plain) > 0.3 * 48000, family  # speech, trimmed of its silences
+        assert b.speech("hey jarvis", voices[0], 150) == plain  # the same in a fresh cache
+    assert family_of("en-us+f3") is Family.ESPEAK
+    faster = a.speech("hey jarvis", "flite:slt", 200)
+    assert len(faster) < len(a.speech("hey jarvis", "flite:slt", 130))  # the pace follows the words per minute
+    effects = {a.speech("hey jarvis, what time is it", "flite:slt", 165, effect) for effect in Effect}
+    assert len(effects) == len(Effect)  # every effect changes the sound
+
+
+def test_the_wake_sets_take_turns_over_the_families_and_the_babble_is_streamed(tmp_path):
+    from benchmarks.corpus import Family, babble_stream, family_of, near_miss_specs, ordinary_specs, wake_specs
+
+    specs = wake_specs("hey jarvis", 9)
+    assert [family_of(s.voice) for s in specs[:3]] == list(Family)
+    assert all(s.addressed and s.parts[0].startswith("hey jarvis") for s in specs)
+    assert sum(len(s.parts) == 2 and s.pause_s > 0 for s in specs) == 3  # phrase, pause, command
+    assert not any(s.addressed for s in ordinary_specs(5) + near_miss_specs("alexa", 5))
+    pieces = list(babble_stream(Corpus(tmp_path), 3.0))
+    assert len(pieces) == 3 and all(len(p) == 48000 for p in pieces)

@@ -195,6 +195,22 @@ def test_check_lists_every_settings_error(home, capsys, monkeypatch) -> None:
     ]  # fmt: skip
 
 
+def test_check_says_which_upload_mode_the_wake_phrase_gets_and_why(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    code, out, _ = handoff(capsys, "check")  # the default phrase has a shipped model
+    assert code == 0
+    assert 'wake phrase "hey jarvis": heard on this machine by its shipped model' in out
+    assert "nothing said in the room is uploaded until it is heard" in out and "warning" not in out
+    monkeypatch.setenv("WAKE_PHRASE", "computer")  # no model: the fallback, said to be less private
+    code, out, _ = handoff(capsys, "check")
+    assert code == 0
+    assert out.splitlines()[0].startswith('warning: wake phrase "computer": it has no on-device model, so every sentence')
+    assert "speech_only, the less private one" in out and '"hey jarvis", "okay nabu"' in out
+    monkeypatch.setenv("HANDOFF_UPLOAD_MODE", "wake_word")
+    code, out, _ = handoff(capsys, "check")
+    assert 'HANDOFF_UPLOAD_MODE=wake_word is set: spotted on this machine by pocketsphinx' in out.splitlines()[0]
+
+
 def test_check_accepts_a_wake_phrase_in_another_script(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("WAKE_PHRASE", "компьютер")

@@ -47,7 +47,8 @@ async def test_run_from_wav_files_against_the_simulator(tmp_path):
     async with SimServer(SimConfig(seed=3)) as sim:
         sim.script.push_transcript("Computer, what time is it?")
         sim.script.push_transcript("Computer, echo hello from a file")
-        env = clean_env(tmp_path, OPENAI_API_KEY="sk-cli-test-0123456789", OPENAI_BASE_URL=sim.base_url)
+        # espeak-ng's "computer": the fallback mode (speech_only, no wake model) is what hears it.
+        env = clean_env(tmp_path, OPENAI_API_KEY="sk-cli-test-0123456789", OPENAI_BASE_URL=sim.base_url, WAKE_PHRASE="computer")
         code, out, err = await run_handoff(
             tmp_path, "run", "--input-wav", str(input_wav), "--output-wav", str(output_wav), "--fast", env=env
         )
@@ -61,8 +62,10 @@ async def test_run_from_wav_files_against_the_simulator(tmp_path):
 async def test_demo_runs_offline_and_tells_the_whole_story(tmp_path):
     code, out, err = await run_handoff(tmp_path, "demo", env=clean_env(tmp_path), timeout=180)
     assert code == 0, err
-    for kind in ("ignored", "wake", "chime", "command", "tool", "narrating", "narrated", "listening"):
+    for kind in ("overheard", "wake", "chime", "command", "tool", "narrating", "narrated", "listening"):
         assert f" {kind} " in out, (kind, out)
+    # The default: the wake model (flite's voice says "Hey Jarvis") decides; chatter never went up.
+    assert "heard       Hey Jarvis, what time is it?" in out and " ignored " not in out
     for tool in ("get_time", "list_files", "read_file_head", "ask_brain", "echo", "start_task", "set_timer"):
         assert f"{tool}(" in out, (tool, out)
     assert "notice" in out and "Your two-second timer is done." in out

@@ -15,7 +15,7 @@ def shim_path(tmp_path: Path, *, uid: int, hide: set[str]) -> str:
     """A PATH with the tools the script needs, minus `hide`, and an `id` that reports `uid`."""
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    for tool in ("bash", "env", "dirname", "cat", "cut", "rm", "sha256sum", "gcc", "espeak-ng", "sox", "apt-get"):
+    for tool in ("bash", "env", "dirname", "cat", "cut", "rm", "sha256sum", "gcc", "espeak-ng", "flite", "text2wave", "sox", "apt-get"):
         real = shutil.which(tool)
         if real and tool not in hide:
             (bin_dir / tool).symlink_to(real)

@@ -65,7 +65,30 @@ def test_env_example_documents_every_key():
 def test_upload_settings_are_read_from_the_environment():
     settings = load_settings(environ={"HANDOFF_UPLOAD_MODE": "continuous", "HANDOFF_PREROLL_MS": "400"}, dotenv_path=None)
     assert settings.upload.mode is UploadMode.CONTINUOUS and settings.upload.preroll_ms == 400
-    assert load_settings(environ={}, dotenv_path=None).upload.mode is UploadMode.SPEECH_ONLY
+
+
+
+def test_private_by_default_a_phrase_with_a_shipped_model_gets_on_device_wake_and_any_other_speech_only():
+    default = load_settings(environ={}, dotenv_path=None)
+    assert default.listener.wake_phrase == "hey jarvis"
+    assert default.upload.mode is UploadMode.ON_DEVICE_WAKE
+    assert default.upload.wake_cutoff is None and 2 <= default.upload.wake_refractory_s <= 5
+    for phrase in ("Okay Nabu", "OK nabu", "alexa", "hey, Mycroft"):
+        assert load_settings(environ={"WAKE_PHRASE": phrase}, dotenv_path=None).upload.mode is UploadMode.ON_DEVICE_WAKE
+    assert load_settings(environ={"WAKE_PHRASE": "computer"}, dotenv_path=None).upload.mode is UploadMode.SPEECH_ONLY
+    chosen = load_settings(environ={"WAKE_PHRASE": "computer", "HANDOFF_UPLOAD_MODE": "wake_word"}, dotenv_path=None)
+    assert chosen.upload.mode is UploadMode.ON_DEVICE_WAKE  # pocketsphinx, asked for
+    speech = load_settings(environ={"HANDOFF_UPLOAD_MODE": "speech_only"}, dotenv_path=None)
+    assert speech.upload.mode is UploadMode.SPEECH_ONLY
+
+
+def test_wake_cutoff_and_refractory_are_read_and_checked():
+    settings = load_settings(environ={"WAKE_CUTOFF": "0.8", "WAKE_REFRACTORY_S": "2"}, dotenv_path=None)
+    assert settings.upload.wake_cutoff == 0.8 and settings.upload.wake_refractory_s == 2.0
+    for key, value in (("WAKE_CUTOFF", "1.5"), ("WAKE_CUTOFF", "high"), ("WAKE_REFRACTORY_S", "60")):
+        with pytest.raises(SettingsError, match=key) as raised:
+            load_settings(environ={key: value}, dotenv_path=None)
+        assert len(raised.value.problems) == 1
 
 
 def test_prices_and_budget_default_to_published_prices_and_no_budget_and_can_be_set():

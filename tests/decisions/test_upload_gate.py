@@ -256,3 +256,35 @@ def test_reset_forgets_held_audio_and_goes_quiet():
     assert mic.gate.state is GateState.SENDING
     mic.gate.reset()
     assert mic.gate.state is GateState.QUIET and mic.gate.held_bytes == 0 and mic.gate.next_deadline() is None
+
+
+def test_a_command_window_opened_by_the_wake_phrase_alone_outlasts_the_chimes_mute():
+    """"hey jarvis" ... (the chime mutes the microphone: the filter resets the gate) ... "what time is
+    it": the command still goes up; once the window lapses, speech stays home again."""
+    mic = gate(UploadMode.ON_DEVICE_WAKE)
+    mic.feed(0.5, speech=False)
+    mic.feed(0.7, speech=True, hit_at=1.2, hit_start=0.5)  # the phrase alone
+    mic.feed(1.5, speech=False)  # its hangover ends: the window is open
+    assert mic.gate.state is GateState.WINDOW
+    mic.gate.reset()  # the chime's mute ended
+    assert mic.gate.state is GateState.WINDOW and mic.gate.held_bytes == 0
+    sent = len(mic.sent)
+    mic.feed(1.0, speech=True)  # the command
+    assert len(mic.sent) > sent + 40
+    mic.feed(2.0, speech=False)
+    assert mic.gate.state is GateState.QUIET  # a command was sent: no window after it
+    mic.gate.reset()
+    assert mic.gate.state is GateState.QUIET
+    sent = len(mic.sent)
+    mic.feed(1.0, speech=True)  # not woken again: stays home
+    assert len(mic.sent) == sent
+
+
+def test_a_window_that_lapsed_during_a_mute_is_not_reopened_by_the_reset():
+    mic = gate(UploadMode.ON_DEVICE_WAKE, command_window_s=3.0)
+    mic.feed(0.7, speech=True, hit_at=0.7, hit_start=0.1)
+    mic.feed(1.5, speech=False)
+    assert mic.gate.state is GateState.WINDOW
+    mic.gate.advance(mic.now + 5.0)  # muted chunks skipped past the window's end
+    mic.gate.reset()
+    assert mic.gate.state is GateState.QUIET

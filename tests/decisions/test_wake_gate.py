@@ -101,3 +101,15 @@ def test_a_follow_up_window_takes_only_what_was_begun_after_the_answer():
     gate.open_window(until=16.0, since=10.0)  # the answer ended at 10 s
     assert gate.classify("and the grass is green", now=9.5) == Ignore()  # begun while it was said
     assert gate.classify("what about tomorrow", now=11.0) == Command("what about tomorrow", via_window=True)
+
+
+def test_a_phrase_with_a_model_is_accepted_as_transcribers_write_it():
+    jarvis = WakeGate("hey jarvis")
+    assert jarvis.classify("Hey, Jarvis.", 0.0) == WakeOnly()
+    assert jarvis.classify("Hey Jarvis, what time is it?", 1.0) == Command("what time is it?")
+    assert jarvis.classify("Hi Jarvis, list the files", 2.0) == Command("list the files")
+    assert jarvis.classify("Hey Chavez, what time is it?", 3.0) == Ignore()
+    nabu = WakeGate("okay nabu")
+    assert nabu.classify("OK Nabu", 0.0) == WakeOnly()
+    assert nabu.classify("Okay, Nabu. Set a timer for ten minutes.", 1.0) == Command("Set a timer for ten minutes.")
+    assert nabu.classify("Okay, now set a timer", 2.0) == Ignore()

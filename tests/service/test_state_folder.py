@@ -294,7 +294,8 @@ def test_an_untampered_status_file_still_reads(tmp_path: Path, capsys) -> None:
 @pytest.mark.parametrize("how", ["stopped", "killed"])
 def test_status_of_a_stopped_or_dead_daemon_shows_no_live_figures(tmp_path: Path, capsys, how: str) -> None:
     tracker = status_tracker(lambda: time.time() - 600)
-    tracker.status.last_command = {"heard": "start the backup", "at": time.time() - 620, "tools": [], "outcome": "in progress"}
+    asked_at = time.time() - 620
+    tracker.status.last_command = {"heard": "start the backup", "at": asked_at, "tools": [], "outcome": "in progress"}
     status = tracker.snapshot(healthy=True, phase="stopped" if how == "stopped" else None)
     status.listener_up, status.session, status.session_started_at = True, 4, time.time() - 700
     if how == "killed":
@@ -306,7 +307,7 @@ def test_status_of_a_stopped_or_dead_daemon_shows_no_live_figures(tmp_path: Path
     first, *rest = out.splitlines()
     assert first.startswith("handoff is stopped, since " if how == "stopped" else "handoff is not running: process ")
     assert ", 10 min ago (it had run " in first
-    assert rest == [f'last command: "start the backup" at {_clock(time.time() - 620)}: no tool, not finished']
+    assert rest == [f'last command: "start the backup" at {_clock(asked_at)}: no tool, not finished']
     assert "listener" not in out and "in progress" not in out
 
 

@@ -35,6 +35,8 @@ def daemon_env(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
                # The WAV "speaks" in tones the simulator's VAD hears; the on-device VAD rightly
                # does not call a tone speech, so these daemons send the continuous stream.
                HANDOFF_UPLOAD_MODE="continuous",
+               # The scripted transcripts address it as "computer" (the default phrase is "hey jarvis").
+               WAKE_PHRASE="computer",
                # Chatter right after an answer must stay overheard here: no follow-up window.
                FOLLOW_UP_WINDOW_S="0", **extra)  # fmt: skip
     return env

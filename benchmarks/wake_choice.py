@@ -1,0 +1,256 @@
+"""Which wake-word engine and phrase: recall, false wakes and CPU for every candidate, per voice family.
+
+    nice .venv/bin/python -m benchmarks.wake_choice            # the full corpus (issue 19)
+    nice .venv/bin/python -m benchmarks.wake_choice --quick    # a few clips each, for development
+
+Candidates are the engines whose models ship inside their wheel (nothing downloaded):
+pymicro-wakeword 2.5.0 (microWakeWord, through handoff's own `detectors.wake_model.ModelSpotter`)
+and pyopen-wakeword 1.1.0 (openWakeWord, threshold 0.5), each on the phrases both ship.
+
+The corpus (benchmarks/corpus.py): per phrase, addressed utterances (the phrase then a command, or
+the phrase, a pause, the command) from three voice families (espeak-ng variants, flite voices,
+festival's HTS voice), speeds 130-200 wpm, sox effects (tempo, pitch, reverb, a "phone" mic);
+"clean" means over a -60 dBFS floor, then fan / hum / babble at 20 and 10 dB SNR. Not addressed:
+ordinary sentences and near misses for each phrase (at 20 dB), and a stream of babble and TV-like
+talk (an hour in the full run, made as it is read). Each clip is fed whole, 20 ms at a time, the
+model reset between clips; a wake is the first probability above the cutoff. On the stream, a
+wake is not counted again for 3 s (the refractory period). CPU is process time per second of
+audio fed, for one phrase (one model).
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from collections import defaultdict
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Protocol
+
+from benchmarks.corpus import (
+    DEFAULT_CACHE, FRAME_BYTES, FRAME_S, RATE, WIDTH, Clip, Corpus, Family, Noise, babble_stream, family_of, mix,
+    near_miss_specs, ordinary_specs, wake_specs, with_floor,
+)
+from config.wake_phrases import MODEL_PHRASES
+from detectors.audio import Resampler
+
+REFRACTORY_S = 3.0
+OPEN_THRESHOLD = 0.5  # openWakeWord's documented default
+
+
+class Engine(Protocol):
+    name: str
+    phrase: str
+
+    def scores(self, pcm: bytes) -> Iterable[tuple[float, float]]:
+        """(time s, probability) over `pcm` (24 kHz), continuing from what was fed before."""
+        ...
+
+    def reset(self) -> None: ...
+
+    @property
+    def cutoff(self) -> float: ...
+
+
+class MicroEngine:
+    def __init__(self, phrase: str) -> None:
+        from detectors.wake_model import ModelSpotter, ModelSpotterSettings
+
+        self.name, self.phrase = "pymicro-wakeword 2.5.0", phrase
+        self.spotter = ModelSpotter(ModelSpotterSettings(MODEL_PHRASES[phrase], refractory_s=0.0))
+        self._t = 0.0
+
+    @property
+    def cutoff(self) -> float:
+        return self.spotter.cutoff
+
+    def scores(self, pcm: bytes) -> Iterable[tuple[float, float]]:
+        for i in range(0, len(pcm), FRAME_BYTES):
+            self._t += FRAME_S
+            self.spotter.feed(pcm[i : i + FRAME_BYTES], self._t)
+            best = self.spotter.take_best()
+            if best is not None:
+                yield best.at_s, best.probability
+
+    def reset(self) -> None:
+        self.spotter.reset()
+        self.spotter.take_best()
+
+
+class OpenEngine:
+    def __init__(self, phrase: str) -> None:
+        from pyopen_wakeword import Model, OpenWakeWord, OpenWakeWordFeatures
+
+        self.name, self.phrase = "pyopen-wakeword 1.1.0", phrase
+        self._features = OpenWakeWordFeatures.from_builtin()
+        self._model = OpenWakeWord.from_builtin(Model(MODEL_PHRASES[phrase].model))
+        self._resample = Resampler(RATE)
+        self._t = 0.0
+
+    @property
+    def cutoff(self) -> float:
+        return OPEN_THRESHOLD
+
+    def scores(self, pcm: bytes) -> Iterable[tuple[float, float]]:
+        for i in range(0, len(pcm), FRAME_BYTES):
+            self._t += FRAME_S
+            for features in self._features.process_streaming(self._resample(pcm[i : i + FRAME_BYTES])):
+                for probability in self._model.process_streaming(features):
+                    yield self._t, probability
+
+    def reset(self) -> None:
+        self._features.reset()
+        self._model.reset()
+        self._resample.reset()
+
+
+def peak(engine: Engine, pcm: bytes) -> float:
+    """The highest probability the engine gives `pcm`, fed from a reset."""
+    engine.reset()
+    return max((p for _, p in engine.scores(pcm)), default=0.0)
+
+
+@dataclass
+class Tally:
+    hits: int = 0
+    total: int = 0
+
+    def add(self, hit: bool) -> None:
+        self.hits += hit
+        self.total += 1
+
+    def pct(self) -> str:
+        return f"{100 * self.hits / self.total:.0f} ({self.hits}/{self.total})" if self.total else "-"
+
+    def per100(self) -> str:
+        return f"{100 * self.hits / self.total:.1f} ({self.hits}/{self.total})" if self.total else "-"
+
+
+@dataclass
+class Peaks:
+    """Each clip's peak probability, labelled; the babble stream's wakes per cutoff."""
+
+    addressed: list[tuple[str, str, float]] = field(default_factory=list)  # (level, family, peak)
+    ordinary: list[tuple[str, float]] = field(default_factory=list)  # (family, peak)
+    near: list[tuple[str, float]] = field(default_factory=list)
+    babble_wakes: dict[float, int] = field(default_factory=dict)
+    babble_s: float = 0.0
+    cpu_s: float = 0.0
+    audio_s: float = 0.0
+
+
+@dataclass
+class Result:
+    recall: dict[tuple[str, str], Tally] = field(default_factory=lambda: defaultdict(Tally))  # (level, family)
+    ordinary: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    near: dict[str, Tally] = field(default_factory=lambda: defaultdict(Tally))
+    babble_wakes: int = 0
+
+
+def at_cutoff(peaks: Peaks, cutoff: float) -> Result:
+    result = Result(babble_wakes=peaks.babble_wakes[cutoff])
+    for level, family, p in peaks.addressed:
+        for key in ((level, family), (level, POOLED)):
+            result.recall[key].add(p > cutoff)
+    for labelled, tallies in ((peaks.ordinary, result.ordinary), (peaks.near, result.near)):
+        for family, p in labelled:
+            tallies[family].add(p > cutoff)
+            tallies[POOLED].add(p > cutoff)
+    return result
+
+
+POOLED = "pooled"
+LEVELS = ("clean", "20 dB", "10 dB")
+
+
+def conditions(corpus: Corpus, clip: Clip, index: int, floor: bytes) -> dict[str, bytes]:
+    # Voice families take turns (index % 3): the noise turns on the next index, so each family meets each noise.
+    kind = list(Noise)[(index + index // len(Family)) % len(Noise)]
+    noise = corpus.noise(kind, 10.0, seed=index % 4)
+    return {"clean": with_floor(clip.pcm, floor), "20 dB": mix(clip.pcm, noise, 20), "10 dB": mix(clip.pcm, noise, 10)}
+
+
+def measure(engine: Engine, corpus: Corpus, addressed: list[Clip], ordinary: list[Clip], near: list[Clip],
+            babble_s: float, floor: bytes, cutoffs: list[float]) -> Peaks:
+    peaks = Peaks(babble_s=babble_s)
+    start = time.process_time()
+
+    def fed(pcm: bytes) -> bytes:
+        peaks.audio_s += len(pcm) / WIDTH / RATE
+        return pcm
+
+    for index, clip in enumerate(addressed):
+        family = family_of(clip.voice).value
+        for level, pcm in conditions(corpus, clip, index, floor).items():
+            peaks.addressed.append((level, family, peak(engine, fed(pcm))))
+    for clips, labelled in ((ordinary, peaks.ordinary), (near, peaks.near)):
+        for index, clip in enumerate(clips):
+            labelled.append((family_of(clip.voice).value, peak(engine, fed(conditions(corpus, clip, index, floor)["20 dB"]))))
+    engine.reset()
+    quiet_until = dict.fromkeys(cutoffs, float("-inf"))
+    peaks.babble_wakes = dict.fromkeys(cutoffs, 0)
+    for piece in babble_stream(corpus, babble_s):
+        for t, p in engine.scores(fed(with_floor(piece, floor))):
+            for cutoff in cutoffs:
+                if p > cutoff and t >= quiet_until[cutoff]:
+                    peaks.babble_wakes[cutoff] += 1
+                    quiet_until[cutoff] = t + REFRACTORY_S
+    peaks.cpu_s = time.process_time() - start
+    return peaks
+
+
+def table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
+    families = [f.value for f in Family] + [POOLED]
+    lines = [
+        "| engine | phrase | cutoff | voices | recall % clean | recall % 20 dB | recall % 10 dB | false per 100 ordinary | false per 100 near misses | false per hour of babble | CPU ms per s of audio |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
+    for engine, cutoff, peaks in rows:
+        r = at_cutoff(peaks, cutoff)
+        for family in families:
+            pooled = family == POOLED
+            babble = f"{r.babble_wakes * 3600 / peaks.babble_s:.1f} ({r.babble_wakes} in {peaks.babble_s / 60:.0f} min)" if pooled else ""
+            cpu = f"{1000 * peaks.cpu_s / peaks.audio_s:.1f}" if pooled else ""
+            lines.append(
+                f"| {engine.name} | {engine.phrase} | {cutoff:g}{'' if cutoff != engine.cutoff else ' (shipped)'} | {family} | "
+                + " | ".join(r.recall[(level, family)].pct() for level in LEVELS)
+                + f" | {r.ordinary[family].per100()} | {r.near[family].per100()} | {babble} | {cpu} |"
+            )
+    return lines
+
+
+ENGINES: dict[str, Callable[[str], Engine]] = {"micro": MicroEngine, "open": OpenEngine}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="a few clips each and a minute of babble")
+    parser.add_argument("--engines", default="micro,open", help="comma-separated: micro, open")
+    parser.add_argument("--phrases", default=",".join(MODEL_PHRASES), help="comma-separated candidate phrases")
+    parser.add_argument("--babble-minutes", type=float, default=None, help="default: 60 (quick: 1)")
+    parser.add_argument("--cache", default=str(DEFAULT_CACHE))
+    parser.add_argument("--cutoffs", type=lambda v: [float(c) for c in v.split(",") if c], default=[0.9, 0.8, 0.7, 0.5],
+                        help="microWakeWord cutoffs to tabulate besides each model's own")
+    parser.add_argument("--count", type=int, default=0, help="--quick: clips per set (default 12)")
+    args = parser.parse_args(argv)
+    corpus = Corpus(args.cache)
+    n_addr, n_other = (args.count or 12, args.count or 12) if args.quick else (100, 100)
+    babble_s = 60 * (args.babble_minutes if args.babble_minutes is not None else (1 if args.quick else 60))
+    floor = corpus.noise(Noise.FAN, 10.0, seed=5)
+    ordinary = corpus.clips(ordinary_specs(n_other))
+    rows = []
+    for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
+        addressed = corpus.clips(wake_specs(phrase, n_addr))
+        near = corpus.clips(near_miss_specs(phrase, n_other))
+        for key in [e.strip() for e in args.engines.split(",") if e.strip()]:
+            engine = ENGINES[key](phrase)
+            cutoffs = sorted({engine.cutoff, *(c for c in args.cutoffs if key == "micro")}, reverse=True)
+            peaks = measure(engine, corpus, addressed, ordinary, near, babble_s, floor, cutoffs)
+            rows += [(engine, cutoff, peaks) for cutoff in cutoffs]
+            print(f"measured {engine.name} {phrase}", file=sys.stderr, flush=True)
+    print("\n".join(table(rows)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
