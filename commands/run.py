@@ -16,6 +16,7 @@ from commands.checks import errors_of, preflight
 from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
 from decisions.timeline import Timeline
+from safety.process import keep_key_private
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
 from service.history import HISTORY_FILE, HistoryStore
@@ -138,6 +139,7 @@ def run_run(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key], file=settings.log.file,
                       max_bytes=settings.log.max_bytes, backups=settings.log.backups)  # fmt: skip
+    keep_key_private(settings.realtime.api_key)  # from here on the key lives in `settings` alone
     for finding in findings:  # problems and warnings: said once, the assistant starts anyway
         log.warning("%s", finding.line())
     problems: list[BaseException] = []
