@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Callable
 
 from config.settings import SETTINGS_FILE, Settings
+from safety.text import clean
 from speech.speakable import DEFAULT_MAX_CHARS
 from tools.formatters import format_ask_brain, format_echo, format_get_time, format_list_files, format_read_file_head
 from tools.registry import ToolRegistry
@@ -170,7 +171,7 @@ def build_listener_tools(
         }
 
     async def echo(args: dict) -> dict:
-        text: str = args["text"]
+        text = clean(args["text"])  # a lone surrogate: U+FFFD, so it can be stored, logged and said
         return {"text": text[:MAX_ECHO_CHARS], "truncated": len(text) > MAX_ECHO_CHARS}
 
     registry.register(
@@ -230,7 +231,7 @@ def build_listener_tools(
     if brain is not None:  # without a brain the model is not offered a tool that cannot work
 
         async def ask_brain(args: dict) -> dict:
-            answer = await brain.ask(args["query"])
+            answer = await brain.ask(clean(args["query"]))  # a lone surrogate cannot be sent: U+FFFD
             data = {"answer": answer.text, "attempts": answer.attempts}
             if not answer.ok:
                 raise ToolError(answer.text, data={**data, "reason": answer.error})

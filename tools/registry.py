@@ -5,10 +5,11 @@ calls the handler, and always returns a `ToolResult` (never raises for bad input
 can answer every function call, however malformed. `format` turns a result into a script for the
 narrator with the formatter registered on the tool's spec (the generic one by default).
 
-`run` is also where what the model sent and what a tool found are made safe, once for every
-tool: lone surrogates in the arguments become U+FFFD (nothing downstream can encode them), and
-the configured secrets (the API key) are cut out of the result, whatever file or task they came
-from, before the model, the narrator, the history or the log see it.
+`run` is also where what a tool found is made safe, once for every tool: lone surrogates
+become U+FFFD (nothing downstream can encode them) and the configured secrets (the API key) are
+cut out, whatever file or task they came from, before the model, the narrator, the history or
+the log see it. (Arguments with a lone surrogate are each tool's call: what is only said or
+asked is cleaned, a path or a task's parameter is refused: it would name the wrong thing.)
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ class ToolRegistry:
             return self._failed(name, call_id, f"There is no tool called {name}.")
         try:
             # Models send "" for a call without arguments.
-            arguments = clean_strings(json.loads(arguments_json)) if arguments_json.strip() else {}
+            arguments = json.loads(arguments_json) if arguments_json.strip() else {}
         except (ValueError, RecursionError, AttributeError, TypeError):  # JSONDecodeError is a ValueError
             return self._failed(name, call_id, f"The arguments for {name} were not valid JSON.")
         try:

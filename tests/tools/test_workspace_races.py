@@ -75,8 +75,7 @@ async def test_odd_paths_get_a_clear_answer_without_a_traceback(tmp_path: Path, 
     huge = await run(tools, "list_files", {"path": "a/" * 500_000})
     assert not huge.ok and "too long" in huge.error
     broken = await run(tools, "read_file_head", {"path": "caf\ud800.txt", "lines": 1})
-    # The lone surrogate became U+FFFD where the arguments came in (issue 23, defect 8).
-    assert not broken.ok and broken.error == "There is no file or folder called caf\ufffd.txt in the workspace."
+    assert not broken.ok and "broken character" in broken.error
     assert not [r for r in caplog.records if r.exc_info]
 
 
