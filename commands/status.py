@@ -14,7 +14,7 @@ from typing import Any, Iterable
 
 from config.logging_setup import redact
 from config.settings import Settings, load_settings
-from safety.text import printable
+from safety.text import map_strings, printable
 from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, read_history
 from service.status import STATUS_FILE, Liveness, Status, liveness, read_status
 
@@ -42,13 +42,8 @@ def shown(value: Any, secrets: Iterable[str] = ()) -> Any:
     """What the model, the transcriber or a task said, fit to print on a terminal: control
     characters (escape sequences, newlines) shown as escapes, the key cut out; in every string
     of a JSON-like value."""
-    if isinstance(value, str):
-        return printable(redact(value, secrets))
-    if isinstance(value, list):
-        return [shown(v, secrets) for v in value]
-    if isinstance(value, dict):
-        return {k: shown(v, secrets) for k, v in value.items()}
-    return value
+    secrets = tuple(secrets)
+    return map_strings(value, lambda text: printable(redact(text, secrets)))
 
 
 def run_status(args: argparse.Namespace) -> int:

@@ -12,7 +12,7 @@ it enters and where it is shown.
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import Any, Callable
 
 # C0 controls, DEL, C1 controls (a lone 0x9b is CSI on some terminals), the Unicode line and
 # paragraph separators (line breaks to some viewers) and the bidi overrides and isolates (they
@@ -28,14 +28,15 @@ def clean(text: str) -> str:
     return _SURROGATE.sub("\ufffd", text)
 
 
-def clean_strings(value: Any) -> Any:
-    """`clean` applied to every string (keys too) in a JSON-like value."""
+def map_strings(value: Any, change: Callable[[str], str]) -> Any:
+    """`value` (a JSON-like value: dicts, lists, tuples, scalars) with `change` applied to every
+    string in it, dict keys included; tuples come back as lists, as JSON would have them."""
     if isinstance(value, str):
-        return clean(value)
+        return change(value)
     if isinstance(value, dict):
-        return {clean_strings(k): clean_strings(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [clean_strings(v) for v in value]
+        return {map_strings(k, change): map_strings(v, change) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [map_strings(v, change) for v in value]
     return value
 
 

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Iterable
 
 from config.logging_setup import redact
-from safety.text import clean_strings
+from safety.text import clean, map_strings
 from speech.speakable import DEFAULT_MAX_CHARS, speakable_text
 from tools.formatters import Formatter, Speakable, format_generic
 from tools.result import ToolError, ToolResult
@@ -164,14 +164,7 @@ class ToolRegistry:
 
     def _safe(self, value: Any) -> Any:
         """`value` with lone surrogates replaced and the secrets cut out of every string in it."""
-        value = clean_strings(value)
-        if isinstance(value, str):
-            return redact(value, self._secrets)
-        if isinstance(value, dict):
-            return {k: self._safe(v) for k, v in value.items()}
-        if isinstance(value, (list, tuple)):
-            return [self._safe(v) for v in value]
-        return value
+        return map_strings(value, lambda text: redact(clean(text), self._secrets))
 
     def format(self, result: ToolResult) -> Speakable:
         """The result as a script to read aloud, by its tool's formatter; always something speakable
