@@ -17,6 +17,7 @@ from config.logging_setup import configure_logging, redact
 from config.settings import Settings, load_settings, require_api_key
 from decisions.timeline import Timeline
 from safety.process import keep_key_private
+from safety.text import printable
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
 from service.history import HISTORY_FILE, HistoryStore
@@ -113,7 +114,7 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
             code = await coordinator.run()
             runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
             if coordinator.fatal_message:
-                print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
+                print(f"handoff: {printable(redact(coordinator.fatal_message, [settings.realtime.api_key]))}", file=sys.stderr)
     return code
 
 
@@ -149,7 +150,7 @@ def run_run(args: argparse.Namespace) -> int:
         problems.extend(group.exceptions)
     # A device or configuration problem is a clear line, not a traceback.
     for exc in problems:
-        print(f"handoff: {redact(str(exc), [settings.realtime.api_key])}", file=sys.stderr)
+        print(f"handoff: {printable(redact(str(exc), [settings.realtime.api_key]))}", file=sys.stderr)
     return 2
 
 
