@@ -126,6 +126,7 @@ def status_files(settings: Settings) -> StatusFiles:
         keep_overheard=settings.log.overheard,
         min_interval_s=service.status_min_interval_s,
         heartbeat_s=service.status_heartbeat_s,
+        secrets=(settings.realtime.api_key,),
     )
 
 

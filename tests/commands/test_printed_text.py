@@ -56,3 +56,25 @@ def test_status_prints_the_last_command_escaped_and_without_the_key(state: Path,
     assert not RAW_CONTROL.findall(out) and KEY not in out
     assert "now listening\\x1b[2J." in out
     assert 'last command: "\\x1b]0;pwned\\x07\\x1b[2J\\rsay\\n2026-01-01 00:00:00  asked: FORGED [redacted]" at ' in out
+
+
+async def test_the_status_file_and_the_history_never_keep_the_key(tmp_path: Path) -> None:
+    # The key said aloud ("computer, remember <key>") or come from anywhere else: what the
+    # daemon writes for `handoff status` and `handoff history` has it cut out (issue 23, defect 1).
+    from decisions.timeline import Timeline, TimelineKind
+    from service.health import ListenerHealth
+    from service.notify import SystemdNotifier
+    from service.runtime import ServiceRuntime, StatusFiles
+
+    state = tmp_path / "state"
+    state.mkdir()
+    files = StatusFiles(state / STATUS_FILE, HistoryStore(state / HISTORY_FILE, 10), secrets=(KEY,))
+    timeline = Timeline()
+    async with ServiceRuntime(timeline, SystemdNotifier({}), ListenerHealth(stuck_after_s=60.0), None, files):
+        timeline.add(TimelineKind.COMMAND, f"remember {KEY}")
+        timeline.add(TimelineKind.TOOL, f'echo({{"text": "{KEY}"}})')
+        timeline.add(TimelineKind.NARRATING, f"You said {KEY}.")
+        timeline.add(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)")
+    written = (state / STATUS_FILE).read_text() + (state / HISTORY_FILE).read_bytes().decode("latin-1")
+    assert "remember [redacted]" in written and "You said [redacted]." in written
+    assert KEY not in written
