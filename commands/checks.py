@@ -28,7 +28,9 @@ from openai.types.realtime.realtime_session_create_request import RealtimeSessio
 from openai.types.shared.responses_model import ResponsesModel
 
 from commands.options import add_run_arguments, settings_from_args
-from config.settings import Settings, SettingsError, UploadMode, default_upload_mode, require_api_key
+from config.settings import (
+    SETTINGS_FILE, Settings, SettingsError, UploadMode, default_upload_mode, default_workspace, require_api_key,
+)
 from config.wake_phrases import model_for, model_phrases
 from decisions.words import words
 from speech.sounds import sound_problems
@@ -73,6 +75,7 @@ def preflight(settings: Settings) -> list[Finding]:
     state = state_dir_problem(settings.state_dir)
     if state:
         findings.append(Finding(Severity.ERROR, state))
+    findings += workspace_findings(settings)
     findings += _audio_files(settings)
     findings += [Finding(Severity.ERROR, problem) for problem in sound_problems(settings.audio)]
     findings += _detectors(settings)
@@ -204,6 +207,30 @@ def state_dir_problem(path: Path) -> str | None:
             return f"HANDOFF_STATE_DIR={path} has no room to write ({exc.strerror}); free some disk space there, or {fix}."
         return f"HANDOFF_STATE_DIR={path} cannot be written ({exc.strerror or exc}); {fix}."
     return None
+
+
+def workspace_findings(settings: Settings, settings_file: Path = SETTINGS_FILE) -> list[Finding]:
+    """The file tools' folder: the default one is created (0700); one that holds the settings
+    file (and so the API key) is refused, one that holds the state folder is warned about (the
+    file tools never read either: tools.workspace)."""
+    root = settings.workspace_root
+    fix = "point WORKSPACE_ROOT at a folder of its own (the default is ~/handoff-workspace)"
+    if not root.is_dir() and root == default_workspace().resolve():
+        try:
+            root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        except OSError as exc:
+            return [Finding(Severity.ERROR, f"the workspace folder {root} cannot be created ({exc.strerror or exc}); {fix}.")]
+    root = root.resolve()
+    found = []
+    dotenv = settings_file.absolute()
+    if dotenv.is_file() and dotenv.resolve().is_relative_to(root):
+        found.append(Finding(Severity.ERROR, f"WORKSPACE_ROOT={root} holds the settings file {dotenv}, which holds "
+                                             f"the API key; {fix}, or move .env out of it."))  # fmt: skip
+    state = settings.state_dir.resolve()
+    if state.is_relative_to(root):
+        found.append(Finding(Severity.WARNING, f"WORKSPACE_ROOT={root} holds the state folder {state} (history, "
+                                               f"task logs); the file tools never read it, but {fix}."))  # fmt: skip
+    return found
 
 
 def _audio_files(settings: Settings) -> list[Finding]:

@@ -15,6 +15,8 @@ from config.logging_setup import configure_logging, redact
 from commands.options import add_run_arguments, settings_from_args
 from config.settings import Settings, SettingsError
 from decisions.timeline import Timeline
+from safety.process import keep_key_private
+from safety.text import printable
 from service.health import ListenerHealth, stuck_after_s
 from service.notify import SystemdNotifier, watchdog_interval_s
 from service.history import HISTORY_FILE, HistoryStore
@@ -74,7 +76,7 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
             code = await coordinator.run()
             runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
             if coordinator.fatal_message:
-                print(f"handoff: {redact(coordinator.fatal_message, [settings.realtime.api_key])}", file=sys.stderr)
+                print(f"handoff: {printable(redact(coordinator.fatal_message, [settings.realtime.api_key]))}", file=sys.stderr)
     return code
 
 
@@ -86,6 +88,7 @@ def status_files(settings: Settings) -> StatusFiles:
         keep_overheard=settings.log.overheard,
         min_interval_s=service.status_min_interval_s,
         heartbeat_s=service.status_heartbeat_s,
+        secrets=(settings.realtime.api_key,),
     )
 
 
@@ -108,6 +111,7 @@ def run_run(args: argparse.Namespace) -> int:
 def _run_locked(settings: Settings, findings: list[Finding]) -> int:
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key], file=settings.log.file,
                       max_bytes=settings.log.max_bytes, backups=settings.log.backups)  # fmt: skip
+    keep_key_private(settings.realtime.api_key)  # from here on the key lives in `settings` alone
     for finding in findings:  # problems and warnings: said once, the assistant starts anyway
         log.warning("%s", finding.line())
     problems: list[BaseException] = []
@@ -119,7 +123,7 @@ def _run_locked(settings: Settings, findings: list[Finding]) -> int:
         problems.extend(group.exceptions)
     # A device or configuration problem is a clear line, not a traceback.
     for exc in problems:
-        print(f"handoff: {redact(str(exc), [settings.realtime.api_key])}", file=sys.stderr)
+        print(f"handoff: {printable(redact(str(exc), [settings.realtime.api_key]))}", file=sys.stderr)
     return 2
 
 

@@ -4,13 +4,17 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import datetime
 import sqlite3
 import sys
 import time
 from pathlib import Path
+from typing import Any, Iterable
 
-from config.settings import load_settings
+from config.logging_setup import redact
+from config.settings import Settings, load_settings
+from safety.text import map_strings, printable
 from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, read_history
 from service.status import STATUS_FILE, Liveness, Status, StatusCorrupt, liveness, read_status
 
@@ -41,12 +45,21 @@ def _limit(text: str) -> int:
     return limit
 
 
-def _state_dir(args: argparse.Namespace) -> Path:
-    return load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)}).state_dir
+def _settings(args: argparse.Namespace) -> Settings:
+    return load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)})
+
+
+def shown(value: Any, secrets: Iterable[str] = ()) -> Any:
+    """What the model, the transcriber or a task said, fit to print on a terminal: control
+    characters (escape sequences, newlines) shown as escapes, the key cut out; in every string
+    of a JSON-like value."""
+    secrets = tuple(secrets)
+    return map_strings(value, lambda text: printable(redact(text, secrets)))
 
 
 def run_status(args: argparse.Namespace) -> int:
-    path = _state_dir(args) / STATUS_FILE
+    settings = _settings(args)
+    path = settings.state_dir / STATUS_FILE
     try:
         status = read_status(path)
     except StatusCorrupt as exc:
@@ -56,6 +69,7 @@ def run_status(args: argparse.Namespace) -> int:
     if status is None:
         print(f"handoff is not running (no status file at {path}).")
         return EXIT_NOT_RUNNING
+    status.phase, status.last_command = shown(status.phase), shown(status.last_command, [settings.realtime.api_key])
     now = time.time()
     state = liveness(status, now)
     print(describe(status, state, now))
@@ -109,7 +123,8 @@ def _usd(amount: float) -> str:
     return f"${amount:.4f}" if amount < 1 else f"${amount:.2f}"
 
 def run_history(args: argparse.Namespace) -> int:
-    path = _state_dir(args) / HISTORY_FILE
+    settings = _settings(args)
+    path = settings.state_dir / HISTORY_FILE
     if not path.exists():
         print(f"No history yet (nothing at {path}).")
         return 0
@@ -123,8 +138,10 @@ def run_history(args: argparse.Namespace) -> int:
         return 1
     if not entries:
         print("Nothing today." if args.today else "No history yet.")
+    secrets = [settings.realtime.api_key]
     for entry in entries:
-        print(format_entry(entry))
+        print(format_entry(dataclasses.replace(entry, heard=shown(entry.heard, secrets), tools=shown(entry.tools, secrets),
+                                               said=shown(entry.said, secrets), room=shown(entry.room))))  # fmt: skip
     return 0
 
 

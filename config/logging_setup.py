@@ -1,4 +1,6 @@
-"""Logging for handoff: one format, and a filter that keeps secrets out of every log line."""
+"""Logging for handoff: one format, and a filter that keeps secrets and terminal control
+characters out of every log line (what the model, a transcript or a task said can be logged:
+it must not forge a line or act on the terminal reading the log)."""
 
 from __future__ import annotations
 
@@ -9,9 +11,11 @@ import re
 from pathlib import Path
 from typing import Iterable
 
+from safety.text import printable
+
 # API keys and bearer tokens, whatever logged them (our code, the SDK, websockets, aiohttp).
 _SECRET_PATTERNS = (
-    re.compile(r"sk-[A-Za-z0-9_\-]{8,}"),
+    re.compile(r"(?<![A-Za-z0-9])sk-[A-Za-z0-9_\-]{8,}"),  # not inside a word: "task-list-for-today" is no key
     re.compile(r"(?i)(bearer\s+)[A-Za-z0-9_\-\.]{8,}"),
     re.compile(r"(?i)(authorization['\"]?\s*[:=]\s*['\"]?)[^'\",\s]{8,}"),
 )
@@ -28,7 +32,8 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
 
 
 class RedactingFilter(logging.Filter):
-    """Rewrites each record's final message with secrets removed (args are folded in first)."""
+    """Rewrites each record's final message with secrets removed and control characters (a
+    newline too: one record is one line) shown as escapes; args are folded in first."""
 
     def __init__(self, secrets: Iterable[str] = ()) -> None:
         super().__init__()
@@ -36,11 +41,11 @@ class RedactingFilter(logging.Filter):
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        cleaned = redact(message, self._secrets)
+        cleaned = printable(redact(message, self._secrets))
         if record.exc_info and not record.exc_text:
             record.exc_text = logging.Formatter().formatException(record.exc_info)
-        if record.exc_text:
-            record.exc_text = redact(record.exc_text, self._secrets)
+        if record.exc_text:  # a traceback keeps its lines
+            record.exc_text = printable(redact(record.exc_text, self._secrets), lines=True)
         record.msg, record.args = cleaned, None
         return True
 

@@ -73,6 +73,17 @@ ENV_DEFAULTS: dict[str, str] = {
 }
 
 
+# The settings file, read from the folder handoff starts in. It holds the API key: file tools
+# never read it (tools.workspace) and `handoff check` refuses a workspace that holds it.
+SETTINGS_FILE = Path(".env")
+
+
+def default_workspace() -> Path:
+    """The folder file tools read when WORKSPACE_ROOT is not set: one of their own (created at
+    start), never the folder handoff runs in, which holds `.env` and the key."""
+    return Path.home() / "handoff-workspace"
+
+
 class SettingsError(Exception):
     """Settings are missing or invalid. Each problem is one sentence saying which setting and what
     to change; `str()` is the first, `problems` has them all (`handoff check` prints every one)."""
@@ -284,7 +295,7 @@ class Settings:
     conversation: ConversationSettings = field(default_factory=ConversationSettings)
     stop: StopSettings = field(default_factory=StopSettings)
     cost: CostSettings = field(default_factory=CostSettings)
-    workspace_root: Path = field(default_factory=Path.cwd)  # file tools never leave this folder
+    workspace_root: Path = field(default_factory=default_workspace)  # file tools never leave this folder
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
     tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
@@ -299,7 +310,7 @@ class Settings:
 def resolve_env(
     cli: Mapping[str, str | None] | None = None,
     environ: Mapping[str, str] | None = None,
-    dotenv_path: Path | None = Path(".env"),
+    dotenv_path: Path | None = SETTINGS_FILE,
 ) -> dict[str, str]:
     """Merge the sources, first one that sets a key wins: CLI flags, environment, `.env`, defaults."""
     cli = {k: v for k, v in (cli or {}).items() if v not in (None, "")}
@@ -325,8 +336,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     problems: list[str] = []
     where = "set it in .env or the environment"
     state_dir = Path(values["HANDOFF_STATE_DIR"]).expanduser() if values.get("HANDOFF_STATE_DIR") else Settings().state_dir
-    workspace = Path(values["WORKSPACE_ROOT"]).expanduser() if values.get("WORKSPACE_ROOT") else Path.cwd()
-    if not workspace.is_dir():
+    workspace = Path(values["WORKSPACE_ROOT"]).expanduser() if values.get("WORKSPACE_ROOT") else default_workspace()
+    if values.get("WORKSPACE_ROOT") and not workspace.is_dir():  # the default is created at start
         problems.append(f"WORKSPACE_ROOT={workspace} is not a folder; {where}.")
     aliases = tuple(a.strip() for a in values.get("WAKE_ALIASES", "").split(",") if a.strip())
     stop_words = tuple(w.strip().lower() for w in values.get("STOP_WORDS", "").split(",") if w.strip()) \
@@ -590,7 +601,7 @@ def _positive_seconds(values: Mapping[str, str], key: str) -> float:
 def load_settings(
     cli: Mapping[str, str | None] | None = None,
     environ: Mapping[str, str] | None = None,
-    dotenv_path: Path | None = Path(".env"),
+    dotenv_path: Path | None = SETTINGS_FILE,
 ) -> Settings:
     unreadable = dotenv_problems(dotenv_path)
     try:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from decisions.words import words
+from safety.text import clean
 
 log = logging.getLogger("handoff.coordinator")
 
@@ -66,7 +67,9 @@ class Timeline:
         self.on_add: list[Callable[[TimelineEntry], None]] = [printer] if printer else []
 
     def add(self, kind: TimelineKind | str, text: str) -> None:
-        entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), text)
+        # What was heard or said enters here on its way to the history, the status and the log:
+        # a lone surrogate from the wire would make each of them fail to store it.
+        entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), clean(text))
         self.entries.append(entry)
         self._counts[entry.kind] += 1
         if entry.kind is TimelineKind.IGNORED and not self.log_overheard:

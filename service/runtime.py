@@ -13,11 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from concurrency.changes import Changes
+from config.logging_setup import redact
 from decisions.timeline import Timeline, TimelineEntry, TimelineKind
 from service.health import ListenerHealth
 from service.history import HistoryEntry, HistoryKind, HistoryStore, HistoryTracker
@@ -35,6 +37,7 @@ class StatusFiles:
     keep_overheard: bool = False  # LOG_OVERHEARD: overheard speech goes into the history too
     min_interval_s: float = 2.0
     heartbeat_s: float = 15.0
+    secrets: tuple[str, ...] = field(default=(), repr=False)  # cut out of what the status and history keep
 
 
 class ServiceRuntime:
@@ -110,6 +113,8 @@ class ServiceRuntime:
 
     # -- observing ------------------------------------------------------------------------------------
     def _observe(self, entry: TimelineEntry) -> None:
+        if self._files is not None and self._files.secrets:  # say, a key read out by the user
+            entry = dataclasses.replace(entry, text=redact(entry.text, self._files.secrets))
         self._health.news()
         self.tracker.observe(entry)
         self._history.observe(entry)

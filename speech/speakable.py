@@ -18,6 +18,7 @@ def join_spoken(items: list[str]) -> str:
 # --- the speakable filter ---------------------------------------------------------------------
 
 # Code is noise when spoken: whole fenced blocks go, then any unmatched fence line.
+_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f]")  # all but the newline, which ends a line of markdown
 _CODE_BLOCK = re.compile(r"^\s*(```|~~~).*?^\s*\1\s*$", re.MULTILINE | re.DOTALL)
 _FENCE = re.compile(r"^\s*(```|~~~).*$", re.MULTILINE)
 _IMAGE = re.compile(r"!\[([^\]]*)\]\([^)]*\)")
@@ -47,6 +48,7 @@ _LINE_END_PUNCT = (".", "!", "?", ":", ";", ",")
 
 def speakable_text(text: str, max_chars: int = DEFAULT_MAX_CHARS) -> str:
     """Plain sentences fit to be read aloud: no markdown, URLs or JSON-ish noise, cut at a sentence end."""
+    text = _CONTROL.sub(" ", text)  # an escape sequence or a bell is nothing to read
     text = _CODE_BLOCK.sub("", text)
     text = _FENCE.sub("", text)
     text = _LINK_DEFINITION.sub("", text)

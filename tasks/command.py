@@ -11,14 +11,16 @@ database; 2 usage; 3 the assistant is not running (nothing was started or cancel
 from __future__ import annotations
 
 import argparse
-import shutil
+import codecs
 import sqlite3
 import sys
 import time
 
 from pathlib import Path
+from typing import BinaryIO
 
 from config.settings import load_settings
+from safety.text import printable
 from tasks import control
 from tasks.config import TaskSettings, load_task_config
 from tasks.control import NotRunning
@@ -106,7 +108,7 @@ def _start(args: argparse.Namespace, tasks_config: Path | None, task_settings: T
     task = reply["task"]
     print(task["id"])
     if task["status"] == str(TaskStatus.FAILED):
-        print(f"handoff tasks: {task['spoken']} could not start: {task['error']}.", file=sys.stderr)
+        print(printable(f"handoff tasks: {task['spoken']} could not start: {task['error']}."), file=sys.stderr)
         return EXIT_REFUSED
     return 0
 
@@ -117,9 +119,9 @@ def _cancel(ident: str, task_settings: TaskSettings) -> int:
         return reply
     task = reply["task"]
     if not reply["cancelled"]:
-        print(f"handoff tasks: task {task['id']} ({task['name']}) had already ended: {task['status']}.", file=sys.stderr)
+        print(printable(f"handoff tasks: task {task['id']} ({task['name']}) had already ended: {task['status']}."), file=sys.stderr)
         return EXIT_REFUSED
-    print(f"Cancelled task {task['id']} ({task['name']}).")
+    print(printable(f"Cancelled task {task['id']} ({task['name']})."))
     return 0
 
 
@@ -137,7 +139,7 @@ def _ask(task_settings: TaskSettings, request: dict) -> dict | int:
         print(f"handoff tasks: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if not reply.get("ok"):
-        print(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}", file=sys.stderr)
+        print(printable(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}"), file=sys.stderr)
         return EXIT_REFUSED
     return reply
 
@@ -151,8 +153,8 @@ def _print_table(records: list[TaskRecord], now: float) -> None:
         started = time.strftime("%Y-%m-%d %H:%M", time.localtime(record.started_at)) if record.started_at else "-"
         duration = record.duration_s(now)
         rows.append((
-            str(record.id), record.name, str(record.status), started,
-            compact_duration(duration) if duration is not None else "-", _details(record),
+            str(record.id), printable(record.name), str(record.status), started,
+            compact_duration(duration) if duration is not None else "-", printable(_details(record)),
         ))  # fmt: skip
     widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]) - 1)]
     for row in rows:
@@ -174,7 +176,7 @@ def _show(records: list[TaskRecord], ident: str) -> int:
         print(f"handoff tasks: {exc}", file=sys.stderr)
         return EXIT_NOT_FOUND
     if record.is_timer:  # no output to show: what it is and when it is due
-        print(f"{record.kind} {record.id} ({record.spoken}), {record.status}, {_details(record)}")
+        print(printable(f"{record.kind} {record.id} ({record.spoken}), {record.status}, {_details(record)}"))
         return 0
     try:
         log = open(record.log_path, "rb")
@@ -183,9 +185,19 @@ def _show(records: list[TaskRecord], ident: str) -> int:
         return EXIT_NOT_FOUND
     with log:
         sys.stdout.flush()
-        shutil.copyfileobj(log, sys.stdout.buffer)  # logs can be large: stream, don't load
+        _print_output(log, sys.stdout.buffer)
         sys.stdout.buffer.flush()
     return 0
+
+
+def _print_output(log: BinaryIO, out: BinaryIO, chunk: int = 65536) -> None:
+    """A task's output as text, streamed (logs can be large): its lines kept, every other
+    control character (an escape sequence, a bell, clear-screen) shown as an escape, so the
+    terminal shows what the task printed and does not obey it."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors="replace")
+    while data := log.read(chunk):
+        out.write(printable(decoder.decode(data), lines=True).encode("utf-8"))
+    out.write(printable(decoder.decode(b"", final=True), lines=True).encode("utf-8"))
 
 
 def compact_duration(seconds: float) -> str:

@@ -48,7 +48,8 @@ class TaskSettings:
     # The longest a pending timer's wait goes without looking at the wall clock: the loop's clock
     # stops while the machine sleeps, so after a suspend a timer is at most this late.
     timer_recheck_s: float = 60.0
-    # Values never passed to a task's environment nor kept in its output (the API key).
+    # Values never passed to a task's environment nor kept in its output; the first is the API
+    # key (given to a template that names OPENAI_API_KEY in its `env`).
     secrets: tuple[str, ...] = field(default=(), repr=False)
 
     def __post_init__(self) -> None:

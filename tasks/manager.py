@@ -399,7 +399,10 @@ class TaskManager:
         except OSError as exc:
             raise LaunchError(f"its log file could not be created: {exc.strerror}") from exc
         redactor = Redactor(self.settings.secrets, OutputSink(log_file, live.tail))
-        env = task_environment(os.environ, self._token(record), self.settings.secrets, live.env)
+        # The key is not in handoff's own environment (safety.process): a template that names
+        # OPENAI_API_KEY gets it from the settings (the first of the secrets, see TaskSettings).
+        held = {"OPENAI_API_KEY": self.settings.secrets[0]} if self.settings.secrets else {}
+        env = task_environment({**held, **os.environ}, self._token(record), self.settings.secrets, live.env)
         with log_file:
             try:
                 return await self._runner.run(

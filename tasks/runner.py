@@ -37,13 +37,14 @@ class LaunchError(Exception):
 def task_environment(
     base: Mapping[str, str], token: str, secrets: Sequence[str], passed: Sequence[str] = ()
 ) -> dict[str, str]:
-    """`base` without OpenAI settings or any variable holding a configured secret (unless named
-    in `passed`), plus the marker that identifies the task's processes."""
+    """`base` without OpenAI settings or any variable holding a configured secret, whole or as
+    a part (`TOKEN=Bearer <key>`), unless named in `passed`; plus the marker that identifies
+    the task's processes."""
     secret_values = {s for s in secrets if s}
     env = {
         name: value
         for name, value in base.items()
-        if name in passed or not (_SECRET_NAME.match(name) or value in secret_values)
+        if name in passed or not (_SECRET_NAME.match(name) or any(s in value for s in secret_values))
     }
     env[MARKER] = token
     return env

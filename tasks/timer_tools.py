@@ -12,6 +12,7 @@ import re
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from safety.text import clean
 from tasks.errors import AmbiguousTask, UnknownTask
 from tasks.identify import describe_candidates, resolve_task
 from tasks.records import TaskKind, TaskRecord
@@ -105,7 +106,9 @@ def reminder_name(text: str) -> str:
 
 
 def _clean(text: str | None) -> str:
-    return re.sub(r"\s+", " ", text or "").strip().strip(".!?").strip()
+    """A label or a reminder as the model sent it, fit to keep and say: control characters (an
+    escape sequence, a newline) become spaces, a lone surrogate U+FFFD."""
+    return re.sub(r"[\s\x00-\x1f\x7f-\x9f]+", " ", clean(text or "")).strip().strip(".!?").strip()
 
 
 def timer_data(record: TaskRecord, now: float) -> dict:

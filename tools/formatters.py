@@ -83,17 +83,26 @@ def format_list_files(result: ToolResult) -> str:
     spoken = [_spoken_entry(e) for e in entries[:MAX_SPOKEN_NAMES]]
     rest = total - len(spoken)
     items = "1 item" if total == 1 else f"{total} items"
+    if not data.get("complete", True):  # only the first MAX_SCAN_ENTRIES were read
+        return f"{folder} has more than {total} items. Among them: {', '.join(spoken)} and many more."
     if rest == 0:
         return f"{folder} has {items}: {join_spoken(spoken)}."
     return f"{folder} has {items}. Among them: {', '.join(spoken)} and {rest} more."
 
 
 def _spoken_entry(entry: dict) -> str:
+    name = _spoken_name(entry["name"])
     if entry["kind"] == "dir":
-        return f"a folder called {entry['name']}"
+        return f"a folder called {name}"
     if entry["kind"] == "link":
-        return f"a link called {entry['name']}"
-    return entry["name"]
+        return f"a link called {name}"
+    return name
+
+
+def _spoken_name(name: str) -> str:
+    """".env" -> "dot env": a leading dot is said (the speakable filter would fold it into the
+    punctuation before it: "has 1 item: .env." read "has 1 item.env.")."""
+    return f"dot {name[1:]}" if name.startswith(".") and len(name) > 1 else name
 
 
 def format_read_file_head(result: ToolResult) -> str:

@@ -4,6 +4,12 @@
 calls the handler, and always returns a `ToolResult` (never raises for bad input), so the listener
 can answer every function call, however malformed. `format` turns a result into a script for the
 narrator with the formatter registered on the tool's spec (the generic one by default).
+
+`run` is also where what a tool found is made safe, once for every tool: lone surrogates
+become U+FFFD (nothing downstream can encode them) and the configured secrets (the API key) are
+cut out, whatever file or task they came from, before the model, the narrator, the history or
+the log see it. (Arguments with a lone surrogate are each tool's call: what is only said or
+asked is cleaned, a path or a task's parameter is refused: it would name the wrong thing.)
 """
 
 from __future__ import annotations
@@ -12,8 +18,10 @@ import dataclasses
 import json
 import logging
 from dataclasses import dataclass
-from typing import Awaitable, Callable
+from typing import Any, Awaitable, Callable, Iterable
 
+from config.logging_setup import redact
+from safety.text import clean, map_strings
 from speech.speakable import DEFAULT_MAX_CHARS, speakable_text
 from tools.formatters import Formatter, Speakable, format_generic
 from tools.result import ToolError, ToolResult
@@ -111,9 +119,10 @@ class ToolSpec:
 class ToolRegistry:
     """Named tools with validated arguments; `run` turns every outcome into a ToolResult."""
 
-    def __init__(self, max_chars: int = DEFAULT_MAX_CHARS) -> None:
+    def __init__(self, max_chars: int = DEFAULT_MAX_CHARS, secrets: Iterable[str] = ()) -> None:
         self._tools: dict[str, ToolSpec] = {}
         self._max_chars = max_chars  # the longest script `format` returns
+        self._secrets = tuple(s for s in secrets if s)  # cut out of every result
 
     def register(
         self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic
@@ -146,12 +155,16 @@ class ToolRegistry:
             validated = validate_arguments(name, spec.parameters, arguments)
             data = await spec.handler(validated)
         except ToolError as exc:
-            return self._failed(name, call_id, str(exc), exc.data)
+            return self._failed(name, call_id, self._safe(str(exc)), self._safe(exc.data))
         except Exception as exc:  # a bug or an unexpected OS error: say so, keep the session going
             log.exception("tool %s (call %s) failed unexpectedly", name, call_id)
             return self._failed(name, call_id, f"The {name} tool failed: {type(exc).__name__}.")
         log.info("tool %s (call %s) succeeded", name, call_id)
-        return ToolResult(tool=name, call_id=call_id, ok=True, data=data, error=None)
+        return ToolResult(tool=name, call_id=call_id, ok=True, data=self._safe(data), error=None)
+
+    def _safe(self, value: Any) -> Any:
+        """`value` with lone surrogates replaced and the secrets cut out of every string in it."""
+        return map_strings(value, lambda text: redact(clean(text), self._secrets))
 
     def format(self, result: ToolResult) -> Speakable:
         """The result as a script to read aloud, by its tool's formatter; always something speakable
@@ -159,7 +172,7 @@ class ToolRegistry:
         spec = self._tools.get(result.tool)
         formatter = spec.formatter if spec is not None else format_generic
         try:
-            script = speakable_text(formatter(result), self._max_chars)
+            script = redact(speakable_text(formatter(result), self._max_chars), self._secrets)
         except Exception:  # a broken formatter must not cost the user their answer
             log.exception("formatter for %s failed; using the generic one", result.tool)
             script = ""

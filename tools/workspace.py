@@ -4,6 +4,11 @@ decides whether a path may be touched (`Workspace.resolve`) and opens it (`Works
 A check on a path and a later open of the same path can see different files: a symlink swapped
 in between would be followed out of the workspace. So `open` checks the file it actually opened,
 by the real path of its descriptor (/proc/self/fd), not the path it asked for.
+
+Some files inside the workspace are never opened, whatever the workspace is: settings files
+(`.env` and its kind hold API keys) and handoff's own private files (the settings file it was
+started with, its state folder, its log), checked on the real path, so a link to one is
+refused too.
 """
 
 from __future__ import annotations
@@ -11,18 +16,29 @@ from __future__ import annotations
 import errno
 import os
 from pathlib import Path
+from typing import Iterable
 
 from tools.result import ToolError
+
+PRIVATE = "That file holds settings or handoff's own records, which I never read out."
+
+
+def is_settings_file(name: str) -> bool:
+    """`.env`, `.env.local`, `prod.env`, `.envrc`: files of the kind that hold keys."""
+    lowered = name.lower()
+    return lowered in (".env", ".envrc") or lowered.startswith(".env.") or lowered.endswith(".env")
 
 
 class Workspace:
     """The one folder file tools may touch. Paths are resolved (symlinks followed) and checked."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, private: Iterable[Path] = ()) -> None:
         self.root = Path(root).resolve(strict=True)
         # The root as configured, in case it is itself reached through a symlink:
         # absolute paths spelled through it are inside too.
         self._spelled_root = Path(os.path.abspath(root))
+        # Files and folders never opened (see the module's doc); only those inside matter.
+        self._private = tuple(p for p in (Path(p).resolve() for p in private) if _is_within(p, self.root))
 
     def resolve(self, path: str) -> Path:
         """The real path of an existing file or folder inside the workspace, or ToolError."""
@@ -52,7 +68,12 @@ class Workspace:
             raise ToolError("That path cannot be followed: a link loops or a folder cannot be read.") from None
         if not _is_within(real, self.root):
             raise ToolError("That path is outside the workspace folder.")  # a symlink pointing out
+        self._refuse_private(real)
         return real
+
+    def _refuse_private(self, real: Path) -> None:
+        if is_settings_file(real.name) or any(_is_within(real, private) for private in self._private):
+            raise ToolError(PRIVATE)
 
     def open(self, path: str, *, folder: bool) -> tuple[int, Path]:
         """A descriptor (the caller closes it) for the file or folder `path` names, and its real
@@ -60,6 +81,8 @@ class Workspace:
         disk between the check and the open."""
         real = self.resolve(path)
         flags = os.O_RDONLY | os.O_CLOEXEC | os.O_NOFOLLOW | os.O_NONBLOCK  # NONBLOCK: a FIFO must not hang the open
+        # "a.txt/" names a folder (as the kernel reads it), though resolving drops the slash.
+        folder = folder or path.rstrip().endswith("/")
         try:
             fd = os.open(real, flags | (os.O_DIRECTORY if folder else 0))
         except NotADirectoryError:
@@ -72,6 +95,11 @@ class Workspace:
         if not _is_within(opened, self.root):  # a folder on the way was swapped for a link out
             os.close(fd)
             raise ToolError("That path is outside the workspace folder.")
+        try:
+            self._refuse_private(opened)  # swapped for a link to one since the check
+        except ToolError:
+            os.close(fd)
+            raise
         return fd, opened
 
     def relative(self, real: Path) -> str:

@@ -24,7 +24,10 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     for name in list(os.environ):
         if name.startswith(("OPENAI_", "HANDOFF_", "LOG_", "WAKE_", "READER_", "REALTIME_", "TRANSCRIBE_", "BRAIN_")):
             monkeypatch.delenv(name)
+    for name in ("WORKSPACE_ROOT", "LOG_FILE"):
+        monkeypatch.delenv(name, raising=False)
     monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("HOME", str(tmp_path))  # the default workspace (~/handoff-workspace) is made here
     monkeypatch.setenv("HANDOFF_STATE_DIR", str(tmp_path / "state"))
     return tmp_path
 
@@ -142,7 +145,8 @@ def test_every_problem_is_reported_at_once(home, capsys, monkeypatch) -> None:
 
 def test_the_real_entry_point_prints_one_line(tmp_path: Path) -> None:
     env = {k: v for k, v in os.environ.items() if not k.startswith("OPENAI_")}
-    env.update(PYTHONPATH=str(REPO), OPENAI_API_KEY=KEY, HANDOFF_STATE_DIR=str(tmp_path / "state"), READER_VOICE="robot")
+    env.update(PYTHONPATH=str(REPO), OPENAI_API_KEY=KEY, HANDOFF_STATE_DIR=str(tmp_path / "state"), READER_VOICE="robot",
+               HOME=str(tmp_path))
     result = subprocess.run([sys.executable, "-m", "commands.cli", "run"], cwd=tmp_path, env=env,
                             capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 2
@@ -157,6 +161,40 @@ def test_check_passes_a_good_setup(home, capsys, monkeypatch) -> None:
     code, out, _ = handoff(capsys, "check")
     assert code == 0
     assert out.strip().splitlines()[-1].startswith(f"ok: settings, voice, models, wake phrase, sounds, state folder {home / 'state'}")
+
+
+def test_check_makes_the_default_workspace_a_folder_of_its_own(home, capsys, monkeypatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\n")  # where ./run and the service start
+    code, out, _ = handoff(capsys, "check")
+    assert code == 0, out
+    workspace = home / "handoff-workspace"
+    assert workspace.is_dir() and (workspace.stat().st_mode & 0o777) == 0o700
+
+
+@pytest.mark.parametrize("where", [".", "~"])
+def test_check_refuses_a_workspace_that_holds_the_settings_file(home, capsys, monkeypatch, where: str) -> None:
+    # Issue 23, defect 1: with WORKSPACE_ROOT the folder of .env, "read the first lines of .env"
+    # read the key aloud, and `handoff check` said ok.
+    (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\nWORKSPACE_ROOT={where}\n")
+    code, out, _ = handoff(capsys, "check")
+    assert code == 2, out
+    assert out.splitlines()[0] == (
+        f"error: WORKSPACE_ROOT={home} holds the settings file {home / '.env'}, which holds the API key; point "
+        "WORKSPACE_ROOT at a folder of its own (the default is ~/handoff-workspace), or move .env out of it."
+    )
+    assert f"WORKSPACE_ROOT={home} holds the state folder {home / 'state'}" in out  # a warning as well
+    assert KEY not in out
+
+
+def test_run_refuses_a_workspace_that_holds_the_settings_file(tmp_path: Path) -> None:
+    (tmp_path / ".env").write_text(f"OPENAI_API_KEY={KEY}\nWORKSPACE_ROOT=.\n")
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENAI_", "WORKSPACE_"))}
+    env.update(PYTHONPATH=str(REPO), HANDOFF_STATE_DIR=str(tmp_path / "state"), HOME=str(tmp_path))
+    result = subprocess.run([sys.executable, "-m", "commands.cli", "run"], cwd=tmp_path, env=env,
+                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2
+    assert one_line(result.stderr).startswith(f"handoff: WORKSPACE_ROOT={tmp_path} holds the settings file")
 
 
 def test_check_warns_about_an_unknown_model_but_passes(home, capsys, monkeypatch) -> None:

@@ -89,3 +89,24 @@ async def test_a_listener_that_cannot_connect_shows_at_warning(tmp_path: Path, s
     failures = [r for r in caplog.records if "listener connection attempt" in r.getMessage()]
     assert [r.levelname for r in failures] == ["WARNING", "WARNING"], caplog.text
     assert failures[0].getMessage().startswith("error: listener connection attempt 1 failed")
+
+
+def test_model_text_cannot_forge_a_log_line_act_on_the_terminal_or_drop_the_line(tmp_path: Path, restore_root_logging, capfd) -> None:
+    # Issue 23, defects 6 and 8: a transcript or tool result with escape sequences, newlines or
+    # a lone surrogate came out raw (forged lines, a retitled terminal) or not at all.
+    log_file = tmp_path / "handoff.log"
+    configure_logging("INFO", file=log_file)
+    timeline = Timeline()
+    timeline.add(TimelineKind.HEARD, "hi\x1b]0;pwned\x07\x1b[2J\r\n2026-01-01 00:00:00 INFO    handoff: FORGED caf\ud800")
+    try:
+        raise ValueError("bad\x1b[31m value")
+    except ValueError:
+        logging.getLogger("handoff.test").exception("failed on %s", "x\x9by")
+    written = log_file.read_text()
+    err = capfd.readouterr().err
+    for text in (written, err):
+        assert "--- Logging error ---" not in text
+        assert not re.search("[\x00-\x08\x0b-\x1f\x7f-\x9f]", text), text
+        assert not any(line.startswith("2026-01-01") for line in text.splitlines())
+        assert "heard: hi\\x1b]0;pwned\\x07\\x1b[2J\\r\\n2026-01-01 00:00:00 INFO    handoff: FORGED caf\ufffd" in text
+        assert "failed on x\\x9by" in text and "ValueError: bad\\x1b[31m value" in text  # the traceback keeps its lines

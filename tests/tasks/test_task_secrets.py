@@ -57,3 +57,32 @@ def test_the_redactor_finds_a_secret_split_across_reads_and_keeps_other_bytes() 
         redactor(piece)
     redactor.flush()
     assert b"".join(out) == b"caf\xe9 [redacted] done\ntail"
+
+
+def test_a_variable_that_contains_the_key_is_not_passed_on() -> None:
+    # Issue 23, defect 11: only a variable *equal* to the key was held back.
+    from tasks.runner import task_environment
+
+    env = task_environment({"TOKEN": f"Bearer {SECRET}", "URL": f"https://x/?k={SECRET}", "HOME": "/h"}, "t1", (SECRET,))
+    assert env == {"HOME": "/h", "HANDOFF_TASK": "t1"}
+
+
+def test_once_the_settings_are_read_the_key_is_gone_from_the_process_environment(tmp_path: Path) -> None:
+    # Issue 23, defect 11: a task read the key from /proc/$PPID/environ (base64 beat the redaction).
+    import os
+    import subprocess
+    import sys
+
+    program = (
+        "import os, subprocess, sys\n"
+        "from safety.process import keep_key_private\n"
+        "keep_key_private(os.environ['OPENAI_API_KEY'])\n"
+        "assert 'OPENAI_API_KEY' not in os.environ and 'COPY' not in os.environ\n"
+        "dump = subprocess.run(['cat', f'/proc/{os.getpid()}/environ'], capture_output=True).stdout\n"
+        "sys.stdout.write(dump.decode('latin-1'))\n"
+    )
+    env = {**os.environ, "OPENAI_API_KEY": SECRET, "COPY": f"x{SECRET}x", "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+    result = subprocess.run([sys.executable, "-c", program], env=env, capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert SECRET not in result.stdout  # as root it can still read the file: the key is not in it
+    assert "PYTHONPATH=" in result.stdout  # the rest of the environment is still there

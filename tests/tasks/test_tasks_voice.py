@@ -214,7 +214,8 @@ async def test_the_cli_lists_tasks_and_prints_a_log(tools, tmp_path: Path, capsy
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].split() == ["ID", "NAME", "STATUS", "STARTED", "DURATION", "LOG"]
     assert lines[1].split()[:3] == ["1", "backup", "succeeded"] and lines[1].endswith(done.log_path)
-    assert lines[2].split()[:3] == ["2", "tests", "running"]
+    # A busy machine may not have started the second one yet: either is what the list should say.
+    assert lines[2].split()[:2] == ["2", "tests"] and lines[2].split()[2] in ("queued", "running")
 
     assert tasks_command.run(cli("--state-dir", state, "show", "1")) == 0
     assert capsys.readouterr().out == "copied 3 files\n"

@@ -401,3 +401,15 @@ async def test_timers_appear_in_handoff_tasks(tmp_path: Path, capsys, monkeypatc
         assert lines[2].split()[:3] == ["2", "reminder", "running"] and lines[2].endswith(f"due {due}: call the plumber")
         assert tasks_command.run(cli("--state-dir", str(tmp_path / "state"), "show", "plumber")) == 0
         assert capsys.readouterr().out == f"reminder 2 (your reminder to call the plumber), running, due {due}: call the plumber\n"
+
+
+async def test_a_hostile_label_or_reminder_is_kept_and_said_without_control_characters(tmp_path: Path) -> None:
+    # Issue 23, defects 6 and 8: escape sequences, newlines and lone surrogates from the model.
+    hostile = "\x1b]0;pwned\x07tea\r\n2026-01-01 FORGED caf\ud800"
+    async with timer_tools(tmp_path) as (registry, manager):
+        timer, script = await call(registry, "set_timer", {"duration": "PT1H", "label": hostile})
+        reminder, _ = await call(registry, "set_reminder", {"at": "23:59", "text": hostile})
+        assert timer.ok and reminder.ok, (timer, reminder)
+        records = await manager.list_tasks()
+        assert [r.label for r in records] == ["]0;pwned tea 2026-01-01 FORGED caf\ufffd"] * 2
+        assert "\x1b" not in script and "\x07" not in script
