@@ -90,6 +90,9 @@ class WebFeed:
         self.changes = Changes()
         self._heard_at: float | None = None  # the last command-shaped transcript, timeline clock
         self._finished: CommandView | None = None  # a command the history just finished
+        # The listener's session was lost, not handed over after an answer (which takes a moment
+        # and is no news): from then until the next session is ready, the page says reconnecting.
+        self.listener_trouble = True
         self._started_at = clock()
 
     # -- what the daemon calls ----------------------------------------------------------------------
@@ -127,7 +130,9 @@ class WebFeed:
                     answered.observed.mark(Stage.LAST_AUDIO, entry.at)
             case TimelineKind.LISTENING:
                 self.counts["listener_sessions",] += 1
+                self.listener_trouble = False
             case TimelineKind.RESTARTING:
+                self.listener_trouble = True
                 cause = "expired" if "expired" in entry.text else "recycled"
                 self.counts["reconnects", cause] += 1
                 self.events.append(EventView(self._clock(), EventKind.RECONNECT, entry.text))
@@ -135,8 +140,10 @@ class WebFeed:
                 fatal = entry.text.startswith("fatal: ")
                 if entry.text.startswith("listener connection dropped"):
                     self.counts["reconnects", "dropped"] += 1
+                    self.listener_trouble = True
                 elif entry.text.startswith("listener connection attempt"):
                     self.counts["connection_failures",] += 1
+                    self.listener_trouble = True
                 self.counts["errors", "fatal" if fatal else "error"] += 1
                 self.events.append(EventView(self._clock(), EventKind.FATAL if fatal else EventKind.ERROR,
                                              entry.text.removeprefix("fatal: ")))  # fmt: skip

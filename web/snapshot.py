@@ -52,7 +52,9 @@ class PageProbes:
     rooms: Callable[[], list[dict[str, Any]] | None] = lambda: None  # the satellites, once there are any
 
 
-def now_state(phase: str, listener_up: bool, upload_state: str, tools_running: bool) -> str:
+def now_state(phase: str, listener_up: bool, upload_state: str, tools_running: bool, trouble: bool = True) -> str:
+    """`trouble`: the listener's session was lost (a drop, expiry, failed attempts), rather than
+    handed over to a fresh one after an answer, which the page does not call reconnecting."""
     if phase == "narrating":
         return Now.NARRATING
     if phase == "stopping":
@@ -61,7 +63,7 @@ def now_state(phase: str, listener_up: bool, upload_state: str, tools_running: b
         return Now.WORKING if tools_running else Now.ROUTING
     if phase == "starting":
         return Now.STARTING
-    if phase == "restarting" or not listener_up:
+    if (phase == "restarting" or not listener_up) and trouble:
         return Now.RECONNECTING
     return Now.HEARING if upload_state == "sending" else Now.LISTENING
 
@@ -84,7 +86,7 @@ def build(
         "revision": feed.revision,
         "csrf": csrf,
         "now": {
-            "state": now_state(phase, listener_up, probes.upload_state(), tools_running),
+            "state": now_state(phase, listener_up, probes.upload_state(), tools_running, feed.listener_trouble),
             "phase": phase,
             "listener_up": listener_up,
             "session": probes.sessions_opened(),
