@@ -19,6 +19,7 @@ from tasks.records import TaskRecord
 from web.cost_days import CostDays
 from web.feed import CommandView, WebFeed
 
+SHOWN_COMMANDS = 12  # the newest; the history keeps the rest
 TASK_LINES = 5  # output lines shown per task
 TAIL_BYTES = 4096  # read from the end of a running task's log for them
 COST_DAYS = 14
@@ -92,11 +93,11 @@ def build(
             "session": probes.sessions_opened(),
             "session_age_s": round(probes.session_age_s(), 1) if listener_up else None,
             "upload_mode": probes.upload_mode,
-            "uploading": "a command" if probes.upload_state() in ("sending", "streaming") and phase != "narrating" else "nothing",
+            "uploading": _uploading(probes.upload_state(), phase),
             "rooms": probes.rooms(),
             "up_s": round(now - feed._started_at),
         },
-        "commands": [_command(view, clean) for view in reversed(feed.commands)],
+        "commands": [_command(view, clean) for view in list(reversed(feed.commands))[:SHOWN_COMMANDS]],
         "stage_order": [stage.value for stage in STAGE_ORDER],
         "tasks": _tasks(feed.tasks.values(), clean, now),
         "templates": [{"name": t.name, "spoken": t.spoken or f"the {t.name} task",
@@ -105,6 +106,12 @@ def build(
         "latency": latency_by_hour(feed.latencies, now),
         "events": [{"at": e.at, "kind": str(e.kind), "text": clean(e.text)} for e in reversed(feed.events)],
     }
+
+
+def _uploading(gate: str, phase: str) -> str:
+    if phase == "narrating":
+        return "nothing (muted while it speaks)"
+    return {"streaming": "everything (continuous)", "sending": "a command"}.get(gate, "nothing")
 
 
 def _command(view: CommandView, clean: Callable[[str], str]) -> dict[str, Any]:

@@ -94,6 +94,9 @@ def earlier_history(state: Path) -> None:
 
 def screenshots(driver: webdriver.Chrome, folder: Path, prefix: str) -> None:
     folder.mkdir(parents=True, exist_ok=True)
+    # The window as tall as the page: a view below the fold would be cut otherwise.
+    height = driver.execute_script("return document.documentElement.scrollHeight")
+    driver.set_window_size(driver.get_window_size()["width"], height + 20)
     driver.save_screenshot(str(folder / f"{prefix}-page.png"))
     for view in ("commands", "tasks", "cost", "latency", "events"):
         driver.find_element(By.ID, f"view-{view}").screenshot(str(folder / f"{prefix}-{view}.png"))
@@ -161,10 +164,10 @@ async def test_the_page_follows_a_running_daemon_live(tmp_path: Path, sim: SimSe
             assert driver.find_elements(By.CSS_SELECTOR, "#latency-chart circle")  # the earlier day's answers
             assert len(driver.find_elements(By.CSS_SELECTOR, "#cost-chart rect")) >= 13 * 4
             assert "left" in text_of(driver, "#cost-budget")
-            screenshots(driver, shots, "wide")
+            await asyncio.to_thread(screenshots, driver, shots, "wide")
             await asyncio.to_thread(driver.set_window_size, 390, 1600)  # a phone
             await until(driver, lambda d: d.execute_script("return document.documentElement.scrollWidth <= 390"))
-            driver.save_screenshot(str(shots / "phone.png"))
+            await asyncio.to_thread(screenshots, driver, shots, "phone")
             await asyncio.to_thread(driver.set_window_size, 1200, 1500)
 
             # The daemon stops: the page says it is reconnecting ...

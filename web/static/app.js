@@ -70,31 +70,45 @@ function tickSession() {
 }
 
 // -- commands ---------------------------------------------------------------------------------
+const SHOWN_COMMANDS = () => (window.matchMedia("(max-width: 40rem)").matches ? 6 : 12); // a phone: fewer
+
 function stageBar(stages, order) {
+  // One segment per stage reached, from the one before it; a stage that did not happen (no tool,
+  // no timing yet) has no segment, and the label says so.
   const present = order.filter((s) => typeof stages[s] === "number");
   const bar = el("div", { cls: "stagebar", role: "img" });
-  const legend = el("div", { cls: "stages" });
   const total = present.length ? Math.max(...present.map((s) => stages[s])) : 0;
   let previous = 0;
   for (const stage of present) {
     const at = stages[stage];
-    const width = total > 0 ? Math.max(0, at - previous) / total * 100 : 0;
     const seg = el("div", { cls: "seg", "data-stage": stage, title: STAGE_NAMES[stage] + " at " + secs(at) });
-    seg.style.width = width + "%";
+    seg.style.width = (total > 0 ? Math.max(0, at - previous) / total * 100 : 0) + "%";
     seg.style.background = "var(--s-" + stage + ", #9ca3af)";
     bar.append(seg);
     previous = Math.max(previous, at);
   }
-  bar.setAttribute("aria-label", present.map((s) => STAGE_NAMES[s] + " " + secs(stages[s])).join(", ") || "no stages");
+  const absent = order.filter((s) => !present.includes(s) && s !== "end_of_speech");
+  bar.setAttribute("aria-label", present.map((s) => STAGE_NAMES[s] + " " + secs(stages[s])).join(", ")
+    + (absent.length ? "; not seen: " + absent.map((s) => STAGE_NAMES[s]).join(", ") : ""));
+  return bar;
+}
+
+function renderLegend(order) {
+  const legend = byId("stage-legend");
+  if (legend.childElementCount) return;
   for (const stage of order) {
     if (stage === "end_of_speech") continue;
-    const seen = typeof stages[stage] === "number";
     const sw = el("span", { cls: "sw" });
     sw.style.background = "var(--s-" + stage + ", #9ca3af)";
-    legend.append(el("span", { cls: seen ? "stage" : "stage absent", "data-stage": stage },
-      sw, STAGE_NAMES[stage] + " " + (seen ? secs(stages[stage]) : "–")));
+    legend.append(el("span", { cls: "stage" }, sw, STAGE_NAMES[stage]));
   }
-  return [bar, legend];
+}
+
+function timing(stages) {
+  // Voice to voice when the answer's first audio was timed; else when it ended.
+  if (typeof stages.first_audio === "number") return el("span", { cls: "v2v" }, "voice to voice ", el("b", { text: secs(stages.first_audio) }));
+  if (typeof stages.last_audio === "number") return el("span", { cls: "v2v" }, "done after ", el("b", { text: secs(stages.last_audio) }));
+  return null;
 }
 
 function line(label, text, cls) {
@@ -102,20 +116,22 @@ function line(label, text, cls) {
 }
 
 function renderCommands(commands, order) {
+  renderLegend(order);
   const list = byId("commands");
-  list.replaceChildren(...commands.map((c) => {
+  list.replaceChildren(...commands.slice(0, SHOWN_COMMANDS()).map((c) => {
     const item = el("li", { cls: "command" });
     item.append(el("div", { cls: "top" },
       el("span", { cls: "when", text: clock(c.at) }),
       el("span", { cls: "heard", text: c.heard }),
       c.room ? el("span", { cls: "muted", text: c.room }) : null,
-      el("span", { cls: "outcome", "data-outcome": c.outcome, text: c.outcome })));
+      el("span", { cls: "outcome", "data-outcome": c.outcome, text: c.outcome }),
+      timing(c.stages)));
     c.tools.forEach((tool, i) => {
       item.append(line("ran", tool, "tool"));
       if (c.results[i] !== undefined) item.append(line("got", c.results[i], "result"));
     });
     if (c.said) item.append(line("said", c.said, "said"));
-    item.append(...stageBar(c.stages, order));
+    item.append(stageBar(c.stages, order));
     return item;
   }));
   byId("commands-empty").hidden = commands.length > 0;
@@ -219,7 +235,7 @@ function costChart(days) {
       rect.append(svg("title", {}, d.day + " " + part + " " + usd(value)));
       chart.append(rect);
     }
-    if (i % 2 === days.length % 2 || i === days.length - 1) {
+    if ((days.length - 1 - i) % 3 === 0) {  // today, and every third day back from it
       chart.append(svg("text", { x: left + i * slot + slot / 2, y: H - 4, "text-anchor": "middle" }, d.day.slice(5)));
     }
   });
@@ -229,7 +245,7 @@ function costChart(days) {
 
 // -- latency ----------------------------------------------------------------------------------
 function renderLatency(rows) {
-  const W = 320, H = 120, top = 12, bottom = 18, left = 26;
+  const W = 320, H = 120, top = 12, bottom = 18, left = 32;
   const values = rows.flatMap((r) => [r.p50, r.p95]).filter((v) => v !== null);
   const chart = svg("svg", { viewBox: `0 0 ${W} ${H}`, role: "img" });
   const max = Math.max(...values, 1);
@@ -237,7 +253,7 @@ function renderLatency(rows) {
   const y = (v) => H - bottom - v / max * (H - top - bottom);
   for (const tick of [0, max / 2, max]) {
     chart.append(svg("line", { x1: left, x2: W, y1: y(tick), y2: y(tick), stroke: "#e5e7eb" }));
-    chart.append(svg("text", { x: left - 3, y: y(tick) + 3, "text-anchor": "end" }, tick.toFixed(1)));
+    chart.append(svg("text", { x: left - 3, y: y(tick) + 3, "text-anchor": "end" }, tick.toFixed(1) + " s"));
   }
   for (const [key, color] of [["p95", "#d97706"], ["p50", "#2563eb"]]) {
     let path = "";
@@ -251,7 +267,7 @@ function renderLatency(rows) {
     if (path) chart.append(svg("path", { d: path, fill: "none", stroke: color, "stroke-width": 1.5 }));
   }
   rows.forEach((r, i) => {
-    if (i % 6 === 5) chart.append(svg("text", { x: x(i), y: H - 4, "text-anchor": "middle" }, new Date(r.hour * 1000).getHours() + ":00"));
+    if (i % 6 === 2) chart.append(svg("text", { x: x(i), y: H - 4, "text-anchor": "middle" }, new Date(r.hour * 1000).getHours() + ":00"));
   });
   if (!values.length) chart.append(svg("text", { x: W / 2, y: H / 2, "text-anchor": "middle" }, "no answers timed yet"));
   byId("latency-chart").replaceChildren(chart);
