@@ -21,6 +21,7 @@ from web.feed import CommandView, WebFeed
 
 SHOWN_COMMANDS = 12  # the newest; the history keeps the rest
 TASK_LINES = 5  # output lines shown per task
+RESULT_CHARS = 600  # of a tool's result (what the model was given; the log has it whole)
 TAIL_BYTES = 4096  # read from the end of a running task's log for them
 COST_DAYS = 14
 LATENCY_HOURS = 24
@@ -120,13 +121,19 @@ def _command(view: CommandView, clean: Callable[[str], str]) -> dict[str, Any]:
         "at": entry.at,
         "heard": clean(entry.heard),
         "tools": [clean(tool) for tool in entry.tools],
-        "results": [clean(result) for result in view.results],
+        "results": [_result(clean(result)) for result in view.results],
         "said": clean(entry.said),
         "outcome": str(entry.outcome),
         "room": entry.room,
         "done": view.done,
         "stages": view.stages(),
     }
+
+
+def _result(text: str) -> dict[str, Any]:
+    """ "get_time ok: {...}" (the timeline's result line) as the page shows it."""
+    head, _, rest = text.partition(": ")
+    return {"ok": head.endswith(" ok"), "text": rest if len(rest) <= RESULT_CHARS else rest[: RESULT_CHARS - 1] + "…"}
 
 
 def _tasks(records: Any, clean: Callable[[str], str], now: float) -> list[dict[str, Any]]:

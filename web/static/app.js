@@ -128,7 +128,8 @@ function renderCommands(commands, order) {
       timing(c.stages)));
     c.tools.forEach((tool, i) => {
       item.append(line("ran", tool, "tool"));
-      if (c.results[i] !== undefined) item.append(line("got", c.results[i], "result"));
+      const result = c.results[i];
+      if (result !== undefined) item.append(line(result.ok ? "got" : "failed", result.text, result.ok ? "result" : "result failed"));
     });
     if (c.said) item.append(line("said", c.said, "said"));
     item.append(stageBar(c.stages, order));
@@ -236,7 +237,8 @@ function costChart(days) {
       chart.append(rect);
     }
     if ((days.length - 1 - i) % 3 === 0) {  // today, and every third day back from it
-      chart.append(svg("text", { x: left + i * slot + slot / 2, y: H - 4, "text-anchor": "middle" }, d.day.slice(5)));
+      const last = i === days.length - 1;  // kept inside the chart
+      chart.append(svg("text", { x: last ? W - 1 : left + i * slot + slot / 2, y: H - 4, "text-anchor": last ? "end" : "middle" }, d.day.slice(5)));
     }
   });
   chart.append(svg("text", { x: W - 2, y: 10, "text-anchor": "end" }, "max " + usd(max)));
