@@ -93,7 +93,7 @@ class WebFeed:
         # The listener's session was lost, not handed over after an answer (which takes a moment
         # and is no news): from then until the next session is ready, the page says reconnecting.
         self.listener_trouble = True
-        self._started_at = clock()
+        self.started_at = clock()
 
     # -- what the daemon calls ----------------------------------------------------------------------
     def observe(self, entry: TimelineEntry) -> None:

@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable
 
 from aiohttp import web
 
+from concurrency.changes import Changes
 from tasks import control
 from tasks.config import TaskTemplate
 from tasks.errors import TaskError
@@ -71,7 +72,7 @@ class PageConfig:
 class WebPage:
     """`await start()` once the assistant is assembled, `await close()` before it is taken apart."""
 
-    def __init__(self, config: PageConfig, feed: WebFeed, probes: PageProbes, wake: Any,
+    def __init__(self, config: PageConfig, feed: WebFeed, probes: PageProbes, wake: Changes,
                  cost_days: CostDays | None) -> None:  # fmt: skip
         """`wake`: a `Changes` notified when the assistant's state changes (its phase), besides
         the feed's own."""
@@ -84,7 +85,6 @@ class WebPage:
         self._runner: web.AppRunner | None = None
         self._closing = False
         self._saver: asyncio.Task[None] | None = None
-        self.port: int | None = None
         self.streams = 0  # event streams open now
         self._static = {name: (STATIC / name).read_bytes() for name in ("index.html", "app.js", "app.css")}
 
@@ -110,12 +110,9 @@ class WebPage:
                         "another port, or 0 for no page)", self.config.host, self.config.port, exc.strerror or exc)  # fmt: skip
             return False
         self._runner = runner
-        server = getattr(site, "_server", None)
-        sockets = getattr(server, "sockets", None) or []
-        self.port = sockets[0].getsockname()[1] if sockets else self.config.port
         if self._cost_days is not None:
             self._saver = asyncio.create_task(self._save_cost_forever(), name="web cost days")
-        log.info("web page on http://%s:%d/%s", self.config.host, self.port,
+        log.info("web page on http://%s:%d/%s", self.config.host, self.config.port,
                  " (token required: `handoff web-url` prints the address)" if self.config.token else "")  # fmt: skip
         return True
 

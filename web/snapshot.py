@@ -96,7 +96,7 @@ def build(
             "upload_mode": probes.upload_mode,
             "uploading": _uploading(probes.upload_state(), phase),
             "rooms": probes.rooms(),
-            "up_s": round(now - feed._started_at),
+            "up_s": round(now - feed.started_at),
         },
         "commands": [_command(view, clean) for view in list(reversed(feed.commands))[:SHOWN_COMMANDS]],
         "stage_order": [stage.value for stage in STAGE_ORDER],
