@@ -167,6 +167,7 @@ async def test_the_page_follows_a_running_daemon_live(tmp_path: Path, sim: SimSe
             await asyncio.to_thread(screenshots, driver, shots, "wide")
             await asyncio.to_thread(driver.set_window_size, 390, 1600)  # a phone
             await until(driver, lambda d: d.execute_script("return document.documentElement.scrollWidth <= 390"))
+            await until(driver, lambda d: len(d.find_elements(By.CSS_SELECTOR, "#commands .command")) == 6)  # fewer on a phone
             await asyncio.to_thread(screenshots, driver, shots, "phone")
             await asyncio.to_thread(driver.set_window_size, 1200, 1500)
 
@@ -175,6 +176,7 @@ async def test_the_page_follows_a_running_daemon_live(tmp_path: Path, sim: SimSe
             assert await daemon.exited(timeout=20) == 0, daemon.log
             await until(driver, lambda d: d.find_element(By.ID, "conn").is_displayed())
             assert text_of(driver, "#now-state") == "reconnecting"
+            assert "last heard from" in text_of(driver, "#now-details")  # not the stale session as if now
             driver.save_screenshot(str(shots / "reconnecting.png"))
         # ... and comes back by itself when it starts again.
         quiet = wav_with_commands(tmp_path / "quiet.wav", utterances=0, lead_s=0.5, seconds_after=120)

@@ -12,6 +12,7 @@ const PART_COLORS = { listener: "#60a5fa", narrator: "#a78bfa", transcription: "
 let csrf = "";
 let state = null;
 let sessionBase = null; // [session_age_s, when received] so the age ticks between updates
+let lastUpdate = 0; // when the last update came (ms), for "last heard from" while reconnecting
 
 function el(tag, props, ...children) {
   const node = document.createElement(tag);
@@ -301,12 +302,22 @@ function render(next) {
 function connect() {
   const source = new EventSource("/events");
   source.onopen = () => { byId("conn").hidden = true; };
-  source.onmessage = (message) => { byId("conn").hidden = true; render(JSON.parse(message.data)); };
+  source.onmessage = (message) => {
+    byId("conn").hidden = true;
+    document.body.classList.remove("offline");
+    lastUpdate = Date.now();
+    render(JSON.parse(message.data));
+  };
   source.onerror = () => {
-    // EventSource retries by itself (the daemon restarting): say so meanwhile.
+    // EventSource retries by itself (the daemon restarting): say so meanwhile, and show what is
+    // on the page as what it was, not as now.
     byId("conn").hidden = false;
+    document.body.classList.add("offline");
     byId("now").dataset.state = "reconnecting";
     byId("now-state").textContent = "reconnecting";
+    sessionBase = null;
+    const seen = lastUpdate ? "last heard from at " + new Date(lastUpdate).toLocaleTimeString() : "not reached yet";
+    byId("now-details").replaceChildren(el("span", { text: "handoff " + seen }));
   };
 }
 
@@ -319,5 +330,6 @@ document.addEventListener("DOMContentLoaded", () => {
     post("/api/tasks/start", { name: byId("task-template").value, params });
   });
   setInterval(tickSession, 1000);
+  window.matchMedia("(max-width: 40rem)").addEventListener("change", () => state && renderCommands(state.commands, state.stage_order));
   connect();
 });
