@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from concurrency.changes import Changes
+from decisions.coordinator import NarrationKind
 from decisions.stages import Stage, StageTimes
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry, HistoryKind
@@ -26,6 +27,8 @@ from tasks.records import TaskRecord
 # Upper bounds of the stage latency histograms, in seconds after the end of speech.
 STAGE_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 30.0)
 KEEP_FINISHED_TASKS = 20
+# The narrations that end a command (the others are notices, progress and connection news).
+_ANSWERS = frozenset(kind.value for kind in (NarrationKind.ANSWER, NarrationKind.FALLBACK, NarrationKind.ERROR))
 
 
 class EventKind(enum.StrEnum):
@@ -110,23 +113,21 @@ class WebFeed:
                     view.observed.mark(Stage.ROUTE_SENT, entry.at)
                     self.commands.append(view)
                 self._heard_at = None
-                self.counts["commands_started",] += 1
             case TimelineKind.TOOL | TimelineKind.FALLBACK if view is not None:
                 view.observed.mark(Stage.CALL_RECEIVED, entry.at)
-                if entry.kind is TimelineKind.TOOL:
-                    self.counts["tool_calls", entry.text.split("(", 1)[0]] += 1
             case TimelineKind.RESULT:
                 name, _, rest = entry.text.partition(" ")
                 self.counts["tool_runs", name, "ok" if rest.startswith("ok") else "failed"] += 1
                 if view is not None:
-                    view.observed.mark(Stage.TOOL_DONE, entry.at)
+                    view.observed.times[Stage.TOOL_DONE] = entry.at  # the last tool's end
                     view.results.append(entry.text)
-            case TimelineKind.NARRATING if view is not None:
-                view.observed.mark(Stage.TOOL_DONE, entry.at)
+            case TimelineKind.NARRATING if view is not None and Stage.CALL_RECEIVED in view.observed.times:
+                view.observed.mark(Stage.TOOL_DONE, entry.at)  # (a reply with no tool: the model's text)
             case TimelineKind.NARRATED:
-                self.counts["narrations", entry.text.split(" ", 1)[0]] += 1
+                kind = entry.text.split(" ", 1)[0]
+                self.counts["narrations", kind] += 1
                 answered = view or self._finished
-                if answered is not None:
+                if answered is not None and kind in _ANSWERS:
                     answered.observed.mark(Stage.LAST_AUDIO, entry.at)
             case TimelineKind.LISTENING:
                 self.counts["listener_sessions",] += 1
@@ -144,6 +145,8 @@ class WebFeed:
                 elif entry.text.startswith("listener connection attempt"):
                     self.counts["connection_failures",] += 1
                     self.listener_trouble = True
+                elif entry.text.startswith("tool ") and " crashed" in entry.text:  # "tool NAME crashed: ..."
+                    self.counts["tool_runs", entry.text.split(" ", 2)[1], "crashed"] += 1
                 self.counts["errors", "fatal" if fatal else "error"] += 1
                 self.events.append(EventView(self._clock(), EventKind.FATAL if fatal else EventKind.ERROR,
                                              entry.text.removeprefix("fatal: ")))  # fmt: skip

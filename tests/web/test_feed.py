@@ -145,3 +145,13 @@ def test_a_history_entry_said_unasked_is_an_event_not_a_command(tmp_path: Path) 
     _, _, feed, _ = fed(tmp_path)
     feed.history_done(HistoryEntry(1.0, HistoryKind.NOTICE, said="The backup finished.", outcome=Outcome.SAID))
     assert not feed.commands and feed.events[-1].text == "The backup finished."
+
+
+def test_a_crashed_tool_is_counted_and_a_notice_is_not_the_command_s_last_audio(tmp_path: Path) -> None:
+    timeline, _, feed, clock = fed(tmp_path)
+    timeline.add(TimelineKind.COMMAND, "read my notes")
+    timeline.add(TimelineKind.TOOL, "read_file_head({})")
+    timeline.add(TimelineKind.ERROR, "tool read_file_head crashed: KeyError")
+    timeline.add(TimelineKind.NARRATED, "notice (similarity 1.00, attempts 1)")  # said meanwhile: not this command's answer
+    assert feed.counts["tool_runs", "read_file_head", "crashed"] == 1
+    assert "last_audio" not in feed.commands[-1].stages() and not feed.commands[-1].done
