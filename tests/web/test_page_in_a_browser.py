@@ -39,6 +39,11 @@ TASKS = """
 spoken = "the report"
 argv = ["sh", "-c", "echo 'building the report'; echo '<script>window.__pwned=\\"task\\"</script>'; sleep 1; echo done"]
 cwd = "."
+
+[tasks.soak]
+spoken = "the soak test"
+argv = ["sh", "-c", "echo soaking; exec sleep 300"]
+cwd = "."
 """
 # Records every state the page shows, so a state held for a moment is not missed between looks.
 WATCH_STATES = """
@@ -159,6 +164,16 @@ async def test_the_page_follows_a_running_daemon_live(tmp_path: Path, sim: SimSe
             # Its outcome is announced: narrating again, then back to listening.
             await until(driver, lambda d: "narrating" in d.execute_script("return window.__states")
                         and text_of(d, "#now-state") == "listening")  # fmt: skip
+            # A long one, cancelled from the page.
+            Select(driver.find_element(By.ID, "task-template")).select_by_value("soak")
+            driver.find_element(By.ID, "task-start").click()
+            soak = "#tasks .task[data-id='2']"
+            await until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"{soak}[data-status='running']")
+                        and "soaking" in text_of(d, f"{soak} pre"))  # fmt: skip
+            driver.find_element(By.CSS_SELECTOR, f"{soak} button.cancel").click()
+            await until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, f"{soak}[data-status='cancelled']"))
+            assert "Cancelled #2." in text_of(driver, "#task-message")
+            await until(driver, lambda d: text_of(d, "#now-state") == "listening")
             assert driver.execute_script("return window.__pwned === undefined")
             assert driver.execute_script("return document.querySelectorAll('main script, main img').length") == 0
             assert driver.find_elements(By.CSS_SELECTOR, "#latency-chart circle")  # the earlier day's answers
