@@ -105,10 +105,16 @@ function renderLegend(order) {
   }
 }
 
-function timing(stages) {
-  // Voice to voice when the answer's first audio was timed; else when it ended.
-  if (typeof stages.first_audio === "number") return el("span", { cls: "v2v" }, "voice to voice ", el("b", { text: secs(stages.first_audio) }));
-  if (typeof stages.last_audio === "number") return el("span", { cls: "v2v" }, "done after ", el("b", { text: secs(stages.last_audio) }));
+function timing(stages, order) {
+  // Voice to voice when the answer's first audio was timed from the end of speech; else how long
+  // the answer took from the first stage that was seen.
+  const origin = order.find((s) => typeof stages[s] === "number");
+  if (origin === "end_of_speech" && typeof stages.first_audio === "number") {
+    return el("span", { cls: "v2v" }, "voice to voice ", el("b", { text: secs(stages.first_audio) }));
+  }
+  if (origin !== undefined && typeof stages.last_audio === "number") {
+    return el("span", { cls: "v2v" }, "said by ", el("b", { text: secs(stages.last_audio) }), " from the " + STAGE_NAMES[origin]);
+  }
   return null;
 }
 
@@ -126,7 +132,7 @@ function renderCommands(commands, order) {
       el("span", { cls: "heard", text: c.heard }),
       c.room ? el("span", { cls: "muted", text: c.room }) : null,
       el("span", { cls: "outcome", "data-outcome": c.outcome, text: c.outcome }),
-      timing(c.stages)));
+      timing(c.stages, order)));
     c.tools.forEach((tool, i) => {
       item.append(line("ran", tool, "tool"));
       const result = c.results[i];
