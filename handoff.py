@@ -297,7 +297,7 @@ class Coordinator:
                 scripts.append(f"Sorry, the {call.name.replace('_', ' ')} tool failed.")
                 self.timeline.add(TimelineKind.ERROR, f"tool {call.name} crashed: {exc.__class__.__name__}")
                 continue
-            log.info("tool %s finished ok=%s: %s", call.name, result.ok, speakable.full)
+            self.timeline.add(TimelineKind.RESULT, f"{call.name} {'ok' if result.ok else 'failed'}: {result.short_output()}")
             await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._feed(ToolsFinished(route, tuple(scripts)))

@@ -24,6 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running, 4 unknown)"),
     "history": ("commands.status", "what the assistant was asked and what it said"),
     "wake-test": ("commands.wake_test", "say the wake phrase a few times: how well the on-device model hears you, and the cutoff that would"),
+    "web-url": ("commands.web_url", "the address of the running assistant's page (with its token, when it needs one)"),
 }
 
 EXIT_USAGE = 2

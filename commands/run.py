@@ -58,9 +58,13 @@ async def run_live(settings: Settings) -> int:
 
 
 async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:
+    from web import daemon as web_page  # only here: `handoff status` does not load aiohttp and prometheus_client
+
     microphone, speaker = open_audio(settings.audio)
-    async with runtime:  # around the assistant: its last status and history come after every task stopped
-        async with assistant(settings, microphone, speaker, timeline, on_task_change=runtime.task_changed) as coordinator:
+    # The runtime around the assistant: its last status and history come after every task stopped.
+    async with runtime, web_page.feeding(settings, timeline, runtime) as feed:  # WEB_PORT=0: no feed
+        on_task_change = web_page.task_watchers(runtime.task_changed, feed and feed.task_changed)
+        async with assistant(settings, microphone, speaker, timeline, on_task_change=on_task_change) as coordinator:
             runtime.attach(Probes(
                 listener_up=lambda: coordinator.core.listener_up,
                 phase=lambda: coordinator.phase.value,
@@ -73,7 +77,8 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
             log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
             if wake_is_private(settings):  # (the fallback was logged as a warning by the checks)
                 log.info("%s", wake_mode_line(settings))
-            code = await coordinator.run()
+            async with web_page.serving(settings, feed, coordinator, runtime):
+                code = await coordinator.run()
             runtime.stopping("stopping" if code == 0 else f"stopping after a fatal error (exit {code})")
             if coordinator.fatal_message:
                 print(f"handoff: {printable(redact(coordinator.fatal_message, [settings.realtime.api_key]))}", file=sys.stderr)

@@ -16,6 +16,7 @@ from config.logging_setup import redact
 from config.settings import Settings, load_settings
 from safety.text import map_strings, printable
 from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, read_history
+from commands.web_url import web_line
 from service.status import STATUS_FILE, Liveness, Status, StatusCorrupt, liveness, read_status
 
 # Exit codes, as init scripts' `status` uses them: 0 running, 1 running but unwell, 3 not running.
@@ -73,9 +74,16 @@ def run_status(args: argparse.Namespace) -> int:
     now = time.time()
     state = liveness(status, now)
     print(describe(status, state, now))
+    if state in (Liveness.RUNNING, Liveness.UNHEALTHY):
+        print(_page_line(args), end="")
     if state is Liveness.RUNNING:
         return EXIT_RUNNING
     return EXIT_UNHEALTHY if state is Liveness.UNHEALTHY else EXIT_NOT_RUNNING
+
+
+def _page_line(args: argparse.Namespace) -> str:
+    settings = load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)})
+    return web_line(settings.web, settings.state_dir) or ""
 
 
 def describe(status: Status, state: Liveness, now: float) -> str:

@@ -70,6 +70,9 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_HISTORY_ROWS": "5000",
     "NARRATOR_WARM": "true",
     "NARRATOR_WARM_MAX_AGE_S": "3000",
+    "WEB_PORT": "8788",
+    "WEB_HOST": "",
+    "WEB_METRICS_TOKEN": "false",
 }
 
 
@@ -283,6 +286,24 @@ class ServiceSettings:
 
 
 @dataclass(frozen=True)
+class WebSettings:
+    """The page `handoff run` serves (web/): on 127.0.0.1 only, unless `host` is set, and then
+    behind a token."""
+
+    port: int = 8788  # 0: no page
+    host: str = ""  # "": 127.0.0.1, no token; any address set here requires the token
+    metrics_need_token: bool = False  # /metrics behind the token too (when there is one)
+
+    @property
+    def bind_host(self) -> str:
+        return self.host or "127.0.0.1"
+
+    @property
+    def needs_token(self) -> bool:
+        return bool(self.host)
+
+
+@dataclass(frozen=True)
 class Settings:
     realtime: RealtimeSettings = field(default_factory=RealtimeSettings)
     listener: ListenerSettings = field(default_factory=ListenerSettings)
@@ -302,6 +323,7 @@ class Settings:
     log_level: LogLevel = LogLevel.INFO
     log: LogSettings = field(default_factory=LogSettings)
     service: ServiceSettings = field(default_factory=ServiceSettings)
+    web: WebSettings = field(default_factory=WebSettings)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -370,6 +392,10 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
     if not volume.isdigit() or int(volume) > 150:
         problems.append(f"NARRATOR_VOLUME={volume} is not a whole number from 0 to 150 (percent); set it in .env or the environment.")
+    web = WebSettings(port=_number(values, "WEB_PORT", 0, problems), host=values.get("WEB_HOST", "").strip(),
+                      metrics_need_token=_flag(values, "WEB_METRICS_TOKEN", problems))  # fmt: skip
+    if web.port > 65535:
+        problems.append(f"WEB_PORT={web.port} is not a port (0 to 65535, 0: no page); {where}.")
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
@@ -407,6 +433,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         log_level=log_level,
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),
+        web=web,
     )
 
 

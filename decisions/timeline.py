@@ -27,6 +27,7 @@ class TimelineKind(enum.StrEnum):
     WORKING = "working"  # an answer is late: the working sound plays
     COMMAND = "command"  # routed to the model
     TOOL = "tool"
+    RESULT = "result"  # a tool finished: "name ok: what it found" (as the log always said it)
     FALLBACK = "fallback"  # no tool call: the model's text is narrated
     NARRATING = "narrating"
     NARRATED = "narrated"

@@ -41,6 +41,11 @@ fi
 if ! "$python_bin" -c 'import ensurepip, venv' >/dev/null 2>&1; then
   missing+=(python3-venv)
 fi
+# The tests drive the web page in a real browser: Debian's headless chromium and its driver.
+if [ "$want_dev" = 1 ]; then
+  command -v chromium >/dev/null 2>&1 || missing+=(chromium)
+  command -v chromedriver >/dev/null 2>&1 || missing+=(chromium-driver)
+fi
 
 if [ "${#missing[@]}" -gt 0 ]; then
   if [ "$(id -u)" = "0" ] && command -v apt-get >/dev/null 2>&1; then

@@ -17,6 +17,7 @@ import dataclasses
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 from concurrency.changes import Changes
 from config.logging_setup import redact
@@ -69,6 +70,13 @@ class ServiceRuntime:
         self._unwritten = False  # ... since it was last written
         self.tracker = StatusTracker(self._probes, files.heartbeat_s if files else 0.0)
         self._history = HistoryTracker(self._command_done, keep_overheard=files.keep_overheard if files else False)
+        # Told of every finished entry but overheard speech (the web page's feed).
+        self.on_history: list[Callable[[HistoryEntry], None]] = []
+
+    @property
+    def current_command(self) -> HistoryEntry | None:
+        """The command in progress (filled in as it goes), or the last one finished."""
+        return self._history.last_command
 
     def attach(self, probes: Probes) -> None:
         """Read the assembled assistant through `probes` from now on."""
@@ -128,6 +136,9 @@ class ServiceRuntime:
         self._changed()
 
     def _command_done(self, entry: HistoryEntry) -> None:
+        if entry.kind is not HistoryKind.OVERHEARD:
+            for watcher in self.on_history:
+                watcher(entry)
         if self._files is not None and self._files.history is not None:
             if entry.kind is not HistoryKind.OVERHEARD or self._files.keep_overheard:
                 self._files.history.add(entry)

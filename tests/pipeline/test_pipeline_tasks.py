@@ -109,7 +109,7 @@ async def test_a_task_whose_program_is_missing_is_said_once_and_logged_as_failed
             before = await p.ask("Computer, start the ghost task")
         said = narrated_scripts(p)[-1]
         assert said == "The ghost could not start: the program no-such-program-xyz was not found."
-        assert "tool start_task finished ok=False" in caplog.text and "ok=True" not in caplog.text
+        assert "result: start_task failed: " in caplog.text and "start_task ok" not in caplog.text
         assert "succeeded" not in caplog.text
         # Told in the reply, so nothing more is queued: it is not announced a second time.
         assert p.coordinator.parts.notices.next_batch(time.time()) is None

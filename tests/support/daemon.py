@@ -38,7 +38,10 @@ def daemon_env(tmp_path: Path, base_url: str, **extra: str) -> dict[str, str]:
                # The scripted transcripts address it as "computer" (the default phrase is "hey jarvis").
                WAKE_PHRASE="computer",
                # Chatter right after an answer must stay overheard here: no follow-up window.
-               FOLLOW_UP_WINDOW_S="0", **extra)  # fmt: skip
+               FOLLOW_UP_WINDOW_S="0",
+               # Many daemons run at once here: no page unless a test asks for one (on a port of its own).
+               WEB_PORT="0")  # fmt: skip
+    env.update(extra)
     return env
 
 

@@ -1,0 +1,157 @@
+"""The page's in-memory feed, its snapshot and its stored days, without a daemon (issue 22)."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import stat
+import subprocess
+import sys
+from pathlib import Path
+
+from decisions.timeline import Timeline, TimelineKind
+from service.health import ListenerHealth
+from service.history import HistoryEntry, HistoryKind, Outcome
+from service.notify import SystemdNotifier
+from service.runtime import ServiceRuntime, StatusFiles
+from web.cost_days import CostDays
+from web.feed import WebFeed
+from web.metrics import render
+from web.snapshot import Now, latency_by_hour, now_state
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def fed(tmp_path: Path, keep_overheard: bool = False) -> tuple[Timeline, ServiceRuntime, WebFeed, Clock]:
+    """A timeline, the runtime's history tracker and the feed, wired as `handoff run` wires them."""
+    clock = Clock()
+    timeline = Timeline(clock=clock)
+    files = StatusFiles(tmp_path / "status.json", history=None, keep_overheard=keep_overheard)
+    runtime = ServiceRuntime(timeline, SystemdNotifier(), ListenerHealth(60.0), None, files)
+    timeline.on_add.append(runtime._observe)  # as `async with runtime` does
+    feed = WebFeed(current_command=lambda: runtime.current_command)
+    timeline.on_add.append(feed.observe)
+    runtime.on_history.append(feed.history_done)
+    return timeline, runtime, feed, clock
+
+
+def command(timeline: Timeline, clock: Clock, heard: str = "what time is it") -> None:
+    for kind, text, step in (
+        (TimelineKind.HEARD, f"computer, {heard}", 0.0), (TimelineKind.COMMAND, heard, 0.05),
+        (TimelineKind.TOOL, "get_time({})", 0.4), (TimelineKind.RESULT, "get_time ok: 10:15", 0.05),
+        (TimelineKind.NARRATING, "It is a quarter past ten.", 0.1), (TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)", 2.0),
+    ):  # fmt: skip
+        clock.now += step
+        timeline.add(kind, text)
+
+
+def test_overheard_speech_never_reaches_the_page_even_when_the_history_keeps_it(tmp_path: Path) -> None:
+    timeline, _, feed, clock = fed(tmp_path, keep_overheard=True)
+    timeline.add(TimelineKind.IGNORED, "my bank password is hunter2")
+    command(timeline, clock)
+    text = json.dumps([vars(view.entry) | {"results": view.results} for view in feed.commands], default=str)
+    assert "hunter2" not in text and "hunter2" not in repr(list(feed.events))
+    assert [view.entry.heard for view in feed.commands] == ["what time is it"]
+
+
+def test_a_command_s_stages_seen_on_the_timeline_and_counted_once(tmp_path: Path) -> None:
+    timeline, _, feed, clock = fed(tmp_path)
+    command(timeline, clock)
+    (view,) = feed.commands
+    assert view.done and view.results == ["get_time ok: 10:15"]
+    # No end of speech on the timeline: the transcript is the origin; first audio is not seen there.
+    assert view.stages() == {"transcript": 0.0, "route_sent": 0.05, "call_received": 0.45, "tool_done": 0.5, "last_audio": 2.6}
+    assert feed.stage_seconds["last_audio"].count == 1
+    assert feed.counts["commands", "answered"] == 1 and feed.counts["tool_runs", "get_time", "ok"] == 1
+    assert b'handoff_commands_total{outcome="answered"} 1.0' in render(feed, lambda: None)
+
+
+def test_the_history_s_own_stage_times_win(tmp_path: Path) -> None:
+    timeline, runtime, feed, clock = fed(tmp_path)
+    timeline.add(TimelineKind.COMMAND, "what time is it")
+    assert runtime.current_command is not None
+    runtime.current_command.stages = {"end_of_speech": 0.0, "commit": 0.1, "first_audio": 1.2, "last_audio": 3.0}
+    timeline.add(TimelineKind.NARRATING, "It is ten.")
+    timeline.add(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)")
+    assert feed.commands[-1].stages()["first_audio"] == 1.2
+    assert [seconds for _, seconds in feed.latencies] == [1.2]
+
+
+def test_connection_events_and_their_spoken_lines(tmp_path: Path) -> None:
+    timeline, _, feed, _ = fed(tmp_path)
+    timeline.add(TimelineKind.LISTENING, "listener session 1 ready")
+    assert not feed.listener_trouble
+    timeline.add(TimelineKind.ERROR, "listener connection dropped (code 1006); reconnecting")
+    assert feed.listener_trouble
+    timeline.add(TimelineKind.NARRATING, "I lost the connection; reconnecting.")
+    timeline.add(TimelineKind.NARRATED, "status (similarity 1.00, attempts 1)")
+    timeline.add(TimelineKind.RESTARTING, "listener session expired; reconnecting")
+    timeline.add(TimelineKind.ERROR, "fatal: the API key was refused")
+    assert [(str(e.kind), e.text) for e in feed.events] == [
+        ("error", "listener connection dropped (code 1006); reconnecting"), ("said", "I lost the connection; reconnecting."),
+        ("reconnect", "listener session expired; reconnecting"), ("fatal", "the API key was refused"),
+    ]  # fmt: skip
+    assert feed.counts["reconnects", "dropped"] == feed.counts["reconnects", "expired"] == 1
+
+
+def test_the_state_in_the_page_s_words() -> None:
+    assert now_state("narrating", True, "quiet", False) == Now.NARRATING
+    assert now_state("routing", True, "quiet", True) == Now.WORKING
+    assert now_state("routing", True, "quiet", False) == Now.ROUTING
+    assert now_state("listening", True, "sending", False) == Now.HEARING
+    assert now_state("restarting", False, "quiet", False, trouble=True) == Now.RECONNECTING
+    assert now_state("restarting", False, "quiet", False, trouble=False) == Now.LISTENING  # the handover after an answer
+
+
+def test_latency_per_hour_p50_and_p95() -> None:
+    now = 10 * 3600 + 1800.0
+    latencies = [(now - 60, s) for s in (1.0, 2.0, 3.0, 4.0, 10.0)] + [(now - 3 * 3600, 0.5), (now - 30 * 3600, 9.0)]
+    rows = latency_by_hour(latencies, now)
+    assert len(rows) == 24 and rows[-1] == {"hour": 10 * 3600, "count": 5, "p50": 3.0, "p95": 10.0}
+    assert rows[-4]["p50"] == 0.5 and sum(r["count"] for r in rows) == 6  # the one 30 h ago is out
+
+
+def test_cost_days_add_up_runs_and_forget_old_days(tmp_path: Path) -> None:
+    path = tmp_path / "cost-days.json"
+    today = datetime.date(2026, 11, 24)
+    first = CostDays(path, "run-1")
+    first.record(today - datetime.timedelta(days=40), {"brain": 9.0})
+    first.record(today, {"listener": 0.01, "narrator": 0.02})
+    assert stat.S_IMODE(path.stat().st_mode) == 0o600
+    second = CostDays(path, "run-2")  # a restart the same day
+    second.record(today, {"narrator": 0.03})
+    days = CostDays(path, "run-3").last_days(today, 14, {"brain": 0.5})
+    assert len(days) == 14 and days[-1]["day"] == "2026-11-24"
+    assert days[-1]["parts"] == {"listener": 0.01, "narrator": 0.05, "transcription": 0.0, "brain": 0.5}
+    assert "2026-10-15" not in json.loads(path.read_text())["days"]
+
+
+def test_status_and_web_url_do_not_load_aiohttp_or_prometheus_client() -> None:
+    probe = ("import sys, commands.status, commands.web_url; "
+             "print(sorted(m for m in sys.modules if m.split('.')[0] in ('aiohttp', 'prometheus_client', 'web.server')))")  # fmt: skip
+    out = subprocess.run([sys.executable, "-c", probe], cwd=REPO, capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_a_history_entry_said_unasked_is_an_event_not_a_command(tmp_path: Path) -> None:
+    _, _, feed, _ = fed(tmp_path)
+    feed.history_done(HistoryEntry(1.0, HistoryKind.NOTICE, said="The backup finished.", outcome=Outcome.SAID))
+    assert not feed.commands and feed.events[-1].text == "The backup finished."
+
+
+def test_a_crashed_tool_is_counted_and_a_notice_is_not_the_command_s_last_audio(tmp_path: Path) -> None:
+    timeline, _, feed, clock = fed(tmp_path)
+    timeline.add(TimelineKind.COMMAND, "read my notes")
+    timeline.add(TimelineKind.TOOL, "read_file_head({})")
+    timeline.add(TimelineKind.ERROR, "tool read_file_head crashed: KeyError")
+    timeline.add(TimelineKind.NARRATED, "notice (similarity 1.00, attempts 1)")  # said meanwhile: not this command's answer
+    assert feed.counts["tool_runs", "read_file_head", "crashed"] == 1
+    assert "last_audio" not in feed.commands[-1].stages() and not feed.commands[-1].done
