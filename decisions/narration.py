@@ -85,20 +85,24 @@ class NarrationCore:
     response_id: str | None = None
     transcript: str = ""
     audio_bytes: int = 0
+    _odd_byte: bytes = b""  # a delta may end mid-sample: its last byte waits for the next one
 
     def start(self) -> dict[str, Any]:
         return ClientEvents.read_script(narration_instructions(self.script), READ_CUE, {"narration_id": self.narration_id})
 
     def _ours(self, metadata: dict[str, Any] | None) -> bool:
-        return bool(metadata) and metadata.get("narration_id") == self.narration_id
+        return isinstance(metadata, dict) and metadata.get("narration_id") == self.narration_id
 
     def feed(self, event: wire.ServerEvent) -> list[NarrationAction]:
         match event:
             case wire.ResponseCreated(response_id=rid, metadata=metadata) if self._ours(metadata):
                 self.response_id = rid
             case wire.AudioDelta(response_id=rid, pcm=pcm) if rid == self.response_id:
-                self.audio_bytes += len(pcm)
-                return [Play(pcm)]
+                pcm = self._odd_byte + pcm
+                whole = len(pcm) - len(pcm) % 2  # the speaker takes whole 16-bit samples only
+                self._odd_byte = pcm[whole:]
+                self.audio_bytes += whole
+                return [Play(pcm[:whole])] if whole else []
             case wire.AudioTranscriptDone(response_id=rid, transcript=text) if rid == self.response_id:
                 self.transcript = text
             case wire.ResponseDone() if self._ours(event.metadata) or event.response_id == self.response_id:

@@ -82,6 +82,7 @@ class RealtimeLink:
     label: str
     closed: Closed | None = None
     closed_by_us: bool = False  # close() was called before the server or network ended it
+    malformed: int = 0  # frames that did not fit the protocol (logged, passed on as `Malformed`)
 
     @classmethod
     async def open(cls, client: AsyncOpenAI, settings: RealtimeSettings, label: str) -> "RealtimeLink":
@@ -119,7 +120,12 @@ class RealtimeLink:
             except LINK_ERRORS as exc:
                 self.closed = Closed(CLOSE_NO_FRAME, f"{exc.__class__.__name__}: {exc}")
                 break
-            yield parse_server_frame(frame)
+            event = parse_server_frame(frame)
+            if isinstance(event, wire.Malformed):
+                self.malformed += 1
+                log.warning("%s: ignored a frame that does not fit the protocol (%d so far): %s",
+                            self.label, self.malformed, event.reason)
+            yield event
         assert self.closed is not None
         yield self.closed
 
