@@ -114,6 +114,8 @@ class NarrationCore:
                     return [Interrupted(fatal_message(event.verdict), fatal=True)]
                 log.warning("narrator session error %s: %s", event.code, event.message)
             case wire.Closed(code=code):
+                if event.verdict.fatal:  # refused, named only in the close's reason
+                    return [Interrupted(fatal_message(event.verdict), fatal=True)]
                 return [Interrupted(f"the narrator connection closed (code {code})")]
         return []
 

@@ -47,6 +47,23 @@ class HandshakeFailed(Exception):
         return self.verdict is not None and self.verdict.kind is ErrorKind.RATE_LIMITED
 
 
+@dataclass
+class Refusal:
+    """The account's first fatal refusal (no credit, a bad key, no access to the model), shared
+    by every connection the program opens: once one connection is refused, no other attempt is
+    made (warm-ups included) and each asks here instead of the server."""
+
+    message: str | None = None
+
+    def refuse(self, message: str) -> None:
+        if self.message is None:
+            self.message = message
+
+    def check(self) -> None:
+        if self.message is not None:
+            raise HandshakeFailed(self.message, fatal=True)
+
+
 def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
     # max_retries=0: retry policy is ours (tenacity / the listener loop), never stacked on the SDK's.
     return AsyncOpenAI(api_key=settings.api_key or "sk-none", base_url=settings.base_url, max_retries=0)
@@ -101,7 +118,7 @@ class RealtimeLink:
         try:
             await self._connection.send_raw(json.dumps(event))
             return True
-        except ConnectionClosed as exc:
+        except ConnectionClosed as exc:  # events() still reads what arrived before the close
             self._note_closed(exc)
             return False
         except LINK_ERRORS as exc:  # a send failure is a closed link, reported through events()
@@ -110,15 +127,17 @@ class RealtimeLink:
             return False
 
     async def events(self) -> AsyncIterator[ServerEvent]:
-        """Parsed server events; the last one is always `Closed`."""
-        while self.closed is None:
+        """Parsed server events; the last one is always `Closed`. Every frame that arrived before
+        the close is read, even after a send found the connection closed: an account's refusal
+        comes as an `error` and a close in the same instant, and the error says why."""
+        while not self.closed_by_us:
             try:
                 frame = await self._connection.recv_bytes()
             except ConnectionClosed as exc:
                 self._note_closed(exc)
                 break
             except LINK_ERRORS as exc:
-                self.closed = Closed(CLOSE_NO_FRAME, f"{exc.__class__.__name__}: {exc}")
+                self.closed = self.closed or Closed(CLOSE_NO_FRAME, f"{exc.__class__.__name__}: {exc}")
                 break
             event = parse_server_frame(frame)
             if isinstance(event, wire.Malformed):
@@ -140,17 +159,30 @@ class RealtimeLink:
             pass
 
     def _note_closed(self, exc: ConnectionClosed) -> None:
-        if self.closed is None:
-            frame = exc.rcvd
+        frame = exc.rcvd
+        if self.closed is None or (frame is not None and self.closed.code == CLOSE_NO_FRAME):
+            # A send that failed first knew no close frame; the one received says why.
             self.closed = Closed(frame.code, frame.reason) if frame is not None else Closed(CLOSE_NO_FRAME, "")
 
 
 async def open_configured(
-    client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any]
+    client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any], refusal: Refusal | None = None
 ) -> RealtimeLink:
     """Open a link and wait until the server confirmed our session config, all within
     `connect_timeout_s`. A link that closes, errors or stalls before that counts as a failed
-    connection attempt (fatal only for errors retrying cannot fix), and is closed."""
+    connection attempt (fatal only for errors retrying cannot fix), and is closed. Once `refusal`
+    holds a fatal refusal, no connection is attempted; a fatal failure here is noted in it."""
+    if refusal is not None:
+        refusal.check()
+    try:
+        return await _open_configured(client, settings, label, session)
+    except HandshakeFailed as failure:
+        if failure.fatal and refusal is not None:
+            refusal.refuse(str(failure))
+        raise
+
+
+async def _open_configured(client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any]) -> RealtimeLink:
     link: RealtimeLink | None = None
     try:
         async with asyncio.timeout(settings.realtime.connect_timeout_s):
@@ -181,6 +213,9 @@ async def _configure(link: RealtimeLink, label: str, session: dict[str, Any]) ->
                 raise HandshakeFailed(f"the server refused the {label} session: {verdict.detail}", fatal=True, verdict=verdict)
             raise HandshakeFailed(f"the {label} session failed during setup: {verdict.detail}", verdict=verdict)
         if isinstance(event, wire.Closed):
+            verdict = event.verdict  # a refused account may close without an error event, naming it
+            if verdict.fatal:
+                raise HandshakeFailed(fatal_message(verdict), fatal=True, verdict=verdict)
             raise HandshakeFailed(f"the {label} connection closed during setup (code {event.code})")
     raise HandshakeFailed(f"the {label} connection ended during setup")
 

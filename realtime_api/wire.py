@@ -183,6 +183,14 @@ class Closed:
     code: int
     reason: str = ""
 
+    @property
+    def verdict(self) -> Verdict:
+        """What the close's reason says: the service closes a refused account with 1008 and the
+        error's code ("insufficient_quota", "invalid_api_key"), sometimes with no error event."""
+        reason = self.reason.strip()
+        word = reason if reason and " " not in reason and len(reason) <= 100 else None
+        return classify(word, word, reason or None)
+
 
 ServerEvent = Union[
     SessionCreated,

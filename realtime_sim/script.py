@@ -23,16 +23,29 @@ FaultKind = Literal[
     "response_failed",  # the active (or next) response ends with `response.done` status `failed`
     "malformed_frame",  # a text frame that is not JSON
     "unknown_event",  # a JSON frame whose `type` the protocol does not have
+    "mistyped_frame",  # a real event with one field mistyped or oversized (realtime_sim.hostile)
     "quota_error",  # an `error` of type `insufficient_quota`, code `credit_balance_exhausted`
     "response_failed_quota",  # the active (or next) response fails; `status_details.error` says no quota
     "session_expired_no_code",  # `session_expired` with only its message (no code), then close 1001
     "handshake_429",  # refuse the upgrade: 429 rate limited (`rate_limit_exceeded`)
     "handshake_429_quota",  # refuse the upgrade: 429 with an `insufficient_quota` body
+    # An account the service refuses after the upgrade: the `error` and a close 1008 naming it
+    # go out in the same instant (a client must read the error before it sees the close).
+    "refuse_quota",  # error `insufficient_quota` / `credit_balance_exhausted`, close 1008 "insufficient_quota"
+    "refuse_quota_close_only",  # no error event: only the close 1008 "insufficient_quota"
+    "refuse_key",  # error `invalid_api_key`, close 1008 "invalid_api_key"
+    "refuse_model",  # error `model_not_found` (no access to the model), close 1008 "model_not_found"
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 HANDSHAKE_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_500", "handshake_429", "handshake_429_quota"})
+# Faults that are no network weather: not drawn at random in a soak (a phantom speech_started
+# from a mistyped frame would hold the listener "busy" until the next session).
+HOSTILE_FAULTS: frozenset[str] = frozenset({"mistyped_frame"})
 # Faults a client must treat as fatal (it stops): never drawn at random in a soak.
-FATAL_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_429_quota", "quota_error", "response_failed_quota"})
+FATAL_FAULTS: frozenset[str] = frozenset(
+    {"handshake_401", "handshake_429_quota", "quota_error", "response_failed_quota",
+     "refuse_quota", "refuse_quota_close_only", "refuse_key", "refuse_model"}
+)
 
 FaultTarget = Literal["any", "listener", "narrator"]
 FAULT_TARGETS: tuple[FaultTarget, ...] = get_args(FaultTarget)

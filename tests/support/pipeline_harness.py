@@ -132,7 +132,7 @@ def narrated_similarity(line: str) -> float:
 
 # Error events the simulator may send in a healthy run: those the tests inject on purpose.
 INJECTED_ERRORS = frozenset(
-    {"server_error", "session_expired", "insufficient_quota", "credit_balance_exhausted"}
+    {"server_error", "session_expired", "insufficient_quota", "credit_balance_exhausted", "invalid_api_key", "model_not_found"}
 )  # by type or code
 
 
