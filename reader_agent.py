@@ -30,7 +30,7 @@ from audio_io import SpeakerSink
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.narration import (
-    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, Stopped, similarity,
+    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, Stopped, bounded, similarity,
 )
 from realtime_api import wire
 from realtime_api.wire import ClientEvents
@@ -254,6 +254,7 @@ class Narrator:
         before any audio played (a drop, a refused or failed response): nothing is said twice.
         `cut`: the user may stop it mid-way (then `stopped` is set and nothing is retried)."""
         narration_id = f"n{next(self._ids)}"
+        script = bounded(script)  # however it was made, one narration is a few sentences, not a book
         cut = cut or NarrationCut()
         last = NarrationResult(False, "", 0.0, 0, 0, "not started")
         for attempt in (1, 2):

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from decisions.wake_gate import Command, Decision, WakeGate
+from speech.speakable import speakable_text
 from realtime_api import wire
 from realtime_api.fatal import fatal_message
 from realtime_api.wire import ClientEvents
@@ -311,8 +312,9 @@ class ListenerCore:
                 log.warning("the model asked for %d tool calls for one command; only the first %d run",
                             len(calls) + skipped, len(calls))
             return [RunTools(command, calls, self.session)]
-        if done.status == "completed" and done.text.strip():
-            return [SpeakText(command, done.text)]
+        spoken = speakable_text(done.text) if done.status == "completed" else ""
+        if spoken:  # the model's own words, filtered and capped like every other script
+            return [SpeakText(command, spoken)]
         return [RoutingFailed(command, done.failure or f"the model returned no tool call (status {done.status})")]
 
     def _on_error(self, error: wire.ServerError) -> list[Action]:

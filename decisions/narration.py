@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,26 @@ READ_VERBATIM = (
 READ_CUE = "Read the script now."
 
 
+# Any spelling of a script tag: `</SCRIPT>`, `< / Script >`... (the model reads tags loosely).
+_SCRIPT_TAG = re.compile(r"<(\s*/?\s*)(script)", re.IGNORECASE)
+MAX_SCRIPT_CHARS = 5_000  # one narration (eight answers of 600 characters fit); longer is cut
+# similarity() compares at most this much of each side: difflib is quadratic, and it runs on the loop.
+MAX_COMPARED_CHARS = 20_000
+MAX_COMPARED_WORDS = 1_000
+
+
+def bounded(script: str) -> str:
+    """The script, cut at a word boundary to at most MAX_SCRIPT_CHARS."""
+    if len(script) <= MAX_SCRIPT_CHARS:
+        return script
+    return script[:MAX_SCRIPT_CHARS].rsplit(" ", 1)[0] + "..."
+
+
 def framed(script: str) -> str:
     """The script between delimiters, so nothing in it (a file's contents, a task's output) can
-    close the frame and speak to the model as an instruction."""
-    quoted = script.replace("<script>", "< script>").replace("</script>", "< /script>")
+    close the frame and speak to the model as an instruction: every script tag inside, in any
+    case or spacing, loses its bracket's meaning."""
+    quoted = _SCRIPT_TAG.sub(lambda m: "< " + m.group(1).strip() + m.group(2), script)
     return f"<script>\n{quoted}\n</script>"
 
 
@@ -40,7 +57,8 @@ def similarity(script: str, transcript: str) -> float:
     """How closely the spoken transcript follows the script, 0..1, by words, after bringing both
     to their spoken form (numbers, times, dates, units, abbreviations in words; case and
     punctuation ignored): "3:05 PM, March 3" and "three oh five p.m., March third" match."""
-    a, b = spoken_words(script), spoken_words(transcript)
+    a = spoken_words(script[:MAX_COMPARED_CHARS])[:MAX_COMPARED_WORDS]
+    b = spoken_words(transcript[:MAX_COMPARED_CHARS])[:MAX_COMPARED_WORDS]
     if not a and not b:
         return 1.0
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()

@@ -133,3 +133,17 @@ def hostile_frames(seed: int, count: int, oversized_share: float = 0.05) -> Iter
     rng = random.Random(seed)
     for _ in range(count):
         yield hostile_frame(rng, oversized_share)
+
+
+def many_calls(response_id: str, count: int = 10_000) -> str:
+    """A completed response asking for `count` calls of get_time."""
+    call = {"type": "function_call", "status": "completed", "name": "get_time", "arguments": "{}"}
+    output = [{**call, "id": f"item_many_{n}", "call_id": f"call_many_{n}"} for n in range(count)]
+    return json.dumps({"type": "response.done", "response": {"id": response_id, "status": "completed", "output": output}})
+
+
+def huge_answer(response_id: str, words: int = 200_000) -> str:
+    """A completed response answering a megabyte of text (no tool call)."""
+    content = [{"type": "output_text", "text": "All work and no play. " * (words // 5)}]
+    output = [{"type": "message", "id": "item_huge", "role": "assistant", "content": content}]
+    return json.dumps({"type": "response.done", "response": {"id": response_id, "status": "completed", "output": output}})

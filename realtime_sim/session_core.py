@@ -37,7 +37,7 @@ from realtime_sim.response_run import (
     text_deltas,
 )
 from realtime_sim.router import route
-from realtime_sim.hostile import hostile_frame
+from realtime_sim.hostile import hostile_frame, huge_answer, many_calls
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
 from realtime_sim.transcriber import RecordingPosition, Segment, Transcriber, session_words
@@ -413,6 +413,10 @@ class SessionCore:
                 error_type, code, message = error
                 self._error(code, message, error_type=error_type)
             self._close(Close(1008, reason))
+        elif kind in ("many_calls", "huge_answer"):
+            active = next((r for r in self._runs.values() if not r.finished), None)
+            response_id = active.response_id if active is not None else self._ids.new("resp")
+            self._out.append(SendRaw(many_calls(response_id) if kind == "many_calls" else huge_answer(response_id)))
         elif kind == "mistyped_frame":
             self._out.append(SendRaw(hostile_frame(self._hostile, oversized_share=0.1)))
         elif kind == "malformed_frame":
@@ -837,6 +841,9 @@ class SessionCore:
     ) -> ResponsePlan:
         last = context[-1] if context else None
         if tools and tool_choice != "none":
+            untooled = self._script.take_text_instead_of_tool()
+            if untooled is not None:
+                return MessagePlan(untooled)
             scripted = self._script.take_tool_call()
             if scripted is not None:
                 return FunctionCallPlan(scripted.name, scripted.arguments, self._ids.call())

@@ -401,3 +401,14 @@ async def test_timers_appear_in_handoff_tasks(tmp_path: Path, capsys, monkeypatc
         assert lines[2].split()[:3] == ["2", "reminder", "running"] and lines[2].endswith(f"due {due}: call the plumber")
         assert tasks_command.run(cli("--state-dir", str(tmp_path / "state"), "show", "plumber")) == 0
         assert capsys.readouterr().out == f"reminder 2 (your reminder to call the plumber), running, due {due}: call the plumber\n"
+
+
+async def test_three_hundred_timers_stop_at_the_limit_with_one_sentence(tmp_path: Path) -> None:
+    """Issue 23, defect 4: 300 set_timer calls made 300 timers (and 300 notices)."""
+    from tasks.manager import MAX_PENDING_TIMERS
+
+    async with timer_tools(tmp_path) as (registry, manager):
+        scripts = [(await call(registry, "set_timer", {"duration": "PT1H"}))[1] for _ in range(MAX_PENDING_TIMERS + 5)]
+        assert len(manager.pending_timers()) == MAX_PENDING_TIMERS
+        assert scripts[-1] == f"There are already {MAX_PENDING_TIMERS} timers and reminders set; cancel one first."
+        assert len(await manager.list_tasks()) == MAX_PENDING_TIMERS
