@@ -25,6 +25,7 @@ from realtime_api.wire import ClientEvents, Closed, ServerEvent, parse_server_fr
 
 log = logging.getLogger("handoff.link")
 
+MAX_FRAME_BYTES = 16 * 1024 * 1024  # the longest real frame (a long answer's response.done) is far smaller
 CLOSE_NO_FRAME = 1006  # what a client sees when the network drops without a close frame
 # What a broken connection raises (network errors and timeouts are OSErrors; protocol errors are
 # WebSocketExceptions). Anything else is a bug: it propagates, it is not reported as a 1006 close.
@@ -103,7 +104,10 @@ class RealtimeLink:
 
     @classmethod
     async def open(cls, client: AsyncOpenAI, settings: RealtimeSettings, label: str) -> "RealtimeLink":
-        manager = client.realtime.connect(model=settings.realtime_model)
+        # A frame past MAX_FRAME_BYTES closes the link (1009) instead of filling the memory.
+        manager = client.realtime.connect(
+            model=settings.realtime_model, websocket_connection_options={"max_size": MAX_FRAME_BYTES}
+        )
         try:
             async with asyncio.timeout(settings.connect_timeout_s):
                 connection = await manager.enter()
