@@ -60,3 +60,20 @@ async def test_a_huge_transcript_is_cut_in_history_status_and_log(tmp_path: Path
     assert len(daemon.log) < 60_000, f"the log holds {len(daemon.log)} characters"
     routed = [e for c in sim.connections if c.role == "listener" for e in c.received if e.get("type") == "response.create"]
     assert routed and all(len(str(e)) < limit + 20_000 for e in routed)
+
+
+@pytest.mark.parametrize("kind", ["refuse_quota", "refuse_quota_close_only"])
+async def test_a_refused_account_stops_the_daemon_after_one_sentence_and_few_connections(
+    tmp_path: Path, sim: SimServer, kind: str
+) -> None:
+    """Issue 24: the service answers the upgrade, then an `error` and a close 1008 arrive together
+    on every connection. The daemon said nothing and reconnected 16 times in 45 s."""
+    for _ in range(20):
+        sim.script.push_fault(Fault(kind))
+    wav = spoken_wav(tmp_path / "mic.wav", utterances=1, seconds_after=120)
+    env = daemon_env(tmp_path, sim.base_url, NARRATOR_WARM="true")
+    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
+        assert await daemon.exited(timeout=60) == 3, daemon.log
+    assert len(sim.connections) <= 3, [(c.role, c.close_code) for c in sim.connections]
+    assert daemon.log.count("no credit left") >= 1
+    assert "reconnecting" not in daemon.log and "Traceback" not in daemon.log
