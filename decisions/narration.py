@@ -30,8 +30,8 @@ READ_CUE = "Read the script now."
 _SCRIPT_TAG = re.compile(r"<(\s*/?\s*)(script)", re.IGNORECASE)
 MAX_SCRIPT_CHARS = 5_000  # one narration (eight answers of 600 characters fit); longer is cut
 # similarity() compares at most this much of each side: difflib is quadratic, and it runs on the loop.
-MAX_COMPARED_CHARS = 20_000
-MAX_COMPARED_WORDS = 1_000
+MAX_COMPARED_CHARS = 4_000
+MAX_COMPARED_WORDS = 400
 
 
 def bounded(script: str) -> str:
