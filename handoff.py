@@ -37,6 +37,7 @@ from decisions.coordinator import (
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
 )
 from decisions.cost import CostMeter
+from decisions.errors import IllegalTransition
 from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
@@ -181,6 +182,7 @@ class Coordinator:
         self._tg: asyncio.TaskGroup | None = None
         self._exit: asyncio.Future[Stop] | None = None
         self.bugs = 0  # unexpected exceptions caught at a boundary that must keep running
+        self.illegal_transitions = 0  # events the core's table refused (bugs; the daemon carries on)
 
     # -- what callers read --------------------------------------------------------------------------
     @property
@@ -223,7 +225,14 @@ class Coordinator:
     def _feed(self, event: CoordinatorEvent) -> None:
         """The one way events reach the core; its actions are carried out at once."""
         revision = self.core.revision
-        actions = self.core.handle(event)
+        try:
+            actions = self.core.handle(event)
+        except IllegalTransition:  # a bug: nothing moved; logged and counted, the daemon carries on
+            self.illegal_transitions += 1
+            log.exception("the coordinator refused %s (%d so far); carrying on", type(event).__name__,
+                          self.illegal_transitions)
+            self.changes.notify()  # whoever waits on the state looks again
+            return
         if self.core.revision != revision:
             self.changes.notify()
             self._uplink_wake.notify()
@@ -307,13 +316,18 @@ class Coordinator:
         while True:
             await self.changes.wait_until(lambda: self.core.narration_waiting)
             async with self._reader_lock:
+                said = 0
                 try:
                     while (request := self._next_narration()) is not None:  # back to back, one voice
+                        said += 1
                         self._feed(NarrationDone(request, await self._narrate(request)))
                 except AudioDeviceError as exc:
                     self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
                     return
-                self._feed(NarrationsFinished())
+                # While this waited for the voice (a chime, the working sound), the narration may
+                # have become one that must wait (someone started talking): then nothing was said.
+                if said:
+                    self._feed(NarrationsFinished())
 
     def _next_narration(self) -> NarrationRequest | None:
         request = self.core.next_narration()

@@ -21,7 +21,8 @@ from decisions.listener_core import (
 )
 from decisions.wake_gate import WakeGate
 from realtime_api import wire
-from realtime_api.link import HandshakeFailed, RealtimeLink, open_configured, reconnect_policy
+from realtime_api.fatal import fatal_message
+from realtime_api.link import HandshakeFailed, RealtimeLink, Refusal, open_configured, reconnect_policy
 from realtime_api.sessions import listener_session
 from realtime_api.wire import ClientEvents
 
@@ -39,8 +40,10 @@ class Listener:
         on_event: Callable[[ListenerEvent], None],
         gate: WakeGate | None = None,
         clock: Callable[[], float] = time.monotonic,
+        refusal: Refusal | None = None,
     ) -> None:
         self._settings = settings
+        self._refusal = refusal or Refusal()  # shared with the narrator: one refusal stops every attempt
         self._client = client
         self._session = listener_session(settings, tools)
         self._report = on_event  # sync: the coordinator only records what happened
@@ -151,7 +154,7 @@ class Listener:
         self._warming = True
         warmed = self._warmed = asyncio.Event()
         try:
-            self._standby = await open_configured(self._client, self._settings, "listener", self._session)
+            self._standby = await open_configured(self._client, self._settings, "listener", self._session, self._refusal)
         except HandshakeFailed as failure:
             log.warning("could not open the next listener session ahead of time (%s); it opens when needed", failure)
         finally:
@@ -187,7 +190,7 @@ class Listener:
             await self._warmed.wait()  # the next session is on its way: never slower than opening another
         link, self._standby = self._standby, None
         if link is None:
-            link = await open_configured(self._client, self._settings, "listener", self._session)
+            link = await open_configured(self._client, self._settings, "listener", self._session, self._refusal)
         self.sessions_opened += 1
         core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened)
         self._session_started = self._clock()
@@ -218,6 +221,10 @@ class Listener:
         try:
             async for event in link.events():
                 if isinstance(event, wire.Closed):
+                    if event.verdict.fatal and not link.closed_by_us:  # refused, named only in the close
+                        log.error("the listener session was refused: %s", event.verdict.detail)
+                        await self._apply([Fatal(fatal_message(event.verdict))], link)
+                        raise _ListenerStopped()
                     if not core.retired:
                         end = self._session_end(link, core, event)
                         self._link = None
@@ -267,7 +274,8 @@ class Listener:
                 case Send(event=event):
                     if link is not None:
                         await link.send(event)
-                case Fatal():
+                case Fatal(message=message):
+                    self._refusal.refuse(message)  # no other connection is attempted (warm-ups included)
                     self._report(action)
                     return True
                 case _:

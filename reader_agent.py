@@ -30,11 +30,12 @@ from audio_io import SpeakerSink
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.narration import (
-    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, Stopped, similarity,
+    Finished, Interrupted, NarrationAction, NarrationCore, NarrationResult, Play, Stopped, bounded, similarity,
 )
 from realtime_api import wire
 from realtime_api.wire import ClientEvents
-from realtime_api.link import HandshakeFailed, RealtimeLink, open_configured
+from realtime_api.fatal import fatal_message
+from realtime_api.link import HandshakeFailed, RealtimeLink, Refusal, open_configured
 from realtime_api.sessions import narrator_session
 
 log = logging.getLogger("handoff.narrator")
@@ -89,6 +90,8 @@ class Narrator:
     clock: Callable[[], float] = time.monotonic
     # Hears the usage each narration response reported (response.done), finished or not: the cost meter.
     on_usage: Callable[[wire.Usage], object] | None = None
+    # Shared with the listener: after the account's first fatal refusal no session is opened.
+    refusal: Refusal = field(default_factory=Refusal)
     _group: asyncio.TaskGroup | None = field(default=None, init=False, repr=False)
     _tasks: set[asyncio.Task[None]] = field(default_factory=set, init=False, repr=False)  # ours, in _group
     _changes: Changes = field(default_factory=Changes, init=False, repr=False)
@@ -171,7 +174,9 @@ class Narrator:
                 await asyncio.sleep(self._backoff_s(failures))
             self._opening = True
             try:
-                link = await open_configured(self.client, self.settings, "narrator (warm)", narrator_session(self.settings))
+                link = await open_configured(
+                    self.client, self.settings, "narrator (warm)", narrator_session(self.settings), self.refusal
+                )
             except HandshakeFailed as failure:
                 self._cold_reason = f"warming one failed: {failure}"
                 log.warning("could not warm a narrator session (%s); narrations start cold until one connects", failure)
@@ -198,6 +203,12 @@ class Narrator:
         try:
             async with asyncio.timeout(max(0.0, spare.born + limit - self.clock())):
                 async for event in spare.link.events():
+                    verdict = event.verdict if isinstance(event, (wire.Closed, wire.ServerError)) else None
+                    if verdict is not None and verdict.fatal:  # the account is refused: nothing is reopened
+                        self.refusal.refuse(fatal_message(verdict))
+                        spare.lost = f"the warm narrator session was refused: {verdict.detail}"
+                        log.error("%s", spare.lost)
+                        break
                     if isinstance(event, wire.Closed):
                         spare.lost = f"the warm narrator session closed (code {event.code})"
                         log.warning("%s; replacing it", spare.lost)
@@ -243,6 +254,7 @@ class Narrator:
         before any audio played (a drop, a refused or failed response): nothing is said twice.
         `cut`: the user may stop it mid-way (then `stopped` is set and nothing is retried)."""
         narration_id = f"n{next(self._ids)}"
+        script = bounded(script)  # however it was made, one narration is a few sentences, not a book
         cut = cut or NarrationCut()
         last = NarrationResult(False, "", 0.0, 0, 0, "not started")
         for attempt in (1, 2):
@@ -269,7 +281,7 @@ class Narrator:
             self.warm_starts += 1
         else:
             try:
-                link = await open_configured(self.client, self.settings, "narrator", narrator_session(self.settings))
+                link = await open_configured(self.client, self.settings, "narrator", narrator_session(self.settings), self.refusal)
             except HandshakeFailed as failure:
                 return NarrationResult(False, "", 0.0, attempt, 0, str(failure), fatal=failure.fatal)
             self.sessions_opened += 1
@@ -307,6 +319,8 @@ class Narrator:
             case Finished(status=status, failure=failure):
                 return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, f"response {status}: {failure}")
             case Interrupted(reason=reason, fatal=fatal):
+                if fatal:
+                    self.refusal.refuse(reason)
                 return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, reason, fatal=fatal)
         return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, "no outcome")
 

@@ -21,7 +21,7 @@ from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import Narrator
-from realtime_api.link import make_client
+from realtime_api.link import Refusal, make_client
 from speech.local_voice import speak_locally
 from speech.sounds import load_sounds
 from tasks import (
@@ -51,6 +51,7 @@ async def assistant(
     speaker = with_volume(speaker, settings.audio.volume_percent)
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
+        refusal = Refusal()  # the account's first fatal refusal stops every connection attempt
         stack.push_async_callback(client.close)
         cost = CostMeter(settings.cost, clock=lambda: datetime.now().astimezone())  # local days
         tools = build_listener_tools(settings, Brain(settings.brain, client, on_usage=cost.brain_usage))
@@ -74,9 +75,10 @@ async def assistant(
         stack.push_async_callback(speaker.close)
         parts = CoordinatorParts(
             settings=settings,
-            listener_factory=lambda on_event: Listener(settings, client, tools.session_tools(), on_event),
+            listener_factory=lambda on_event: Listener(settings, client, tools.session_tools(), on_event, refusal=refusal),
             narrator=await stack.enter_async_context(
-                Narrator(settings, client, on_usage=functools.partial(cost.response_usage, RealtimeRole.NARRATOR))),
+                Narrator(settings, client, on_usage=functools.partial(cost.response_usage, RealtimeRole.NARRATOR),
+                         refusal=refusal)),
             microphone=microphone,
             speaker=speaker,
             tools=tools,

@@ -10,11 +10,16 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 from decisions.wake_gate import Command, Decision, WakeGate
+from speech.speakable import speakable_text
 from realtime_api import wire
 from realtime_api.fatal import fatal_message
 from realtime_api.wire import ClientEvents
 
 log = logging.getLogger("handoff.listener")
+
+# One command asks for at most this many tool runs (a hostile or confused model may ask for
+# thousands in one response: each would run, and be read out); the rest are logged, not run.
+MAX_CALLS_PER_RESPONSE = 8
 
 # The server VAD's `audio_start_ms` already includes its prefix padding (300 ms before the
 # detected start of speech): the pre-roll of a replay. Its `audio_end_ms` includes the silence
@@ -270,8 +275,8 @@ class ListenerCore:
                 return reported + self._on_response_done(event)
             case wire.ServerError():
                 return self._on_error(event)
-            case wire.Malformed(reason=reason):
-                log.warning("ignored a malformed frame from the listener session: %s", reason)
+            case wire.Malformed():
+                pass  # logged and counted by the link that read it
         return []
 
     def _on_transcript(self, item_id: str, transcript: str) -> list[Action]:
@@ -301,9 +306,15 @@ class ListenerCore:
         if command is None:
             return []  # not ours (nothing else creates responses here)
         if done.status == "completed" and done.function_calls:
-            return [RunTools(command, done.function_calls, self.session)]
-        if done.status == "completed" and done.text.strip():
-            return [SpeakText(command, done.text)]
+            calls = done.function_calls[:MAX_CALLS_PER_RESPONSE]
+            skipped = len(done.function_calls) - len(calls) + done.calls_dropped
+            if skipped:
+                log.warning("the model asked for %d tool calls for one command; only the first %d run",
+                            len(calls) + skipped, len(calls))
+            return [RunTools(command, calls, self.session)]
+        spoken = speakable_text(done.text) if done.status == "completed" else ""
+        if spoken:  # the model's own words, filtered and capped like every other script
+            return [SpeakText(command, spoken)]
         return [RoutingFailed(command, done.failure or f"the model returned no tool call (status {done.status})")]
 
     def _on_error(self, error: wire.ServerError) -> list[Action]:

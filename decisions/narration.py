@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import difflib
 import logging
+import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -25,10 +26,26 @@ READ_VERBATIM = (
 READ_CUE = "Read the script now."
 
 
+# Any spelling of a script tag: `</SCRIPT>`, `< / Script >`... (the model reads tags loosely).
+_SCRIPT_TAG = re.compile(r"<(\s*/?\s*)(script)", re.IGNORECASE)
+MAX_SCRIPT_CHARS = 5_000  # one narration (eight answers of 600 characters fit); longer is cut
+# similarity() compares at most this much of each side: difflib is quadratic, and it runs on the loop.
+MAX_COMPARED_CHARS = 4_000
+MAX_COMPARED_WORDS = 400
+
+
+def bounded(script: str) -> str:
+    """The script, cut at a word boundary to at most MAX_SCRIPT_CHARS."""
+    if len(script) <= MAX_SCRIPT_CHARS:
+        return script
+    return script[:MAX_SCRIPT_CHARS].rsplit(" ", 1)[0] + "..."
+
+
 def framed(script: str) -> str:
     """The script between delimiters, so nothing in it (a file's contents, a task's output) can
-    close the frame and speak to the model as an instruction."""
-    quoted = script.replace("<script>", "< script>").replace("</script>", "< /script>")
+    close the frame and speak to the model as an instruction: every script tag inside, in any
+    case or spacing, loses its bracket's meaning."""
+    quoted = _SCRIPT_TAG.sub(lambda m: "< " + m.group(1).strip() + m.group(2), script)
     return f"<script>\n{quoted}\n</script>"
 
 
@@ -40,7 +57,8 @@ def similarity(script: str, transcript: str) -> float:
     """How closely the spoken transcript follows the script, 0..1, by words, after bringing both
     to their spoken form (numbers, times, dates, units, abbreviations in words; case and
     punctuation ignored): "3:05 PM, March 3" and "three oh five p.m., March third" match."""
-    a, b = spoken_words(script), spoken_words(transcript)
+    a = spoken_words(script[:MAX_COMPARED_CHARS])[:MAX_COMPARED_WORDS]
+    b = spoken_words(transcript[:MAX_COMPARED_CHARS])[:MAX_COMPARED_WORDS]
     if not a and not b:
         return 1.0
     return difflib.SequenceMatcher(a=a, b=b, autojunk=False).ratio()
@@ -85,20 +103,24 @@ class NarrationCore:
     response_id: str | None = None
     transcript: str = ""
     audio_bytes: int = 0
+    _odd_byte: bytes = b""  # a delta may end mid-sample: its last byte waits for the next one
 
     def start(self) -> dict[str, Any]:
         return ClientEvents.read_script(narration_instructions(self.script), READ_CUE, {"narration_id": self.narration_id})
 
     def _ours(self, metadata: dict[str, Any] | None) -> bool:
-        return bool(metadata) and metadata.get("narration_id") == self.narration_id
+        return isinstance(metadata, dict) and metadata.get("narration_id") == self.narration_id
 
     def feed(self, event: wire.ServerEvent) -> list[NarrationAction]:
         match event:
             case wire.ResponseCreated(response_id=rid, metadata=metadata) if self._ours(metadata):
                 self.response_id = rid
             case wire.AudioDelta(response_id=rid, pcm=pcm) if rid == self.response_id:
-                self.audio_bytes += len(pcm)
-                return [Play(pcm)]
+                pcm = self._odd_byte + pcm
+                whole = len(pcm) - len(pcm) % 2  # the speaker takes whole 16-bit samples only
+                self._odd_byte = pcm[whole:]
+                self.audio_bytes += whole
+                return [Play(pcm[:whole])] if whole else []
             case wire.AudioTranscriptDone(response_id=rid, transcript=text) if rid == self.response_id:
                 self.transcript = text
             case wire.ResponseDone() if self._ours(event.metadata) or event.response_id == self.response_id:
@@ -110,6 +132,8 @@ class NarrationCore:
                     return [Interrupted(fatal_message(event.verdict), fatal=True)]
                 log.warning("narrator session error %s: %s", event.code, event.message)
             case wire.Closed(code=code):
+                if event.verdict.fatal:  # refused, named only in the close's reason
+                    return [Interrupted(fatal_message(event.verdict), fatal=True)]
                 return [Interrupted(f"the narrator connection closed (code {code})")]
         return []
 

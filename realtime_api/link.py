@@ -25,6 +25,7 @@ from realtime_api.wire import ClientEvents, Closed, ServerEvent, parse_server_fr
 
 log = logging.getLogger("handoff.link")
 
+MAX_FRAME_BYTES = 16 * 1024 * 1024  # the longest real frame (a long answer's response.done) is far smaller
 CLOSE_NO_FRAME = 1006  # what a client sees when the network drops without a close frame
 # What a broken connection raises (network errors and timeouts are OSErrors; protocol errors are
 # WebSocketExceptions). Anything else is a bug: it propagates, it is not reported as a 1006 close.
@@ -45,6 +46,23 @@ class HandshakeFailed(Exception):
     @property
     def rate_limited(self) -> bool:
         return self.verdict is not None and self.verdict.kind is ErrorKind.RATE_LIMITED
+
+
+@dataclass
+class Refusal:
+    """The account's first fatal refusal (no credit, a bad key, no access to the model), shared
+    by every connection the program opens: once one connection is refused, no other attempt is
+    made (warm-ups included) and each asks here instead of the server."""
+
+    message: str | None = None
+
+    def refuse(self, message: str) -> None:
+        if self.message is None:
+            self.message = message
+
+    def check(self) -> None:
+        if self.message is not None:
+            raise HandshakeFailed(self.message, fatal=True)
 
 
 def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
@@ -82,10 +100,14 @@ class RealtimeLink:
     label: str
     closed: Closed | None = None
     closed_by_us: bool = False  # close() was called before the server or network ended it
+    malformed: int = 0  # frames that did not fit the protocol (logged, passed on as `Malformed`)
 
     @classmethod
     async def open(cls, client: AsyncOpenAI, settings: RealtimeSettings, label: str) -> "RealtimeLink":
-        manager = client.realtime.connect(model=settings.realtime_model)
+        # A frame past MAX_FRAME_BYTES closes the link (1009) instead of filling the memory.
+        manager = client.realtime.connect(
+            model=settings.realtime_model, websocket_connection_options={"max_size": MAX_FRAME_BYTES}
+        )
         try:
             async with asyncio.timeout(settings.connect_timeout_s):
                 connection = await manager.enter()
@@ -100,7 +122,7 @@ class RealtimeLink:
         try:
             await self._connection.send_raw(json.dumps(event))
             return True
-        except ConnectionClosed as exc:
+        except ConnectionClosed as exc:  # events() still reads what arrived before the close
             self._note_closed(exc)
             return False
         except LINK_ERRORS as exc:  # a send failure is a closed link, reported through events()
@@ -109,17 +131,24 @@ class RealtimeLink:
             return False
 
     async def events(self) -> AsyncIterator[ServerEvent]:
-        """Parsed server events; the last one is always `Closed`."""
-        while self.closed is None:
+        """Parsed server events; the last one is always `Closed`. Every frame that arrived before
+        the close is read, even after a send found the connection closed: an account's refusal
+        comes as an `error` and a close in the same instant, and the error says why."""
+        while not self.closed_by_us:
             try:
                 frame = await self._connection.recv_bytes()
             except ConnectionClosed as exc:
                 self._note_closed(exc)
                 break
             except LINK_ERRORS as exc:
-                self.closed = Closed(CLOSE_NO_FRAME, f"{exc.__class__.__name__}: {exc}")
+                self.closed = self.closed or Closed(CLOSE_NO_FRAME, f"{exc.__class__.__name__}: {exc}")
                 break
-            yield parse_server_frame(frame)
+            event = parse_server_frame(frame)
+            if isinstance(event, wire.Malformed):
+                self.malformed += 1
+                log.warning("%s: ignored a frame that does not fit the protocol (%d so far): %s",
+                            self.label, self.malformed, event.reason)
+            yield event
         assert self.closed is not None
         yield self.closed
 
@@ -134,17 +163,30 @@ class RealtimeLink:
             pass
 
     def _note_closed(self, exc: ConnectionClosed) -> None:
-        if self.closed is None:
-            frame = exc.rcvd
+        frame = exc.rcvd
+        if self.closed is None or (frame is not None and self.closed.code == CLOSE_NO_FRAME):
+            # A send that failed first knew no close frame; the one received says why.
             self.closed = Closed(frame.code, frame.reason) if frame is not None else Closed(CLOSE_NO_FRAME, "")
 
 
 async def open_configured(
-    client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any]
+    client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any], refusal: Refusal | None = None
 ) -> RealtimeLink:
     """Open a link and wait until the server confirmed our session config, all within
     `connect_timeout_s`. A link that closes, errors or stalls before that counts as a failed
-    connection attempt (fatal only for errors retrying cannot fix), and is closed."""
+    connection attempt (fatal only for errors retrying cannot fix), and is closed. Once `refusal`
+    holds a fatal refusal, no connection is attempted; a fatal failure here is noted in it."""
+    if refusal is not None:
+        refusal.check()
+    try:
+        return await _open_configured(client, settings, label, session)
+    except HandshakeFailed as failure:
+        if failure.fatal and refusal is not None:
+            refusal.refuse(str(failure))
+        raise
+
+
+async def _open_configured(client: AsyncOpenAI, settings: Settings, label: str, session: dict[str, Any]) -> RealtimeLink:
     link: RealtimeLink | None = None
     try:
         async with asyncio.timeout(settings.realtime.connect_timeout_s):
@@ -175,6 +217,9 @@ async def _configure(link: RealtimeLink, label: str, session: dict[str, Any]) ->
                 raise HandshakeFailed(f"the server refused the {label} session: {verdict.detail}", fatal=True, verdict=verdict)
             raise HandshakeFailed(f"the {label} session failed during setup: {verdict.detail}", verdict=verdict)
         if isinstance(event, wire.Closed):
+            verdict = event.verdict  # a refused account may close without an error event, naming it
+            if verdict.fatal:
+                raise HandshakeFailed(fatal_message(verdict), fatal=True, verdict=verdict)
             raise HandshakeFailed(f"the {label} connection closed during setup (code {event.code})")
     raise HandshakeFailed(f"the {label} connection ended during setup")
 

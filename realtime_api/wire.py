@@ -1,8 +1,10 @@
 """The one place that parses the Realtime wire, and builds the client events we send.
 
-Server frames become small tagged dataclasses. Parsing never raises: a frame that is not JSON
-becomes `Malformed`, an unknown type becomes `Unhandled`, so the receive loops survive anything
-the server sends. Dispatch is on `type` (the SDK does not validate frames; real ones carry fields
+Server frames become small tagged dataclasses. Parsing never raises: a frame that is not JSON, or
+whose fields are missing or of the wrong type (every field is type-checked here, so the cores
+get only what their dataclasses promise), becomes `Malformed`; an unknown type becomes
+`Unhandled`, so the receive loops survive anything the server sends. Free text is capped
+(`MAX_TRANSCRIPT_CHARS`, `MAX_TEXT_CHARS`) and at most `MAX_FUNCTION_CALLS` calls are read. Dispatch is on `type` (the SDK does not validate frames; real ones carry fields
 it does not declare).
 """
 
@@ -14,6 +16,7 @@ from dataclasses import dataclass
 from typing import Any, Union
 
 from realtime_api.fatal import ErrorKind, Verdict, classify
+from safety.text import clean
 
 # User audio is billed at 1 token per 100 ms (OpenAI's Realtime cost guide): a token-billed
 # transcription's audio tokens say how long the audio was.
@@ -128,6 +131,7 @@ class ResponseDone:
     failure: str | None  # status_details reason / error message when not completed
     error: Verdict | None = None  # what status_details.error means (a failed response: quota, ...)
     usage: Usage = Usage()  # zero when the server reported none
+    calls_dropped: int = 0  # function calls past MAX_FUNCTION_CALLS, not read
 
 
 @dataclass(frozen=True)
@@ -180,6 +184,14 @@ class Closed:
     code: int
     reason: str = ""
 
+    @property
+    def verdict(self) -> Verdict:
+        """What the close's reason says: the service closes a refused account with 1008 and the
+        error's code ("insufficient_quota", "invalid_api_key"), sometimes with no error event."""
+        reason = self.reason.strip()
+        word = reason if reason and " " not in reason and len(reason) <= 100 else None
+        return classify(word, word, reason or None)
+
 
 ServerEvent = Union[
     SessionCreated,
@@ -201,6 +213,19 @@ ServerEvent = Union[
 ]
 
 
+# Caps on what one frame may hand the rest of the program (a hostile or broken server can send
+# anything): longer text is cut, more function calls than this are not read (see docs/HANDOFF.md).
+MAX_TRANSCRIPT_CHARS = 1_000  # a heard utterance: about a minute of fast speech
+MAX_TEXT_CHARS = 20_000  # a response's text or audio transcript, an error message, ids, names
+MAX_MESSAGE_CHARS = 500  # an error's message (it is logged)
+MAX_FUNCTION_CALLS = 64  # read from one response.done; the core runs even fewer
+CUT_MARK = " [cut]"
+
+
+class Unfit(ValueError):
+    """A field of a server event is missing or of the wrong type (caught in this module)."""
+
+
 def parse_server_frame(frame: str | bytes) -> ServerEvent:
     """Parse one raw frame. Never raises."""
     try:
@@ -209,56 +234,153 @@ def parse_server_frame(frame: str | bytes) -> ServerEvent:
         return Malformed(f"frame is not JSON ({exc.__class__.__name__})")
     if not isinstance(data, dict) or not isinstance(data.get("type"), str):
         return Malformed("frame has no event type")
-    try:
-        return parse_server_event(data)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        return Malformed(f"{data.get('type')} event could not be read: {exc}")
+    return parse_server_event(data)
 
 
 def parse_server_event(data: dict[str, Any]) -> ServerEvent:
-    kind = data["type"]
+    """One decoded frame as an event; a frame whose fields do not fit is `Malformed`. Never raises."""
+    kind = data.get("type")
+    if not isinstance(kind, str):
+        return Malformed("frame has no event type")
     parser = _PARSERS.get(kind)
-    return parser(data) if parser else Unhandled(kind)
+    if parser is None:
+        return Unhandled(_cut(kind, 100))
+    try:
+        return parser(data)
+    except Unfit as exc:
+        return Malformed(f"{kind} event could not be read: {exc}")
+
+
+# --- typed field readers: each returns the field's value or raises Unfit ---------------------------
+
+
+def _cut(text: str, limit: int) -> str:
+    """Every string a frame hands on passes here: bounded, and a lone surrogate (a JSON `\\ud800`
+    escape, which no log, database or HTTP request can encode) becomes U+FFFD."""
+    return clean(text if len(text) <= limit else text[:limit] + CUT_MARK)
+
+
+def _obj(data: dict[str, Any], key: str, required: bool = False) -> dict[str, Any]:
+    value = data.get(key)
+    if value is None and not required:
+        return {}
+    if not isinstance(value, dict):
+        raise Unfit(f"{key} is not an object")
+    return value
+
+
+def _opt_obj(data: dict[str, Any], key: str) -> dict[str, Any] | None:
+    value = data.get(key)
+    if value is not None and not isinstance(value, dict):
+        raise Unfit(f"{key} is not an object")
+    return value
+
+
+def _list(data: dict[str, Any], key: str) -> list[Any]:
+    value = data.get(key)
+    if value is None:
+        return []
+    if not isinstance(value, list):
+        raise Unfit(f"{key} is not a list")
+    return value
+
+
+def _str(data: dict[str, Any], key: str, required: bool = False, limit: int = MAX_TEXT_CHARS) -> str:
+    value = data.get(key)
+    if value is None and not required:
+        return ""
+    if not isinstance(value, str):
+        raise Unfit(f"{key} is not a string")
+    return _cut(value, limit)
+
+
+def _opt_str(data: dict[str, Any], key: str) -> str | None:
+    value = data.get(key)
+    return None if value is None else _str(data, key)
+
+
+def _ms(data: dict[str, Any], key: str) -> int:
+    """A time in ms: a finite, non-negative number (0 when missing)."""
+    value = data.get(key)
+    if value is None:
+        return 0
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value < 2**53:
+        raise Unfit(f"{key} is not a time in ms")
+    return int(value)
+
+
+def _opt_int(data: dict[str, Any], key: str) -> int | None:
+    value = data.get(key)
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value < 2**53:
+        raise Unfit(f"{key} is not a whole number")
+    return value
+
+
+def _pcm(data: dict[str, Any]) -> bytes:
+    encoded = _str(data, "delta", required=True, limit=2**31)
+    try:
+        pcm = base64.b64decode(encoded, validate=True)
+    except ValueError:
+        raise Unfit("delta is not base64") from None
+    return pcm  # may end mid-sample (recorded ones do): the narrator core carries the odd byte over
+
+
+def _parts(item: dict[str, Any]) -> list[dict[str, Any]]:
+    parts = _list(item, "content")
+    if not all(isinstance(part, dict) for part in parts):
+        raise Unfit("a content part is not an object")
+    return parts
 
 
 def _response_done(data: dict[str, Any]) -> ResponseDone:
-    response = data.get("response") or {}
+    response = _obj(data, "response")
     calls: list[FunctionCall] = []
     texts: list[str] = []
     transcripts: list[str] = []
-    for item in response.get("output") or []:
-        if item.get("type") == "function_call":
+    output = _list(response, "output")
+    for item in output:
+        if not isinstance(item, dict):
+            raise Unfit("an output item is not an object")
+        kind = item.get("type")
+        if kind == "function_call" and len(calls) < MAX_FUNCTION_CALLS:
             calls.append(
                 FunctionCall(
-                    call_id=item.get("call_id") or "",
-                    name=item.get("name") or "",
-                    arguments=item.get("arguments") or "",
-                    item_id=item.get("id") or "",
+                    call_id=_str(item, "call_id", limit=200),
+                    name=_str(item, "name", limit=200),
+                    arguments=_str(item, "arguments"),
+                    item_id=_str(item, "id", limit=200),
                 )
             )
-        elif item.get("type") == "message":
-            for part in item.get("content") or []:
-                if part.get("type") in ("output_text", "text") and part.get("text"):
-                    texts.append(part["text"])
-                elif part.get("type") in ("output_audio", "audio") and part.get("transcript"):
-                    transcripts.append(part["transcript"])
-    details = response.get("status_details") or {}
+        elif kind == "message":
+            for part in _parts(item):
+                if part.get("type") in ("output_text", "text"):
+                    texts.append(_str(part, "text"))
+                elif part.get("type") in ("output_audio", "audio"):
+                    transcripts.append(_str(part, "transcript"))
+    dropped = sum(1 for item in output if item.get("type") == "function_call") - len(calls)
+    details = _obj(response, "status_details")
+    status = _str(response, "status", limit=40) or "completed"
     failure = verdict = None
-    if response.get("status") not in (None, "completed"):
-        error = details.get("error") or {}
-        failure = error.get("message") or details.get("reason") or details.get("type") or "unknown reason"
+    if status != "completed":
+        error = _obj(details, "error")
+        failure = (
+            _str(error, "message", limit=MAX_MESSAGE_CHARS) or _str(details, "reason", limit=200) or _str(details, "type", limit=200) or "unknown reason"
+        )
         if error:
-            verdict = classify(error.get("type"), error.get("code"), error.get("message"))
+            verdict = classify(_opt_str(error, "type"), _opt_str(error, "code"), _str(error, "message", limit=MAX_MESSAGE_CHARS) or None)
     return ResponseDone(
-        response_id=response.get("id") or "",
-        status=response.get("status") or "completed",
+        response_id=_str(response, "id", limit=200),
+        status=status,
         function_calls=tuple(calls),
-        text=" ".join(texts),
-        transcript=" ".join(transcripts),
-        metadata=response.get("metadata"),
+        text=_cut(" ".join(t for t in texts if t), MAX_TEXT_CHARS),
+        transcript=_cut(" ".join(t for t in transcripts if t), MAX_TEXT_CHARS),
+        metadata=_opt_obj(response, "metadata"),
         failure=failure,
         error=verdict,
         usage=_usage(response.get("usage")),
+        calls_dropped=dropped,
     )
 
 
@@ -267,7 +389,7 @@ def _response_done(data: dict[str, Any]) -> ResponseDone:
 
 
 def _count(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else 0
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 < value < 2**53 else 0
 
 
 def _details(block: dict[str, Any], key: str) -> dict[str, Any]:
@@ -303,7 +425,7 @@ def _transcription_usage(block: Any) -> TranscriptionUsage:
         return TranscriptionUsage()
     if block.get("type") == "duration":
         seconds = block.get("seconds")
-        valid = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < float("inf")
+        valid = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < 2**53
         return TranscriptionUsage(seconds=float(seconds) if valid else 0.0)
     inputs = _details(block, "input_token_details")
     audio = _count(inputs.get("audio_tokens"))
@@ -315,33 +437,50 @@ def _transcription_usage(block: Any) -> TranscriptionUsage:
 
 
 def _error(data: dict[str, Any]) -> ServerError:
-    error = data.get("error") or {}
+    error = _obj(data, "error")
     return ServerError(
-        code=error.get("code"),
-        message=error.get("message") or "unknown error",
-        error_type=error.get("type"),
-        client_event_id=error.get("event_id"),
+        code=_opt_str(error, "code"),
+        message=_str(error, "message", limit=MAX_MESSAGE_CHARS) or "unknown error",
+        error_type=_opt_str(error, "type"),
+        client_event_id=_opt_str(error, "event_id"),
     )
 
 
+def _session(data: dict[str, Any]) -> dict[str, Any]:
+    return _obj(data, "session", required=True)
+
+
+def _modalities(data: dict[str, Any]) -> tuple[str, ...]:
+    values = _list(_session(data), "output_modalities")
+    if not all(isinstance(v, str) for v in values):
+        raise Unfit("output_modalities holds a non-string")
+    return tuple(values)
+
+
+def _item_id(data: dict[str, Any]) -> str:
+    return _str(data, "item_id", required=True, limit=200)
+
+
 _PARSERS = {
-    "session.created": lambda d: SessionCreated(d["session"].get("id", ""), d["session"].get("expires_at")),
-    "session.updated": lambda d: SessionUpdated(tuple(d["session"].get("output_modalities") or ())),
-    "input_audio_buffer.speech_started": lambda d: SpeechStarted(d["item_id"], int(d.get("audio_start_ms") or 0)),
-    "input_audio_buffer.speech_stopped": lambda d: SpeechStopped(d["item_id"], int(d.get("audio_end_ms") or 0)),
-    "input_audio_buffer.committed": lambda d: AudioCommitted(d["item_id"]),
+    "session.created": lambda d: SessionCreated(_str(_session(d), "id", limit=200), _opt_int(_session(d), "expires_at")),
+    "session.updated": lambda d: SessionUpdated(_modalities(d)),
+    "input_audio_buffer.speech_started": lambda d: SpeechStarted(_item_id(d), _ms(d, "audio_start_ms")),
+    "input_audio_buffer.speech_stopped": lambda d: SpeechStopped(_item_id(d), _ms(d, "audio_end_ms")),
+    "input_audio_buffer.committed": lambda d: AudioCommitted(_item_id(d)),
     "conversation.item.input_audio_transcription.completed": lambda d: TranscriptCompleted(
-        d["item_id"], d.get("transcript") or "", _transcription_usage(d.get("usage"))
+        _item_id(d), _str(d, "transcript", limit=MAX_TRANSCRIPT_CHARS), _transcription_usage(d.get("usage"))
     ),
     "conversation.item.input_audio_transcription.failed": lambda d: TranscriptFailed(
-        d["item_id"], (d.get("error") or {}).get("message") or "transcription failed"
+        _item_id(d), _str(_obj(d, "error"), "message", limit=MAX_MESSAGE_CHARS) or "transcription failed"
     ),
-    "conversation.item.deleted": lambda d: ItemDeleted(d["item_id"]),
-    "response.created": lambda d: ResponseCreated(d["response"].get("id", ""), d["response"].get("metadata")),
+    "conversation.item.deleted": lambda d: ItemDeleted(_item_id(d)),
+    "response.created": lambda d: ResponseCreated(
+        _str(_obj(d, "response", required=True), "id", limit=200), _opt_obj(_obj(d, "response"), "metadata")
+    ),
     "response.done": _response_done,
-    "response.output_audio.delta": lambda d: AudioDelta(d.get("response_id", ""), base64.b64decode(d["delta"])),
+    "response.output_audio.delta": lambda d: AudioDelta(_str(d, "response_id", limit=200), _pcm(d)),
     "response.output_audio_transcript.done": lambda d: AudioTranscriptDone(
-        d.get("response_id", ""), d.get("transcript") or ""
+        _str(d, "response_id", limit=200), _str(d, "transcript")
     ),
     "error": _error,
 }

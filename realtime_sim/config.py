@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from realtime_sim.script import FATAL_FAULTS, FAULT_KINDS, FaultKind
+from realtime_sim.script import FATAL_FAULTS, FAULT_KINDS, HOSTILE_FAULTS, FaultKind
 
 # What the real service says by default (shortened); `session.created` carries it.
 DEFAULT_INSTRUCTIONS = (
@@ -13,8 +13,10 @@ DEFAULT_INSTRUCTIONS = (
 )
 
 # Random faults never include the fatal ones (a 401, no quota): a client must stop on them, which
-# would end a soak test instead of exercising recovery.
-DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(k for k in FAULT_KINDS if k not in FATAL_FAULTS)
+# would end a soak test instead of exercising recovery; nor hostile frames (tests ask for those).
+DEFAULT_RANDOM_FAULT_KINDS: tuple[FaultKind, ...] = tuple(
+    k for k in FAULT_KINDS if k not in FATAL_FAULTS | HOSTILE_FAULTS
+)
 
 
 @dataclass(frozen=True)

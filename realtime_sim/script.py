@@ -23,16 +23,31 @@ FaultKind = Literal[
     "response_failed",  # the active (or next) response ends with `response.done` status `failed`
     "malformed_frame",  # a text frame that is not JSON
     "unknown_event",  # a JSON frame whose `type` the protocol does not have
+    "mistyped_frame",  # a real event with one field mistyped or oversized (realtime_sim.hostile)
+    "many_calls",  # a response.done asking for 10,000 function calls (get_time), ahead of the real one
+    "huge_answer",  # a response.done answering a megabyte of text and calling no tool, ahead of the real one
     "quota_error",  # an `error` of type `insufficient_quota`, code `credit_balance_exhausted`
     "response_failed_quota",  # the active (or next) response fails; `status_details.error` says no quota
     "session_expired_no_code",  # `session_expired` with only its message (no code), then close 1001
     "handshake_429",  # refuse the upgrade: 429 rate limited (`rate_limit_exceeded`)
     "handshake_429_quota",  # refuse the upgrade: 429 with an `insufficient_quota` body
+    # An account the service refuses after the upgrade: the `error` and a close 1008 naming it
+    # go out in the same instant (a client must read the error before it sees the close).
+    "refuse_quota",  # error `insufficient_quota` / `credit_balance_exhausted`, close 1008 "insufficient_quota"
+    "refuse_quota_close_only",  # no error event: only the close 1008 "insufficient_quota"
+    "refuse_key",  # error `invalid_api_key`, close 1008 "invalid_api_key"
+    "refuse_model",  # error `model_not_found` (no access to the model), close 1008 "model_not_found"
 ]
 FAULT_KINDS: tuple[FaultKind, ...] = get_args(FaultKind)
 HANDSHAKE_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_500", "handshake_429", "handshake_429_quota"})
+# Faults that are no network weather: not drawn at random in a soak (a phantom speech_started
+# from a mistyped frame would hold the listener "busy" until the next session).
+HOSTILE_FAULTS: frozenset[str] = frozenset({"mistyped_frame", "many_calls", "huge_answer"})
 # Faults a client must treat as fatal (it stops): never drawn at random in a soak.
-FATAL_FAULTS: frozenset[str] = frozenset({"handshake_401", "handshake_429_quota", "quota_error", "response_failed_quota"})
+FATAL_FAULTS: frozenset[str] = frozenset(
+    {"handshake_401", "handshake_429_quota", "quota_error", "response_failed_quota",
+     "refuse_quota", "refuse_quota_close_only", "refuse_key", "refuse_model"}
+)
 
 FaultTarget = Literal["any", "listener", "narrator"]
 FAULT_TARGETS: tuple[FaultTarget, ...] = get_args(FaultTarget)
@@ -139,6 +154,7 @@ class SimScript:
         self._tool_calls: deque[ToolCall] = deque()
         self._readings: deque[str] = deque()
         self._replies: deque[str] = deque()
+        self._untooled: deque[str] = deque()
         self._brain_steps: deque[BrainStep] = deque()
         self._faults: list[PendingFault] = []
         self._fault_seq = 0
@@ -164,6 +180,11 @@ class SimScript:
     def push_reply(self, text: str) -> None:
         """What the next response that calls no tool answers (text or audio)."""
         self._replies.append(text)
+
+    def push_text_instead_of_tool(self, text: str) -> None:
+        """The next response offered tools answers this text and calls none, whatever its
+        tool_choice (a model that ignores "required": the client's fallback path)."""
+        self._untooled.append(text)
 
     def push_brain_answer(self, text: str) -> None:
         """The next `POST /v1/responses` answers with this text."""
@@ -203,6 +224,9 @@ class SimScript:
 
     def take_reading(self) -> str | None:
         return self._readings.popleft() if self._readings else None
+
+    def take_text_instead_of_tool(self) -> str | None:
+        return self._untooled.popleft() if self._untooled else None
 
     def take_reply(self) -> str | None:
         return self._replies.popleft() if self._replies else None

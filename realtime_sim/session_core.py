@@ -37,6 +37,7 @@ from realtime_sim.response_run import (
     text_deltas,
 )
 from realtime_sim.router import route
+from realtime_sim.hostile import hostile_frame, huge_answer, many_calls
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
 from realtime_sim.transcriber import RecordingPosition, Segment, Transcriber, session_words
@@ -52,6 +53,15 @@ QUOTA_MESSAGE = (
     "You exceeded your current quota, please check your plan and billing details. For more information on "
     "this error, read the docs: https://platform.openai.com/docs/guides/error-codes/api-errors."
 )
+INVALID_KEY_MESSAGE = "Incorrect API key provided. You can find your API key at https://platform.openai.com/account/api-keys."
+MODEL_NOT_FOUND_MESSAGE = "The model does not exist or you do not have access to it."
+# Refusals after the upgrade: (error type, error code, message; None = no error event), then close 1008 naming it.
+REFUSALS: dict[str, tuple[tuple[str, str, str] | None, str]] = {
+    "refuse_quota": (("insufficient_quota", "credit_balance_exhausted", QUOTA_MESSAGE), "insufficient_quota"),
+    "refuse_quota_close_only": (None, "insufficient_quota"),
+    "refuse_key": (("invalid_request_error", "invalid_api_key", INVALID_KEY_MESSAGE), "invalid_api_key"),
+    "refuse_model": (("invalid_request_error", "model_not_found", MODEL_NOT_FOUND_MESSAGE), "model_not_found"),
+}
 MIN_COMMIT_MS = 100
 # Conversation edits the real server applies only after the response in progress is done.
 _DEFERRED_WHILE_RESPONDING = frozenset({"conversation.item.create", "conversation.item.delete"})
@@ -191,6 +201,7 @@ class SessionCore:
         self._conversation_id = ids.new("conv")
         seed = None if config.seed is None else f"{config.seed}:{self._session['id']}"
         self._performer = Performer(config, random.Random(seed))
+        self._hostile = random.Random(f"hostile:{seed}" if seed is not None else None)  # mistyped_frame faults
         # Transcripts still being "transcribed": (due on the clock, item id, transcript, audio ms).
         self._late_transcripts: list[tuple[float, str, str, float]] = []
         self._configured = False  # role is unknown until the client configures or asks for a response
@@ -396,6 +407,18 @@ class SessionCore:
         elif kind == "session_expired_no_code":
             self._error(None, SESSION_EXPIRED_MESSAGE)
             self._close(Close(1001, "session expired"))
+        elif kind in REFUSALS:
+            error, reason = REFUSALS[kind]
+            if error is not None:
+                error_type, code, message = error
+                self._error(code, message, error_type=error_type)
+            self._close(Close(1008, reason))
+        elif kind in ("many_calls", "huge_answer"):
+            active = next((r for r in self._runs.values() if not r.finished), None)
+            response_id = active.response_id if active is not None else self._ids.new("resp")
+            self._out.append(SendRaw(many_calls(response_id) if kind == "many_calls" else huge_answer(response_id)))
+        elif kind == "mistyped_frame":
+            self._out.append(SendRaw(hostile_frame(self._hostile, oversized_share=0.1)))
         elif kind == "malformed_frame":
             self._out.append(SendRaw('{"type": "response.output_text.delta", "delta": "trunc'))
         elif kind == "unknown_event":
@@ -818,6 +841,9 @@ class SessionCore:
     ) -> ResponsePlan:
         last = context[-1] if context else None
         if tools and tool_choice != "none":
+            untooled = self._script.take_text_instead_of_tool()
+            if untooled is not None:
+                return MessagePlan(untooled)
             scripted = self._script.take_tool_call()
             if scripted is not None:
                 return FunctionCallPlan(scripted.name, scripted.arguments, self._ids.call())

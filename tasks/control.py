@@ -103,6 +103,8 @@ class ControlServer:
                 request = json.loads(line)
             except (ValueError, asyncio.LimitOverrunError):  # includes JSONDecodeError
                 reply: dict[str, Any] = {"ok": False, "error": "The request was not understood."}
+            except RecursionError:  # thousands of nested brackets: no request of ours looks like that
+                reply = {"ok": False, "error": "The request was not understood: it is nested too deeply."}
             else:
                 try:
                     reply = await self.answer(request)

@@ -42,3 +42,7 @@ class AmbiguousTask(TaskError):
         super().__init__(question)
         self.question = question
         self.candidates = tuple(candidates)
+
+
+class TooMany(TaskError):
+    """A limit on waiting tasks or pending timers is reached (a runaway model cannot set 300)."""

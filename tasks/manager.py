@@ -28,7 +28,7 @@ from typing import Callable, Mapping
 
 from concurrency.changes import Changes
 from tasks.config import TaskConfig, TaskSettings, check_text
-from tasks.errors import NotStarted, ShellNotAllowed
+from tasks.errors import NotStarted, ShellNotAllowed, TooMany
 from tasks.files import TaskLog, private_dir, prune_logs
 from tasks.identify import resolve_task
 from tasks.notices import NoticeBatch, NoticeQueue, notice_for
@@ -43,6 +43,10 @@ from tasks.store import StoreWorker, TaskStore
 log = logging.getLogger(__name__)
 
 SHELL_NAME = "shell"
+# Bounds on what commands can pile up (a model that asks for 300 timers gets a sentence, not 300
+# timers and 300 notices).
+MAX_PENDING_TIMERS = 50
+MAX_QUEUED_TASKS = 20  # waiting for a slot (max_concurrent run at once)
 INTERNAL_ERROR = "handoff hit an internal error while running it; the details are in handoff's log"
 
 
@@ -226,6 +230,8 @@ class TaskManager:
         self._require_started()
         if kind not in TIMER_KINDS:
             raise ValueError(f"{kind} is not a timer kind")
+        if len(self._timers) >= MAX_PENDING_TIMERS:
+            raise TooMany(f"There are already {MAX_PENDING_TIMERS} timers and reminders set; cancel one first.")
         now = self._clock()
         draft = TaskRecord(
             id=0, name=str(kind), spoken=spoken, argv=(), cwd="", timeout_s=max(0.0, due_at - now), log_path="",
@@ -334,6 +340,8 @@ class TaskManager:
 
     async def _admit(self, draft: TaskRecord, env: tuple[str, ...], **details: object) -> TaskRecord:
         """Store the new task, queue it, and start it if a slot is free."""
+        if len(self._queue) >= MAX_QUEUED_TASKS:
+            raise TooMany(f"{MAX_QUEUED_TASKS} tasks are already waiting to start; try again when some have finished.")
         record = await self._io.call(self._store.create_task, dataclasses.replace(draft, **details), self.settings.log_path)
         live = _LiveTask(
             record=record,

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import asyncio
 
+import pytest
+
 from decisions.coordinator import CANNOT_CONNECT_MESSAGE, CONNECTION_LOST_MESSAGE, RECONNECTED_MESSAGE
 from realtime_api.fatal import SPOKEN, ErrorKind
 from realtime_sim import Fault
@@ -89,3 +91,28 @@ async def test_the_brain_out_of_credit_says_so_without_retrying(tmp_path, sim):
         await p.ask("Computer, ask the brain why the sky is blue")
         assert narrated_scripts(p)[-1] == NO_CREDIT
         assert len(sim.brain_requests) == 1
+
+
+REFUSALS = {
+    "refuse_quota": ErrorKind.NO_CREDIT,
+    "refuse_quota_close_only": ErrorKind.NO_CREDIT,  # no error event: the close's 1008 reason says it
+    "refuse_key": ErrorKind.INVALID_KEY,
+    "refuse_model": ErrorKind.MODEL_NOT_FOUND,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(REFUSALS))
+# Before the client's session.update is answered (its send may meet the close), or after it.
+@pytest.mark.parametrize("after", ["session.created", "session.updated"])
+async def test_an_account_refused_after_the_upgrade_stops_after_at_most_three_connections(tmp_path, sim, kind, after):
+    """Issue 24: every connection answers the handshake, then an `error` and a close 1008 arrive
+    together. The error (or the close's reason) is read and classified, the first refusal stops
+    every other attempt (the narrator's and the listener's warm-ups too), it is said once, exit 3."""
+    for _ in range(20):  # the account is refused on every connection
+        sim.script.push_fault(Fault(kind, after_sent=after))
+    async with running_pipeline(tmp_path, sim, narrator_warm=True) as p:
+        assert await asyncio.wait_for(asyncio.shield(p.task), 20) == 3
+        assert p.coordinator.fatal_message == SPOKEN[REFUSALS[kind]]
+        assert final_messages(p) == 1
+        assert len(sim.connections) <= 3, [(c.role, c.close_code) for c in sim.connections]
+        assert CONNECTION_LOST_MESSAGE not in narrated_scripts(p) and CANNOT_CONNECT_MESSAGE not in narrated_scripts(p)

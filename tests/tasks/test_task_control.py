@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import json
 import socket
 import stat
 from pathlib import Path
@@ -64,6 +65,10 @@ async def test_garbage_on_the_socket_gets_a_refusal_not_a_crash(tmp_path: Path) 
     try:
         assert await asyncio.to_thread(send_raw, b"not json\n") == b'{"ok": false, "error": "The request was not understood."}\n'
         assert await asyncio.to_thread(send_raw, b"[1, 2]\n") == b'{"ok": false, "error": "The request was not understood."}\n'
+        # Issue 23, defect 14: 30,000 nested brackets got no reply (a RecursionError in the log).
+        deep = await asyncio.to_thread(send_raw, b"[" * 30_000 + b"\n")
+        assert json.loads(deep) == {"ok": False, "error": "The request was not understood: it is nested too deeply."}
+        assert await asyncio.to_thread(send_raw, b"[1, 2]\n")  # still serving
     finally:
         await server.close()
         await manager.close()

@@ -192,6 +192,22 @@ async def test_cancelling_a_queued_task_never_starts_it(tmp_path: Path) -> None:
         assert first.id != second.id
 
 
+async def test_the_queue_of_waiting_tasks_is_bounded(tmp_path: Path) -> None:
+    """Issue 23, defect 4: a runaway model could queue tasks without end."""
+    from tasks.errors import TooMany
+    from tasks.manager import MAX_QUEUED_TASKS
+
+    templates = (sh("first", "echo ready; sleep 30"), sh("later", "true"))
+    async with running_manager(tmp_path, templates, max_concurrent=1) as manager:
+        await manager.start_task("first")
+        for _ in range(MAX_QUEUED_TASKS):
+            assert (await manager.start_task("later")).status is TaskStatus.QUEUED
+        with pytest.raises(TooMany, match=f"^{MAX_QUEUED_TASKS} tasks are already waiting to start"):
+            await manager.start_task("later")
+        assert manager.queued_count == MAX_QUEUED_TASKS
+        await manager.cancel("first")
+
+
 async def test_programs_that_leave_children_behind_do_not_leak_them(tmp_path: Path) -> None:
     script = "sh -c 'echo $$ > orphan; exec sleep 30' & while [ ! -s orphan ]; do sleep 0.01; done; echo done"
     async with running_manager(tmp_path, (sh("leaky", script, cwd=tmp_path),)) as manager:

@@ -413,3 +413,14 @@ async def test_a_hostile_label_or_reminder_is_kept_and_said_without_control_char
         records = await manager.list_tasks()
         assert [r.label for r in records] == ["]0;pwned tea 2026-01-01 FORGED caf\ufffd"] * 2
         assert "\x1b" not in script and "\x07" not in script
+
+
+async def test_three_hundred_timers_stop_at_the_limit_with_one_sentence(tmp_path: Path) -> None:
+    """Issue 23, defect 4: 300 set_timer calls made 300 timers (and 300 notices)."""
+    from tasks.manager import MAX_PENDING_TIMERS
+
+    async with timer_tools(tmp_path) as (registry, manager):
+        scripts = [(await call(registry, "set_timer", {"duration": "PT1H"}))[1] for _ in range(MAX_PENDING_TIMERS + 5)]
+        assert len(manager.pending_timers()) == MAX_PENDING_TIMERS
+        assert scripts[-1] == f"There are already {MAX_PENDING_TIMERS} timers and reminders set; cancel one first."
+        assert len(await manager.list_tasks()) == MAX_PENDING_TIMERS
