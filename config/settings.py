@@ -16,6 +16,8 @@ from urllib.parse import urlsplit
 
 from dotenv import dotenv_values
 
+from config.rooms import ENV_DEFAULTS as ROOM_DEFAULTS, RoomSettings, room_settings
+
 E = TypeVar("E", bound=enum.Enum)
 
 # Every key `.env` / the environment may set, with its default ("" = unset).
@@ -63,6 +65,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_HISTORY_ROWS": "5000",
     "NARRATOR_WARM": "true",
     "NARRATOR_WARM_MAX_AGE_S": "3000",
+    **ROOM_DEFAULTS,  # SATELLITES and the rest of config.rooms
 }
 
 
@@ -282,6 +285,7 @@ class Settings:
     log_level: LogLevel = LogLevel.INFO
     log: LogSettings = field(default_factory=LogSettings)
     service: ServiceSettings = field(default_factory=ServiceSettings)
+    rooms: RoomSettings = field(default_factory=RoomSettings)  # satellites (config.rooms)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -343,6 +347,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     narrator_warm = _flag(values, "NARRATOR_WARM", problems)
     stop = _stop_settings(values, problems)
     warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
+    rooms = room_settings(values, problems)
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
@@ -385,6 +390,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         log_level=log_level,
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),
+        rooms=rooms,
     )
 
 
