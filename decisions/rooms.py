@@ -63,7 +63,7 @@ class LinkCore:
     announce_after_s: float = 30.0
     state: LinkState = LinkState.NEVER
     failures: int = 0  # attempts failed in a row
-    down_since: float | None = 0.0  # clock time it went (None: up)
+    down_since: float | None = None  # clock time it went, or of the first failed attempt (None: up)
     last_error: str = ""
     illegal: int = 0  # transitions the table has no row for (a bug, counted)
 
@@ -81,6 +81,8 @@ class LinkCore:
             self.down_since, self.last_error = now, error or "the connection closed"
         elif event is LinkEvent.FAILED:
             self.failures += 1
+            if self.down_since is None:
+                self.down_since = now
             self.last_error = error
         if (row in (N, R) and self.down_since is not None and now - self.down_since >= self.announce_after_s):
             row = LinkState.UNREACHABLE

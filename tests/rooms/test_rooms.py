@@ -1,0 +1,64 @@
+"""Rooms end to end: `handoff satellite` and wyoming-satellite on 127.0.0.1 against the hub on
+the simulator. Commands are tones whose pitch the simulator reads back (tests.support.rooms_harness)."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+from concurrency.changes import wait_for
+from tests.support.rooms_harness import (
+    WORDS, command_tone, handoff_satellite, hub_settings, resampled, running_hub, started, tone_sim,
+)
+from tests.support.satellites import RealSatellite
+
+TIMEOUT = 120.0  # safety net only
+
+
+async def test_handoff_satellite_is_answered_on_itself(tmp_path: Path) -> None:
+    async with tone_sim(["computer, echo kitchen one"]) as sim:
+        async with started([handoff_satellite("kitchen")]) as (kitchen,):
+            async with running_hub(hub_settings(sim, tmp_path, [kitchen.spec])) as running:
+                kitchen.say(command_tone(0))
+                await wait_for(running.timelines["kitchen"], lambda t: t.count("narrated") >= 1, TIMEOUT)
+                await kitchen.server.changes.wait_until(lambda: bool(kitchen.server.counts.streams), TIMEOUT)
+                assert running.scripts("kitchen") == ["kitchen one"]
+    assert kitchen.server.counts.commands == 1
+    assert kitchen.server.counts.overlaps == 0
+    assert len(kitchen.speaker.played) >= 0.5 * 48000  # at least half a second of the answer
+
+
+async def test_three_rooms_ten_commands_each_every_answer_in_its_own_room(tmp_path: Path) -> None:
+    rooms = ("kitchen", "office", "bedroom")
+    phrases = [f"computer, echo {room} {word}" for room in rooms for word in WORDS]
+    async with tone_sim(phrases) as sim:
+        async with started([handoff_satellite("kitchen"), handoff_satellite("office")]) as ours:
+            real = RealSatellite("bedroom", tmp_path / "bedroom")
+            real.start()
+            try:
+                specs = [s.spec for s in ours] + [real.spec]
+                async with running_hub(hub_settings(sim, tmp_path, specs, max_sessions=3)) as running:
+                    async def speak(index: int) -> None:
+                        room = rooms[index]
+                        timeline = running.timelines[room]
+                        for n in range(len(WORDS)):
+                            tone = command_tone(index * len(WORDS) + n)
+                            if room == "bedroom":
+                                real.say(resampled(tone, 16000), name=f"{n:02d}")
+                            else:
+                                ours[index].say(tone)
+                            await wait_for(timeline, lambda t, n=n: t.count("narrated") >= n + 1, TIMEOUT)
+                            await wait_for(timeline, lambda t, n=n: t.count("listening") >= n + 2, TIMEOUT)
+
+                    # All three start at the same moment; after that they drift apart.
+                    await asyncio.gather(*(speak(i) for i in range(3)))
+                    for index, room in enumerate(rooms):
+                        assert running.scripts(room) == [f"{room} {word}" for word in WORDS], (room, running.scripts(room))
+                    sent = {room: r.link.speaker.played_bytes for room, r in running.hub.rooms.items()}
+            finally:
+                real.kill()
+    for satellite in ours:
+        assert satellite.server.counts.overlaps == 0
+        # Everything the hub sent this room's speaker, and nothing else, played there.
+        assert sum(satellite.server.counts.streams) == sent[satellite.room]
+    assert real.played(), "the bedroom's wyoming-satellite played nothing"
