@@ -62,3 +62,30 @@ async def test_three_rooms_ten_commands_each_every_answer_in_its_own_room(tmp_pa
         # Everything the hub sent this room's speaker, and nothing else, played there.
         assert sum(satellite.server.counts.streams) == sent[satellite.room]
     assert real.played(), "the bedroom's wyoming-satellite played nothing"
+
+
+TASKS = """
+[tasks.backup]
+description = "Copy the documents"
+spoken = "the backup"
+argv = ["sh", "-c", "sleep 0.5; echo copied 3 files"]
+cwd = "."
+timeout_s = 60
+"""
+
+
+async def test_a_task_started_in_the_kitchen_is_announced_in_the_kitchen_only(tmp_path: Path) -> None:
+    phrases = ["computer, start the backup task", "computer, echo office one"]
+    async with tone_sim(phrases) as sim:
+        async with started([handoff_satellite("kitchen"), handoff_satellite("office")]) as (kitchen, office):
+            settings = hub_settings(sim, tmp_path, [kitchen.spec, office.spec], tasks_toml=TASKS)
+            async with running_hub(settings) as running:
+                kitchen_timeline, office_timeline = running.timelines["kitchen"], running.timelines["office"]
+                kitchen.say(command_tone(0))
+                await wait_for(kitchen_timeline, lambda t: t.count("notice") >= 1 and t.count("narrated") >= 2, TIMEOUT)
+                office.say(command_tone(1))  # the office is in use meanwhile, and hears its own answer only
+                await wait_for(office_timeline, lambda t: t.count("narrated") >= 1, TIMEOUT)
+                kitchen_scripts, office_scripts = running.scripts("kitchen"), running.scripts("office")
+    assert any("backup" in script for script in kitchen_scripts[1:]), kitchen_scripts
+    assert office_scripts == ["office one"], office_scripts
+    assert office_timeline.count("notice") == 0

@@ -139,11 +139,16 @@ async def started(satellites: list[HandoffSatellite]) -> AsyncIterator[list[Hand
                     await satellite.task
 
 
-def hub_settings(sim: SimServer, tmp_path: Path, specs: list[SatelliteSpec], **rooms: object) -> Settings:
+def hub_settings(sim: SimServer, tmp_path: Path, specs: list[SatelliteSpec], tasks_toml: str | None = None,
+                 **rooms: object) -> Settings:
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
+    tasks_config = None
+    if tasks_toml is not None:
+        tasks_config = tmp_path / "tasks.toml"
+        tasks_config.write_text(tasks_toml)
     # No follow-up sound: a test's next command could start under it (and be muted, rightly).
-    settings = fast_settings(sim.base_url, workspace.resolve(), tmp_path / "state", conversation=ConversationSettings(follow_up_s=0))
+    settings = fast_settings(sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, conversation=ConversationSettings(follow_up_s=0))
     return settings.replace(rooms=dataclasses.replace(
         RoomSettings(ping_s=1.0, reconnect_initial_s=0.1, reconnect_max_s=0.5), satellites=tuple(specs), **rooms))
 
