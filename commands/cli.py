@@ -23,6 +23,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
     "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running)"),
     "history": ("commands.status", "what the assistant was asked and what it said"),
+    "satellite": ("commands.satellite", "be a satellite (mic, speaker, wake word) for a handoff hub on another machine"),
 }
 
 EXIT_USAGE = 2

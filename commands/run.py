@@ -96,6 +96,10 @@ async def run_live(settings: Settings) -> int:
 
 
 async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:
+    if settings.rooms.satellites:
+        from commands.rooms import serve_hub  # only with satellites: the wyoming package loads here
+
+        return await serve_hub(settings, runtime)
     microphone, speaker = open_audio(settings.audio)
     async with runtime:  # around the assistant: its last status and history come after every task stopped
         async with assistant(settings, microphone, speaker, timeline, on_task_change=runtime.task_changed) as coordinator:

@@ -40,6 +40,8 @@ class Probes:
     # Today's estimated spend by part ({"listener": usd, "narrator": ..., "transcription": ..., "brain": ...},
     # from decisions.cost.CostMeter); None: not counted.
     cost_today: Callable[[], dict[str, float] | None] = lambda: None
+    # Each satellite (rooms.link.LinkStatus as a dict: room, uri, state, last_command_at, last_error, reconnects).
+    satellites: Callable[[], list[dict[str, Any]]] = lambda: []
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Status:
     failures_day: str = ""  # the day failures_today counts
     cost_today_usd: float | None = None  # today's estimated spend (decisions/cost.py); None: not counted
     cost_parts_usd: dict[str, float] | None = None  # the same by part: listener, narrator, transcription, brain
+    satellites: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # one per room (SATELLITES)
 
     @property
     def reconnects(self) -> int:
@@ -109,7 +112,7 @@ class StatusTracker:
     def command(self, entry: HistoryEntry | None) -> None:
         if entry is not None:
             self.status.last_command = {"heard": entry.heard, "at": entry.at, "tools": list(entry.tools),
-                                        "outcome": str(entry.outcome)}  # fmt: skip
+                                        "outcome": str(entry.outcome), "room": entry.room}  # fmt: skip
 
     def snapshot(self, healthy: bool, phase: str | None = None) -> Status:
         """The status as of now, the probes read."""
@@ -126,6 +129,7 @@ class StatusTracker:
             status.session_started_at = status.updated_at - probes.session_age_s()
         status.weak_matches, status.inexact_reads = probes.weak_matches(), probes.inexact_reads()
         status.cost_parts_usd = probes.cost_today()
+        status.satellites = probes.satellites()
         status.cost_today_usd = None if status.cost_parts_usd is None else sum(status.cost_parts_usd.values())
         status.tasks_running = sum(s == "running" for s in self._tasks.values())
         status.tasks_queued = sum(s == "queued" for s in self._tasks.values())

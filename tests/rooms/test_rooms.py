@@ -89,3 +89,43 @@ async def test_a_task_started_in_the_kitchen_is_announced_in_the_kitchen_only(tm
     assert any("backup" in script for script in kitchen_scripts[1:]), kitchen_scripts
     assert office_scripts == ["office one"], office_scripts
     assert office_timeline.count("notice") == 0
+
+
+async def test_status_lists_each_satellite_and_history_names_the_room(tmp_path: Path) -> None:
+    from commands.rooms import serve_hub
+    from commands.run import status_files
+    from commands.status import describe, format_entry
+    from service.health import ListenerHealth
+    from service.history import HISTORY_FILE, read_history
+    from service.notify import SystemdNotifier
+    from service.runtime import ServiceRuntime
+    from service.status import STATUS_FILE, Liveness, read_status
+    from decisions.timeline import Timeline
+
+    async with tone_sim(["computer, echo kitchen one"]) as sim:
+        async with started([handoff_satellite("kitchen")]) as (kitchen,):
+            settings = hub_settings(sim, tmp_path, [kitchen.spec])
+            settings.state_dir.mkdir(parents=True, exist_ok=True)
+            runtime = ServiceRuntime(Timeline(), SystemdNotifier(), ListenerHealth(60.0), None, status_files(settings))
+            serving = asyncio.create_task(serve_hub(settings, runtime))
+            try:
+                await kitchen.server.changes.wait_until(lambda: kitchen.server.hub_connected, TIMEOUT)
+                kitchen.say(command_tone(0))
+                await kitchen.server.changes.wait_until(lambda: bool(kitchen.server.counts.streams), TIMEOUT)
+                await runtime.changes.wait_until(
+                    lambda: (s := read_status(settings.state_dir / STATUS_FILE)) is not None and s.narrations >= 1, TIMEOUT)
+            finally:
+                serving.cancel()
+                try:
+                    await serving
+                except asyncio.CancelledError:
+                    pass
+    status = read_status(settings.state_dir / STATUS_FILE)
+    assert status is not None
+    assert [s["room"] for s in status.satellites] == ["kitchen"]
+    assert status.last_command is not None and status.last_command["room"] == "kitchen"
+    text = describe(status, Liveness.RUNNING, status.updated_at)
+    assert "satellite kitchen (tcp://127.0.0.1:" in text and "last command in the kitchen" in text, text
+    entries = read_history(settings.state_dir / HISTORY_FILE)
+    assert [(e.room, e.heard) for e in entries] == [("kitchen", "echo kitchen one")]
+    assert "kitchen" in format_entry(entries[0])
