@@ -27,6 +27,7 @@ from config.settings import Settings
 from decisions.cost import RealtimeRole
 from decisions.rooms import Announce, NoticeTargets
 from decisions.timeline import Timeline, TimelineEntry, TimelineKind
+from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import NarrationCut, Narrator
@@ -166,8 +167,10 @@ async def hub(
     settings: Settings,
     timelines: dict[str, Timeline] | None = None,
     on_task_change: Callable[[TaskRecord], None] | None = None,
+    stop_detectors: dict[str, StopDetector] | None = None,
 ) -> AsyncIterator[Hub]:
-    """Build the hub for `settings.rooms.satellites`; everything opened is closed on exit."""
+    """Build the hub for `settings.rooms.satellites`; everything opened is closed on exit.
+    `stop_detectors`: what hears "computer, stop" in each room (default: the on-device one)."""
     rooms_settings = settings.rooms
     names = tuple(s.room for s in rooms_settings.satellites)
     sounds = load_sounds(settings.audio)
@@ -182,15 +185,17 @@ async def hub(
         the_hub = Hub(rooms, targets, shared.task_manager.notices)
         for spec in rooms_settings.satellites:
             rooms[spec.room] = _room(settings, spec, shared, narrator, slots, sounds, targets, the_hub,
-                                     (timelines or {}).get(spec.room))  # fmt: skip
+                                     (timelines or {}).get(spec.room), (stop_detectors or {}).get(spec.room))  # fmt: skip
         yield the_hub
 
 
 def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrator, slots: asyncio.Semaphore,
-          sounds: Any, targets: NoticeTargets, the_hub: Hub, timeline: Timeline | None) -> Room:
+          sounds: Any, targets: NoticeTargets, the_hub: Hub, timeline: Timeline | None,
+          stop: StopDetector | None) -> Room:
     timeline = timeline or Timeline(log_overheard=settings.log.overheard)
     link = SatelliteLink(spec, settings.rooms, settings.audio.chunk_ms, on_announce=the_hub.announce)
-    stop = build_stop_detector(settings) if settings.stop.enabled else None
+    if stop is None and settings.stop.enabled:
+        stop = build_stop_detector(settings)  # one per room: "computer, stop" stops that room only
     tools = RoomTools(shared.tools, spec.room, targets)
     parts = CoordinatorParts(
         settings=settings,
@@ -206,7 +211,7 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
         notices=RoomNotices(shared.task_manager, spec.room, targets),
         mic_filter=upload_filter(settings),
         cost=shared.cost,
-        stop_detector=stop,
+        stop_detector=stop if settings.stop.enabled else None,
     )
     coordinator = Coordinator(parts, timeline)
     link.on_pipeline = functools.partial(_open_window, coordinator)

@@ -56,7 +56,9 @@ class SatelliteCounts:
 
 class SatelliteServer:
     """Serves one room to a hub. `woken`: the filter passes audio only after the on-device wake
-    word (the command follows as start stage asr); otherwise the hub decides (start stage wake)."""
+    word (the command follows as start stage asr); otherwise the hub decides (start stage wake).
+    While the hub's voice plays here, the microphone goes to the hub too (held muted there, for
+    its stop detector): "computer, stop" works in this room as at the hub's own microphone."""
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
                  mic_filter: MicFilter, woken: bool = True) -> None:  # fmt: skip
@@ -155,6 +157,7 @@ class SatelliteServer:
             self._drained.cancel()
             self._drained = None
         self._playing, self._stream_bytes, self._converter = True, 0, None
+        self.changes.notify()
 
     def _end_stream(self) -> None:
         if self._playing and self._drained is None:
@@ -204,6 +207,10 @@ class SatelliteServer:
             chunk_s = len(chunk) / BYTES_PER_SECOND
             if self._playing:
                 self.mic_filter.skip(chunk)
+                if self.hub_connected:
+                    # While the hub's voice plays here the hub holds this room muted: what it
+                    # hears goes only to its on-device stop detector ("computer, stop").
+                    self._send(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1, audio=chunk).event())
                 continue
             pieces = self.mic_filter.feed(chunk)
             if not self.hub_connected:

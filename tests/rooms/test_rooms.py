@@ -7,6 +7,8 @@ import asyncio
 from pathlib import Path
 
 from concurrency.changes import wait_for
+from decisions.timeline import Timeline
+from rooms.hub import hub
 from tests.support.rooms_harness import (
     WORDS, command_tone, handoff_satellite, hub_settings, resampled, running_hub, started, tone_sim,
 )
@@ -129,3 +131,41 @@ async def test_status_lists_each_satellite_and_history_names_the_room(tmp_path: 
     entries = read_history(settings.state_dir / HISTORY_FILE)
     assert [(e.room, e.heard) for e in entries] == [("kitchen", "echo kitchen one")]
     assert "kitchen" in format_entry(entries[0])
+
+
+async def test_computer_stop_in_one_room_stops_that_room_only(tmp_path: Path) -> None:
+    import dataclasses
+
+    from config.settings import StopSettings
+    from tests.support.stop_detectors import LoudStopDetector
+
+    long = "the quick brown fox jumps over the lazy dog and runs far away into the woods"
+    phrases = [f"computer, echo kitchen {long}", f"computer, echo office {long}"]
+    detectors = {"kitchen": LoudStopDetector(), "office": LoudStopDetector()}
+    async with tone_sim(phrases) as sim:
+        async with started([handoff_satellite("kitchen"), handoff_satellite("office")]) as (kitchen, office):
+            settings = hub_settings(sim, tmp_path, [kitchen.spec, office.spec])
+            settings = settings.replace(stop=dataclasses.replace(StopSettings(), enabled=True))
+            timelines = {"kitchen": Timeline(), "office": Timeline()}
+            async with hub(settings, timelines, stop_detectors=detectors) as the_hub:
+                running = asyncio.create_task(the_hub.run())
+                try:
+                    for satellite in (kitchen, office):
+                        await satellite.server.changes.wait_until(lambda s=satellite: s.server.hub_connected, TIMEOUT)
+                    kitchen.say(command_tone(0))
+                    office.say(command_tone(1))
+                    for satellite in (kitchen, office):
+                        await satellite.server.changes.wait_until(lambda s=satellite: s.server._playing, TIMEOUT)
+                    kitchen.say(command_tone(5)[: 2 * 24000 * 3 // 10])  # a loud 0.3 s: "computer, stop"
+                    await wait_for(timelines["kitchen"], lambda t: t.count("stopped") >= 1, TIMEOUT)
+                    await wait_for(timelines["office"], lambda t: t.count("narrated") >= 1, TIMEOUT)
+                finally:
+                    running.cancel()
+                    try:
+                        await running
+                    except asyncio.CancelledError:
+                        pass
+    assert detectors["kitchen"].hits and not detectors["office"].hits
+    assert timelines["office"].count("stopped") == 0
+    office_said = [e.text for e in timelines["office"].entries if e.kind == "narrated"]
+    assert "stopped after" not in office_said[0], office_said
