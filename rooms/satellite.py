@@ -16,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -50,6 +51,7 @@ class SatelliteCounts:
 
     commands: int = 0  # run-pipeline sent
     streams: list[int] = field(default_factory=list)  # bytes (24 kHz) of each stream the hub played here
+    stream_starts: list[float] = field(default_factory=list)  # monotonic clock: each stream's first audio
     overlaps: int = 0  # a stream began while another still played: two voices at once
     connections: int = 0
 
@@ -157,6 +159,7 @@ class SatelliteServer:
             self._drained.cancel()
             self._drained = None
         self._playing, self._stream_bytes, self._converter = True, 0, None
+        self.counts.stream_starts.append(time.monotonic())
         self.changes.notify()
 
     def _end_stream(self) -> None:
