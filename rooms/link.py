@@ -184,6 +184,7 @@ class SatelliteLink:
         self.connections = 0
         self.unusable = 0  # events that did not fit
         self.last_command_at: float | None = None
+        self._alive_at = 0.0  # clock time the satellite was last heard from
 
     def status(self) -> LinkStatus:
         return LinkStatus(self.spec.room, self.spec.uri, self.core.state.value, self.last_command_at,
@@ -267,6 +268,10 @@ class SatelliteLink:
                     pinger.cancel()
         except* (OSError, ConnectionError, asyncio.IncompleteReadError) as group:
             reason = str(group.exceptions[0]) or group.exceptions[0].__class__.__name__
+        except* (KeyError, AttributeError, TypeError) as group:
+            # JSON that is not a Wyoming event (no type, not an object): the framing is lost. (Lines
+            # that are not JSON at all the wyoming package reads as the end of the connection.)
+            reason = f"it sent something that is not Wyoming ({group.exceptions[0].__class__.__name__})"
         except* _Silent:
             reason = "it stopped answering"
         with contextlib.suppress(OSError, ConnectionError):
