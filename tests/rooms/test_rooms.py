@@ -169,3 +169,23 @@ async def test_computer_stop_in_one_room_stops_that_room_only(tmp_path: Path) ->
     assert timelines["office"].count("stopped") == 0
     office_said = [e.text for e in timelines["office"].entries if e.kind == "narrated"]
     assert "stopped after" not in office_said[0], office_said
+
+
+async def test_with_one_session_allowed_the_second_room_hears_the_earcon_and_waits_its_turn(tmp_path: Path) -> None:
+    long = "the quick brown fox jumps over the lazy dog"
+    phrases = [f"computer, echo kitchen {long}", f"computer, echo office {long}"]
+    async with tone_sim(phrases) as sim:
+        async with started([handoff_satellite("kitchen"), handoff_satellite("office")]) as (kitchen, office):
+            async with running_hub(hub_settings(sim, tmp_path, [kitchen.spec, office.spec], max_sessions=1)) as running:
+                kitchen.say(command_tone(0))
+                office.say(command_tone(1))
+                for room in ("kitchen", "office"):
+                    await wait_for(running.timelines[room], lambda t: t.count("narrated") >= 1, TIMEOUT)
+                waited = {name: room.coordinator.parts.narrator.waited for name, room in running.hub.rooms.items()}
+                narrated_at = {room: next(e.at for e in running.timelines[room].entries if e.kind == "narrated")
+                               for room in ("kitchen", "office")}
+    assert sorted(waited.values()) == [0, 1], waited  # exactly one room waited
+    first = min(narrated_at, key=narrated_at.get)
+    assert waited[first] == 0
+    for satellite in (kitchen, office):
+        assert satellite.server.counts.overlaps == 0
