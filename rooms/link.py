@@ -258,6 +258,15 @@ class SatelliteLink:
         """Until the connection ends; returns why."""
         reason = "the connection closed"
         try:
+            reason = await self._serve_until_closed(client)
+        finally:  # on a stop too (cancelled): the satellite sees the hub go at once
+            with contextlib.suppress(OSError, ConnectionError):
+                await client.disconnect()
+        return reason
+
+    async def _serve_until_closed(self, client: AsyncTcpClient) -> str:
+        reason = "the connection closed"
+        try:
             async with asyncio.TaskGroup() as tg:
                 writer = tg.create_task(self._write(client), name=f"satellite {self.spec.room} writer")
                 pinger = tg.create_task(self._keep_alive(client), name=f"satellite {self.spec.room} ping")
@@ -274,8 +283,6 @@ class SatelliteLink:
             reason = f"it sent something that is not Wyoming ({group.exceptions[0].__class__.__name__})"
         except* _Silent:
             reason = "it stopped answering"
-        with contextlib.suppress(OSError, ConnectionError):
-            await client.disconnect()
         return reason
 
     async def _read(self, client: AsyncTcpClient) -> str:
