@@ -8,9 +8,13 @@ import asyncio
 import dataclasses
 import logging
 import sys
+from pathlib import Path
 from typing import TYPE_CHECKING
 
-from audio_io import PyAudioMicrophone, PyAudioSpeaker, with_volume
+from audio_io import (
+    AudioDeviceError, AudioFileError, MicrophoneSource, PyAudioMicrophone, PyAudioSpeaker, SpeakerSink, WavFileMicrophone,
+    WavFileSpeaker, with_volume,
+)
 from commands.assemble import upload_filter
 from config.logging_setup import configure_logging
 from config.settings import SettingsError, UploadMode, load_settings
@@ -27,6 +31,8 @@ def add_satellite_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--name", help="the room this satellite is in (SATELLITE_NAME)")
     parser.add_argument("--input-device", help="microphone by index or name part (see `handoff devices`)")
     parser.add_argument("--output-device", help="speaker by index or name part")
+    parser.add_argument("--input-wav", type=Path, help="read the microphone from this WAV file (in real time, then silence)")
+    parser.add_argument("--output-wav", type=Path, help="write what would be played to this WAV file instead")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
 
 
@@ -47,24 +53,39 @@ def run_satellite(args: argparse.Namespace) -> int:
         return 2
     configure_logging(settings.log_level)
     rooms = settings.rooms
-    server = SatelliteServer(rooms.listen, rooms.satellite_name, PyAudioMicrophone(settings.audio.input_device),
-                             with_volume(PyAudioSpeaker(settings.audio.output_device), settings.audio.volume_percent),
-                             mic_filter, woken=True)  # fmt: skip
+    microphone: MicrophoneSource = (
+        WavFileMicrophone(args.input_wav, chunk_ms=settings.audio.chunk_ms, pace=1.0, then="silence", silence_s=None)
+        if args.input_wav else PyAudioMicrophone(settings.audio.input_device, chunk_ms=settings.audio.chunk_ms))
+    speaker: SpeakerSink = (WavFileSpeaker(args.output_wav, pace=1.0) if args.output_wav
+                            else PyAudioSpeaker(settings.audio.output_device))  # fmt: skip
+    server = SatelliteServer(rooms.listen, rooms.satellite_name, microphone,
+                             with_volume(speaker, settings.audio.volume_percent), mic_filter, woken=True)  # fmt: skip
     return asyncio.run(_serve_satellite(server))
 
 
 async def _serve_satellite(server: SatelliteServer) -> int:
-    main = asyncio.create_task(server.run(), name="satellite")
+    """Until SIGTERM / SIGINT (exit 0); a device or an address that cannot be used is one line (exit 2)."""
+    main = asyncio.create_task(_serve(server), name="satellite")
     signals = StopSignals(lambda _sig: main.cancel())
     with signals.installed(asyncio.get_running_loop()):
         try:
-            await main
+            problem = await main
         except asyncio.CancelledError:
             if signals.received is None:
                 raise
             log.info("the satellite stopped (%s)", signals.received.name)
-        except OSError as exc:  # the address is taken or not ours
-            print(f"handoff: cannot listen on {server.listen.uri}: {exc}; choose another SATELLITE_LISTEN.", file=sys.stderr)
-            return 2
-    return 0
+            return 0
+    print(f"handoff: {problem}", file=sys.stderr)
+    return 2
 
+
+async def _serve(server: SatelliteServer) -> str:
+    """Returns only with what stopped it (it runs until cancelled)."""
+    problem = ""
+    try:
+        await server.run()
+    except* (AudioDeviceError, AudioFileError) as group:
+        problem = str(group.exceptions[0])
+    except* OSError as group:  # the address is taken, or not this machine's
+        problem = f"cannot listen on {server.listen.uri}: {group.exceptions[0]}; choose another SATELLITE_LISTEN."
+    return problem or "the satellite stopped"
