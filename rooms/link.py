@@ -170,14 +170,13 @@ class SatelliteLink:
     def __init__(self, spec: SatelliteSpec, settings: RoomSettings, chunk_ms: int = 20,
                  on_announce: Callable[[Announce], None] = lambda _a: None,
                  on_pipeline: Callable[[PipelineStarted], None] = lambda _p: None,
-                 clock: Callable[[], float] = time.monotonic,
-                 announce_after_s: float = 30.0) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.spec, self.settings = spec, settings
         self.microphone = SatelliteMicrophone(chunk_ms)
         self._outbox: deque[Event] = deque()
         self._outbox_changed = Changes()
         self.speaker = SatelliteSpeaker(self.send, settings.satellite_rate, clock)
-        self.core = LinkCore(spec.room, settings.reconnect_initial_s, settings.reconnect_max_s, announce_after_s)
+        self.core = LinkCore(spec.room, settings.reconnect_initial_s, settings.reconnect_max_s, settings.announce_after_s)
         self._on_announce, self.on_pipeline, self._clock = on_announce, on_pipeline, clock
         self.changes = Changes()  # the link's state changed
         self.connected = False

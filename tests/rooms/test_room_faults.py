@@ -64,3 +64,22 @@ async def test_a_satellite_killed_mid_command_comes_back_and_the_others_never_no
 async def _until(predicate) -> None:
     while not predicate():
         await asyncio.sleep(0.05)  # another process's files: nothing to await on
+
+
+async def test_a_satellite_gone_for_long_is_announced_once_in_the_other_rooms_and_again_when_back(tmp_path: Path) -> None:
+    async with tone_sim([]) as sim:
+        kitchen, office = handoff_satellite("kitchen"), handoff_satellite("office")
+        async with started([kitchen, office]):
+            settings = hub_settings(sim, tmp_path, [kitchen.spec, office.spec], announce_after_s=0.5)
+            async with running_hub(settings) as running:
+                link = running.hub.rooms["kitchen"].link
+                assert kitchen.task is not None
+                kitchen.task.cancel()  # the kitchen's satellite goes away (its port closes)
+                await wait_for(running.timelines["office"], lambda t: t.count("narrated") >= 1, TIMEOUT)
+                async with started([handoff_satellite("kitchen")]) as (back,):  # back, on a new port: tell the link
+                    link.spec = back.spec
+                    await link.changes.wait_until(lambda: link.connected, TIMEOUT)
+                    await wait_for(running.timelines["office"], lambda t: t.count("narrated") >= 2, TIMEOUT)
+                office_heard, kitchen_heard = running.scripts("office"), running.scripts("kitchen")
+    assert office_heard == ["The kitchen satellite is unreachable.", "The kitchen satellite is back."], office_heard
+    assert kitchen_heard == [], kitchen_heard  # not told about itself

@@ -22,3 +22,14 @@ def test_what_does_not_fit_is_unusable_not_an_exception() -> None:
     assert isinstance(parse(Event("audio-chunk", {"rate": 16000})), Unusable)
     assert isinstance(parse(AudioChunk(rate=16000, width=4, channels=1, audio=b"").event()), Unusable)
     assert parse(Event("something-new")) == Unusable("something-new")
+
+
+def test_the_wyoming_package_loads_only_for_rooms() -> None:
+    """`handoff status` and the other commands build their parser without it (a hub or a
+    satellite loads it when it runs)."""
+    import subprocess
+    import sys
+
+    code = "import sys, commands.cli as c; c.build_parser(); import commands.status, commands.run; print('wyoming' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
