@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import functools
 import logging
 import time
@@ -114,6 +115,23 @@ class Room:
     timeline: Timeline
 
 
+class RoomLogNames(logging.Filter):
+    """Names the room on each log line its tasks write ("[kitchen] heard: what time is it"): the
+    room is the context of every task a room starts (`ROOM`, set for it in `Hub.run`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        room = ROOM.get()
+        if room and not getattr(record, "room", ""):
+            record.room = room
+            record.msg = f"[{room}] {record.msg}"
+        return True
+
+
+# The room whose task is running, for the log. A context variable, not shared state: each room's
+# tasks see their own value (a task copies its context when it is created).
+ROOM: contextvars.ContextVar[str] = contextvars.ContextVar("handoff_room", default="")
+
+
 class Hub:
     """Every room, run together: `await hub.run()` until a fatal error (exit code 3)."""
 
@@ -130,16 +148,26 @@ class Hub:
         """Until a room's coordinator returns (a fatal error: exit code 3); every satellite link
         and room is cancelled and awaited on the way out."""
         code = 0
+        names = RoomLogNames()
+        handlers = list(logging.getLogger().handlers)
+        for handler in handlers:
+            handler.addFilter(names)
         try:
             async with asyncio.TaskGroup() as tg:
+                runs = []
                 for room in self.rooms.values():
+                    token = ROOM.set(room.name)  # the tasks created now (and theirs) log as this room's
                     tg.create_task(room.link.run(), name=f"satellite {room.name}")
-                runs = [tg.create_task(room.coordinator.run(), name=f"room {room.name}") for room in self.rooms.values()]
+                    runs.append(tg.create_task(room.coordinator.run(), name=f"room {room.name}"))
+                    ROOM.reset(token)
                 done, _pending = await asyncio.wait(runs, return_when=asyncio.FIRST_COMPLETED)
                 code = next(iter(done)).result()
                 raise _HubStop()
         except* _HubStop:
             pass
+        finally:
+            for handler in handlers:
+                handler.removeFilter(names)
         return code
 
 

@@ -17,7 +17,8 @@ from tests.support.satellites import RealSatellite
 TIMEOUT = 120.0  # safety net only
 
 
-async def test_handoff_satellite_is_answered_on_itself(tmp_path: Path) -> None:
+async def test_handoff_satellite_is_answered_on_itself(tmp_path: Path, caplog) -> None:
+    caplog.set_level("INFO")
     async with tone_sim(["computer, echo kitchen one"]) as sim:
         async with started([handoff_satellite("kitchen")]) as (kitchen,):
             async with running_hub(hub_settings(sim, tmp_path, [kitchen.spec])) as running:
@@ -27,6 +28,7 @@ async def test_handoff_satellite_is_answered_on_itself(tmp_path: Path) -> None:
                 assert running.scripts("kitchen") == ["kitchen one"]
     assert kitchen.server.counts.commands == 1
     assert kitchen.server.counts.overlaps == 0
+    assert "[kitchen] command: echo kitchen one" in caplog.messages  # the log names the room
     assert len(kitchen.speaker.played) >= 0.5 * 48000  # at least half a second of the answer
 
 
