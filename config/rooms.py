@@ -52,6 +52,9 @@ class RoomSettings:
     reconnect_initial_s: float = 0.25
     reconnect_max_s: float = 4.0  # a rebooted satellite is found again within this (plus its boot)
     connect_timeout_s: float = 3.0
+    # A satellite that woke itself streams until the hub has understood a command: after this
+    # long with none (a false wake), the hub says so (an empty transcript) and it stops.
+    pipeline_timeout_s: float = 15.0
     announce_after_s: float = 30.0  # a satellite gone this long is announced in the other rooms (a blip is not)
     # `handoff satellite`: where it listens for its hub. Loopback by default: nothing reaches it
     # from outside until the user names the address (SATELLITE_LISTEN=tcp://0.0.0.0:10700).

@@ -19,8 +19,6 @@ import time
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
-from wyoming.asr import Transcript
-
 from audio_io import SpeakerSink, with_volume
 from commands.assemble import build_stop_detector, shared_parts, upload_filter
 from config.rooms import NoticesTo, SatelliteSpec
@@ -187,7 +185,7 @@ def _open_window(coordinator: Coordinator, started: PipelineStarted) -> None:
 def _tell_transcript(link: SatelliteLink, entry: TimelineEntry) -> None:
     """A wake-word satellite streams until it hears what was understood."""
     if entry.kind is TimelineKind.COMMAND:
-        link.send(Transcript(text=entry.text).event())
+        link.understood(entry.text)
 
 
 @contextlib.asynccontextmanager

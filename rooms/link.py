@@ -16,6 +16,7 @@ from collections import deque
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
+from wyoming.asr import Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.client import AsyncTcpClient
 from wyoming.event import Event
@@ -184,6 +185,7 @@ class SatelliteLink:
         self.unusable = 0  # events that did not fit
         self.last_command_at: float | None = None
         self._alive_at = 0.0  # clock time the satellite was last heard from
+        self._pipeline_until: float | None = None  # a woken satellite's command is due by then
 
     def status(self) -> LinkStatus:
         return LinkStatus(self.spec.room, self.spec.uri, self.core.state.value, self.last_command_at,
@@ -295,6 +297,8 @@ class SatelliteLink:
                     self.microphone.push(pcm, rate, channels)
                 case PipelineStarted() as started:
                     self.last_command_at = time.time()
+                    if started.woken:
+                        self._pipeline_until = self._clock() + self.settings.pipeline_timeout_s
                     self.on_pipeline(started)
                 case AudioEnds():
                     self.microphone.silence(STOP_SILENCE_S)
@@ -312,6 +316,12 @@ class SatelliteLink:
                 case DescribeAsked() | _:
                     pass
 
+    def understood(self, text: str) -> None:
+        """What the hub made of the command ("" for nothing): a satellite that woke itself stops
+        streaming on it."""
+        self._pipeline_until = None
+        self.send(Transcript(text=text).event())
+
     async def _write(self, client: AsyncTcpClient) -> None:
         while True:
             await self._outbox_changed.wait_until(lambda: bool(self._outbox))
@@ -320,13 +330,17 @@ class SatelliteLink:
 
     async def _keep_alive(self, client: AsyncTcpClient) -> None:
         """A `describe` every ping_s; nothing heard for two of them: the satellite is gone (a
-        machine that lost power sends no FIN)."""
+        machine that lost power sends no FIN). Also, on the same beat, the end of a woken
+        pipeline that brought no command."""
         self._alive_at = self._clock()
         while True:
             await asyncio.sleep(self.settings.ping_s)
             if self._clock() - self._alive_at > 2 * self.settings.ping_s:
                 raise _Silent()
             self.send(Describe().event())
+            if self._pipeline_until is not None and self._clock() >= self._pipeline_until:
+                log.info("satellite %s woke, but no command came: telling it to stop streaming", self.spec.room)
+                self.understood("")
 
 
 class RefusedAddress(Exception):

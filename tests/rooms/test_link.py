@@ -52,3 +52,35 @@ async def test_a_public_address_behind_a_name_is_refused_at_connect() -> None:
         task.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await task
+
+
+async def test_a_satellite_that_woke_for_nothing_is_told_to_stop_streaming() -> None:
+    from wyoming.event import async_read_event, async_write_event
+    from wyoming.info import Info
+    from wyoming.pipeline import PipelineStage, RunPipeline
+
+    received: list[str] = []
+    got_transcript = asyncio.Event()
+
+    async def woke(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await async_write_event(RunPipeline(start_stage=PipelineStage.ASR, end_stage=PipelineStage.TTS).event(), writer)
+        while (event := await async_read_event(reader)) is not None:
+            received.append(event.type)
+            if event.type == "describe":
+                await async_write_event(Info().event(), writer)
+            if event.type == "transcript":
+                got_transcript.set()
+        writer.close()
+
+    server = await asyncio.start_server(woke, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    link = SatelliteLink(SatelliteSpec("kitchen", "127.0.0.1", port), RoomSettings(ping_s=0.05, pipeline_timeout_s=0.2))
+    task = asyncio.create_task(link.run())
+    try:
+        await asyncio.wait_for(got_transcript.wait(), TIMEOUT)
+        assert received.count("transcript") == 1
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        server.close()
