@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import functools
 from datetime import datetime
+from dataclasses import dataclass
 from typing import AsyncIterator, Callable
+
+from openai import AsyncOpenAI
 
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
@@ -29,6 +32,7 @@ from tasks import (
 )
 from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
+from tools.registry import ToolRegistry
 
 
 @contextlib.asynccontextmanager
@@ -50,25 +54,9 @@ async def assistant(
     sounds = load_sounds(settings.audio)  # a configured sound that cannot be used stops the start here
     speaker = with_volume(speaker, settings.audio.volume_percent)
     async with contextlib.AsyncExitStack() as stack:
-        client = make_client(settings.realtime)
-        refusal = Refusal()  # the account's first fatal refusal stops every connection attempt
-        stack.push_async_callback(client.close)
-        cost = CostMeter(settings.cost, clock=lambda: datetime.now().astimezone())  # local days
-        tools = build_listener_tools(settings, Brain(settings.brain, client, on_usage=cost.brain_usage))
-        task_settings = TaskSettings.from_settings(settings)
-        task_config = load_task_config(settings.tasks_config)
-        store = TaskStore(task_settings.db_path)
-        stack.callback(store.close)
-        task_manager = TaskManager(task_config, store, task_settings, on_change=on_task_change)
-        register_task_tools(tools, task_manager)
-        register_timer_tools(tools, task_manager)
-        await task_manager.start()
-        # Leaving here is handoff stopping (a signal, the end of its input, a fatal error): the
-        # tasks it stops are recorded as stopped by the shutdown and announced at the next start.
-        stack.push_async_callback(functools.partial(task_manager.close, shutdown=True))
-        control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
-        await control.start()
-        stack.push_async_callback(control.close)
+        shared = await stack.enter_async_context(shared_parts(settings, on_task_change))
+        client, cost, tools, task_manager = shared.client, shared.cost, shared.tools, shared.task_manager
+        refusal = shared.refusal
         await microphone.start()
         stack.push_async_callback(microphone.close)
         await speaker.start()
@@ -92,6 +80,45 @@ async def assistant(
             stop_detector=stop_detector if settings.stop.enabled else None,
         )
         yield Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
+
+
+@dataclass(frozen=True)
+class SharedParts:
+    """What every room shares: the API client, the cost meter, the tools, the task manager."""
+
+    client: AsyncOpenAI
+    refusal: Refusal  # the account's first fatal refusal stops every connection attempt, in every room
+    cost: CostMeter
+    tools: ToolRegistry
+    task_manager: TaskManager
+
+
+@contextlib.asynccontextmanager
+async def shared_parts(
+    settings: Settings, on_task_change: Callable[[TaskRecord], None] | None = None
+) -> AsyncIterator[SharedParts]:
+    """The API client, cost meter, tools and task manager (started, with its control socket);
+    all closed on exit."""
+    async with contextlib.AsyncExitStack() as stack:
+        client = make_client(settings.realtime)
+        stack.push_async_callback(client.close)
+        cost = CostMeter(settings.cost, clock=lambda: datetime.now().astimezone())  # local days
+        tools = build_listener_tools(settings, Brain(settings.brain, client, on_usage=cost.brain_usage))
+        task_settings = TaskSettings.from_settings(settings)
+        task_config = load_task_config(settings.tasks_config)
+        store = TaskStore(task_settings.db_path)
+        stack.callback(store.close)
+        task_manager = TaskManager(task_config, store, task_settings, on_change=on_task_change)
+        register_task_tools(tools, task_manager)
+        register_timer_tools(tools, task_manager)
+        await task_manager.start()
+        # Leaving here is handoff stopping (a signal, the end of its input, a fatal error): the
+        # tasks it stops are recorded as stopped by the shutdown and announced at the next start.
+        stack.push_async_callback(functools.partial(task_manager.close, shutdown=True))
+        control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
+        await control.start()
+        stack.push_async_callback(control.close)
+        yield SharedParts(client, Refusal(), cost, tools, task_manager)
 
 
 def build_stop_detector(settings: Settings) -> StopPhraseDetector:

@@ -58,6 +58,10 @@ async def run_live(settings: Settings) -> int:
 
 
 async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:
+    if settings.rooms.satellites:
+        from commands.rooms import serve_hub  # only with satellites: the wyoming package loads here
+
+        return await serve_hub(settings, runtime)
     from web import daemon as web_page  # only here: `handoff status` does not load aiohttp and prometheus_client
 
     microphone, speaker = open_audio(settings.audio)

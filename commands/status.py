@@ -106,11 +106,18 @@ def describe(status: Status, state: Liveness, now: float) -> str:
     if command:
         tools = ", ".join(tool.split("(", 1)[0] for tool in command["tools"]) or "no tool"
         outcome = "not finished" if ended and command["outcome"] == "in progress" else command["outcome"]
-        lines.append(f"last command: \"{command['heard']}\" at {_clock(command['at'])}: {tools}, {outcome}")
+        where = f" in the {command['room']}" if command.get("room") else ""
+        lines.append(f"last command{where}: \"{command['heard']}\" at {_clock(command['at'])}: {tools}, {outcome}")
     else:
         lines.append("last command: none yet")
     if ended:
         return "\n".join(lines)
+    for satellite in status.satellites:
+        last = satellite.get("last_command_at")
+        lines.append(f"satellite {satellite['room']} ({satellite['uri']}): {satellite['state']}, "
+                     f"{satellite.get('reconnects', 0)} reconnect(s); last command "
+                     f"{_clock(last) if last else 'none yet'}"
+                     + (f"; last error: {satellite['last_error']}" if satellite.get("last_error") else ""))
     lines.append(f"narrations: {status.narrations} ({status.weak_matches} weak match(es), {status.inexact_reads} inexact read(s))")
     lines.append(f"tasks: {status.tasks_running} running, {status.tasks_queued} queued")
     lines.append(f"failures today: {status.failures_today}")
@@ -155,6 +162,9 @@ def run_history(args: argparse.Namespace) -> int:
 
 def format_entry(entry: HistoryEntry) -> str:
     when = datetime.datetime.fromtimestamp(entry.at).strftime("%Y-%m-%d %H:%M:%S")
+    pad = " " * len(when)
+    if entry.room:  # the room column: where it was asked or said (satellites)
+        when = f"{when}  {entry.room:<10}"
     pad = " " * len(when)
     if entry.kind is HistoryKind.COMMAND:
         lines = [f"{when}  asked: {entry.heard}"]

@@ -20,6 +20,8 @@ from dotenv.parser import parse_stream
 
 from config.wake_phrases import DEFAULT_PHRASE, model_for
 
+from config.rooms import ENV_DEFAULTS as ROOM_DEFAULTS, RoomSettings, room_settings
+
 E = TypeVar("E", bound=enum.Enum)
 T = TypeVar("T")
 
@@ -73,6 +75,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "WEB_PORT": "8788",
     "WEB_HOST": "",
     "WEB_METRICS_TOKEN": "false",
+    **ROOM_DEFAULTS,  # SATELLITES and the rest of config.rooms
 }
 
 
@@ -324,6 +327,7 @@ class Settings:
     log: LogSettings = field(default_factory=LogSettings)
     service: ServiceSettings = field(default_factory=ServiceSettings)
     web: WebSettings = field(default_factory=WebSettings)
+    rooms: RoomSettings = field(default_factory=RoomSettings)  # satellites (config.rooms)
 
     def replace(self, **changes: object) -> "Settings":
         return dataclasses.replace(self, **changes)
@@ -396,6 +400,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
                       metrics_need_token=_flag(values, "WEB_METRICS_TOKEN", problems))  # fmt: skip
     if web.port > 65535:
         problems.append(f"WEB_PORT={web.port} is not a port (0 to 65535, 0: no page); {where}.")
+    rooms = room_settings(values, problems)
     if problems:
         raise SettingsError(*problems)
     assert noise_reduction is not None and log_level is not None
@@ -434,6 +439,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),
         web=web,
+        rooms=rooms,
     )
 
 

@@ -91,3 +91,15 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
     checksum "${base_reqs[@]}" > "$venv/.handoff-stamp-0"
   fi
 fi
+
+# The tests run a real wyoming-satellite (the reference satellite) against the hub. It pins an
+# older wyoming than handoff's, so it lives in its own virtual environment.
+if [ "$want_dev" = 1 ]; then
+  sat_venv="$root/.venv-satellite"
+  sat_pins=(wyoming-satellite==1.0.0 wyoming==1.4.1 zeroconf==0.88.0 ifaddr==0.2.0 pyring-buffer==1.0.0)
+  if ! "$sat_venv/bin/python" -c 'import wyoming_satellite' >/dev/null 2>&1; then
+    say "creating .venv-satellite (wyoming-satellite, for the rooms tests)"
+    "$python_bin" -m venv "$sat_venv"
+    "$sat_venv/bin/python" -m pip install -q --disable-pip-version-check --no-deps "${sat_pins[@]}"
+  fi
+fi

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -119,14 +120,24 @@ class ServiceRuntime:
         self._unwritten = True
         self._dirty.notify()
 
+    def watch_room(self, room: str, timeline: Timeline) -> None:
+        """A satellite's room (rooms.hub): its timeline feeds the status too, and a history of its
+        own whose entries name the room."""
+        keep = self._files.keep_overheard if self._files else False
+        history = HistoryTracker(lambda entry: self._command_done(dataclasses.replace(entry, room=room)), keep_overheard=keep)
+        timeline.on_add.append(functools.partial(self._observe, history=history, room=room))
+
     # -- observing ------------------------------------------------------------------------------------
-    def _observe(self, entry: TimelineEntry) -> None:
+    def _observe(self, entry: TimelineEntry, history: HistoryTracker | None = None, room: str = "") -> None:
+        history = history or self._history
         if self._files is not None and self._files.secrets:  # say, a key read out by the user
             entry = dataclasses.replace(entry, text=redact(entry.text, self._files.secrets))
         self._health.news()
         self.tracker.observe(entry)
-        self._history.observe(entry)
-        self.tracker.command(self._history.last_command)
+        history.observe(entry)
+        if entry.kind is TimelineKind.COMMAND and history.last_command is not None:
+            history.last_command.room = room
+        self.tracker.command(history.last_command)
         if entry.kind is TimelineKind.LISTENING and not self._stopping:
             if not self._ready:
                 self._ready = True

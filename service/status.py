@@ -41,6 +41,8 @@ class Probes:
     # Today's estimated spend by part ({"listener": usd, "narrator": ..., "transcription": ..., "brain": ...},
     # from decisions.cost.CostMeter); None: not counted.
     cost_today: Callable[[], dict[str, float] | None] = lambda: None
+    # Each satellite (rooms.link.LinkStatus as a dict: room, uri, state, last_command_at, last_error, reconnects).
+    satellites: Callable[[], list[dict[str, Any]]] = lambda: []
 
 
 @dataclass
@@ -67,6 +69,7 @@ class Status:
     failures_day: str = ""  # the day failures_today counts
     cost_today_usd: float | None = None  # today's estimated spend (decisions/cost.py); None: not counted
     cost_parts_usd: dict[str, float] | None = None  # the same by part: listener, narrator, transcription, brain
+    satellites: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # one per room (SATELLITES)
 
     @property
     def reconnects(self) -> int:
@@ -110,7 +113,7 @@ class StatusTracker:
     def command(self, entry: HistoryEntry | None) -> None:
         if entry is not None:
             self.status.last_command = {"heard": entry.heard, "at": entry.at, "tools": list(entry.tools),
-                                        "outcome": str(entry.outcome)}  # fmt: skip
+                                        "outcome": str(entry.outcome), "room": entry.room}  # fmt: skip
 
     def snapshot(self, healthy: bool, phase: str | None = None) -> Status:
         """The status as of now, the probes read."""
@@ -127,6 +130,7 @@ class StatusTracker:
             status.session_started_at = status.updated_at - probes.session_age_s()
         status.weak_matches, status.inexact_reads = probes.weak_matches(), probes.inexact_reads()
         status.cost_parts_usd = probes.cost_today()
+        status.satellites = probes.satellites()
         status.cost_today_usd = None if status.cost_parts_usd is None else sum(status.cost_parts_usd.values())
         status.tasks_running = sum(s == "running" for s in self._tasks.values())
         status.tasks_queued = sum(s == "queued" for s in self._tasks.values())
@@ -211,6 +215,18 @@ def _last_command(value: object) -> bool:
     )
 
 
+def _satellites(value: object) -> bool:
+    """One entry a room (rooms.hub): its name, address and state as strings, the rest optional."""
+    return isinstance(value, list) and all(
+        isinstance(room, dict)
+        and all(isinstance(room.get(key), str) for key in ("room", "uri", "state"))
+        and _count(room.get("reconnects", 0))
+        and _optional(_time)(room.get("last_command_at"))
+        and _optional(lambda error: isinstance(error, str))(room.get("last_error"))
+        for room in value
+    )
+
+
 def _cost_parts(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and _time(v) for k, v in value.items())
 
@@ -238,6 +254,7 @@ _FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
     "failures_day": lambda value: isinstance(value, str),
     "cost_today_usd": _optional(_time),
     "cost_parts_usd": _optional(_cost_parts),
+    "satellites": _satellites,
 }
 
 

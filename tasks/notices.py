@@ -143,7 +143,7 @@ class NoticeQueue:
         self._pending.append(notice)
         self._posted.notify()
 
-    def announce(self, script: str) -> None:
+    def announce(self, script: str) -> int:
         """Queue a sentence about handoff itself (a damaged task list was replaced); it is said
         once, before any task's notice, and not stored."""
         notice = Notice(task_id=0, created_at=self._clock(), outcome=TaskStatus.FAILED, spoken="",
@@ -151,23 +151,33 @@ class NoticeQueue:
         self._next_announcement_id -= 1
         self._announcements.append(notice)
         self._posted.notify()
+        return notice.id
+
+    def task_of(self, notice_id: int) -> int | None:
+        """The task a waiting notice is about (0: about handoff itself); None: not waiting."""
+        return next((n.task_id for n in self._announcements + self._pending if n.id == notice_id), None)
 
     def pending_count(self) -> int:
         return len(self._announcements) + len(self._pending)
 
-    async def wait_pending(self) -> None:
-        """Returns as soon as at least one notice is waiting (at once if one already is)."""
-        await self._posted.wait_until(lambda: self.pending_count() > 0)
+    async def wait_pending(self, accept: Callable[[Notice], bool] | None = None) -> None:
+        """Returns as soon as at least one notice is waiting (at once if one already is);
+        `accept`: only notices it accepts count (a room's, when there are satellites)."""
+        if accept is None:
+            await self._posted.wait_until(lambda: self.pending_count() > 0)
+        else:
+            await self._posted.wait_until(lambda: any(map(accept, self._announcements + self._pending)))
 
-    def next_batch(self, now: float | None = None) -> NoticeBatch | None:
+    def next_batch(self, now: float | None = None, accept: Callable[[Notice], bool] | None = None) -> NoticeBatch | None:
         """What to narrate next, or None. A timer or reminder comes first and alone (it is about
         now). Task notices older than `merge_older_than_s` (piled up while nobody could be
         told, e.g. across a restart) come together as one script; a fresh one comes alone.
         Nothing is marked delivered until `ack`."""
-        if self._announcements:
-            first = self._announcements[0]
+        announcements = [n for n in self._announcements if accept is None or accept(n)]
+        if announcements:
+            first = announcements[0]
             return NoticeBatch(ids=[first.id], script=first.summary)
-        pending = self._pending
+        pending = [n for n in self._pending if accept is None or accept(n)]
         if not pending:
             return None
         now = self._clock() if now is None else now

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-SKIP_DIRS = {".venv", ".git", "__pycache__", "tests", "node_modules", ".ci", "scripts"}
+SKIP_DIRS = {".venv", ".venv-satellite", ".git", "__pycache__", "tests", "node_modules", ".ci", "scripts"}
 FORBIDDEN_IN_DECISIONS = frozenset({"asyncio", "openai", "websockets", "aiohttp"})
 
 

@@ -236,3 +236,22 @@ def test_history_keeps_stages_and_room_and_reads_an_older_file(tmp_path) -> None
                            {"end_of_speech": 0.0, "first_audio": 0.61}, "kitchen"))
     store.close()
     assert [(e.stages, e.room) for e in read_history(old)] == [({}, ""), ({"end_of_speech": 0.0, "first_audio": 0.61}, "kitchen")]
+
+
+def test_every_status_field_is_checked_when_read(tmp_path) -> None:
+    """A field added to Status without a check would make every status file unreadable."""
+    import dataclasses
+    import json
+
+    from service.status import _FIELD_CHECKS, FORMAT_VERSION, Status, StatusCorrupt, read_status
+
+    assert {f.name for f in dataclasses.fields(Status)} == set(_FIELD_CHECKS)
+    status = Status(pid=1, process_start=None, started_at=1.0, updated_at=2.0, heartbeat_s=5.0)
+    status.satellites = [{"room": "kitchen", "uri": "tcp://127.0.0.1:10700", "state": "connected", "reconnects": 1,
+                          "last_command_at": None, "last_error": None}]
+    path = tmp_path / "status.json"
+    path.write_text(json.dumps({"version": FORMAT_VERSION, **dataclasses.asdict(status)}))
+    assert read_status(path).satellites == status.satellites
+    path.write_text(json.dumps({"version": FORMAT_VERSION, **dataclasses.asdict(status), "satellites": [{"room": 3}]}))
+    with pytest.raises(StatusCorrupt):
+        read_status(path)

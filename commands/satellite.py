@@ -1,0 +1,91 @@
+"""`handoff satellite`: this machine's microphone and speaker as a satellite for a hub on another
+machine (Wyoming, as wyoming-satellite speaks it). The wyoming package loads only when it runs."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import dataclasses
+import logging
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from audio_io import (
+    AudioDeviceError, AudioFileError, MicrophoneSource, PyAudioMicrophone, PyAudioSpeaker, SpeakerSink, WavFileMicrophone,
+    WavFileSpeaker, with_volume,
+)
+from commands.assemble import upload_filter
+from config.logging_setup import configure_logging
+from config.settings import SettingsError, UploadMode, load_settings
+from service.signals import StopSignals
+
+if TYPE_CHECKING:
+    from rooms.satellite import SatelliteServer
+
+log = logging.getLogger("handoff")
+
+
+def add_satellite_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--listen", help="where the hub may connect, tcp://host:port (SATELLITE_LISTEN; default tcp://127.0.0.1:10700)")
+    parser.add_argument("--name", help="the room this satellite is in (SATELLITE_NAME)")
+    parser.add_argument("--input-device", help="microphone by index or name part (see `handoff devices`)")
+    parser.add_argument("--output-device", help="speaker by index or name part")
+    parser.add_argument("--input-wav", type=Path, help="read the microphone from this WAV file (in real time, then silence)")
+    parser.add_argument("--output-wav", type=Path, help="write what would be played to this WAV file instead")
+    parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+
+
+def run_satellite(args: argparse.Namespace) -> int:
+    """This machine's microphone and speaker as a satellite: the on-device wake word and VAD
+    decide what is a command; only that crosses the network."""
+    from rooms.satellite import SatelliteServer  # only here: see the module's docstring
+
+    cli = {"SATELLITE_LISTEN": args.listen, "SATELLITE_NAME": args.name, "AUDIO_INPUT_DEVICE": args.input_device,
+           "AUDIO_OUTPUT_DEVICE": args.output_device, "LOG_LEVEL": args.log_level}  # fmt: skip
+    try:
+        settings = load_settings(cli)
+        settings = settings.replace(upload=dataclasses.replace(settings.upload, mode=UploadMode.ON_DEVICE_WAKE))
+        mic_filter = upload_filter(settings)
+    except SettingsError as exc:
+        for problem in exc.problems:
+            print(f"handoff: {problem}", file=sys.stderr)
+        return 2
+    configure_logging(settings.log_level)
+    rooms = settings.rooms
+    microphone: MicrophoneSource = (
+        WavFileMicrophone(args.input_wav, chunk_ms=settings.audio.chunk_ms, pace=1.0, then="silence", silence_s=None)
+        if args.input_wav else PyAudioMicrophone(settings.audio.input_device, chunk_ms=settings.audio.chunk_ms))
+    speaker: SpeakerSink = (WavFileSpeaker(args.output_wav, pace=1.0) if args.output_wav
+                            else PyAudioSpeaker(settings.audio.output_device))  # fmt: skip
+    server = SatelliteServer(rooms.listen, rooms.satellite_name, microphone,
+                             with_volume(speaker, settings.audio.volume_percent), mic_filter, woken=True)  # fmt: skip
+    return asyncio.run(_serve_satellite(server))
+
+
+async def _serve_satellite(server: SatelliteServer) -> int:
+    """Until SIGTERM / SIGINT (exit 0); a device or an address that cannot be used is one line (exit 2)."""
+    main = asyncio.create_task(_serve(server), name="satellite")
+    signals = StopSignals(lambda _sig: main.cancel())
+    with signals.installed(asyncio.get_running_loop()):
+        try:
+            problem = await main
+        except asyncio.CancelledError:
+            if signals.received is None:
+                raise
+            log.info("the satellite stopped (%s)", signals.received.name)
+            return 0
+    print(f"handoff: {problem}", file=sys.stderr)
+    return 2
+
+
+async def _serve(server: SatelliteServer) -> str:
+    """Returns only with what stopped it (it runs until cancelled)."""
+    problem = ""
+    try:
+        await server.run()
+    except* (AudioDeviceError, AudioFileError) as group:
+        problem = str(group.exceptions[0])
+    except* OSError as group:  # the address is taken, or not this machine's
+        problem = f"cannot listen on {server.listen.uri}: {group.exceptions[0]}; choose another SATELLITE_LISTEN."
+    return problem or "the satellite stopped"

@@ -1,0 +1,76 @@
+"""rooms.link against satellites that misbehave: the hub reconnects, never crashes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import AsyncIterator, Awaitable, Callable
+
+import pytest
+from wyoming.event import async_read_event, async_write_event
+from wyoming.info import Info
+from wyoming.pipeline import PipelineStage, RunPipeline
+
+from config.rooms import RoomSettings, SatelliteSpec
+from decisions.rooms import LinkState
+from rooms.link import SatelliteLink
+
+TIMEOUT = 30.0  # safety net only
+Handler = Callable[[asyncio.StreamReader, asyncio.StreamWriter], Awaitable[None]]
+
+
+@contextlib.asynccontextmanager
+async def linked(satellite: Handler | None, settings: RoomSettings, host: str = "127.0.0.1") -> AsyncIterator[SatelliteLink]:
+    """A link running against `satellite` (a fake served on loopback), or against `host` alone."""
+    server = await asyncio.start_server(satellite, "127.0.0.1", 0) if satellite else None
+    port = server.sockets[0].getsockname()[1] if server else 10700
+    link = SatelliteLink(SatelliteSpec("kitchen", host, port), settings)
+    task = asyncio.create_task(link.run())
+    try:
+        yield link
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+        if server:
+            server.close()
+
+
+@pytest.mark.parametrize(("line", "why"), [(b"this is not json\n", "closed"), (b"{}\n", "not Wyoming"),
+                                          (b"[1, 2]\n", "not Wyoming")])
+async def test_a_satellite_that_sends_garbage_is_dropped_and_tried_again(line: bytes, why: str) -> None:
+    async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        writer.write(line)
+        await writer.drain()
+        await reader.read()  # until the hub lets go
+        writer.close()
+
+    async with linked(garbage, RoomSettings(reconnect_initial_s=0.01, reconnect_max_s=0.02)) as link:
+        await link.changes.wait_until(lambda: link.connections >= 2, TIMEOUT)
+        assert why in link.status().last_error
+
+
+async def test_a_public_address_behind_a_name_is_refused_at_connect() -> None:
+    async with linked(None, RoomSettings(reconnect_initial_s=10.0), host="8.8.8.8") as link:
+        await link.changes.wait_until(lambda: link.core.failures >= 1, TIMEOUT)
+        assert "not on the home network" in link.status().last_error
+        assert link.connections == 0 and link.core.state is LinkState.NEVER
+
+
+async def test_a_satellite_that_woke_for_nothing_is_told_to_stop_streaming() -> None:
+    received: list[str] = []
+    got_transcript = asyncio.Event()
+
+    async def woke(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await async_write_event(RunPipeline(start_stage=PipelineStage.ASR, end_stage=PipelineStage.TTS).event(), writer)
+        while (event := await async_read_event(reader)) is not None:
+            received.append(event.type)
+            if event.type == "describe":
+                await async_write_event(Info().event(), writer)
+            if event.type == "transcript":
+                got_transcript.set()
+        writer.close()
+
+    async with linked(woke, RoomSettings(ping_s=0.05, pipeline_timeout_s=0.2)):
+        await asyncio.wait_for(got_transcript.wait(), TIMEOUT)
+        assert received.count("transcript") == 1
