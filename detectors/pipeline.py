@@ -152,9 +152,9 @@ def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
     if model is not None:
         from detectors.wake_model import ModelSpotter, ModelSpotterSettings  # numpy + TFLite
 
-        # WAKE_CUTOFF empty: two models must agree; a number: microWakeWord alone at that cutoff
-        # (what `handoff wake-test` measures and suggests).
-        confirm = ConfirmSettings() if upload.wake_cutoff is None and confirm_available() else None
+        # WAKE_CUTOFF empty: two models must agree (for a phrase where that was measured to help);
+        # a number: microWakeWord alone at that cutoff (what `handoff wake-test` measures and suggests).
+        confirm = ConfirmSettings() if upload.wake_cutoff is None and model.confirmed and confirm_available() else None
         return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, confirm=confirm,
                                                  refractory_s=upload.wake_refractory_s))
     from detectors.keyword import KeywordSpotter, KeywordSpotterSettings  # pocketsphinx

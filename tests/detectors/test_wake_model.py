@@ -107,6 +107,8 @@ def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_ot
     assert isinstance(spotter, ModelSpotter) and spotter.cutoff == 0.8 and spotter.settings.refractory_s == 2.0
     assert spotter.settings.confirm is None  # WAKE_CUTOFF set: microWakeWord alone, as `handoff wake-test` measures
     assert isinstance(build_wake_spotter(wake, "ok nabu"), ModelSpotter)
+    # openWakeWord's "okay nabu" and "hey mycroft" hear far less than microWakeWord's: no second opinion
+    assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey mycroft").settings.confirm is None
     from detectors.keyword import KeywordSpotter
 
     assert isinstance(build_wake_spotter(wake, "computer"), KeywordSpotter)
