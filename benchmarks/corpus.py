@@ -395,11 +395,11 @@ def _family_voice(i: int) -> str:
 
 
 def _voice_speed(i: int) -> tuple[str, int]:
-    """The i-th voice (as `_family_voice`) and a speed that varies within each voice: every voice
-    is heard at every speed (speed taken as `(i // 3) % 4` gave each flite voice one speed only)."""
+    """The i-th voice (as `_family_voice`) and a speed that varies within each voice: each voice's
+    turns go through every speed (speed taken as `(i // 3) % 4` gave each flite voice one speed only)."""
     families = list(FAMILY_VOICES)
-    j, count = i // len(families), len(FAMILY_VOICES[families[i % len(families)]])
-    return _family_voice(i), WAKE_SPEEDS[(j + j // count) % len(WAKE_SPEEDS)]
+    turn = i // len(families) // len(FAMILY_VOICES[families[i % len(families)]])  # this voice's how-manyth
+    return _family_voice(i), WAKE_SPEEDS[turn % len(WAKE_SPEEDS)]
 
 
 def wake_specs(phrase: str, count: int = 100) -> list[UtteranceSpec]:
