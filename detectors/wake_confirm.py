@@ -1,7 +1,7 @@
 """A second opinion on a wake: openWakeWord's model for the same phrase (`pyopen-wakeword`).
 
 microWakeWord (`detectors.wake_model`) listens all the time at about 2 ms of CPU per second; when
-it scores a stretch above a low candidate cutoff, this model hears the last couple of seconds
+it scores a stretch above a low candidate cutoff, this model hears the last 3 seconds
 once and the wake counts only if both agree. Two independently trained models rarely fire on the
 same sound-alike, and each catches voices the other misses at its own strict cutoff (measured in
 docs/PERFORMANCE.md, "Choosing the wake phrase"). openWakeWord costs 30-60 times microWakeWord's
