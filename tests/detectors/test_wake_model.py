@@ -109,6 +109,15 @@ def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_ot
     assert isinstance(build_wake_spotter(wake, "ok nabu"), ModelSpotter)
     # openWakeWord's "okay nabu" and "hey mycroft" hear far less than microWakeWord's: no second opinion
     assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey mycroft").settings.confirm is None
+
+
+def test_without_pyopen_wakeword_microwakeword_decides_alone_at_its_own_cutoff(monkeypatch):
+    import detectors.pipeline
+
+    monkeypatch.setattr(detectors.pipeline, "confirm_available", lambda: False)  # armv7l: no wheel
+    spotter = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
+    assert isinstance(spotter, ModelSpotter) and spotter.settings.confirm is None
+    assert spotter.cutoff == pytest.approx(0.97)
     from detectors.keyword import KeywordSpotter
 
     assert isinstance(build_wake_spotter(wake, "computer"), KeywordSpotter)
