@@ -110,6 +110,12 @@ def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_ot
     # openWakeWord's "okay nabu" and "hey mycroft" hear far less than microWakeWord's: no second opinion
     assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey mycroft").settings.confirm is None
 
+    from detectors.keyword import KeywordSpotter
+
+    assert isinstance(build_wake_spotter(wake, "computer"), KeywordSpotter)
+    upload = build_upload_filter(wake, "hey jarvis", 8.0, 48000)
+    assert isinstance(upload.detectors.spotter, ModelSpotter)
+
 
 def test_without_pyopen_wakeword_microwakeword_decides_alone_at_its_own_cutoff(monkeypatch):
     import detectors.pipeline
@@ -118,11 +124,6 @@ def test_without_pyopen_wakeword_microwakeword_decides_alone_at_its_own_cutoff(m
     spotter = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
     assert isinstance(spotter, ModelSpotter) and spotter.settings.confirm is None
     assert spotter.cutoff == pytest.approx(0.97)
-    from detectors.keyword import KeywordSpotter
-
-    assert isinstance(build_wake_spotter(wake, "computer"), KeywordSpotter)
-    upload = build_upload_filter(wake, "hey jarvis", 8.0, 48000)
-    assert isinstance(upload.detectors.spotter, ModelSpotter)
 
 
 def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_first_word(corpus):
