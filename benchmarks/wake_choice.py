@@ -86,13 +86,14 @@ class MicroEngine:
 
 
 class TwoStageEngine:
-    """handoff's default: microWakeWord's candidates confirmed by openWakeWord (`ConfirmSettings`);
-    its "probability" is 1 where the spotter reports a wake, else 0."""
+    """microWakeWord's candidates confirmed by openWakeWord (`ConfirmSettings`): handoff's default for
+    the phrases whose `WakeModel.confirmed` is set; its "probability" is 1 where the spotter reports a wake, else 0."""
 
     def __init__(self, phrase: str) -> None:
         from detectors.wake_model import ModelSpotter, ModelSpotterSettings
 
-        self.name, self.phrase = "pymicro + pyopen (handoff's default)", phrase
+        default = " (handoff's default)" if MODEL_PHRASES[phrase].confirmed else " (not used for this phrase)"
+        self.name, self.phrase = "pymicro + pyopen" + default, phrase
         self.confirm = ConfirmSettings()
         self.spotter = ModelSpotter(ModelSpotterSettings(MODEL_PHRASES[phrase], confirm=self.confirm, refractory_s=0.0))
         self._t = 0.0
