@@ -394,16 +394,26 @@ def _family_voice(i: int) -> str:
     return voices[(i // len(families)) % len(voices)]
 
 
+def _voice_speed(i: int) -> tuple[str, int]:
+    """The i-th voice (as `_family_voice`) and a speed that varies within each voice: each voice's
+    turns go through every speed (speed taken as `(i // 3) % 4` gave each flite voice one speed only)."""
+    families = list(FAMILY_VOICES)
+    turn = i // len(families) // len(FAMILY_VOICES[families[i % len(families)]])  # this voice's how-manyth
+    return _family_voice(i), WAKE_SPEEDS[turn % len(WAKE_SPEEDS)]
+
+
 def wake_specs(phrase: str, count: int = 100) -> list[UtteranceSpec]:
-    """`count` addressed utterances for `phrase`: the phrase then a command, or (every third) the
-    phrase, a pause, the command; voices of every family in turn, speeds 130-200, sox effects."""
+    """`count` addressed utterances for `phrase`: the phrase then a command, or (every third of each
+    family's) the phrase, a pause, the command; voices of every family in turn, speeds 130-200, sox
+    effects. The pause is decided by the index within the family: `i % 3` (the family's own turn)
+    gave every festival clip the pause and no flite or espeak-ng clip one."""
     effects = list(Effect)
     specs = []
     for i in range(count):
-        voice, speed = _family_voice(i), WAKE_SPEEDS[(i // 3) % len(WAKE_SPEEDS)]
+        voice, speed = _voice_speed(i)
         effect = effects[(i // 2) % len(effects)]
         command = WAKE_COMMANDS[i % len(WAKE_COMMANDS)]
-        if i % 3 == 2:
+        if (i // len(FAMILY_VOICES)) % 3 == 2:
             specs.append(UtteranceSpec((phrase, command), voice, speed, True, pause_s=0.8 + 0.1 * (i % 4), effect=effect))
         else:
             specs.append(UtteranceSpec((f"{phrase}, {command}",), voice, speed, True, effect=effect))
@@ -419,7 +429,7 @@ def ordinary_specs(count: int = 100) -> list[UtteranceSpec]:
 
 def near_miss_specs(phrase: str, count: int = 100) -> list[UtteranceSpec]:
     lines, effects = NEAR_MISS_LINES[phrase], list(Effect)
-    return [UtteranceSpec((lines[i % len(lines)],), _family_voice(i), WAKE_SPEEDS[(i // 3) % len(WAKE_SPEEDS)], False,
+    return [UtteranceSpec((lines[i % len(lines)],), *_voice_speed(i), False,
                           effect=effects[(i // 2) % len(effects)])
             for i in range(count)]
 

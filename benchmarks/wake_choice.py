@@ -5,7 +5,9 @@
 
 Candidates are the engines whose models ship inside their wheel (nothing downloaded):
 pymicro-wakeword 2.5.0 (microWakeWord, through handoff's own `detectors.wake_model.ModelSpotter`)
-and pyopen-wakeword 1.1.0 (openWakeWord, threshold 0.5), each on the phrases both ship.
+and pyopen-wakeword 1.1.0 (openWakeWord, threshold 0.5), each on the phrases both ship, and
+handoff's default, the two together ("two-stage": microWakeWord's candidate confirmed by
+openWakeWord, `detectors.wake_confirm`, through the same `ModelSpotter`).
 
 The corpus (benchmarks/corpus.py): per phrase, addressed utterances (the phrase then a command, or
 the phrase, a pause, the command) from three voice families (espeak-ng variants, flite voices,
@@ -33,6 +35,7 @@ from benchmarks.corpus import (
 )
 from config.wake_phrases import MODEL_PHRASES
 from detectors.audio import Resampler
+from detectors.wake_confirm import ConfirmSettings
 
 REFRACTORY_S = 3.0
 OPEN_THRESHOLD = 0.5  # openWakeWord's documented default
@@ -50,6 +53,8 @@ class Engine(Protocol):
 
     @property
     def cutoff(self) -> float: ...
+
+    def cutoff_label(self, cutoff: float) -> str: ...
 
 
 class MicroEngine:
@@ -75,6 +80,39 @@ class MicroEngine:
     def reset(self) -> None:
         self.spotter.reset()
         self.spotter.take_best()
+
+    def cutoff_label(self, cutoff: float) -> str:
+        return f"{cutoff:g}{' (shipped)' if cutoff == self.cutoff else ''}"
+
+
+class TwoStageEngine:
+    """microWakeWord's candidates confirmed by openWakeWord (`ConfirmSettings`): handoff's default for
+    the phrases whose `WakeModel.confirmed` is set; its "probability" is 1 where the spotter reports a wake, else 0."""
+
+    def __init__(self, phrase: str) -> None:
+        from detectors.wake_model import ModelSpotter, ModelSpotterSettings
+
+        default = " (handoff's default)" if MODEL_PHRASES[phrase].confirmed else " (not used for this phrase)"
+        self.name, self.phrase = "pymicro + pyopen" + default, phrase
+        self.confirm = ConfirmSettings()
+        self.spotter = ModelSpotter(ModelSpotterSettings(MODEL_PHRASES[phrase], confirm=self.confirm, refractory_s=0.0))
+        self._t = 0.0
+
+    @property
+    def cutoff(self) -> float:
+        return 0.5
+
+    def cutoff_label(self, cutoff: float) -> str:
+        return f"pymicro > {self.confirm.candidate_cutoff:g}, then pyopen > {self.confirm.threshold:g}"
+
+    def scores(self, pcm: bytes) -> Iterable[tuple[float, float]]:
+        for i in range(0, len(pcm), FRAME_BYTES):
+            self._t += FRAME_S
+            hit = self.spotter.feed(pcm[i : i + FRAME_BYTES], self._t)
+            yield self._t, 1.0 if hit is not None else 0.0
+
+    def reset(self) -> None:
+        self.spotter.reset()
 
 
 class OpenEngine:
@@ -102,6 +140,9 @@ class OpenEngine:
         self._features.reset()
         self._model.reset()
         self._resample.reset()
+
+    def cutoff_label(self, cutoff: float) -> str:
+        return f"{cutoff:g} (shipped)"
 
 
 def peak(engine: Engine, pcm: bytes) -> float:
@@ -212,20 +253,20 @@ def table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
             babble = f"{r.babble_wakes * 3600 / peaks.babble_s:.1f} ({r.babble_wakes} in {peaks.babble_s / 60:.0f} min)" if pooled else ""
             cpu = f"{1000 * peaks.cpu_s / peaks.audio_s:.1f}" if pooled else ""
             lines.append(
-                f"| {engine.name} | {engine.phrase} | {cutoff:g}{'' if cutoff != engine.cutoff else ' (shipped)'} | {family} | "
+                f"| {engine.name} | {engine.phrase} | {engine.cutoff_label(cutoff)} | {family} | "
                 + " | ".join(r.recall[(level, family)].pct() for level in LEVELS)
                 + f" | {r.ordinary[family].per100()} | {r.near[family].per100()} | {babble} | {cpu} |"
             )
     return lines
 
 
-ENGINES: dict[str, Callable[[str], Engine]] = {"micro": MicroEngine, "open": OpenEngine}
+ENGINES: dict[str, Callable[[str], Engine]] = {"micro": MicroEngine, "open": OpenEngine, "two-stage": TwoStageEngine}
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="a few clips each and a minute of babble")
-    parser.add_argument("--engines", default="micro,open", help="comma-separated: micro, open")
+    parser.add_argument("--engines", default="two-stage,micro,open", help="comma-separated: two-stage, micro, open")
     parser.add_argument("--phrases", default=",".join(MODEL_PHRASES), help="comma-separated candidate phrases")
     parser.add_argument("--babble-minutes", type=float, default=None, help="default: 60 (quick: 1)")
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))

@@ -33,6 +33,7 @@ from config.settings import (
 )
 from config.wake_phrases import model_for, model_phrases
 from decisions.words import words
+from detectors.wake_confirm import confirm_available
 from speech.sounds import sound_problems
 from tasks import TaskConfigError, load_task_config
 from tasks.config import TaskConfig
@@ -168,9 +169,14 @@ def wake_mode_line(settings: Settings) -> str:
     chosen = "" if mode is default_upload_mode(phrase) else f"HANDOFF_UPLOAD_MODE={mode.value} is set: "
     if mode is UploadMode.ON_DEVICE_WAKE and model is not None:
         cutoff = settings.upload.wake_cutoff
-        return (f"wake phrase \"{phrase}\": {chosen}heard on this machine by its shipped model (pymicro-wakeword, "
-                f"cutoff {'the model' + chr(39) + 's own' if cutoff is None else cutoff}); nothing said in the room is uploaded "
-                "until it is heard (upload mode wake_word, the private one).")
+        if cutoff is not None:
+            how = f"pymicro-wakeword alone, WAKE_CUTOFF {cutoff:g}"
+        elif model.confirmed and confirm_available():
+            how = "pymicro-wakeword, confirmed by pyopen-wakeword"
+        else:
+            how = "pymicro-wakeword, cutoff the model's own"
+        return (f"wake phrase \"{phrase}\": {chosen}heard on this machine by its shipped model ({how}); nothing said in "
+                "the room is uploaded until it is heard (upload mode wake_word, the private one).")
     if mode is UploadMode.ON_DEVICE_WAKE:
         return (f"wake phrase \"{phrase}\": {chosen}spotted on this machine by pocketsphinx, which also wakes on "
                 f"sound-alikes (\"commuter\" for \"computer\") and then uploads them; the phrases with a shipped model "

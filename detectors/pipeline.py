@@ -20,6 +20,7 @@ from config.settings import UploadMode, UploadSettings
 from config.wake_phrases import model_for
 from decisions.upload_gate import KeywordHit, UploadGate, UploadGateSettings
 from detectors.vad import SileroVad
+from detectors.wake_confirm import ConfirmSettings, confirm_available
 
 
 class WakeSpotter(Protocol):
@@ -40,8 +41,10 @@ class Verdict:
 
 class MicDetectors:
     def __init__(
-        self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 0.6
+        self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 1.0
     ) -> None:
+        # tail_s: the shipped model's wake is confirmed half a second after the phrase's end
+        # (`detectors.wake_confirm`), so a phrase followed by a pause must still be fed that long.
         self.vad = vad
         self.spotter = spotter
         self._preroll_s = preroll_s
@@ -149,7 +152,11 @@ def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
     if model is not None:
         from detectors.wake_model import ModelSpotter, ModelSpotterSettings  # numpy + TFLite
 
-        return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, refractory_s=upload.wake_refractory_s))
+        # WAKE_CUTOFF empty: two models must agree (for a phrase where that was measured to help);
+        # a number: microWakeWord alone at that cutoff (what `handoff wake-test` measures and suggests).
+        confirm = ConfirmSettings() if upload.wake_cutoff is None and model.confirmed and confirm_available() else None
+        return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, confirm=confirm,
+                                                 refractory_s=upload.wake_refractory_s))
     from detectors.keyword import KeywordSpotter, KeywordSpotterSettings  # pocketsphinx
 
     return KeywordSpotter(KeywordSpotterSettings(phrase=wake_phrase))

@@ -5,9 +5,12 @@ None`, `reset()`), so `MicDetectors` and the upload gate take either. The models
 "okay nabu", "alexa", "hey mycroft") and their TFLite library are inside the wheel: nothing is
 downloaded. About 5 ms of CPU per second of audio fed, and the pipeline feeds it only speech.
 
-A hit is reported when the model's averaged probability passes the cutoff (the model's own,
-tuned by its authors, unless WAKE_CUTOFF sets one); after a hit, hits are not reported again for
-`refractory_s` (the same phrase is still ringing in the model's window, and a wake is a wake).
+With `confirm` settings (the default when WAKE_CUTOFF is empty), a wake needs two models to agree:
+microWakeWord's averaged probability passes a low candidate cutoff, and openWakeWord's model for
+the same phrase (`detectors.wake_confirm`), given the last couple of seconds once, passes its
+threshold. Without them, a hit is reported when microWakeWord's probability passes the cutoff (the
+model's own, tuned by its authors, unless WAKE_CUTOFF sets one). After a hit, hits are not reported
+again for `refractory_s` (the same phrase is still ringing in the model's window, and a wake is a wake).
 The refractory runs on the clock `feed` is given and survives `reset()`, which the pipeline calls
 at every speech onset.
 
@@ -20,13 +23,15 @@ from dataclasses import dataclass
 
 from config.wake_phrases import WakeModel
 from decisions.upload_gate import KeywordHit
-from detectors.audio import SAMPLE_WIDTH, Resampler
+from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler
+from detectors.wake_confirm import ConfirmSettings, OpenConfirmer
 
 
 @dataclass(frozen=True)
 class ModelSpotterSettings:
     model: WakeModel
-    cutoff: float | None = None  # None: the model's own probability_cutoff
+    cutoff: float | None = None  # None: the model's own probability_cutoff (ignored with `confirm`)
+    confirm: ConfirmSettings | None = None  # None: microWakeWord alone decides
     refractory_s: float = 3.0
     input_rate: int = 24000
 
@@ -39,6 +44,14 @@ class Score:
     at_s: float  # end time of the chunk that scored it
 
 
+@dataclass(frozen=True)
+class Candidate:
+    """microWakeWord passed the candidate cutoff at `since_s`; its best since then."""
+
+    since_s: float
+    best: Score
+
+
 class ModelSpotter:
     """Feed pcm16 mono chunks with the clock time at each chunk's end; `feed` returns a hit or None."""
 
@@ -49,7 +62,14 @@ class ModelSpotter:
         self.phrase = settings.model.phrase
         self._model = MicroWakeWord.from_builtin(Model(settings.model.model))
         self._features = MicroWakeWordFeatures()
-        self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
+        self._confirm = settings.confirm
+        if self._confirm is not None:
+            self.cutoff = self._confirm.candidate_cutoff
+            self._confirmer = OpenConfirmer(settings.model.model)
+        else:
+            self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
+        self._recent = bytearray()  # the last `confirm.window_s` of 16 kHz audio, for the second model
+        self._candidate: Candidate | None = None
         self._resample = Resampler(settings.input_rate)
         self._quiet_until = float("-inf")  # the refractory period after the last hit
         self._last_time = float("-inf")
@@ -65,6 +85,8 @@ class ModelSpotter:
         self._model.reset()
         self._features.reset()
         self._resample.reset()
+        self._recent.clear()
+        self._candidate = None
 
     def feed(self, chunk: bytes, end_time: float) -> KeywordHit | None:
         """`end_time`: the clock time (seconds) at the end of `chunk`."""
@@ -72,16 +94,42 @@ class ModelSpotter:
             self._quiet_until = float("-inf")
         self._last_time = end_time
         hit = None
-        for features in self._features.process_streaming(self._resample(chunk)):
+        pcm16k = self._resample(chunk)
+        for features in self._features.process_streaming(pcm16k):
             probability = self._model.process_streaming_prob(features)
             if probability is None:
                 continue
             if self._best is None or probability > self._best.probability:
                 self._best = Score(probability, end_time)
             if probability > self.cutoff and end_time >= self._quiet_until and hit is None:
-                self._quiet_until = end_time + self.settings.refractory_s
-                hit = KeywordHit(self.phrase, start_s=end_time - self.settings.model.spoken_s, detected_s=end_time)
+                if self._confirm is None:
+                    hit = self._hit(end_time, end_time)
+                elif self._candidate is None:
+                    self._candidate = Candidate(end_time, Score(probability, end_time))
+            if self._candidate is not None and probability > self._candidate.best.probability:
+                self._candidate = Candidate(self._candidate.since_s, Score(probability, end_time))
+        if self._confirm is not None:
+            hit = self._confirmed(pcm16k, end_time) or hit
         return hit
+
+    def _confirmed(self, pcm16k: bytes, end_time: float) -> KeywordHit | None:
+        """Keep the recent audio; `delay_s` after microWakeWord's best score of a candidate (the
+        phrase's end: openWakeWord wants all of it), ask the second model about it."""
+        assert self._confirm is not None
+        self._recent += pcm16k
+        del self._recent[: max(0, len(self._recent) - int(self._confirm.window_s * MODEL_RATE) * SAMPLE_WIDTH)]
+        if self._candidate is None or end_time < self._candidate.best.at_s + self._confirm.delay_s:
+            return None
+        candidate, self._candidate = self._candidate, None
+        if end_time < self._quiet_until or self._confirmer.score(bytes(self._recent)) <= self._confirm.threshold:
+            return None
+        # Timed from microWakeWord's peak (near the phrase's end, as a one-model hit is), not from
+        # the confirmation, so the upload starts where the phrase began.
+        return self._hit(candidate.best.at_s, end_time)
+
+    def _hit(self, heard_at: float, end_time: float) -> KeywordHit:
+        self._quiet_until = end_time + self.settings.refractory_s
+        return KeywordHit(self.phrase, start_s=heard_at - self.settings.model.spoken_s, detected_s=end_time)
 
     def take_best(self) -> Score | None:
         """The highest probability since the last call (for `handoff wake-test`), and forget it."""

@@ -51,3 +51,22 @@ def test_the_wake_sets_take_turns_over_the_families_and_the_babble_is_streamed(t
     assert not any(s.addressed for s in ordinary_specs(5) + near_miss_specs("alexa", 5))
     pieces = list(babble_stream(Corpus(tmp_path), 3.0))
     assert len(pieces) == 3 and all(len(p) == 48000 for p in pieces)
+
+
+def test_every_family_says_the_phrase_with_a_pause_and_every_voice_at_several_speeds():
+    """The pause variant and the speed once followed the family's or the voice's turn: every festival
+    clip had the pause and no flite or espeak-ng clip; each flite voice spoke at one speed."""
+    from collections import defaultdict
+
+    from benchmarks.corpus import Family, family_of, near_miss_specs, wake_specs
+
+    specs = wake_specs("hey jarvis", 100)
+    paused = defaultdict(set)
+    for s in specs:
+        paused[family_of(s.voice)].add(s.pause_s > 0)
+    assert all(paused[f] == {True, False} for f in Family)
+    for made in (specs, near_miss_specs("hey jarvis", 100)):
+        speeds = defaultdict(set)
+        for s in made:
+            speeds[s.voice].add(s.speed)
+        assert all(len(v) >= 3 for v in speeds.values()), speeds

@@ -4,20 +4,25 @@ from __future__ import annotations
 
 import pytest
 
-from benchmarks.corpus import FRAME_BYTES, FRAME_S, Corpus, Noise, _silence, with_floor
+from benchmarks.corpus import FRAME_BYTES, FRAME_S, Corpus, Effect, Noise, _silence, with_floor
 from config.settings import UploadMode, UploadSettings
 from config.wake_phrases import MODEL_PHRASES
 from decisions.upload_gate import UploadGate, UploadGateSettings
 from detectors.pipeline import MicDetectors, build_upload_filter, build_wake_spotter
 from detectors.vad import SileroVad
+from detectors.wake_confirm import ConfirmSettings
 from detectors.wake_model import ModelSpotter, ModelSpotterSettings
 
 JARVIS = MODEL_PHRASES["hey jarvis"]
 
 
-def said(corpus: Corpus, text: str, voice: str = "flite:slt") -> bytes:
+def said(corpus: Corpus, text: str, voice: str = "flite:slt", effect: Effect = Effect.NONE) -> bytes:
     floor = corpus.noise(Noise.FAN, 5.0, seed=5)
-    return with_floor(_silence(0.5) + corpus.speech(text, voice, 165) + _silence(0.8), floor)
+    return with_floor(_silence(0.5) + corpus.speech(text, voice, 165, effect) + _silence(0.8), floor)
+
+
+def two_models(refractory_s: float = 3.0) -> ModelSpotter:
+    return ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(), refractory_s=refractory_s))
 
 
 def hits(spotter, pcm: bytes, start: float = 0.0) -> list:
@@ -65,16 +70,60 @@ def test_a_lower_cutoff_is_used_and_the_best_score_is_reported(corpus):
     assert spotter.take_best() is None  # forgotten once taken
 
 
+@pytest.mark.parametrize("voice, effect", [("flite:awb", Effect.PITCH), ("flite:kal16", Effect.PHONE)])
+def test_two_models_hear_a_voice_that_microwakeword_alone_misses_at_its_cutoff(corpus, voice, effect):
+    pcm = said(corpus, "hey jarvis, what time is it", voice, effect)
+    assert hits(ModelSpotter(ModelSpotterSettings(JARVIS)), pcm) == []  # 0.87 and 0.67 against 0.97
+    [hit] = hits(two_models(), pcm)
+    assert 0.5 < hit.detected_s < 0.5 + 2.0  # asked 0.4 s after the candidate, still before the command ends
+    assert hit.start_s < hit.detected_s - JARVIS.spoken_s  # timed from the candidate: the upload keeps "hey"
+
+
+def test_two_models_must_agree_so_a_near_miss_microwakeword_takes_for_the_phrase_does_not_wake(corpus):
+    pcm = said(corpus, "hey travis", "flite:slt", Effect.TEMPO)
+    assert hits(ModelSpotter(ModelSpotterSettings(JARVIS)), pcm)  # microWakeWord alone: 0.996
+    assert hits(two_models(), pcm) == []
+
+
+def test_two_models_ignore_ordinary_speech_and_keep_the_refractory_period(corpus):
+    spotter = two_models(refractory_s=3.0)
+    for text in ("the weather is nice today", "hey marvin", "a jar of peas"):
+        spotter.reset()
+        assert hits(spotter, said(corpus, text)) == [], text
+    pcm = said(corpus, "hey jarvis, what time is it", "flite:awb", Effect.PITCH)
+    spotter.reset()
+    assert len(hits(spotter, pcm, start=100.0)) == 1
+    spotter.reset()
+    assert hits(spotter, pcm, start=100.0 + len(pcm) / 48000) == []  # within 3 s of the first
+    spotter.reset()
+    assert len(hits(spotter, pcm, start=110.0)) == 1
+
+
 def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_otherwise():
+    default = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
+    assert isinstance(default, ModelSpotter) and default.settings.confirm == ConfirmSettings()  # two models agree
     wake = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_cutoff=0.8, wake_refractory_s=2.0)
     spotter = build_wake_spotter(wake, "Hey, Jarvis")
     assert isinstance(spotter, ModelSpotter) and spotter.cutoff == 0.8 and spotter.settings.refractory_s == 2.0
+    assert spotter.settings.confirm is None  # WAKE_CUTOFF set: microWakeWord alone, as `handoff wake-test` measures
     assert isinstance(build_wake_spotter(wake, "ok nabu"), ModelSpotter)
+    # openWakeWord's "okay nabu" and "hey mycroft" hear far less than microWakeWord's: no second opinion
+    assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey mycroft").settings.confirm is None
+
     from detectors.keyword import KeywordSpotter
 
     assert isinstance(build_wake_spotter(wake, "computer"), KeywordSpotter)
     upload = build_upload_filter(wake, "hey jarvis", 8.0, 48000)
     assert isinstance(upload.detectors.spotter, ModelSpotter)
+
+
+def test_without_pyopen_wakeword_microwakeword_decides_alone_at_its_own_cutoff(monkeypatch):
+    import detectors.pipeline
+
+    monkeypatch.setattr(detectors.pipeline, "confirm_available", lambda: False)  # armv7l: no wheel
+    spotter = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
+    assert isinstance(spotter, ModelSpotter) and spotter.settings.confirm is None
+    assert spotter.cutoff == pytest.approx(0.97)
 
 
 def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_first_word(corpus):
@@ -83,7 +132,7 @@ def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_fi
     command = said(corpus, "hey jarvis, what time is it")
     stream = ordinary + command
     gate = UploadGate(UploadGateSettings(mode=UploadMode.ON_DEVICE_WAKE))
-    detectors = MicDetectors(SileroVad(), ModelSpotter(ModelSpotterSettings(JARVIS)))
+    detectors = MicDetectors(SileroVad(), two_models())  # the default: the wake is confirmed 0.4 s after the candidate
     chunks = [stream[i : i + FRAME_BYTES] for i in range(0, len(stream) - FRAME_BYTES + 1, FRAME_BYTES)]
     start_of = {id(chunk): n * FRAME_S for n, chunk in enumerate(chunks)}
     sent_at = []
@@ -95,6 +144,18 @@ def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_fi
     assert sent_at, "the command was not sent"
     assert command_starts - 0.6 < sent_at[0] <= command_starts  # its pre-roll went first: "hey" is kept
     assert sent_at[-1] > command_starts + 1.5  # and the command after the phrase
+
+
+def test_through_the_vad_a_phrase_followed_by_a_pause_is_confirmed_before_the_spotter_stops_listening(corpus):
+    """The second model is asked half a second after the phrase: the VAD's tail must still be feeding it."""
+    floor = corpus.noise(Noise.FAN, 5.0, seed=5)
+    phrase = corpus.speech("hey jarvis", "flite:kal16", 165, Effect.PITCH)  # microWakeWord alone: 0.83
+    stream = with_floor(_silence(0.5) + phrase + _silence(3.0), floor)
+    detectors = MicDetectors(SileroVad(), two_models())
+    found = [verdict.keyword_hit for n in range(len(stream) // FRAME_BYTES)
+             if (verdict := detectors.feed(stream[n * FRAME_BYTES : (n + 1) * FRAME_BYTES], (n + 1) * FRAME_S)).keyword_hit]
+    [hit] = found
+    assert hit.detected_s < 0.5 + len(phrase) / 48000 + 1.0
 
 
 @pytest.mark.parametrize("phrase", list(MODEL_PHRASES))
