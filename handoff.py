@@ -41,7 +41,7 @@ from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from main_agent import Listener
-from detectors.stop_word import HeardStop, StopDetector, StopListener
+from detectors.stop_word import StopDetector, StopHit, StopListener
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -99,7 +99,7 @@ class StopTiming:
     """How fast one "computer, stop" cut a narration. Mic times are seconds of microphone audio;
     clock times the coordinator's clock."""
 
-    hit: HeardStop
+    hit: StopHit
     heard_at: float  # clock: the detector returned the hit
     flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
     last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
@@ -110,7 +110,7 @@ class StopTiming:
     def detector_ms(self) -> float | None:
         """From the end of the stop word to the hit (the detector's own delay, in audio time), when
         the detector says (the acoustic one reports the hit at the stop word's end: see its benchmark)."""
-        detected = getattr(self.hit, "detected_s", None)
+        detected = self.hit.detected_s
         return None if detected is None else (detected - self.hit.end_s) * 1000
 
     @property
