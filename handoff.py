@@ -31,7 +31,7 @@ from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
-    AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
+    AbandonRoute, AckNotices, Action, AudioHeard, ChimeFinished, ConfirmHeard, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
@@ -253,6 +253,8 @@ class Coordinator:
                 self._cut_narration()
             case FetchNotices():
                 self._spawn(self._fetch_notices(), "fetch notices")
+            case ConfirmHeard(sent=sent):
+                self._spawn(self._confirm_heard(sent), "confirm heard")
             case UtteranceRejected():
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.rejected()
@@ -266,6 +268,9 @@ class Coordinator:
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         assert self._tg is not None, "the coordinator is not running"
         self._tg.create_task(coro, name=name)  # owned by the TaskGroup: cancelled and awaited with it
+
+    async def _confirm_heard(self, sent: int) -> None:
+        self._feed(AudioHeard(sent if await self.listener.heard_all_sent() else None))
 
     async def _keep_time(self) -> None:
         """Wake the core at its next deadline, or on any change, whichever comes first."""
