@@ -145,7 +145,8 @@ def _audio_files(settings: Settings) -> list[Finding]:
     audio = settings.audio
     found = []
     if audio.input_wav is not None and not audio.input_wav.is_file():
-        found.append(Finding(Severity.ERROR, f"--input-wav {audio.input_wav} is not a file; give a WAV file to read."))
+        what = "is a folder" if audio.input_wav.is_dir() else "does not exist"
+        found.append(Finding(Severity.ERROR, f"--input-wav {audio.input_wav} {what}; give a WAV file to read."))
     if audio.output_wav is not None:
         problem = output_file_problem(audio.output_wav, "--output-wav")
         if problem:

@@ -22,7 +22,7 @@ from config.settings import load_settings
 from tasks import control
 from tasks.config import TaskSettings, load_task_config
 from tasks.control import NotRunning
-from tasks.errors import TaskError
+from tasks.errors import AmbiguousTask, TaskError, UnknownTask
 from tasks.identify import resolve_task
 from tasks.records import TaskRecord, TaskStatus
 from tasks.store import TaskStore, is_busy
@@ -37,17 +37,23 @@ CONTROL_TIMEOUT_S = 120.0  # a cancel waits for the task's processes to go (kill
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", help="where task records and logs live (HANDOFF_STATE_DIR)")
+    # Accepted after the action too (`tasks start backup --state-dir D`); SUPPRESS keeps one
+    # given before it.
+    state_dir = argparse.ArgumentParser(add_help=False)
+    state_dir.add_argument("--state-dir", default=argparse.SUPPRESS, help="where task records and logs live (HANDOFF_STATE_DIR)")
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
-    show = actions.add_parser("show", help="print one task's output log", description="Print one task's output log.")
+    show = actions.add_parser("show", help="print one task's output log", description="Print one task's output log.",
+                              parents=[state_dir])
     show.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
     start = actions.add_parser(
         "start", help="start a task from the templates in the running assistant; prints its id",
         description="Start a task from the task templates (HANDOFF_TASKS_CONFIG) in the running assistant, "
-        "which announces its outcome. Prints the task's id.",
+        "which announces its outcome. Prints the task's id.", parents=[state_dir],
     )  # fmt: skip
     start.add_argument("template", help="the template's name")
     start.add_argument("params", nargs="*", metavar="PARAM=VALUE", help="the template's parameters")
-    cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.")
+    cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.",
+                                parents=[state_dir])
     cancel.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
 
 
@@ -170,8 +176,14 @@ def _details(record: TaskRecord) -> str:
 def _show(records: list[TaskRecord], ident: str) -> int:
     try:
         record = resolve_task(ident, records)
-    except TaskError as exc:
-        print(f"handoff tasks: {exc}", file=sys.stderr)
+    except AmbiguousTask as exc:  # its question is for the ear ("task one, the nap started at..."): written here
+        choices = "; ".join(f"{r.id} ({r.name}, {r.status}, {_when(r)})" for r in sorted(exc.candidates, key=lambda r: r.id))
+        print(f"handoff tasks: '{ident}' names {len(exc.candidates)} tasks: {choices}; give its number.", file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except UnknownTask:
+        names = ", ".join(sorted({r.name for r in records})[:6])
+        print(f"handoff tasks: no task is numbered or called '{ident}'"
+              + (f"; the tasks are: {names}." if names else "; there are no tasks yet."), file=sys.stderr)
         return EXIT_NOT_FOUND
     if record.is_timer:  # no output to show: what it is and when it is due
         print(f"{record.kind} {record.id} ({record.spoken}), {record.status}, {_details(record)}")
@@ -186,6 +198,14 @@ def _show(records: list[TaskRecord], ident: str) -> int:
         shutil.copyfileobj(log, sys.stdout.buffer)  # logs can be large: stream, don't load
         sys.stdout.buffer.flush()
     return 0
+
+
+def _when(record: TaskRecord) -> str:
+    if record.is_timer and record.due_at is not None:
+        return "due " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.due_at))
+    started = record.started_at is not None
+    at = record.started_at if started else record.created_at
+    return ("started " if started else "queued ") + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
 
 
 def compact_duration(seconds: float) -> str:

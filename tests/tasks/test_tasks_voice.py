@@ -219,7 +219,7 @@ async def test_the_cli_lists_tasks_and_prints_a_log(tools, tmp_path: Path, capsy
     assert tasks_command.run(cli("--state-dir", state, "show", "1")) == 0
     assert capsys.readouterr().out == "copied 3 files\n"
     assert tasks_command.run(cli("--state-dir", state, "show", "deploy")) == 1
-    assert "I can't find a task called 'deploy'" in capsys.readouterr().err
+    assert "no task is numbered or called 'deploy'; the tasks are: backup, tests." in capsys.readouterr().err
 
 
 def test_the_cli_without_a_database_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
