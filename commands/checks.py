@@ -221,6 +221,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)
 
 
+def _settings_read() -> str:
+    """Where the settings came from: only the current folder's .env is read, so say which (a .env
+    elsewhere is not silently ignored)."""
+    env_file = Path.cwd() / ".env"
+    if env_file.is_file():
+        return f"Settings read from: command-line flags, the environment, then {env_file}."
+    return (f"Settings read from: command-line flags and the environment; there is no .env in {Path.cwd()} "
+            "(only the current folder's .env is read).")
+
+
 def run(args: argparse.Namespace) -> int:
     from commands.run import settings_from_args
 
@@ -239,9 +249,10 @@ def run(args: argparse.Namespace) -> int:
         print(finding.line())
     counts = {severity: sum(f.severity is severity for f in findings) for severity in Severity}
     if counts[Severity.ERROR] or counts[Severity.PROBLEM]:
+        print(_settings_read())
         print(f"{counts[Severity.ERROR]} error(s), {counts[Severity.PROBLEM]} problem(s) to fix.")
         return EXIT_PROBLEMS
     templates = len(load_task_config(settings.tasks_config).templates)
     print(f"ok: settings, voice, models, wake phrase, state folder {settings.state_dir} and "
-          f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}.")  # fmt: skip
+          f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}. {_settings_read()}")  # fmt: skip
     return EXIT_OK

@@ -158,7 +158,7 @@ def ask(path: Path, request: dict[str, Any], timeout_s: float) -> dict[str, Any]
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             raise NotRunning(
                 f"handoff is not running on {path.parent.parent} (nothing answers at {path}), so nothing "
-                "was started or cancelled; start it with `handoff run`."
+                "was started or cancelled; start it with `./run` (in its folder)."
             ) from None
         client.sendall(json.dumps(request).encode() + b"\n")
         reply = bytearray()

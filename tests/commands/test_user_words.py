@@ -83,3 +83,20 @@ async def test_tasks_takes_state_dir_after_the_action_and_writes_for_reading(hom
     assert " due 20" in line  # a full date and time
     code, line = handoff(capsys, "tasks", "show", "nap", "--state-dir", str(state))
     assert code == 1 and line == "handoff tasks: no task is numbered or called 'nap'; the tasks are: timer."
+
+
+def test_check_says_which_env_file_it_read(home, capsys, monkeypatch) -> None:
+    cli.main(["check"])  # no key: an error, and where the settings were looked for
+    assert (f"Settings read from: command-line flags and the environment; there is no .env in {home} "
+            "(only the current folder's .env is read).") in capsys.readouterr().out.splitlines()
+    (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\n")
+    assert cli.main(["check"]) == 0
+    last = capsys.readouterr().out.splitlines()[-1]
+    assert last.startswith("ok: ") and last.endswith(f"Settings read from: command-line flags, the environment, then {home / '.env'}.")
+
+
+def test_messages_name_the_command_the_readme_gives(home, capsys) -> None:
+    code, line = handoff(capsys, "tasks", "cancel", "1")
+    assert code == 3 and line.endswith("start it with `./run` (in its folder).") and "handoff run" not in line
+    code, line = handoff(capsys, "run")
+    assert code == 2 and "run `./run demo` for the offline demo" in line
