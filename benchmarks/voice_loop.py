@@ -304,21 +304,31 @@ async def fast_wav(warm: bool, count: int, root: Path, server_late_s: float = 0.
             await coordinator.run()
             seconds = time.perf_counter() - started
             critical = _critical_connections(sim, coordinator.parts.narrator, list(coordinator.core.mute.history))
-        routed = sum(
-            1 for c in sim.connections for e in c.received
-            if e["type"] == "conversation.item.create" and e["item"]["type"] == "function_call_output"
-        )  # fmt: skip
-        committed = whole = 0
-        for connection in sim.connections:
-            start = None
-            for event in connection.sent:
-                if event["type"] == "input_audio_buffer.speech_started":
-                    start = event["audio_start_ms"]
-                elif event["type"] == "input_audio_buffer.speech_stopped" and start is not None:
-                    committed += 1
-                    whole += event["audio_end_ms"] - start >= 0.85 * shortest_ms
-                    start = None
-    return FastRun(routed, committed, whole, len(sim.connections), critical, seconds)
+    segments = committed_segments(sim)
+    whole = sum(length >= 0.85 * shortest_ms for length in segments)
+    return FastRun(routed_commands(sim), len(segments), whole, len(sim.connections), critical, seconds)
+
+
+def routed_commands(sim: SimServer) -> int:
+    """Tool results the assistant returned: one per command routed."""
+    return sum(
+        1 for c in sim.connections for e in c.received
+        if e["type"] == "conversation.item.create" and e["item"]["type"] == "function_call_output"
+    )  # fmt: skip
+
+
+def committed_segments(sim: SimServer) -> list[int]:
+    """The length (ms) of every speech segment the simulator's VAD ended, in every session."""
+    lengths = []
+    for connection in sim.connections:
+        start = None
+        for event in connection.sent:
+            if event["type"] == "input_audio_buffer.speech_started":
+                start = event["audio_start_ms"]
+            elif event["type"] == "input_audio_buffer.speech_stopped" and start is not None:
+                lengths.append(event["audio_end_ms"] - start)
+                start = None
+    return lengths
 
 
 # --------------------------------------------------------------------------- the report

@@ -3,26 +3,15 @@ the words they typed, through the command line as they run it."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import pytest
 
 from commands import cli
+from tests.commands.test_checks import home  # noqa: F401  (the fixture: a clean environment)
 from tests.tasks.test_timers import call, timer_tools
 
 KEY = "sk-words-test-0123456789"
-
-
-@pytest.fixture
-def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
-    """A clean environment: no .env (cwd is tmp_path), no handoff settings inherited."""
-    for name in list(os.environ):
-        if name.startswith(("OPENAI_", "HANDOFF_", "LOG_", "WAKE_", "READER_", "REALTIME_", "TRANSCRIBE_", "BRAIN_")):
-            monkeypatch.delenv(name)
-    monkeypatch.chdir(tmp_path)
-    monkeypatch.setenv("HANDOFF_STATE_DIR", str(tmp_path / "state"))
-    return tmp_path
 
 
 def handoff(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:

@@ -12,8 +12,9 @@ from pathlib import Path
 import pytest
 
 from audio_io import open_audio
+from benchmarks.voice_loop import committed_segments, routed_commands
 from commands.assemble import assistant
-from realtime_sim import SimConfig, SimServer
+from realtime_sim import SimConfig
 from speech.local_voice import tone
 from speech.synth import silence
 from tests.support.pipeline_harness import fast_settings
@@ -35,20 +36,6 @@ def write_commands(path: Path) -> None:
         writer.writeframes(b"".join(SPOKEN + silence(800) for _ in range(COMMANDS)))
 
 
-def committed_segments(sim: SimServer) -> list[int]:
-    """The length (ms) of every speech segment the simulator's VAD ended, in every session."""
-    lengths = []
-    for connection in sim.connections:
-        start = None
-        for event in connection.sent:
-            if event["type"] == "input_audio_buffer.speech_started":
-                start = event["audio_start_ms"]
-            elif event["type"] == "input_audio_buffer.speech_stopped" and start is not None:
-                lengths.append(event["audio_end_ms"] - start)
-                start = None
-    return lengths
-
-
 @pytest.mark.parametrize("sim", [LATE], indirect=True)
 async def test_a_file_read_fast_against_a_late_server_loses_no_command(tmp_path, sim):
     wav = tmp_path / "commands.wav"
@@ -60,8 +47,6 @@ async def test_a_file_read_fast_against_a_late_server_loses_no_command(tmp_path,
     microphone, speaker = open_audio(settings.audio)  # as `handoff run --fast` does
     async with assistant(settings, microphone, speaker) as coordinator:
         assert await coordinator.run() == 0
-    routed = [e for c in sim.connections for e in c.received
-              if e["type"] == "conversation.item.create" and e["item"]["type"] == "function_call_output"]
     segments = committed_segments(sim)
-    assert len(routed) == COMMANDS, segments
+    assert routed_commands(sim) == COMMANDS, segments
     assert len(segments) == COMMANDS and all(length >= 0.85 * 900 for length in segments), segments
