@@ -23,7 +23,7 @@ from tasks import control
 from tasks.config import TaskSettings, load_task_config
 from tasks.control import NotRunning
 from tasks.errors import AmbiguousTask, TaskError, UnknownTask
-from tasks.identify import resolve_task
+from tasks.identify import resolve_task, written_candidates
 from tasks.records import TaskRecord, TaskStatus
 from tasks.store import TaskStore, is_busy
 
@@ -143,7 +143,10 @@ def _ask(task_settings: TaskSettings, request: dict) -> dict | int:
         print(f"handoff tasks: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if not reply.get("ok"):
-        print(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}", file=sys.stderr)
+        if "candidates" in reply:  # the assistant's question is spoken; the command line writes
+            print(_several(str(request.get("task")), reply["count"], reply["candidates"]), file=sys.stderr)
+        else:
+            print(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}", file=sys.stderr)
         return EXIT_REFUSED
     return reply
 
@@ -177,8 +180,7 @@ def _show(records: list[TaskRecord], ident: str) -> int:
     try:
         record = resolve_task(ident, records)
     except AmbiguousTask as exc:  # its question is for the ear ("task one, the nap started at..."): written here
-        choices = "; ".join(f"{r.id} ({r.name}, {r.status}, {_when(r)})" for r in sorted(exc.candidates, key=lambda r: r.id))
-        print(f"handoff tasks: '{ident}' names {len(exc.candidates)} tasks: {choices}; give its number.", file=sys.stderr)
+        print(_several(ident, len(exc.candidates), written_candidates(exc.candidates)), file=sys.stderr)
         return EXIT_NOT_FOUND
     except UnknownTask:
         names = ", ".join(sorted({r.name for r in records})[:6])
@@ -200,12 +202,8 @@ def _show(records: list[TaskRecord], ident: str) -> int:
     return 0
 
 
-def _when(record: TaskRecord) -> str:
-    if record.is_timer and record.due_at is not None:
-        return "due " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.due_at))
-    started = record.started_at is not None
-    at = record.started_at if started else record.created_at
-    return ("started " if started else "queued ") + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+def _several(ident: str, count: int, choices: str) -> str:
+    return f"handoff tasks: '{ident}' names {count} tasks: {choices}; give its number."
 
 
 def compact_duration(seconds: float) -> str:

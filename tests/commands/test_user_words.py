@@ -89,3 +89,29 @@ def test_messages_name_the_command_the_readme_gives(home, capsys) -> None:
     assert code == 3 and line.endswith("start it with `./run` (in its folder).") and "handoff run" not in line
     code, line = handoff(capsys, "run")
     assert code == 2 and "run `./run demo` for the offline demo" in line
+
+
+async def test_tasks_cancel_of_an_ambiguous_name_is_written_for_reading(home, capsys, tmp_path) -> None:
+    import asyncio
+
+    from tasks import TaskConfig, TaskManager, TaskSettings, TaskStore, TaskTemplate
+    from tasks.control import ControlServer
+
+    settings = TaskSettings(state_dir=tmp_path / "state")
+    store = TaskStore(settings.db_path)
+    manager = TaskManager(TaskConfig(templates=(TaskTemplate(name="nap", argv=("sleep", "30"), cwd=tmp_path),)), store, settings)
+    await manager.start()
+    server = ControlServer(manager, settings.control_path)
+    await server.start()
+    try:
+        await manager.start_task("nap")
+        await manager.start_task("nap")
+        capsys.readouterr()
+        code = await asyncio.to_thread(cli.main, ["tasks", "cancel", "nap", "--state-dir", str(tmp_path / "state")])
+        [line] = capsys.readouterr().err.strip().splitlines()
+        assert code == 1 and line.startswith("handoff tasks: 'nap' names 2 tasks: 1 (nap, running, started 20"), line
+        assert "; 2 (nap, running, started " in line and "task one" not in line and "Which one" not in line
+    finally:
+        await server.close()
+        await manager.close()
+        store.close()
