@@ -184,8 +184,9 @@ def _show(records: list[TaskRecord], ident: str) -> int:
         return EXIT_NOT_FOUND
     except UnknownTask:
         names = ", ".join(sorted({r.name for r in records})[:6])
-        print(f"handoff tasks: no task is numbered or called '{ident}'"
-              + (f"; the tasks are: {names}." if names else "; there are no tasks yet."), file=sys.stderr)
+        what = f"there is no task number {ident}" if ident.strip().isdigit() else f"no task is called '{ident}'"
+        print(f"handoff tasks: {what}" + (f"; the tasks are: {names}." if names else "; there are no tasks yet."),
+              file=sys.stderr)
         return EXIT_NOT_FOUND
     if record.is_timer:  # no output to show: what it is and when it is due
         print(f"{record.kind} {record.id} ({record.spoken}), {record.status}, {_details(record)}")

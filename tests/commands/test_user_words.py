@@ -71,7 +71,7 @@ async def test_tasks_takes_state_dir_after_the_action_and_writes_for_reading(hom
     assert "; 2 (timer, " in line and line.endswith("; give its number.") and "task one" not in line
     assert " due 20" in line  # a full date and time
     code, line = handoff(capsys, "tasks", "show", "nap", "--state-dir", str(state))
-    assert code == 1 and line == "handoff tasks: no task is numbered or called 'nap'; the tasks are: timer."
+    assert code == 1 and line == "handoff tasks: no task is called 'nap'; the tasks are: timer."
 
 
 def test_check_says_which_env_file_it_read(home, capsys, monkeypatch) -> None:
