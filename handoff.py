@@ -31,7 +31,7 @@ from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
-    AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
+    AbandonRoute, AckNotices, Action, AudioHeard, ChimeFinished, ConfirmHeard, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
@@ -42,7 +42,7 @@ from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from main_agent import Listener
-from detectors.stop_word import HeardStop, StopDetector, StopListener
+from detectors.stop_word import StopDetector, StopHit, StopListener
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -100,7 +100,7 @@ class StopTiming:
     """How fast one "computer, stop" cut a narration. Mic times are seconds of microphone audio;
     clock times the coordinator's clock."""
 
-    hit: HeardStop
+    hit: StopHit
     heard_at: float  # clock: the detector returned the hit
     flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
     last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
@@ -111,7 +111,7 @@ class StopTiming:
     def detector_ms(self) -> float | None:
         """From the end of the stop word to the hit (the detector's own delay, in audio time), when
         the detector says (the acoustic one reports the hit at the stop word's end: see its benchmark)."""
-        detected = getattr(self.hit, "detected_s", None)
+        detected = self.hit.detected_s
         return None if detected is None else (detected - self.hit.end_s) * 1000
 
     @property
@@ -262,6 +262,8 @@ class Coordinator:
                 self._cut_narration()
             case FetchNotices():
                 self._spawn(self._fetch_notices(), "fetch notices")
+            case ConfirmHeard(sent=sent):
+                self._spawn(self._confirm_heard(sent), "confirm heard")
             case UtteranceRejected():
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.rejected()
@@ -275,6 +277,9 @@ class Coordinator:
     def _spawn(self, coro: Awaitable[Any], name: str) -> None:
         assert self._tg is not None, "the coordinator is not running"
         self._tg.create_task(coro, name=name)  # owned by the TaskGroup: cancelled and awaited with it
+
+    async def _confirm_heard(self, sent: int) -> None:
+        self._feed(AudioHeard(sent if await self.listener.heard_all_sent() else None))
 
     async def _keep_time(self) -> None:
         """Wake the core at its next deadline, or on any change, whichever comes first."""

@@ -70,6 +70,8 @@ class Listener:
         # Retired sessions still open, waiting for their transcripts: each closes at the latest
         # when its deadline task (`retire_wait_s`) runs out.
         self._retiring: dict[int, asyncio.Task[None]] = {}  # by id(link)
+        # `heard_all_sent` calls waiting for their session's session.updated, oldest first.
+        self._syncs: list[tuple[RealtimeLink, asyncio.Future[bool]]] = []
 
     # -- state the coordinator reads -------------------------------------------------------------
     @property
@@ -88,6 +90,31 @@ class Listener:
     async def send_audio(self, pcm: bytes) -> bool:
         link = self._link
         return link is not None and self.ready and await link.send(ClientEvents.append_audio(pcm))
+
+    async def heard_all_sent(self) -> bool:
+        """Whether the current session has taken in every chunk of audio sent to it so far (and
+        sent the VAD events that audio caused): a session.update that changes nothing, answered by
+        session.updated once the server got to it (a session's events are handled in order; the
+        audio appends have no acknowledgement of their own). False when the session went away
+        first. How a finished file knows the server has heard all of it, however late it runs."""
+        link = self._link
+        if link is None or not self.ready:
+            return False
+        answered: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        self._syncs.append((link, answered))
+        if not await link.send(ClientEvents.session_update({})):
+            self._end_syncs(link)
+            return False
+        return await answered
+
+    def _end_syncs(self, link: RealtimeLink, first_only: bool = False, result: bool = False) -> None:
+        for waiting_link, answered in list(self._syncs):
+            if waiting_link is link:
+                self._syncs.remove((waiting_link, answered))
+                if not answered.done():
+                    answered.set_result(result)
+                if first_only:
+                    return
 
     async def route(self, command: str) -> bool:
         """Route a command in the current session; False when there is none (caller keeps it)."""
@@ -233,6 +260,8 @@ class Listener:
                         log.warning("a retired listener session closed before transcribing %d utterance(s)",
                                     len(core.unheard_starts))
                     break
+                if isinstance(event, wire.SessionUpdated):
+                    self._end_syncs(link, first_only=True, result=True)
                 if await self._apply(core.feed(event), link):
                     raise _ListenerStopped()
                 if core.settled:
@@ -241,6 +270,7 @@ class Listener:
                     self._quiet = core.quiet
                     self._report(QuietChanged(core.quiet))
         finally:
+            self._end_syncs(link)
             if self._link is link:
                 self._link = None
                 self._core = None

@@ -30,11 +30,11 @@ logger = logging.getLogger(__name__)
 
 NO_INPUT_DEVICE = (
     "no audio input device found: connect a microphone, pick one with AUDIO_INPUT_DEVICE "
-    "(see `handoff devices`), or use --input-wav"
+    "(see `./run devices`), or use --input-wav"
 )
 NO_OUTPUT_DEVICE = (
     "no audio output device found: connect a speaker or headphones, pick one with "
-    "AUDIO_OUTPUT_DEVICE (see `handoff devices`), or use --output-wav"
+    "AUDIO_OUTPUT_DEVICE (see `./run devices`), or use --output-wav"
 )
 
 _PA_CONTINUE = 0  # pyaudio.paContinue, without importing pyaudio at module load
@@ -103,7 +103,7 @@ def select_device(devices: Sequence[AudioDevice], spec: str | None, kind: Kind) 
     setting = DEVICE_SETTING[kind]
     raise NoAudioDeviceError(
         f"no audio {kind} device matches {setting}={wanted!r}; available {kind} devices: {available}. "
-        f"Set {setting} to one of these indexes or names (see `handoff devices`)."
+        f"Set {setting} to one of these indexes or names (see `./run devices`)."
     )
 
 
@@ -250,7 +250,7 @@ class _DeviceStream:
             self.pa.terminate()
             raise AudioDeviceError(
                 f"could not start the audio {kind} device {self.device.name!r} ({exc}); "
-                f"pick another with {DEVICE_SETTING[kind]} (see `handoff devices`)"
+                f"pick another with {DEVICE_SETTING[kind]} (see `./run devices`)"
             ) from exc
 
     def is_active(self) -> bool:
@@ -280,7 +280,7 @@ def _open_stream(kind: Kind, spec: str | None, buffer_ms: int, callback: Callabl
         if fmt is None:
             raise AudioDeviceError(
                 f"the audio {kind} device {device.name!r} accepts no 16-bit mono or stereo format; "
-                f"pick another with {DEVICE_SETTING[kind]} (see `handoff devices`)"
+                f"pick another with {DEVICE_SETTING[kind]} (see `./run devices`)"
             )
         try:
             stream = pa.open(
@@ -299,7 +299,7 @@ def _open_stream(kind: Kind, spec: str | None, buffer_ms: int, callback: Callabl
             raise AudioDeviceError(
                 f"could not open the audio {kind} device {device.name!r} at {fmt.rate} Hz ({exc}); "
                 f"is another program using it? Pick another with {DEVICE_SETTING[kind]} "
-                "(see `handoff devices`)."
+                "(see `./run devices`)."
             ) from exc
     except BaseException:
         pa.terminate()

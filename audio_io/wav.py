@@ -129,9 +129,7 @@ def _open_wav_for_reading(path: Path) -> wave.Wave_read:
     except PermissionError:
         raise AudioFileError(f"the WAV file {path} cannot be read: permission denied") from None
     except (wave.Error, EOFError) as exc:
-        raise AudioFileError(
-            f"{path} is not a PCM WAV file this program can read ({exc}); {convert_hint}"
-        ) from None
+        raise AudioFileError(_not_a_wav(path, exc, convert_hint)) from None
     problem = None
     if reader.getnchannels() not in (1, 2):
         problem = f"it has {reader.getnchannels()} channels (mono or stereo are read)"
@@ -143,6 +141,24 @@ def _open_wav_for_reading(path: Path) -> wave.Wave_read:
         reader.close()
         raise AudioFileError(f"{path} cannot be used as input: {problem}; {convert_hint}")
     return reader
+
+
+def _not_a_wav(path: Path, exc: Exception, convert_hint: str) -> str:
+    """Why `path` is no WAV file this program reads, and a command that converts it (sox reads
+    MP3 only with its MP3 handler installed: the bare command would fail)."""
+    try:
+        with path.open("rb") as file:
+            head = file.read(4)
+    except OSError:
+        head = b""
+    if not head:
+        return f"{path} is empty: there is no audio in it; give a WAV file that holds the recording"
+    if head[:3] == b"ID3" or (head[0] == 0xFF and head[1] & 0xE0 == 0xE0) or path.suffix.lower() == ".mp3":
+        return (f"{path} is an MP3 file, not a WAV file; install sox's MP3 support "
+                f"(sudo apt-get install libsox-fmt-mp3), then {convert_hint}")
+    if head != b"RIFF":
+        return f"{path} is not a WAV file (it does not start like one); {convert_hint}"
+    return f"{path} is a WAV file this program cannot read ({exc or exc.__class__.__name__}); {convert_hint}"
 
 
 class WavFileSpeaker(_ModelledSpeaker):

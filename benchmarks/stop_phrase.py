@@ -26,7 +26,8 @@ import time
 from benchmarks.corpus import (
     BABBLE_LINES, DEFAULT_CACHE, FRAME_BYTES, NEAR_MISSES, RATE, SPEEDS, VOICES, WIDTH, Corpus, _silence, active_rms,
 )
-from detectors.stop_phrase import StopHit, StopPhraseDetector, StopPhraseSettings
+from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_word import StopHit
 
 import warnings
 

@@ -15,7 +15,10 @@ so what is measured is the client's own waiting. Prints, each next to the same f
 3. speech lost by a command that starts 0/50/150/300/600 ms after the narration's audio ended
    (real-time microphone and speaker, production settings: whatever the coordinator does now);
 4. `handoff run --input-wav F --fast` with 60 spoken commands back to back (espeak-ng): commands
-   routed, and utterances committed whole.
+   routed, and utterances committed whole;
+5. the same on a loaded machine, next to the quiet figure: with two CPU hogs running beside it
+   (busy processes this benchmark starts and stops), and with a server that runs 1 s behind the
+   client (every frame delayed 1 s each way: what a starved simulator or server does to the client).
 
 Figures are printed, never asserted (the machine is shared). Times are ratios or multiples of the
 RTT; absolute times only at RTT 0.
@@ -29,6 +32,7 @@ import base64
 import contextlib
 import dataclasses
 import statistics
+import subprocess
 import sys
 import tempfile
 import time
@@ -251,6 +255,7 @@ class FastRun:
     whole: int
     connections: int
     critical: int
+    seconds: float = 0.0  # the run, from the assistant's start to its exit
 
 
 async def spoken_commands(count: int) -> tuple[bytes, float]:
@@ -267,7 +272,19 @@ async def spoken_commands(count: int) -> tuple[bytes, float]:
     return pcm, min(len(c) for c in clips) / 48
 
 
-async def fast_wav(warm: bool, count: int, root: Path) -> FastRun:
+@contextlib.contextmanager
+def cpu_hogs(count: int):
+    """`count` processes that only burn CPU, for as long as the block runs."""
+    hogs = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(count)]
+    try:
+        yield
+    finally:
+        for hog in hogs:
+            hog.kill()
+            hog.wait()
+
+
+async def fast_wav(warm: bool, count: int, root: Path, server_late_s: float = 0.0) -> FastRun:
     pcm, shortest_ms = await spoken_commands(count)
     root.mkdir(parents=True, exist_ok=True)
     wav = root / "commands.wav"
@@ -276,28 +293,42 @@ async def fast_wav(warm: bool, count: int, root: Path) -> FastRun:
         writer.setsampwidth(2)
         writer.setframerate(24000)
         writer.writeframes(pcm)
-    config = dataclasses.replace(sim_config(0), fallback_transcript=COMMAND)
+    config = dataclasses.replace(sim_config(0), fallback_transcript=COMMAND, network_delay_s=server_late_s)
     async with SimServer(config) as sim:
         settings = settings_for(sim, root, warm, input_wav=wav, output_wav=root / "out.wav", realtime_wav_input=False)
+        if server_late_s:
+            settings = dataclasses.replace(settings, realtime=dataclasses.replace(settings.realtime, connect_timeout_s=30.0))
         microphone, speaker = open_audio(settings.audio)  # as `handoff run` does
+        started = time.perf_counter()
         async with assistant(settings, microphone, speaker) as coordinator:
             await coordinator.run()
+            seconds = time.perf_counter() - started
             critical = _critical_connections(sim, coordinator.parts.narrator, list(coordinator.core.mute.history))
-        routed = sum(
-            1 for c in sim.connections for e in c.received
-            if e["type"] == "conversation.item.create" and e["item"]["type"] == "function_call_output"
-        )  # fmt: skip
-        committed = whole = 0
-        for connection in sim.connections:
-            start = None
-            for event in connection.sent:
-                if event["type"] == "input_audio_buffer.speech_started":
-                    start = event["audio_start_ms"]
-                elif event["type"] == "input_audio_buffer.speech_stopped" and start is not None:
-                    committed += 1
-                    whole += event["audio_end_ms"] - start >= 0.85 * shortest_ms
-                    start = None
-    return FastRun(routed, committed, whole, len(sim.connections), critical)
+    segments = committed_segments(sim)
+    whole = sum(length >= 0.85 * shortest_ms for length in segments)
+    return FastRun(routed_commands(sim), len(segments), whole, len(sim.connections), critical, seconds)
+
+
+def routed_commands(sim: SimServer) -> int:
+    """Tool results the assistant returned: one per command routed."""
+    return sum(
+        1 for c in sim.connections for e in c.received
+        if e["type"] == "conversation.item.create" and e["item"]["type"] == "function_call_output"
+    )  # fmt: skip
+
+
+def committed_segments(sim: SimServer) -> list[int]:
+    """The length (ms) of every speech segment the simulator's VAD ended, in every session."""
+    lengths = []
+    for connection in sim.connections:
+        start = None
+        for event in connection.sent:
+            if event["type"] == "input_audio_buffer.speech_started":
+                start = event["audio_start_ms"]
+            elif event["type"] == "input_audio_buffer.speech_stopped" and start is not None:
+                lengths.append(event["audio_end_ms"] - start)
+                start = None
+    return lengths
 
 
 # --------------------------------------------------------------------------- the report
@@ -367,6 +398,25 @@ async def measure(quick: bool, narrations: int) -> str:
                 f"| {mode(warm)} | {fast.routed} of {commands} | {fast.committed} | {fast.whole} | "
                 f"{fast.connections / per:.2f} | {fast.critical / per:.2f} |"
             )
+            if warm:
+                quiet = fast
+        late_commands = 1 if quick else 10
+        lines += [
+            "",
+            f"The same `--fast` run (warm narrator) on a loaded machine, next to the quiet one: {commands}",
+            f"commands with two CPU hogs beside it; {late_commands} with the server 1 s behind (frames",
+            "delayed both ways). A busy machine may cost time, never commands:",
+            "",
+            "| machine | routed | committed whole | time x quiet |",
+            "|---|---|---|---|",
+            f"| quiet | {quiet.routed} of {commands} | {quiet.whole} | 1.00 |",
+        ]
+        with cpu_hogs(2):
+            loaded = await fast_wav(True, commands, root / "fast-hogs")
+        lines.append(f"| two CPU hogs | {loaded.routed} of {commands} | {loaded.whole} | {_ratio(loaded.seconds, quiet.seconds)} |")
+        late = await fast_wav(True, late_commands, root / "fast-late", server_late_s=1.0)
+        lines.append(f"| server 1 s behind | {late.routed} of {late_commands} | {late.whole} | "
+                     f"{_ratio(late.seconds / late_commands, quiet.seconds / commands)} per command |")
     return "\n".join(lines)
 
 

@@ -243,7 +243,8 @@ def _audio_files(settings: Settings) -> list[Finding]:
     audio = settings.audio
     found = []
     if audio.input_wav is not None and not audio.input_wav.is_file():
-        found.append(Finding(Severity.ERROR, f"--input-wav {audio.input_wav} is not a file; give a WAV file to read."))
+        what = "is a folder" if audio.input_wav.is_dir() else "does not exist"
+        found.append(Finding(Severity.ERROR, f"--input-wav {audio.input_wav} {what}; give a WAV file to read."))
     if audio.output_wav is not None:
         problem = output_file_problem(audio.output_wav, "--output-wav")
         if problem:
@@ -316,6 +317,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_run_arguments(parser)  # the same flags as `run`, checked the same way
 
 
+def _settings_read() -> str:
+    """Where the settings came from: only the current folder's .env is read, so say which (a .env
+    elsewhere is not silently ignored)."""
+    env_file = Path.cwd() / ".env"
+    if env_file.is_file():
+        return f"Settings read from: command-line flags, the environment, then {env_file}."
+    return (f"Settings read from: command-line flags and the environment; there is no .env in {Path.cwd()} "
+            "(only the current folder's .env is read).")
+
+
 def validate(args: argparse.Namespace) -> tuple[Settings | None, list[Finding]]:
     """Every check `run` and `check` make before starting, all found at once: the settings
     (None when they cannot be built; every problem is then an error finding), the key, then
@@ -348,15 +359,18 @@ def print_errors(errors: list[Finding]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings, findings = validate(args)
+    failed = settings is None or any(f.severity in (Severity.ERROR, Severity.PROBLEM) for f in findings)
+    if failed:  # first, so that what to fix follows and the count ends it
+        print(_settings_read())
     severities = list(Severity)  # what stops it first, then what breaks a part, then the rest
     for finding in sorted(findings, key=lambda f: severities.index(f.severity)):
         print(finding.line())
-    if settings is None or any(f.severity in (Severity.ERROR, Severity.PROBLEM) for f in findings):
+    if failed:
         print(count_line(findings))
         return EXIT_PROBLEMS
     if wake_is_private(settings):  # (the less private fallback is a warning above)
         print(wake_mode_line(settings))
     templates = len(load_task_config(settings.tasks_config).templates)
     print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir} and "
-          f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}.")  # fmt: skip
+          f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}. {_settings_read()}")  # fmt: skip
     return EXIT_OK

@@ -18,7 +18,7 @@ import sys
 import tempfile
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
+from typing import Awaitable, Callable
 
 from audio_io import BYTES_PER_SECOND, PushMicrophone, WavFileSpeaker
 from commands.assemble import assistant
@@ -37,6 +37,7 @@ from config.settings import (
 log = logging.getLogger("handoff.demo")
 
 DEFAULT_OUTPUT = Path("handoff-demo.wav")
+STEP_TIMEOUT_S = 60.0  # a safety net: each step waits for what the assistant does, not for a time
 
 
 @dataclass(frozen=True)
@@ -87,6 +88,8 @@ BRAIN_ANSWER = (
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-wav", type=Path, default=None, help=f"where the narration goes (default {DEFAULT_OUTPUT})")
     parser.add_argument("--log-level", default=None, help="show log lines at this level too (default: timeline only)")
+    parser.add_argument("--step-timeout", type=float, default=STEP_TIMEOUT_S, metavar="SECONDS",
+                        help=f"give up when one step is not dealt with in this long (default {STEP_TIMEOUT_S:g})")
 
 
 def print_entry(entry: TimelineEntry) -> None:
@@ -115,7 +118,12 @@ async def speech_for(utterance: Utterance, wake_model: bool) -> bytes:
     return said + bytes(BYTES_PER_SECOND * 700 // 1000)
 
 
-async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry) -> int:
+class StepTimedOut(Exception):
+    """A step of the demo was not dealt with in time; the message says which."""
+
+
+async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] = print_entry,
+                    step_timeout_s: float = STEP_TIMEOUT_S) -> int:
     with tempfile.TemporaryDirectory(prefix="handoff-demo-") as tmp:
         tmp_path = Path(tmp)
         workspace = tmp_path / "workspace"
@@ -145,23 +153,38 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         microphone = PushMicrophone(chunk_ms=settings.audio.chunk_ms, pace=1.0)
         speaker = WavFileSpeaker(output_wav)
         print(f"simulator on {base_url}; the narration goes to {output_wav}\n")
+        timed_out: BaseException | None = None
         try:
             async with assistant(settings, microphone, speaker, timeline) as coordinator:
                 async with asyncio.TaskGroup() as tg:
                     running = tg.create_task(coordinator.run())
-                    await wait_for(timeline, lambda t: t.count("listening") >= 1, timeout=30)
+                    await step(wait_for(timeline, lambda t: t.count("listening") >= 1, timeout=step_timeout_s),
+                               "the assistant did not start listening", step_timeout_s)
                     for utterance in DEMO_SCRIPT:
-                        await say(utterance, sim, microphone, timeline, wake_model)
+                        await step(say(utterance, sim, microphone, timeline, wake_model, step_timeout_s),
+                                   f"the assistant did not deal with {utterance.text or 'a notice'!r}", step_timeout_s)
                     running.cancel()
+        except* StepTimedOut as group:  # raised inside the TaskGroup: it comes wrapped in a group
+            timed_out = group.exceptions[0]
         finally:
             await sim.stop()
+    if timed_out is not None:
+        print(f"handoff demo: {timed_out}", file=sys.stderr)
+        return 1
     print(f"\ndone: {timeline.count('command')} commands handled, {timeline.count('ignored')} utterances ignored; "
           f"narration written to {output_wav}")
     return 0
 
 
+async def step(waiting: Awaitable[None], what: str, timeout_s: float) -> None:
+    try:
+        await waiting
+    except TimeoutError:
+        raise StepTimedOut(f"{what} within {timeout_s:g} s; run with --log-level INFO to see why.") from None
+
+
 async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, timeline: Timeline,
-              wake_model: bool) -> None:
+              wake_model: bool, timeout_s: float = STEP_TIMEOUT_S) -> None:
     """Speak one utterance into the microphone and wait until the assistant has dealt with it."""
     if utterance.pause_s:
         await asyncio.sleep(utterance.pause_s)  # a person pausing: the demo's script, not a wait for state
@@ -194,7 +217,7 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
             )
         return t.count(utterance.expect) > before[utterance.expect]
 
-    await wait_for(timeline, handled, timeout=60)
+    await wait_for(timeline, handled, timeout=timeout_s)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -207,9 +230,9 @@ def run(args: argparse.Namespace) -> int:
     if problem:
         print(f"handoff demo: {problem}", file=sys.stderr)
         return 2
+    step_timeout = getattr(args, "step_timeout", STEP_TIMEOUT_S)
+    if not step_timeout > 0:
+        print(f"handoff demo: --step-timeout must be a positive number of seconds, not {step_timeout:g}.", file=sys.stderr)
+        return 2
     configure_logging(level)
-    try:
-        return asyncio.run(play_demo(output))
-    except TimeoutError:
-        print("handoff demo: a step did not finish in time; run with --log-level INFO to see why", file=sys.stderr)
-        return 1
+    return asyncio.run(play_demo(output, step_timeout_s=step_timeout))

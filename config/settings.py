@@ -651,5 +651,5 @@ def require_api_key(settings: Settings) -> None:
     if not settings.realtime.api_key:
         raise SettingsError(
             "OPENAI_API_KEY is not set: put OPENAI_API_KEY=sk-... in .env (see .env.example) "
-            "or export it, or run `handoff demo` for the offline demo."
+            "or export it, or run `./run demo` for the offline demo."
         )

@@ -360,6 +360,14 @@ class InputEnded:
 
 
 @dataclass(frozen=True)
+class AudioHeard:
+    """The listener session confirmed it has taken in the audio sent to it (`sent`: the uplink's
+    chunks sent when it was asked); `sent` None: the session went away before it answered."""
+
+    sent: int | None
+
+
+@dataclass(frozen=True)
 class DeviceFailed:
     message: str
 
@@ -369,6 +377,7 @@ CoordinatorEvent = (
     | UsageReported | TranscriptionBilled
     | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
+    | AudioHeard
 )
 
 
@@ -424,6 +433,14 @@ class UtteranceRejected:
 
 
 @dataclass(frozen=True)
+class ConfirmHeard:
+    """Ask the listener session whether it has taken in all the audio sent to it (a finished
+    file is done only once the server heard all of it, however late the server runs)."""
+
+    sent: int  # the uplink's chunks sent so far
+
+
+@dataclass(frozen=True)
 class AckNotices:
     ids: tuple[int, ...]
 
@@ -438,7 +455,7 @@ class Stop:
 
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
-    | UtteranceRejected
+    | UtteranceRejected | ConfirmHeard
 )
 
 
@@ -563,6 +580,10 @@ class CoordinatorCore:
         # The mute's release count when the utterance in progress began (None: it began muted).
         self._speech_began_at_release: int | None = None
         self._idle_since: float | None = None
+        # A finished file: the uplink's chunks the listener session confirmed it took in, and
+        # whether a confirmation is being asked for.
+        self._heard_through = 0
+        self._confirming = False
         self.fatal_message: str | None = None
         self.cost = cost  # what the API says it used, priced; None: not counted
         self._cost_log_at = clock() + COST_LOG_EVERY_S
@@ -745,6 +766,11 @@ class CoordinatorCore:
             case InputEnded():
                 self.timeline.add(TimelineKind.MICROPHONE, "the input ended; finishing what it said")
                 self._fire(E.INPUT_ENDED, "")
+            case AudioHeard(sent=sent):
+                if sent is not None:  # else asked again once the next session is ready
+                    self._confirming = False
+                    self._heard_through = max(self._heard_through, sent)
+                    self.revision += 1  # the settle deadline may start now: wake the clock
             case Tick():
                 pass
             case _:
@@ -786,6 +812,7 @@ class CoordinatorCore:
         self._session_ready_at = now
         self._listener_quiet = True
         self.uplink.new_session()
+        self._confirming = False  # a confirmation asked of the last session is not coming
         self.timeline.add(TimelineKind.LISTENING, f"listener session {session} ready")
         self._fire(E.LISTENER_READY, "")
         if self.machines[AnnounceState] is AC:
@@ -981,6 +1008,13 @@ class CoordinatorCore:
             self.timeline.add(TimelineKind.RESTARTING, "recycling the listener session before its time limit")
             actions += self._restart("recycle before the session limit")
         settled = self.idle(now) and self.uplink.empty  # nothing left to send either
+        if settled and m[LifeState] is XF and self._heard_through < self.uplink.stats.chunks_sent:
+            # Quiet on our side proves nothing while the server may not have heard the last audio
+            # yet (a starved machine, a slow network): its VAD events would still be on their way.
+            settled = False
+            if not self._confirming:
+                self._confirming = True
+                actions.append(ConfirmHeard(self.uplink.stats.chunks_sent))
         self._idle_since = (self._idle_since or now) if settled else None
         if m[LifeState] is XF and self._idle_since is not None and now - self._idle_since >= self.timings.settle_quiet_s:
             actions.append(Stop(0, None))

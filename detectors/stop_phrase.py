@@ -26,6 +26,7 @@ from pocketsphinx import Decoder
 
 from detectors.audio import SAMPLE_WIDTH, Resampler
 from detectors.keyword import FRAMES_PER_SECOND, UnknownWakeWord
+from detectors.stop_word import StopHit
 
 
 @dataclass(frozen=True)
@@ -42,14 +43,6 @@ class StopPhraseSettings:
     # max 100 ms), as many found, no more false stops (benchmarks/stop_phrase.py).
     kws_delay_frames: int = 2
     input_rate: int = 24000
-
-
-@dataclass(frozen=True)
-class StopHit:
-    phrase: str  # e.g. "computer stop"
-    stop_word: str  # e.g. "stop"
-    start_s: float  # where the wake phrase began
-    end_s: float  # when the detector had heard the stop word (the end of the chunk that completed it)
 
 
 def _words(text: str) -> str:
@@ -145,4 +138,5 @@ class StopPhraseDetector:
         self._wake = None
         now = self._fed_s if end_time is None else end_time
         offset = now - self._fed_s  # the caller's clock minus audio time
-        return StopHit(phrase=f"{self.wake} {hit[0]}", stop_word=hit[0], start_s=hit[1] + offset, end_s=now)
+        # end_s: when it had heard the stop word (the end of the chunk that completed it).
+        return StopHit(phrase=f"{self.wake} {hit[0]}", end_s=now, stop_word=hit[0], start_s=hit[1] + offset)

@@ -19,24 +19,19 @@ from detectors.audio import SAMPLE_WIDTH, audioop
 
 @dataclass(frozen=True)
 class StopHit:
+    """What a stop detector reports (the acoustic one, `detectors.stop_phrase`, and the tests' fakes)."""
+
     phrase: str  # what was heard, e.g. "computer stop"
     end_s: float  # when the stop word ended, on the time scale `feed` was given
-    detected_s: float  # the `at` of the chunk that completed it (detected_s - end_s: the detector's delay)
-
-
-class HeardStop(Protocol):
-    """What a detector reports: `StopHit`, or `detectors.stop_phrase.StopHit` (no `detected_s`:
-    its `end_s` is when it heard the stop word)."""
-
-    @property
-    def phrase(self) -> str: ...
-
-    @property
-    def end_s(self) -> float: ...
+    # The `at` of the chunk that completed it (detected_s - end_s: the detector's own delay);
+    # None when the detector reports the hit at the stop word's end (the acoustic one does).
+    detected_s: float | None = None
+    stop_word: str = ""  # which of the stop words, e.g. "stop" ("" when the detector does not say)
+    start_s: float | None = None  # where the wake phrase began, when the detector knows
 
 
 class StopDetector(Protocol):
-    def feed(self, chunk: bytes, at: float) -> HeardStop | None:
+    def feed(self, chunk: bytes, at: float) -> StopHit | None:
         """`chunk`: pcm16 mono 24 kHz; `at`: the time at its end, in seconds of microphone audio
         (continuous across calls until `reset`). One hit per utterance of the phrase."""
         ...
@@ -94,7 +89,7 @@ class StopListener:
         self._mic_audio_s = 0.0
         self._fed = False  # the detector heard something since its last reset
 
-    def hear(self, raw: bytes, passed: bool, narrating: bool) -> HeardStop | None:
+    def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         """`raw`: the chunk from the microphone; `passed`: the echo gate let it through. A hit, or None."""
         self._mic_audio_s += len(raw) / BYTES_PER_SECOND
         if not narrating:

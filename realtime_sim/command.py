@@ -75,6 +75,10 @@ def run(args: argparse.Namespace) -> int:
     if not 0 <= args.port <= 65535:
         print(f"handoff sim: --port {args.port} is not a port number; use 1-65535, or 0 to pick a free one.", file=sys.stderr)
         return 2
+    problem = _flag_problem(args)
+    if problem:
+        print(f"handoff sim: {problem}", file=sys.stderr)
+        return 2
     try:
         config = SimConfig(
             seed=args.seed,
@@ -101,6 +105,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"handoff sim: {exc}; check --host, or pick another --port (0 picks a free one).", file=sys.stderr)
         return 2
     return 0
+
+
+def _flag_problem(args: argparse.Namespace) -> str | None:
+    """What is wrong with the flags, in their own names (SimConfig's checks name its fields)."""
+    if not 0.0 <= args.fault_rate <= 1.0:
+        return f"--fault-rate {args.fault_rate:g} is not a probability; use a number from 0 to 1."
+    if not args.session_length > 0:
+        return f"--session-length {args.session_length:g} is not a length; use a positive number of seconds."
+    for flag, value in (("--delay-ms", args.delay_ms), ("--upgrade-delay-ms", args.upgrade_delay_ms)):
+        if not value >= 0:
+            return f"{flag} {value:g} is not a delay; use 0 or more milliseconds."
+    return None
 
 
 def _transcriber(cue_sheet: Path | None) -> Transcriber:

@@ -24,8 +24,8 @@ from safety.text import printable
 from tasks import control
 from tasks.config import TaskSettings, load_task_config
 from tasks.control import NotRunning
-from tasks.errors import TaskError
-from tasks.identify import resolve_task
+from tasks.errors import AmbiguousTask, TaskError, UnknownTask
+from tasks.identify import resolve_task, written_candidates
 from tasks.records import TaskRecord, TaskStatus
 from tasks.store import TaskStore, is_busy
 
@@ -39,17 +39,23 @@ CONTROL_TIMEOUT_S = 120.0  # a cancel waits for the task's processes to go (kill
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-dir", help="where task records and logs live (HANDOFF_STATE_DIR)")
+    # Accepted after the action too (`tasks start backup --state-dir D`); SUPPRESS keeps one
+    # given before it.
+    state_dir = argparse.ArgumentParser(add_help=False)
+    state_dir.add_argument("--state-dir", default=argparse.SUPPRESS, help="where task records and logs live (HANDOFF_STATE_DIR)")
     actions = parser.add_subparsers(dest="tasks_action", metavar="ACTION")
-    show = actions.add_parser("show", help="print one task's output log", description="Print one task's output log.")
+    show = actions.add_parser("show", help="print one task's output log", description="Print one task's output log.",
+                              parents=[state_dir])
     show.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
     start = actions.add_parser(
         "start", help="start a task from the templates in the running assistant; prints its id",
         description="Start a task from the task templates (HANDOFF_TASKS_CONFIG) in the running assistant, "
-        "which announces its outcome. Prints the task's id.",
+        "which announces its outcome. Prints the task's id.", parents=[state_dir],
     )  # fmt: skip
     start.add_argument("template", help="the template's name")
     start.add_argument("params", nargs="*", metavar="PARAM=VALUE", help="the template's parameters")
-    cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.")
+    cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.",
+                                parents=[state_dir])
     cancel.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
 
 
@@ -139,7 +145,10 @@ def _ask(task_settings: TaskSettings, request: dict) -> dict | int:
         print(f"handoff tasks: {exc}", file=sys.stderr)
         return EXIT_REFUSED
     if not reply.get("ok"):
-        print(printable(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}"), file=sys.stderr)
+        if "candidates" in reply:  # the assistant's question is spoken; the command line writes
+            print(printable(_several(str(request.get("task")), reply["count"], reply["candidates"])), file=sys.stderr)
+        else:
+            print(printable(f"handoff tasks: {reply.get('error') or 'handoff refused the request.'}"), file=sys.stderr)
         return EXIT_REFUSED
     return reply
 
@@ -172,8 +181,14 @@ def _details(record: TaskRecord) -> str:
 def _show(records: list[TaskRecord], ident: str) -> int:
     try:
         record = resolve_task(ident, records)
-    except TaskError as exc:
-        print(f"handoff tasks: {exc}", file=sys.stderr)
+    except AmbiguousTask as exc:  # its question is for the ear ("task one, the nap started at..."): written here
+        print(_several(ident, len(exc.candidates), written_candidates(exc.candidates)), file=sys.stderr)
+        return EXIT_NOT_FOUND
+    except UnknownTask:
+        names = ", ".join(sorted({r.name for r in records})[:6])
+        what = f"there is no task number {ident}" if ident.strip().isdigit() else f"no task is called '{ident}'"
+        print(f"handoff tasks: {what}" + (f"; the tasks are: {names}." if names else "; there are no tasks yet."),
+              file=sys.stderr)
         return EXIT_NOT_FOUND
     if record.is_timer:  # no output to show: what it is and when it is due
         print(printable(f"{record.kind} {record.id} ({record.spoken}), {record.status}, {_details(record)}"))
@@ -198,6 +213,10 @@ def _print_output(log: BinaryIO, out: BinaryIO, chunk: int = 65536) -> None:
     while data := log.read(chunk):
         out.write(printable(decoder.decode(data), lines=True).encode("utf-8"))
     out.write(printable(decoder.decode(b"", final=True), lines=True).encode("utf-8"))
+
+
+def _several(ident: str, count: int, choices: str) -> str:
+    return f"handoff tasks: '{ident}' names {count} tasks: {choices}; give its number."
 
 
 def compact_duration(seconds: float) -> str:

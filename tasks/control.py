@@ -25,7 +25,8 @@ import socket
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Iterator
 
-from tasks.errors import TaskError
+from tasks.errors import AmbiguousTask, TaskError
+from tasks.identify import written_candidates
 from tasks.records import TaskRecord
 
 if TYPE_CHECKING:
@@ -130,6 +131,9 @@ class ControlServer:
             if op == "cancel" and isinstance(request.get("task"), (str, int)):
                 outcome = await self._manager.cancel(request["task"])
                 return {"ok": True, "task": record_data(outcome.record), "cancelled": outcome.stopped}
+        except AmbiguousTask as exc:  # the question is spoken; the command line writes the choices
+            return {"ok": False, "error": str(exc), "count": len(exc.candidates),
+                    "candidates": written_candidates(exc.candidates)}
         except TaskError as exc:
             return {"ok": False, "error": str(exc)}
         return {"ok": False, "error": "The request was not understood."}
@@ -160,7 +164,7 @@ def ask(path: Path, request: dict[str, Any], timeout_s: float) -> dict[str, Any]
         except (FileNotFoundError, ConnectionRefusedError, NotADirectoryError):
             raise NotRunning(
                 f"handoff is not running on {path.parent.parent} (nothing answers at {path}), so nothing "
-                "was started or cancelled; start it with `handoff run`."
+                "was started or cancelled; start it with `./run` (in its folder)."
             ) from None
         client.sendall(json.dumps(request).encode() + b"\n")
         reply = bytearray()

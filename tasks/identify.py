@@ -5,6 +5,7 @@ out, or an error whose message is the question to ask back."""
 from __future__ import annotations
 
 import re
+import time
 from typing import Callable, Sequence
 
 from tasks.errors import AmbiguousTask, UnknownTask
@@ -59,6 +60,19 @@ def describe_candidates(records: Sequence[TaskRecord]) -> list[str]:
         f"task {number_words(r.id) if r.id < 1000 else r.id}, {d}" if descriptions.count(d) > 1 else d
         for r, d in zip(records, descriptions)
     ]
+
+
+def written_candidates(records: Sequence[TaskRecord]) -> str:
+    """The command line's form of `describe_candidates`, for reading: "1 (nap, running, started
+    2026-11-24 10:02:13); 2 (...)". """
+    def when(record: TaskRecord) -> str:
+        if record.is_timer and record.due_at is not None:
+            return "due " + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(record.due_at))
+        started = record.started_at is not None
+        at = record.started_at if started else record.created_at
+        return ("started " if started else "queued ") + time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(at))
+
+    return "; ".join(f"{r.id} ({r.name}, {r.status}, {when(r)})" for r in sorted(records, key=lambda r: r.id))
 
 
 def _describe(record: TaskRecord) -> str:

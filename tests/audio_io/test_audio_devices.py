@@ -69,7 +69,7 @@ def test_no_match_lists_the_available_devices_of_that_kind() -> None:
     assert "AUDIO_INPUT_DEVICE='blue yeti'" in message
     for device in DEVICES:
         assert (repr(device.name) in message) == (device.max_input_channels > 0)
-    assert "handoff devices" in message
+    assert "`./run devices`" in message
 
 
 @pytest.mark.parametrize(

@@ -112,7 +112,7 @@ async def test_8_bit_unsigned_wav_is_converted(tmp_path: Path) -> None:
 @pytest.mark.parametrize(
     ("make", "message"),
     [
-        (lambda p: p.write_text("not audio"), "not a PCM WAV file"),
+        (lambda p: p.write_text("not audio"), "is not a WAV file"),
         (lambda p: write_wav(p, bytes(600), channels=3), "3 channels"),
         (lambda p: None, "does not exist"),
     ],

@@ -22,6 +22,9 @@ def test_the_voice_loop_quick_run_prints_every_table_warm_next_to_cold(capsys):
     assert [r[0] for r in table if r[0] in (warm, cold)] == [warm, cold, warm, cold]  # speech lost; --fast run
     fast = [r for r in table if r[0] in (warm, cold) and len(r) == 6]
     assert len(fast) == 2 and all(r[1].endswith(" of 3") for r in fast), out
+    loaded = {r[0]: r for r in table if r[0] in ("quiet", "two CPU hogs", "server 1 s behind")}
+    assert list(loaded) == ["quiet", "two CPU hogs", "server 1 s behind"], out
+    assert loaded["two CPU hogs"][1].endswith(" of 3") and loaded["server 1 s behind"][1].endswith(" of 1"), out
 
 
 def test_the_echo_choice_quick_run_prints_the_gate_and_every_candidate(capsys):

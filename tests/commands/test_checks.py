@@ -32,6 +32,12 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path
 
 
+def check_lines(out: str) -> list[str]:
+    """What `check` printed, less the line saying where the settings were read from (printed
+    first when something is to fix; tests/commands/test_user_words.py asserts it)."""
+    return [line for line in out.strip().splitlines() if not line.startswith("Settings read from: ")]
+
+
 def handoff(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
     code = cli.main(list(argv))
     captured = capsys.readouterr()
@@ -160,7 +166,7 @@ def test_check_passes_a_good_setup(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     code, out, _ = handoff(capsys, "check")
     assert code == 0
-    assert out.strip().splitlines()[-1].startswith(f"ok: settings, voice, models, wake phrase, sounds, state folder {home / 'state'}")
+    assert check_lines(out)[-1].startswith(f"ok: settings, voice, models, wake phrase, sounds, state folder {home / 'state'}")
 
 
 def test_check_makes_the_default_workspace_a_folder_of_its_own(home, capsys, monkeypatch) -> None:
@@ -179,7 +185,7 @@ def test_check_refuses_a_workspace_that_holds_the_settings_file(home, capsys, mo
     (home / ".env").write_text(f"OPENAI_API_KEY={KEY}\nWORKSPACE_ROOT={where}\n")
     code, out, _ = handoff(capsys, "check")
     assert code == 2, out
-    assert out.splitlines()[0] == (
+    assert check_lines(out)[0] == (
         f"error: WORKSPACE_ROOT={home} holds the settings file {home / '.env'}, which holds the API key; point "
         "WORKSPACE_ROOT at a folder of its own (the default is ~/handoff-workspace), or move .env out of it."
     )
@@ -202,7 +208,7 @@ def test_check_warns_about_an_unknown_model_but_passes(home, capsys, monkeypatch
     monkeypatch.setenv("REALTIME_MODEL", "gpt-realtme")
     code, out, _ = handoff(capsys, "check")
     assert code == 0
-    assert out.splitlines()[0] == (
+    assert check_lines(out)[0] == (
         "warning: REALTIME_MODEL=gpt-realtme is not a model the installed openai library knows; "
         "did you mean gpt-realtime? handoff will try it anyway, so check the spelling."
     )
@@ -216,7 +222,7 @@ def test_check_reports_a_task_whose_program_does_not_exist(home, capsys, monkeyp
     monkeypatch.setenv("HANDOFF_TASKS_CONFIG", str(tasks))
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    lines = out.strip().splitlines()
+    lines = check_lines(out)
     assert lines[0].startswith(f"problem: The task template 'ghost' in {tasks} runs no-such-program-xyz, which is not on PATH (")
     assert lines[1] == f"problem: The task template 'nowhere' in {tasks} runs in {home / 'gone'}, which is not a folder; create it or change cwd."
     assert lines[-1] == "0 error(s), 2 problem(s) to fix."
@@ -228,7 +234,7 @@ def test_check_lists_every_settings_error(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_BASE_URL", "nope")
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    assert [line.split("=")[0] for line in out.strip().splitlines()] == [
+    assert [line.split("=")[0] for line in check_lines(out)] == [
         "error: LOG_LEVEL", "error: OPENAI_BASE_URL", "2 error(s), 0 problem(s) to fix.",
     ]  # fmt: skip
 
@@ -246,11 +252,11 @@ def test_check_says_which_upload_mode_the_wake_phrase_gets_and_why(home, capsys,
     monkeypatch.setenv("WAKE_PHRASE", "computer")  # no model: the fallback, said to be less private
     code, out, _ = handoff(capsys, "check")
     assert code == 0
-    assert out.splitlines()[0].startswith('warning: wake phrase "computer": it has no on-device model, so every sentence')
+    assert check_lines(out)[0].startswith('warning: wake phrase "computer": it has no on-device model, so every sentence')
     assert "speech_only, the less private one" in out and '"hey jarvis", "okay nabu"' in out
     monkeypatch.setenv("HANDOFF_UPLOAD_MODE", "wake_word")
     code, out, _ = handoff(capsys, "check")
-    assert 'HANDOFF_UPLOAD_MODE=wake_word is set: spotted on this machine by pocketsphinx' in out.splitlines()[0]
+    assert 'HANDOFF_UPLOAD_MODE=wake_word is set: spotted on this machine by pocketsphinx' in check_lines(out)[0]
 
 
 def test_check_accepts_a_wake_phrase_in_another_script(home, capsys, monkeypatch) -> None:
@@ -296,7 +302,7 @@ def test_check_and_run_refuse_the_same_unusable_sounds_all_at_once(home, capsys,
     monkeypatch.setenv("DONE_SOUND_WAV", str(home / "done.mp3"))
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    lines = out.strip().splitlines()
+    lines = check_lines(out)
     assert [line.split(":")[:2] for line in lines[:2]] == [["error", " WAKE_SOUND_WAV"], ["error", " DONE_SOUND_WAV"]], out
     assert lines[2] == "2 error(s), 0 problem(s) to fix."
     code, _, err = handoff(capsys, "run")
@@ -311,7 +317,7 @@ def test_every_settings_error_comes_in_one_round_with_the_count(home, capsys, mo
         monkeypatch.setenv(name, value)
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    lines = out.strip().splitlines()
+    lines = check_lines(out)
     assert sorted(line.split("=")[0] for line in lines[:-1]) == [
         "error: DAILY_BUDGET_USD", "error: FOLLOW_UP_WINDOW_S", "error: HANDOFF_UPLOAD_MODE", "error: LOG_LEVEL",
         "error: NARRATOR_VOLUME",
@@ -326,7 +332,7 @@ def test_a_garbage_line_in_dotenv_is_an_error(home, capsys, monkeypatch) -> None
     (home / ".env").write_text("READER_VOICE=marin\nthis line sets nothing\nWAKEPHRASE\n")
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    assert out.strip().splitlines() == [
+    assert check_lines(out) == [
         "error: line 2 of .env is not a setting; write it as NAME=value, or start it with # to keep it as a comment.",
         "error: line 3 of .env is not a setting; write it as NAME=value, or start it with # to keep it as a comment.",
         "2 error(s), 0 problem(s) to fix.",
@@ -338,6 +344,6 @@ def test_check_refuses_a_wake_phrase_the_stop_spotter_does_not_know_as_run_does(
     monkeypatch.setenv("WAKE_PHRASE", "zorblax")
     code, out, _ = handoff(capsys, "check")
     assert code == 2
-    assert out.startswith("error: the stop phrase 'zorblax' + ['stop', 'cancel'] has words the on-device spotter does not know")
+    assert check_lines(out)[0].startswith("error: the stop phrase 'zorblax' + ['stop', 'cancel'] has words the on-device spotter does not know")
     code, _, err = handoff(capsys, "run")
     assert code == 2 and one_line(err).startswith("handoff: the stop phrase 'zorblax'")

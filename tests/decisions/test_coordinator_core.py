@@ -13,7 +13,7 @@ import pytest
 
 from decisions.coordinator import (
     INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
-    CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
+    AudioHeard, ConfirmHeard, CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
     Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
     CutNarration, StopHeard,
     PlayChime, RestartListener, RouteNotSent, RouteSent, RouteState, SendRoute, StartTools, Stop, Tick, ToolsFinished, UtteranceRejected,
@@ -352,6 +352,22 @@ def test_a_finished_input_settles_before_stopping(core, clock):
     clock.now += 5
     assert core.handle(Tick()) == []
     core.handle(QuietChanged(True))
+    clock.now += 1.5
+    assert core.handle(Tick()) == [Stop(0, None)]
+
+
+def test_a_finished_input_whose_audio_went_out_waits_for_the_session_to_confirm_it_heard_it(core, clock):
+    core.handle(SessionReady(1))
+    core.uplink.take(bytes(960), session_ready=True)
+    core.uplink.sent(core.uplink.next_chunk()[0])  # one chunk went out; the server may not have it yet
+    assert core.handle(InputEnded()) == [ConfirmHeard(1)]  # asked once
+    clock.now += 60  # however long the server takes, quiet on our side is not the end
+    assert core.handle(Tick()) == [] and core.next_deadline(clock.now) > clock.now + 60  # (only the recycle)
+    core.handle(AudioHeard(None))  # that session went away: asked again of the next one
+    core.handle(end(1000, by_us=True))
+    assert ConfirmHeard(1) in core.handle(SessionReady(2))
+    core.handle(AudioHeard(1))
+    assert core.next_deadline(clock.now) == clock.now + 1.5
     clock.now += 1.5
     assert core.handle(Tick()) == [Stop(0, None)]
 

@@ -7,7 +7,8 @@ import pytest
 from benchmarks.corpus import FRAME_BYTES, _silence
 from benchmarks.stop_phrase import NARRATION, with_echo
 from detectors.keyword import UnknownWakeWord
-from detectors.stop_phrase import StopHit, StopPhraseDetector, StopPhraseSettings
+from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_word import StopHit
 
 
 def hits(detector: StopPhraseDetector, pcm: bytes, start: float | None = None) -> list[StopHit]:
@@ -73,3 +74,13 @@ def test_over_the_narration_only_the_users_stop_phrase_stops_it(corpus, detector
     # ...while the user's "computer, stop" a second into it, over its echo 18 dB down, does.
     [hit] = hits(detector, with_echo(corpus.speech("computer, stop", "en-us", 160), narration, -18))
     assert hit.stop_word == "stop" and 0.8 <= hit.start_s < hit.end_s
+
+
+def test_the_real_detector_and_the_fakes_report_one_hit_type_and_the_coordinator_reads_it_directly(corpus, detector):
+    from handoff import StopTiming
+
+    [hit] = hits(detector, _silence(0.5) + corpus.speech("computer, stop", "en-us", 160) + _silence(0.6))
+    assert type(hit) is StopHit  # detectors.stop_word's: the one the tests' fakes report too
+    assert StopTiming(hit, heard_at=0.0).detector_ms is None  # it reports the hit at the stop word's end
+    fake = StopHit("computer stop", end_s=1.0, detected_s=1.25)
+    assert StopTiming(fake, heard_at=0.0).detector_ms == 250.0

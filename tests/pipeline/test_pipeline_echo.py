@@ -16,8 +16,9 @@ from tests.support.pipeline_harness import MIC_PACE, UTTERANCE, running_pipeline
 from tests.support.room import RoomMicrophone, RoomSpeaker
 
 AUDIBLE_RMS = 40.0  # echo this loud (about -58 dBFS) would reach a VAD (as in benchmarks.echo_choice)
-# The synthetic voice streams 200 ms per 50 ms: the microphone's pace (4x).
-ROOM = SimConfig(use_espeak=False, seed=5, realistic=False, audio_frame_delay_s=0.05)
+# The synthetic voice streams 200 ms per 10 ms, well ahead of the microphone's pace (4x): a late
+# loop must not open gaps in the answer (a command placed in one would be muted).
+ROOM = SimConfig(use_espeak=False, seed=5, realistic=False, audio_frame_delay_s=0.01)
 
 
 def appended(p) -> list[list[bytes]]:
@@ -32,20 +33,25 @@ def appended(p) -> list[list[bytes]]:
 async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_its_tail_keeps_its_first_word(tmp_path, sim):
     microphone = RoomMicrophone(MIC_PACE)
     speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=-18.0)
-    # No follow-up window: its chime would hold the mute over the tail this test speaks into.
-    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker,
-                                conversation=ConversationSettings(follow_up_s=0)) as p:
+    # No follow-up window (its chime would hold the mute over the tail this test speaks into), and
+    # no working sound (a tick is not the answer whose tail the command is placed in).
+    quiet = ConversationSettings(follow_up_s=0, working_sound_after_s=3600, still_working_after_s=3600)
+    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, conversation=quiet) as p:
         sim.script.push_tool_call("get_time", {})
+        sim.script.push_tool_call("list_files", {"path": "."})
         before = p.counts()
         drains = len(speaker.ends)
+        # The command starts where the answer's audio ends, its echo ringing on for 80 ms: placed
+        # again each time more of the answer is queued, so it lands in the tail however late
+        # the loop runs (learning the end only when the narration is over could be too late).
+        starts: list[float] = []
+        speaker.after_play = lambda audio_end: starts.append(microphone.place(UTTERANCE, audio_end))
         p.say("Computer, what time is it?")
-        await speaker.draining.wait_until(lambda: len(speaker.ends) > drains, 20)
-        # The first answer's audio ends at `end`; its echo rings on for 80 ms: speak right then.
-        end = speaker.ends[-1]
-        assert microphone.position_s < end  # still playing: the command is placed ahead of time
         sim.script.push_transcript("Computer, list the files")
-        sim.script.push_tool_call("list_files", {"path": "."})
-        microphone.say_at(UTTERANCE, end)
+        await speaker.draining.wait_until(lambda: len(speaker.ends) > drains, 20)
+        speaker.after_play = None
+        start = starts[-1]
+        assert start >= speaker.ends[-1] - 0.001  # after the whole answer, not in a gap of it
         await p.wait(lambda t: t.count("tool") >= before["tool"] + 2 and t.count("narrated") >= before["narrated"] + 2
                      and t.count("listening") >= before["listening"] + 2)
         # After the second answer nobody speaks into its tail; then some chatter, so everything
@@ -67,7 +73,7 @@ async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_it
         assert heard[:2] == ["Computer, what time is it?", "Computer, list the files"], heard
         # The command in the tail: every chunk of its voice went to one session, its first one
         # (mixed with the echo) too.
-        command = [h for h in microphone.heard if any(h.user) and end < h.at < end + 1.0]
+        command = [h for h in microphone.heard if any(h.user) and start - 0.001 < h.at < start + 1.0]
         voiced = [h for h in command if audioop.rms(h.user, SAMPLE_WIDTH) > 0]
         assert any(h.echo != bytes(len(h.echo)) for h in voiced[:4])  # it did start in the echo's tail
         assert len(voiced) == 30  # 0.6 s

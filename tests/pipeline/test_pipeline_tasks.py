@@ -93,7 +93,7 @@ async def test_a_task_is_cancelled_from_the_command_line(tmp_path, sim, capsys, 
         code, out, err = await handoff_tasks(capsys, p, "cancel", "7")
         assert (code, err) == (1, "handoff tasks: There is no task number 7.\n")
         code, out, err = await handoff_tasks(capsys, p, "show", "7")
-        assert code == 1 and "There is no task number 7" in err
+        assert (code, err) == (1, "handoff tasks: there is no task number 7; the tasks are: backup.\n")
         assert p.timeline.count("notice") == 0  # a cancel is not announced
     # The assistant has stopped: nothing can run the task, and the command says so.
     code = await asyncio.to_thread(cli.main, ["tasks", "--state-dir", str(p.settings.state_dir), "start", "backup"])

@@ -30,7 +30,7 @@ def test_arguments_and_their_defaults() -> None:
 
 def test_an_invalid_fault_rate_is_a_usage_error(capsys) -> None:
     assert command.main(["--fault-rate", "2"]) == 2
-    assert "fault_rate must be between 0 and 1" in capsys.readouterr().err
+    assert capsys.readouterr().err == "handoff sim: --fault-rate 2 is not a probability; use a number from 0 to 1.\n"
 
 
 async def test_sim_command_logs_its_base_url_serves_and_stops_on_ctrl_c() -> None:

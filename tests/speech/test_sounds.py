@@ -34,7 +34,7 @@ def test_an_unusable_sound_file_is_one_line_naming_the_setting(tmp_path) -> None
         load_sounds(AudioSettings(wake_sound_wav=tmp_path / "nope.wav"))
     assert str(missing.value) == f"WAKE_SOUND_WAV: the WAV file {tmp_path / 'nope.wav'} does not exist"
     (tmp_path / "song.mp3").write_bytes(b"ID3\x03\x00not a wav")
-    with pytest.raises(AudioFileError, match=r"^DONE_SOUND_WAV: .*song\.mp3 is not a PCM WAV file .* convert it with: sox "):
+    with pytest.raises(AudioFileError, match=r"^DONE_SOUND_WAV: .*song\.mp3 is an MP3 file, not a WAV file; install sox.s MP3 support .*libsox-fmt-mp3.* convert it with: sox "):
         load_sounds(AudioSettings(done_sound_wav=tmp_path / "song.mp3"))
     long = write_wav(tmp_path / "long.wav", tone(440.0, 6.0, rate=8000), rate=8000)
     with pytest.raises(AudioFileError, match=r"^WORKING_SOUND_WAV: .*long\.wav plays for 6\.0 seconds; a sound may last at most 5\.$"):

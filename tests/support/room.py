@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import AsyncIterator
+from typing import AsyncIterator, Callable
 
 from audio_io import MemorySpeaker, PushMicrophone
 from audio_io.format import SAMPLE_RATE, SAMPLE_WIDTH, audioop, pcm_duration_s
@@ -34,6 +34,8 @@ class RoomMicrophone(PushMicrophone):
         super().__init__(chunk_ms=CHUNK_MS, pace=pace)
         self._room = bytearray()  # echo, from the microphone's first sample on
         self._position = 0  # bytes emitted so far
+        self._voice = bytearray()  # an utterance placed with `place`, from the first sample on
+        self._placed: tuple[int, int] | None = None  # its (start, end) in bytes
         self.started_at = 0.0  # loop time of the first sample
         self.heard: list[Heard] = []  # every chunk emitted: what the user said, the room's echo, the mix
 
@@ -64,10 +66,29 @@ class RoomMicrophone(PushMicrophone):
         queued_end = self._position + self.pending_bytes
         self.feed(bytes(max(0, start - queued_end)) + pcm)
 
+    def place(self, pcm: bytes, at: float) -> float:
+        """Like `say_at`, but the utterance moves to `at` each time this is called again, until its
+        first sample has been heard (then it stays). Returns the room time it starts at."""
+        chunk = SAMPLE_RATE * SAMPLE_WIDTH * CHUNK_MS // 1000
+        if self._placed is not None:
+            old_start, old_end = self._placed
+            if old_start < self._position:
+                return old_start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
+            self._voice[old_start:old_end] = bytes(old_end - old_start)
+        start = max(-(-_bytes_at(at) // chunk) * chunk, -(-self._position // chunk) * chunk)
+        end = start + len(pcm)
+        if len(self._voice) < end:
+            self._voice += bytes(end - len(self._voice))
+        self._voice[start:end] = pcm
+        self._placed = (start, end)
+        return start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
+
     async def chunks(self) -> AsyncIterator[bytes]:
         async for chunk in super().chunks():
             start, end = self._position, self._position + len(chunk)
             self._position = end
+            voice = bytes(self._voice[start:end])
+            chunk = audioop.add(chunk, voice + bytes(len(chunk) - len(voice)), SAMPLE_WIDTH)
             room = bytes(self._room[start:end])
             room += bytes(len(chunk) - len(room))
             mixed = audioop.add(chunk, room, SAMPLE_WIDTH)
@@ -88,6 +109,8 @@ class RoomSpeaker(MemorySpeaker):
         self._end = 0.0  # room time the queued audio ends
         self.ends: list[float] = []
         self.draining = Changes()
+        self.after_play: Callable[[float], None] | None = None  # told the room time the queued audio ends, after each play
+
 
     def play(self, pcm: bytes) -> None:
         now = self._microphone.room_time()
@@ -96,6 +119,8 @@ class RoomSpeaker(MemorySpeaker):
         super().play(pcm)
         for delay, gain in self._paths:
             self._microphone.echo(audioop.mul(pcm, SAMPLE_WIDTH, gain), start + delay)
+        if self.after_play is not None:
+            self.after_play(self._end)
 
     async def drained(self) -> None:
         self.ends.append(max(self._end, self._microphone.room_time()))

@@ -63,7 +63,7 @@ async def running_manager(
         store.close()
 
 
-async def eventually(predicate: Callable[[], object], timeout: float = 10.0) -> None:
+async def eventually(predicate: Callable[[], object], timeout: float = 60.0) -> None:
     """Poll for a condition no event reports (output appearing, a file being written);
     `predicate` may return an awaitable."""
     deadline = time.monotonic() + timeout

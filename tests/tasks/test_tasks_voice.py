@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import json
 import re
@@ -16,6 +17,7 @@ from tools.registry import ToolRegistry
 from tools.result import ToolResult
 from tasks import TaskConfig, TaskManager, TaskParam, TaskSettings, TaskStore, TaskTemplate, register_task_tools
 from tasks import command as tasks_command
+from tasks.records import TaskStatus
 
 
 def assert_speakable(script: str) -> None:
@@ -208,6 +210,10 @@ async def test_the_cli_lists_tasks_and_prints_a_log(tools, tmp_path: Path, capsy
     monkeypatch.chdir(tmp_path)  # no stray .env
     done = await manager.wait((await call(registry, "start_task", {"name": "backup"})).data["task"]["id"])
     await call(registry, "start_task", {"name": "tests"})
+    # Its start is written to the database by the store's worker: on a busy machine, a moment later.
+    async with asyncio.timeout(60):
+        while [r.status for r in await manager.list_tasks()] != [TaskStatus.SUCCEEDED, TaskStatus.RUNNING]:
+            await asyncio.sleep(0.01)
     state = str(tmp_path / "state")
 
     assert tasks_command.run(cli("--state-dir", state)) == 0
@@ -220,7 +226,7 @@ async def test_the_cli_lists_tasks_and_prints_a_log(tools, tmp_path: Path, capsy
     assert tasks_command.run(cli("--state-dir", state, "show", "1")) == 0
     assert capsys.readouterr().out == "copied 3 files\n"
     assert tasks_command.run(cli("--state-dir", state, "show", "deploy")) == 1
-    assert "I can't find a task called 'deploy'" in capsys.readouterr().err
+    assert "no task is called 'deploy'; the tasks are: backup, tests." in capsys.readouterr().err
 
 
 def test_the_cli_without_a_database_says_so(tmp_path: Path, capsys, monkeypatch) -> None:
