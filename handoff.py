@@ -34,7 +34,7 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
-    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
+    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
 )
 from decisions.cost import CostMeter
 from decisions.listener_core import Fatal, ListenerEvent
@@ -66,6 +66,7 @@ class MicFilter(Protocol):
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
+    def follow_up(self, seconds: float) -> None: ...  # an answer asked something: the next utterance goes up
 
 
 class Notices(Protocol):
@@ -256,6 +257,9 @@ class Coordinator:
             case UtteranceRejected():
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.rejected()
+            case OpenFollowUp(seconds=seconds):
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.follow_up(seconds)
             case AckNotices(ids=ids):
                 assert self.parts.notices is not None
                 self.parts.notices.ack(list(ids))

@@ -38,6 +38,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
     "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
+    "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
@@ -160,11 +161,20 @@ class ListenerSettings:
     retire_wait_s: float = 5.0  # a session handed over stays open this long at most for transcripts still due
 
 
+class FollowUp(enum.Enum):
+    """When an answer takes the next utterance without the wake phrase (FOLLOW_UP)."""
+
+    INVITED = "invited"  # only when the answer asked the user something (its script ends with a question)
+    ALWAYS = "always"  # after every answer (speech said to someone else may be taken as a command)
+    NEVER = "never"
+
+
 @dataclass(frozen=True)
 class ConversationSettings:
     """The habits of a spoken conversation around each answer."""
 
     follow_up_s: float = 6.0  # after an answer, the next utterance this soon needs no wake phrase (0: off)
+    follow_up: FollowUp = FollowUp.INVITED  # ... and after which answers
     working_sound_after_s: float = 1.0  # an answer not ready by then: a soft working sound until it is
     still_working_after_s: float = 8.0  # a tool running this long: "Still working on it." once
 
@@ -341,11 +351,12 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     )
     history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
     narrator_warm = _flag(values, "NARRATOR_WARM", problems)
+    follow_up_mode = _choice(values, "FOLLOW_UP", FollowUp, str.lower, problems)
     stop = _stop_settings(values, problems)
     warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
     if problems:
         raise SettingsError(*problems)
-    assert noise_reduction is not None and log_level is not None
+    assert noise_reduction is not None and log_level is not None and follow_up_mode is not None
     upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
     follow_up = _seconds(values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
     volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
@@ -355,7 +366,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
               for key in ("WAKE_SOUND_WAV", "WORKING_SOUND_WAV", "DONE_SOUND_WAV")}  # fmt: skip
     return Settings(
         upload=upload,
-        conversation=ConversationSettings(follow_up_s=follow_up),
+        conversation=ConversationSettings(follow_up_s=follow_up, follow_up=follow_up_mode),
         stop=stop,
         cost=_cost_settings(values),
         realtime=RealtimeSettings(

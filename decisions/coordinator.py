@@ -22,6 +22,7 @@ from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from config.settings import FollowUp
 from decisions.errors import IllegalTransition
 from decisions.cost import CostMeter, RealtimeRole
 from decisions.listener_core import (
@@ -424,6 +425,14 @@ class UtteranceRejected:
 
 
 @dataclass(frozen=True)
+class OpenFollowUp:
+    """An answer invited a follow-up: the microphone's upload filter lets the next utterance
+    within `seconds` go up without an on-device wake (nothing else after an answer does)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class AckNotices:
     ids: tuple[int, ...]
 
@@ -438,7 +447,7 @@ class Stop:
 
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
-    | UtteranceRejected
+    | UtteranceRejected | OpenFollowUp
 )
 
 
@@ -467,6 +476,12 @@ class NarrationRequest:
     script: str = field(compare=False)
     kind: NarrationKind = field(compare=False)
     notice_ids: tuple[int, ...] = field(default=(), compare=False)
+
+
+def asks_the_user(script: str) -> bool:
+    """The script ends with a question (closing quotes and brackets aside): the user is invited
+    to answer without the wake phrase."""
+    return script.rstrip().rstrip("\"'”’)]").endswith("?")
 
 
 CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
@@ -504,6 +519,7 @@ class CoordinatorTimings:
     chunk_ms: int = 20
     chime: bool = True
     follow_up_s: float = 6.0  # 0: no follow-up window
+    follow_up: FollowUp = FollowUp.INVITED  # after which answers the window opens
     working_after_s: float = 1.0
     still_working_after_s: float = 8.0
     notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
@@ -519,6 +535,7 @@ class CoordinatorTimings:
             chunk_ms=settings.audio.chunk_ms,
             chime=chime,
             follow_up_s=settings.conversation.follow_up_s,
+            follow_up=settings.conversation.follow_up,
             working_after_s=settings.conversation.working_sound_after_s,
             still_working_after_s=settings.conversation.still_working_after_s,
             notices_after_stop_s=settings.stop.notices_after_s,
@@ -569,6 +586,7 @@ class CoordinatorCore:
         self._budget_resume_at = 0.0  # when a paused budget may start again (the next local day)
         self._notices_after = 0.0  # a stop asked for quiet: no notice is fetched before this
         self.stops = 0  # narrations cut by "computer, stop"
+        self._asked = False  # the answer being said asks the user something: it invites a follow-up
 
     # -- what the shell reads ---------------------------------------------------------------------
     @property
@@ -761,6 +779,8 @@ class CoordinatorCore:
             return None  # (a cut narration ends the worker's turn: it lets go of the voice first)
         request = heapq.heappop(self._narrations)
         self._fire(_STARTED_EVENT[request.kind], request.kind.value)
+        if request.kind in (NarrationKind.ANSWER, NarrationKind.FALLBACK, NarrationKind.ERROR):
+            self._asked = asks_the_user(request.script)  # the last answer said decides
         self.timeline.add(TimelineKind.NARRATING, request.script)
         self.revision += 1
         return request
@@ -903,15 +923,24 @@ class CoordinatorCore:
         said = self.machines[VoiceState]
         self._fire(E.NARRATIONS_FINISHED, "")
         actions: list[Action] = []
-        if said is VA and self.timings.follow_up_s > 0 and self.machines[LifeState] is not XS:
+        asked, self._asked = self._asked, False
+        if said is VA and self._follow_up_invited(asked) and self.machines[LifeState] is not XS:
             # A follow-up needs no wake phrase for a moment (not after a notice: nobody asked).
             self.gate.open_window(now + self.timings.follow_up_s, since=now)  # said before the answer ended: no follow-up
-            actions.append(PlayChime(Earcon.FOLLOW_UP))
+            actions += [OpenFollowUp(self.timings.follow_up_s), PlayChime(Earcon.FOLLOW_UP)]
         if said in (VA, VN):
             actions += self._restart("after a narration")
         elif said is VX:
             actions += self._restart("after a stop")
         return actions
+
+    def _follow_up_invited(self, asked: bool) -> bool:
+        """Only an answer that asked the user something takes the next utterance without the
+        wake phrase (unless FOLLOW_UP says always or never): otherwise what the room says after an
+        answer, to someone else, stays overheard."""
+        if self.timings.follow_up_s <= 0 or self.timings.follow_up is FollowUp.NEVER:
+            return False
+        return asked or self.timings.follow_up is FollowUp.ALWAYS
 
     def _restart(self, reason: str) -> list[Action]:
         """A clean listener: close this session, the shell's loop opens and configures a fresh one.

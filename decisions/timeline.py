@@ -66,11 +66,14 @@ class Timeline:
         self.on_add: list[Callable[[TimelineEntry], None]] = [printer] if printer else []
 
     def add(self, kind: TimelineKind | str, text: str) -> None:
+        if TimelineKind(kind) is TimelineKind.IGNORED and not self.log_overheard:
+            # Overheard speech is the room's: not even the in-memory timeline keeps its words.
+            text = f"({len(words(text))} words)"
         entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), text)
         self.entries.append(entry)
         self._counts[entry.kind] += 1
         if entry.kind is TimelineKind.IGNORED and not self.log_overheard:
-            log.info("ignored an utterance not addressed to me (%d words)", len(words(text)))
+            log.info("ignored an utterance not addressed to me %s", text)
         elif entry.kind is TimelineKind.ERROR:
             # At WARNING, so a log kept at WARNING still shows a listener that cannot connect.
             log.warning("%s: %s", entry.kind, text)

@@ -105,6 +105,11 @@ class UploadFilter:
         """The listener ignored what was sent (a false local wake): close its command window now."""
         self.gate.rejected()
 
+    def follow_up(self, seconds: float) -> None:
+        """An answer asked the user something: the next utterance within `seconds` (of audio
+        listened to) goes up without an on-device wake."""
+        self.gate.open_follow_up(self._audio_bytes / self._bytes_per_second + seconds)
+
     def reset(self) -> None:
         """After a gap in what was listened to (a mute): start from quiet."""
         self.gate.reset()

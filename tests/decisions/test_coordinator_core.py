@@ -11,7 +11,9 @@ import itertools
 
 import pytest
 
+from config.settings import FollowUp
 from decisions.coordinator import (
+    OpenFollowUp,
     INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
     CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
     Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
@@ -552,13 +554,44 @@ def conversational(clock):
     return CoordinatorCore(timings, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock)
 
 
-def test_after_an_answer_a_follow_up_needs_no_wake_phrase_for_a_moment(clock):
+def test_an_answer_that_asks_nothing_takes_no_follow_up(clock):
+    """Issue 19: "My computer is slow today", said to someone else after an answer, is overheard."""
     core = conversational(clock)
     send = routed(core)
     core.handle(RouteSent(send.route))
     core.handle(SpeakText(send.command, "It is noon."))
     _, actions = say_all(core)
-    assert actions == [PlayChime(Earcon.FOLLOW_UP), RestartListener("after a narration")]
+    assert actions == [RestartListener("after a narration")]
+    assert not core.gate.window_open
+    assert isinstance(core.gate.classify("my computer is slow today", clock.now + 3), Ignore)
+
+
+@pytest.mark.parametrize("mode, script, opens", [
+    (FollowUp.INVITED, "It is noon. Shall I set a timer?", True),
+    (FollowUp.INVITED, 'Which file, "notes" or "todo"?"', True),
+    (FollowUp.INVITED, "Is it noon? It is.", False),
+    (FollowUp.ALWAYS, "It is noon.", True),
+    (FollowUp.NEVER, "Shall I set a timer?", False),
+])
+def test_the_follow_up_window_opens_when_invited(clock, mode, script, opens):
+    core = CoordinatorCore(dataclasses.replace(TIMINGS, follow_up_s=6.0, follow_up=mode), WakeGate("computer", (), 8.0),
+                           Timeline(clock=clock), Uplink(500, 48000), clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, script))
+    _, actions = say_all(core)
+    follow = [OpenFollowUp(6.0), PlayChime(Earcon.FOLLOW_UP)] if opens else []
+    assert actions == [*follow, RestartListener("after a narration")]
+    assert core.gate.window_open is opens
+
+
+def test_after_an_answer_a_follow_up_needs_no_wake_phrase_for_a_moment(clock):
+    core = conversational(clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, "It is noon. Anything else?"))
+    _, actions = say_all(core)
+    assert actions == [OpenFollowUp(6.0), PlayChime(Earcon.FOLLOW_UP), RestartListener("after a narration")]
     clock.now += 5.9
     assert isinstance(core.gate.classify("and what day is it", clock.now), Command)
     # Outside the window, the same words are overheard speech.

@@ -167,8 +167,11 @@ async def running_pipeline(
     microphone: PushMicrophone | None = None,
     stop_detector: object | None = None,
     acoustic_stop: bool = False,
+    mic_filter: object | None = None,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
+    """`mic_filter`: the upload filter to use instead of the one the settings build (a scripted
+    on-device wake, tests/support/scripted_wake.py)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "notes.txt").write_text("first line\nsecond line\nthird line\n")
@@ -185,6 +188,8 @@ async def running_pipeline(
     microphone = microphone or PushMicrophone(chunk_ms=20, pace=mic_pace)
     speaker = speaker or MemorySpeaker(pace=speaker_pace)
     async with assistant(settings, microphone, speaker, timeline, stop_detector=stop_detector) as coordinator:  # type: ignore[arg-type]
+        if mic_filter is not None:
+            coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=mic_filter)
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")
         pipeline = Pipeline(sim, coordinator, microphone, speaker, timeline, settings, task)
         try:
