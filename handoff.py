@@ -33,7 +33,8 @@ from config.settings import Settings
 from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
-    NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
+    NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
+    StartTools,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
 )
 from decisions.cost import CostMeter
@@ -66,6 +67,7 @@ class MicFilter(Protocol):
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
+    def take_wake(self) -> float | None: ...  # a wake the device heard since last asked: the phrase's length (s)
     def follow_up(self, seconds: float) -> None: ...  # an answer asked something: the next utterance goes up
 
 
@@ -127,6 +129,7 @@ class _CutSpeaker:
         self._speaker, self._clock = speaker, clock
         self.cut_done = False
         self.last_write_at: float | None = None
+        self.first_write_at: float | None = None  # the narrator's first audio reached the speaker
         self.writes_after_cut = 0
 
     def cut(self) -> None:
@@ -138,6 +141,8 @@ class _CutSpeaker:
             self.writes_after_cut += 1
             return
         self.last_write_at = self._clock()
+        if self.first_write_at is None:
+            self.first_write_at = self.last_write_at
         self._speaker.play(pcm)
 
     def flush(self) -> None:
@@ -172,6 +177,7 @@ class Coordinator:
             clock,
             on_mute_change=self.changes.notify,
             cost=parts.cost,
+            read_only_tools=frozenset(getattr(parts.tools, "read_only_names", frozenset)()),  # (a fake: none)
         )
         self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
@@ -233,8 +239,8 @@ class Coordinator:
 
     def _carry_out(self, action: Action) -> None:
         match action:
-            case SendRoute(route=route, command=command):
-                self._spawn(self._send_route(route, command), "route")
+            case SendRoute(route=route, command=command, item=item):
+                self._spawn(self._send_route(route, command, item), "route")
             case StartTools(route=route, calls=calls, session=session):
                 self._spawn(self._run_tools(route, calls, session), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
@@ -284,7 +290,11 @@ class Coordinator:
         self._feed(Fatal("the listener stopped"))
 
     # -- commands -----------------------------------------------------------------------------------
-    async def _send_route(self, route: int, command: str) -> None:
+    async def _send_route(self, route: int, command: str, item: str | None) -> None:
+        if item is not None:  # by its audio, at the commit
+            sent = await self.listener.route_audio(item)
+            self._feed(RouteWithdrawn(route) if sent is None else RouteSent(route) if sent else RouteNotSent(route))
+            return
         sent = await self.listener.route(command)
         self._feed(RouteSent(route) if sent else RouteNotSent(route))
 
@@ -313,7 +323,8 @@ class Coordinator:
             async with self._reader_lock:
                 try:
                     while (request := self._next_narration()) is not None:  # back to back, one voice
-                        self._feed(NarrationDone(request, await self._narrate(request)))
+                        summary, first_audio_at = await self._narrate(request)
+                        self._feed(NarrationDone(request, summary, first_audio_at))
                 except AudioDeviceError as exc:
                     self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
                     return
@@ -327,7 +338,7 @@ class Coordinator:
                 self._spawn(self.listener.warm_up(), "warm listener")
         return request
 
-    async def _narrate(self, request: NarrationRequest) -> str:
+    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None]:
         speaker = _CutSpeaker(self.speaker, self._clock)
         cut = NarrationCut()
         with self.core.mute.hold("narration"):
@@ -348,8 +359,8 @@ class Coordinator:
             finally:
                 self._cut = None
         if cut.requested:
-            return f"stopped after {result.audio_bytes / BYTES_PER_SECOND:.1f} s of audio"
-        return f"similarity {result.similarity:.2f}, attempts {result.attempts}"
+            return f"stopped after {result.audio_bytes / BYTES_PER_SECOND:.1f} s of audio", speaker.first_write_at
+        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at
 
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:
@@ -457,6 +468,8 @@ class Coordinator:
                         mutes_seen = core.mute.releases
                         mic_filter.reset()
                     pieces = mic_filter.feed(chunk)
+                    if (phrase_s := mic_filter.take_wake()) is not None:
+                        self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
                 if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
                     pieces = []
                 for piece in pieces:

@@ -52,7 +52,7 @@ DEMO_SCRIPT = (
     Utterance("Did you feed the cat this morning?", "ignored", "en-us+m3", pause_s=FOLLOW_UP_S + 0.5),
     Utterance("Computer.", "wake"),
     Utterance("List the files.", "answer"),
-    Utterance("Now read the first two lines of notes.txt", "answer"),  # a follow-up: no wake phrase
+    Utterance("Computer, now read the first two lines of notes.txt", "answer"),  # (an answer that asks nothing takes no follow-up)
     Utterance("Computer, ask the brain why the sky is blue.", "answer"),
     Utterance("Computer, start the backup task.", "answer"),
     Utterance("I wonder what's for dinner.", "ignored", "en-us+f5", pause_s=FOLLOW_UP_S + 0.5),

@@ -159,6 +159,9 @@ class ListenerSettings:
     route_timeout_s: float = 30.0  # a routed command with no response by then gets an apology and a fresh session
     pre_connect_buffer_s: float = 10.0  # mic audio kept while the listener reconnects (bounded)
     retire_wait_s: float = 5.0  # a session handed over stays open this long at most for transcripts still due
+    # An utterance the device heard the wake phrase in is routed at its commit, by its audio; its
+    # transcript still confirms it (tools that change something wait for that) or cancels it.
+    route_at_commit: bool = True
 
 
 class FollowUp(enum.Enum):

@@ -14,9 +14,11 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import heapq
 import itertools
+import json
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
@@ -26,10 +28,12 @@ from config.settings import FollowUp
 from decisions.errors import IllegalTransition
 from decisions.cost import CostMeter, RealtimeRole
 from decisions.listener_core import (
+    CommandCommitted, CommandConfirmed, CommandRejected, Stages,
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
     TranscriptionBilled, UsageReported,
 )
 from decisions.mute import MuteHolders
+from decisions.stages import Stage, StageTimes
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
@@ -118,6 +122,7 @@ class Event(enum.Enum):
     ROUTE_ANSWERED = "route_answered"  # text instead of a call, or the route failed
     ROUTE_TIMED_OUT = "route_timed_out"
     TOOLS_FINISHED = "tools_finished"
+    ROUTE_CANCELLED = "route_cancelled"  # routed by its audio, and its transcript says it was not addressed
     WORKING_DUE = "working_due"
     STILL_WORKING_DUE = "still_working_due"
     BUDGET_REACHED = "budget_reached"
@@ -194,6 +199,10 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (WW, E.ANSWER_STARTED): WI,
     (WP, E.ANSWER_STARTED): WI,
     (WT, E.ANSWER_STARTED): WI,
+    (WI, E.ROUTE_CANCELLED): WI,  # no answer is coming: nothing to wait for
+    (WW, E.ROUTE_CANCELLED): WI,
+    (WP, E.ROUTE_CANCELLED): WI,
+    (WT, E.ROUTE_CANCELLED): WI,
     # the command being routed (one at a time; others wait in order)
     (RI, E.COMMAND_ROUTED): RS,
     (RS, E.ROUTE_SENT): RA,
@@ -207,6 +216,11 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (RS, E.ROUTE_TIMED_OUT): RI,  # the watchdog is armed before the send: a send that hangs is caught too
     (RA, E.ROUTE_TIMED_OUT): RI,  # abandoned: apology, fresh session, not routed again
     (RT, E.TOOLS_FINISHED): RI,  # the answer is queued for the narrator
+    # routed by its audio at the commit, and its transcript says it was not addressed: cancelled,
+    # nothing acts (read-only tools that already ran: their answer is not said)
+    (RS, E.ROUTE_CANCELLED): RI,
+    (RA, E.ROUTE_CANCELLED): RI,
+    (RT, E.ROUTE_CANCELLED): RI,
     # the daily budget (said once each way)
     (BW, E.BUDGET_REACHED): BP,
     (BP, E.NEW_DAY): BW,
@@ -306,6 +320,14 @@ class RouteNotSent:
 
 
 @dataclass(frozen=True)
+class RouteWithdrawn:
+    """A route by audio was not sent: the utterance's transcript came first (it is routed by its
+    words instead, from the queue)."""
+
+    route: int
+
+
+@dataclass(frozen=True)
 class ToolsFinished:
     route: int
     scripts: tuple[str, ...]
@@ -315,6 +337,7 @@ class ToolsFinished:
 class NarrationDone:
     request: NarrationRequest
     summary: str  # how it went, for the timeline ("similarity 1.00, attempts 1")
+    first_audio_at: float | None = None  # the clock when its first audio went to the speaker
 
 
 @dataclass(frozen=True)
@@ -368,7 +391,8 @@ class DeviceFailed:
 CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
     | UsageReported | TranscriptionBilled
-    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | ToolsFinished | NarrationDone | NarrationsFinished
+    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn
+    | CommandCommitted | CommandConfirmed | CommandRejected | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
 )
 
@@ -379,7 +403,8 @@ CoordinatorEvent = (
 @dataclass(frozen=True)
 class SendRoute:
     route: int
-    command: str
+    command: str  # "" when routed by its audio (`item`), before its transcript
+    item: str | None = None  # the committed audio item, routed by reference
 
 
 @dataclass(frozen=True)
@@ -476,6 +501,7 @@ class NarrationRequest:
     script: str = field(compare=False)
     kind: NarrationKind = field(compare=False)
     notice_ids: tuple[int, ...] = field(default=(), compare=False)
+    stages: StageTimes | None = field(default=None, compare=False)  # the command it answers
 
 
 def asks_the_user(script: str) -> bool:
@@ -484,6 +510,7 @@ def asks_the_user(script: str) -> bool:
     return script.rstrip().rstrip("\"'”’)]").endswith("?")
 
 
+ROUTED_BY_AUDIO = "(routed by its audio at the commit; its words follow)"
 CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
 RECONNECTED_MESSAGE = "I'm connected again."
@@ -523,6 +550,7 @@ class CoordinatorTimings:
     working_after_s: float = 1.0
     still_working_after_s: float = 8.0
     notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
+    route_at_commit: bool = True  # route an utterance the device heard the wake in at its commit, by its audio
 
     @classmethod
     def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:
@@ -539,6 +567,7 @@ class CoordinatorTimings:
             working_after_s=settings.conversation.working_sound_after_s,
             still_working_after_s=settings.conversation.still_working_after_s,
             notices_after_stop_s=settings.stop.notices_after_s,
+            route_at_commit=settings.listener.route_at_commit,
         )
 
 
@@ -555,8 +584,12 @@ class CoordinatorCore:
         clock: Callable[[], float],
         on_mute_change: Callable[[], None] = lambda: None,
         cost: CostMeter | None = None,
+        read_only_tools: frozenset[str] = frozenset(),
     ) -> None:
+        """`read_only_tools`: the tools that only read (tools.registry Effect.READS): they may run
+        before the transcript confirms a command routed by its audio; any other waits for it."""
         self.timings = timings
+        self.read_only_tools = read_only_tools
         self.gate = gate
         self.timeline = timeline
         self.uplink = uplink
@@ -569,6 +602,16 @@ class CoordinatorCore:
         self._seq = itertools.count()
         self._routes = itertools.count(1)
         self._route: tuple[int, str] | None = None  # (id, command) while RouteState is not IDLE
+        # A route by audio (at the commit): its item, whether its transcript confirmed it, what
+        # waits for that verdict (a call that acts, the model's text, a failure), and whether it
+        # was not addressed after all while read-only tools ran.
+        self._route_item: str | None = None
+        self._route_confirmed = False
+        self._held: RunTools | SpeakText | RoutingFailed | None = None
+        self._route_rejected = False
+        self._stages: StageTimes | None = None  # the command being routed
+        self._pending_stages: dict[str, Stages] = {}  # commands waiting, by their words
+        self.stage_log: deque[dict[str, float]] = deque(maxlen=200)  # the latest commands' stage offsets
         self._route_deadline: float | None = None
         self._routed_at = 0.0  # when the command now waiting for its answer was first routed
         self._tools_at = 0.0  # when its tools started
@@ -710,35 +753,58 @@ class CoordinatorCore:
                     self.cost.transcription(seconds)
             case Heard(transcript=transcript, decision=decision):
                 actions += self._heard(transcript, decision)
-            case CommandHeard(text=text):
+            case CommandHeard(text=text, stages=marks):
                 self._pending.append(text)
-            case RunTools(command=command, calls=calls, session=session):
-                actions += self._tools_requested(command, calls, session)
-            case SpeakText(command=command, text=text):
-                self._route_answered()
-                self.timeline.add(TimelineKind.FALLBACK, f"no tool call for {command!r}; narrating the model's text")
-                self._queue(text, NarrationKind.FALLBACK)
-            case RoutingFailed(command=command, reason=reason):
-                self._route_answered()
-                self._routing_failed(command, reason)
+                self._pending_stages[text] = marks
+                while len(self._pending_stages) > 50:  # (commands routed long ago)
+                    self._pending_stages.pop(next(iter(self._pending_stages)))
+            case CommandCommitted(item_id=item, stages=marks):
+                actions += self._route_by_audio(item, marks, now)
+            case CommandConfirmed(item_id=item, text=text, stages=marks):
+                actions += self._confirmed(item, text, marks)
+            case CommandRejected(item_id=item):
+                self._rejected(item)
+            case RunTools() | SpeakText() | RoutingFailed():
+                if self._stages is not None and self._route is not None:
+                    self._stages.mark(Stage.CALL_RECEIVED, now)
+                if self._awaits_verdict(event):
+                    self._held = event  # acts, or speaks to someone who may not have asked: the transcript decides
+                    log.info("routed by its audio: waiting for the transcript before acting")
+                else:
+                    actions += self._route_outcome(event)
+            case RouteWithdrawn(route=route):
+                if self._is_current(route, RS):  # its words are queued: routed by them instead
+                    self._end_route()
+                    self._fire(E.ROUTE_CANCELLED, "its transcript came first")
             case Fatal(message=message) | DeviceFailed(message=message):
                 actions += self._fatal(message)
             case RouteSent(route=route):
+                if self._route is not None and self._route[0] == route and self._stages is not None:
+                    self._stages.mark(Stage.ROUTE_SENT, now)
                 if self._is_current(route, RS):  # else the response beat us, or the session is gone
                     self._fire(E.ROUTE_SENT, "")
             case RouteNotSent(route=route):
                 if self._is_current(route, RS):
                     assert self._route is not None
-                    self._pending.appendleft(self._route[1])  # first in line for the next session
-                    self._route = None
+                    if self._route[1]:  # (routed by its audio, unconfirmed: its transcript routes it)
+                        self._pending.appendleft(self._route[1])  # first in line for the next session
+                    self._end_route()
                     self._fire(E.ROUTE_NOT_SENT, "")
             case ToolsFinished(route=route, scripts=scripts):
-                self._queue(" ".join(scripts), NarrationKind.ANSWER)
-                if self._is_current(route, RT):
-                    self._route = None
-                    self._fire(E.TOOLS_FINISHED, "")
-            case NarrationDone(request=request, summary=summary):
-                actions += self._narration_done(request, summary)
+                current = self._is_current(route, RT)
+                if current and self._stages is not None:
+                    self._stages.mark(Stage.TOOL_DONE, now)
+                if current and self._route_rejected:  # read-only tools ran for a false local wake
+                    self._end_route()
+                    self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: its answer is not said")
+                    self._fire(E.ROUTE_CANCELLED, "")
+                else:
+                    self._queue(" ".join(scripts), NarrationKind.ANSWER, stages=self._stages if current else None)
+                    if current:
+                        self._end_route()
+                        self._fire(E.TOOLS_FINISHED, "")
+            case NarrationDone(request=request, summary=summary, first_audio_at=first_audio_at):
+                actions += self._narration_done(request, summary, first_audio_at, now)
             case NarrationsFinished():
                 actions += self._narrations_finished(now)
             case ChimeStarted():
@@ -796,10 +862,11 @@ class CoordinatorCore:
     def _is_current(self, route: int, state: RouteState) -> bool:
         return self._route is not None and self._route[0] == route and self.machines[RouteState] is state
 
-    def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = ()) -> None:
+    def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = (),
+               stages: StageTimes | None = None) -> None:
         priority = {NarrationKind.NOTICE: Priority.NOTICE, NarrationKind.STATUS: Priority.STATUS}.get(kind, Priority.ANSWER)
         # (PROGRESS shares the answers' priority: it is about the command being answered.)
-        heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids))
+        heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids, stages))
 
     def _listener_ready(self, session: int, now: float) -> None:
         self._session = session
@@ -820,7 +887,12 @@ class CoordinatorCore:
         if end.interrupted_command is not None and self.machines[RouteState] in (RS, RA):
             # Not run yet (tools run only on a completed response): route it again, first in line.
             self._pending.appendleft(end.interrupted_command)
-            self._route = None
+            self._end_route()
+            self._fire(E.ROUTE_INTERRUPTED, "")
+        elif self._route_item is not None and not self._route_confirmed and self.machines[RouteState] in (RS, RA):
+            # Routed by its audio, its words unknown: the replay of what the session never
+            # transcribed brings it back (routed by its words then).
+            self._end_route()
             self._fire(E.ROUTE_INTERRUPTED, "")
         if end.expired:
             self.timeline.add(TimelineKind.RESTARTING, "listener session expired; reconnecting")
@@ -877,12 +949,85 @@ class CoordinatorCore:
 
     def _route_answered(self) -> None:
         if self.machines[RouteState] in (RS, RA):
-            self._route = None
+            self._end_route()
             self._fire(E.ROUTE_ANSWERED, "")
 
     def _routing_failed(self, command: str, reason: str) -> None:
         self.timeline.add(TimelineKind.ERROR, f"routing {command!r} failed: {reason}")
-        self._queue(ROUTING_FAILED_MESSAGE, NarrationKind.ERROR)
+        self._queue(ROUTING_FAILED_MESSAGE, NarrationKind.ERROR, stages=self._stages)
+
+    def _end_route(self) -> None:
+        self._route = self._route_item = self._held = None
+        self._route_confirmed = self._route_rejected = False
+
+    # -- routing at the commit (the wake heard on the device) ---------------------------------------
+    def _route_by_audio(self, item: str, marks: Stages, now: float) -> list[Action]:
+        """Route an utterance the device heard the wake in now, by its audio, if nothing else is
+        going on (else its transcript routes it, as any other)."""
+        m = self.machines
+        if not (
+            self.timings.route_at_commit and self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI
+            and not self._pending and not self._narrations and m[LifeState] is not XS
+        ):
+            return []
+        self._route = (next(self._routes), "")
+        self._route_item = item
+        self._stages = StageTimes(dict(marks))
+        if m[WorkingState] is WI:
+            self._routed_at = now
+        self._route_deadline = now + self.timings.route_timeout_s
+        self._fire(E.COMMAND_ROUTED, "by its audio, at the commit")
+        self.timeline.add(TimelineKind.COMMAND, ROUTED_BY_AUDIO)
+        return [SendRoute(self._route[0], "", item=item)]
+
+    def _awaits_verdict(self, event: RunTools | SpeakText | RoutingFailed) -> bool:
+        """A route by audio not confirmed yet: only read-only calls go ahead; a call that changes
+        something, the model's own text and an apology wait for the transcript."""
+        if self._route_item is None or self._route_confirmed or self.machines[RouteState] not in (RS, RA):
+            return False
+        return not (isinstance(event, RunTools) and all(c.name in self.read_only_tools for c in event.calls))
+
+    def _route_outcome(self, event: RunTools | SpeakText | RoutingFailed) -> list[Action]:
+        match event:
+            case RunTools(command=command, calls=calls, session=session):
+                return self._tools_requested(command, calls, session)
+            case SpeakText(command=command, text=text):
+                stages = self._stages
+                self._route_answered()
+                self.timeline.add(TimelineKind.FALLBACK, f"no tool call for {command!r}; narrating the model's text")
+                self._queue(text, NarrationKind.FALLBACK, stages=stages)
+            case RoutingFailed(command=command, reason=reason):
+                self._routing_failed(command, reason)
+                self._route_answered()
+        return []
+
+    def _confirmed(self, item: str, text: str, marks: Stages) -> list[Action]:
+        if self._route is None or self._route_item != item:
+            # Answered already (a read-only answer said before its words came), or given up on
+            # (timed out, lost with its session): never routed a second time.
+            self.timeline.add(TimelineKind.CONFIRMED, text)
+            return []
+        self._route = (self._route[0], text)
+        self._route_confirmed = True
+        if self._stages is not None:
+            for stage, at in marks:
+                self._stages.mark(stage, at)
+        self.timeline.add(TimelineKind.CONFIRMED, text)
+        held, self._held = self._held, None
+        if held is None:
+            return []
+        held = dataclasses.replace(held, command=text)
+        return self._route_outcome(held)
+
+    def _rejected(self, item: str) -> None:
+        if self._route is None or self._route_item != item:
+            return
+        if self.machines[RouteState] is RT:  # read-only tools run: their answer is not said
+            self._route_rejected = True
+            return
+        self._end_route()
+        self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: the routing was cancelled, nothing ran")
+        self._fire(E.ROUTE_CANCELLED, "")
 
     def _fatal(self, message: str) -> list[Action]:
         first = self.machines[LifeState] is not XS
@@ -893,7 +1038,15 @@ class CoordinatorCore:
         self.timeline.add(TimelineKind.ERROR, f"fatal: {message}")
         return [Stop(3, message)]
 
-    def _narration_done(self, request: NarrationRequest, summary: str) -> list[Action]:
+    def _narration_done(self, request: NarrationRequest, summary: str, first_audio_at: float | None,
+                        now: float) -> list[Action]:
+        if request.stages is not None:
+            if first_audio_at is not None:
+                request.stages.mark(Stage.FIRST_AUDIO, first_audio_at)
+            request.stages.mark(Stage.LAST_AUDIO, now)
+            offsets = request.stages.offsets()
+            self.stage_log.append(offsets)
+            self.timeline.add(TimelineKind.STAGES, json.dumps(offsets))  # before "narrated": history keeps it
         self.timeline.add(TimelineKind.NARRATED, f"{request.kind.value} ({summary})")
         if request.notice_ids:
             # Said (by the narrator or the local voice): acknowledged, so never heard again.
@@ -972,7 +1125,7 @@ class CoordinatorCore:
         if m[RouteState] in (RS, RA) and self._route_deadline is not None and now >= self._route_deadline:
             assert self._route is not None
             command = self._route[1]
-            self._route = None
+            self._end_route()
             self._fire(E.ROUTE_TIMED_OUT, "")
             self._routing_failed(command, f"no answer from the model in {self.timings.route_timeout_s:g} s")
             actions += [AbandonRoute(), *self._restart("the model did not answer a command")]
@@ -996,6 +1149,7 @@ class CoordinatorCore:
         ):
             command = self._pending.popleft()
             self._route = (next(self._routes), command)
+            self._stages = StageTimes(dict(self._pending_stages.pop(command, ())))
             if m[WorkingState] is WI:
                 self._routed_at = now
             self._route_deadline = now + self.timings.route_timeout_s  # armed before the send

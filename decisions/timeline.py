@@ -25,6 +25,9 @@ class TimelineKind(enum.StrEnum):
     FOLLOW_UP = "follow-up"  # an answer was said: a follow-up needs no wake phrase for a moment
     WORKING = "working"  # an answer is late: the working sound plays
     COMMAND = "command"  # routed to the model
+    CONFIRMED = "confirmed"  # routed by its audio: the transcript confirmed it, with these words
+    WITHDRAWN = "withdrawn"  # routed by its audio: the transcript says it was not addressed; nothing acts
+    STAGES = "stages"  # a command's stage offsets (JSON; decisions.stages), logged at debug
     TOOL = "tool"
     FALLBACK = "fallback"  # no tool call: the model's text is narrated
     NARRATING = "narrating"
@@ -74,6 +77,8 @@ class Timeline:
         self._counts[entry.kind] += 1
         if entry.kind is TimelineKind.IGNORED and not self.log_overheard:
             log.info("ignored an utterance not addressed to me %s", text)
+        elif entry.kind is TimelineKind.STAGES:
+            log.debug("stages: %s", text)
         elif entry.kind is TimelineKind.ERROR:
             # At WARNING, so a log kept at WARNING still shows a listener that cannot connect.
             log.warning("%s: %s", entry.kind, text)

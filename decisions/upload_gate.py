@@ -123,6 +123,7 @@ class UploadGate:
     def __init__(self, settings: UploadGateSettings = UploadGateSettings()) -> None:
         self.settings = settings
         self._follow_up_until: float | None = None  # an invited follow-up's window (survives a reset)
+        self.accepted_wake: KeywordHit | None = None  # the last hit taken as a wake (UploadFilter.take_wake clears it)
         self._start_quiet()
 
     def _start_quiet(self) -> None:
@@ -164,6 +165,8 @@ class UploadGate:
             if self.state in (GateState.QUIET, GateState.HEARING):
                 out.extend(self._release_preroll(wake_onset))
                 self._onsets.clear()
+            if self.state in (GateState.QUIET, GateState.HEARING):
+                self.accepted_wake = keyword_hit  # a new utterance begins with the wake phrase
             self._fire(GateEvent.WAKE)
             self._follow_up_until = None
             self._window_until = now + self.settings.command_window_s

@@ -101,6 +101,12 @@ class UploadFilter:
         """A chunk that is not listened to (the mic is muted while the narrator speaks)."""
         self.gate.advance(self._advance(chunk))
 
+    def take_wake(self) -> float | None:
+        """The wake phrase the gate accepted since last asked (its length, s), or None: the
+        utterance now going up began with it, so it may be routed at its commit."""
+        hit, self.gate.accepted_wake = self.gate.accepted_wake, None
+        return None if hit is None else max(0.0, hit.detected_s - hit.start_s)
+
     def rejected(self) -> None:
         """The listener ignored what was sent (a false local wake): close its command window now."""
         self.gate.rejected()

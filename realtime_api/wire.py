@@ -397,6 +397,23 @@ class ClientEvents:
         }
 
     @staticmethod
+    def route_audio(item_id: str, tools: list[dict[str, Any]], metadata: dict[str, str]) -> dict[str, Any]:
+        # Routed at the commit: the model hears the committed utterance itself (by reference),
+        # still out of band, so nothing else of the session reaches it. The wake was heard on
+        # the device; the transcript, when it comes, still has to confirm it.
+        return {
+            "type": "response.create",
+            "response": {
+                "conversation": "none",
+                "input": [{"type": "item_reference", "id": item_id}],
+                "tools": tools,
+                "tool_choice": "required",
+                "output_modalities": ["text"],
+                "metadata": metadata,
+            },
+        }
+
+    @staticmethod
     def cancel_response(response_id: str) -> dict[str, Any]:
         return {"type": "response.cancel", "response_id": response_id}
 

@@ -9,6 +9,7 @@ narrator with the formatter registered on the tool's spec (the generic one by de
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import logging
 from dataclasses import dataclass
@@ -99,6 +100,14 @@ def _quoted_list(names: list[str]) -> str:
 # --- the registry ---------------------------------------------------------------------------
 
 
+class Effect(enum.Enum):
+    """What a tool does to the world: decides whether it may run before the transcript confirms
+    a command routed by its audio (a false local wake then costs at worst one spoken answer)."""
+
+    READS = "reads"  # only reads (the time, files, the brain, task and timer state): may run at once
+    ACTS = "acts"  # changes something (starts or cancels a task, sets a timer): waits for the transcript
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -106,6 +115,7 @@ class ToolSpec:
     parameters: dict
     handler: Handler
     formatter: Formatter = format_generic  # ToolResult -> words for the narrator
+    effect: Effect = Effect.ACTS  # unmarked: treated as changing something (it waits)
 
 
 class ToolRegistry:
@@ -116,15 +126,20 @@ class ToolRegistry:
         self._max_chars = max_chars  # the longest script `format` returns
 
     def register(
-        self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic
+        self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic,
+        effect: Effect = Effect.ACTS,
     ) -> None:
         if name in self._tools:
             raise ValueError(f"a tool called {name!r} is already registered")
         check_schema(parameters)
-        self._tools[name] = ToolSpec(name, description, parameters, handler, formatter)
+        self._tools[name] = ToolSpec(name, description, parameters, handler, formatter, effect)
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def read_only_names(self) -> frozenset[str]:
+        """The tools that only read (Effect.READS)."""
+        return frozenset(n for n, spec in self._tools.items() if spec.effect is Effect.READS)
 
     def session_tools(self) -> list[dict]:
         """The tools in the shape `session.update {session: {tools: [...]}}` expects."""

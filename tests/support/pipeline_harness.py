@@ -145,7 +145,8 @@ def unexpected_errors(sim: SimServer) -> list[dict]:
         for connection in sim.connections
         for event in connection.sent_of("error")
         if not {event["error"].get("type"), event["error"].get("code")} & INJECTED_ERRORS
-        and not (connection.role == "narrator" and event["error"].get("code") == "response_cancel_not_active")
+        # (nor the listener's cancel of a route whose transcript said it was not addressed)
+        and not (connection.role in ("narrator", "listener") and event["error"].get("code") == "response_cancel_not_active")
         and classify(message=event["error"].get("message")).kind is not ErrorKind.SESSION_EXPIRED  # code-less expiry
     ]
 
