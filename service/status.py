@@ -18,8 +18,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections import deque
+from typing import Any, Callable, Iterable
 
+from decisions.stages import STAGE_ORDER, Stage
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry
 
@@ -66,6 +68,8 @@ class Status:
     failures_day: str = ""  # the day failures_today counts
     cost_today_usd: float | None = None  # today's estimated spend (decisions/cost.py); None: not counted
     cost_parts_usd: dict[str, float] | None = None  # the same by part: listener, narrator, transcription, brain
+    # The latest commands' stages (decisions.stages), summarised: see `stage_summary`.
+    stages_ms: dict[str, Any] | None = None
 
     @property
     def reconnects(self) -> int:
@@ -82,6 +86,7 @@ class StatusTracker:
         pid = os.getpid() if pid is None else pid
         self.status = Status(pid=pid, process_start=process_start(pid), started_at=now, updated_at=now, heartbeat_s=heartbeat_s)
         self._tasks: dict[int, str] = {}
+        self._stages: deque[dict[str, float]] = deque(maxlen=STAGES_KEPT)
 
     def observe(self, entry: TimelineEntry) -> None:
         status = self.status
@@ -105,6 +110,12 @@ class StatusTracker:
             self._tasks[task_id] = status
         else:
             self._tasks.pop(task_id, None)
+
+    def stages(self, offsets: dict[str, float]) -> None:
+        """A finished command's stage offsets (seconds after the end of speech)."""
+        if offsets:
+            self._stages.append(offsets)
+            self.status.stages_ms = stage_summary(self._stages)
 
     def command(self, entry: HistoryEntry | None) -> None:
         if entry is not None:
@@ -135,6 +146,29 @@ class StatusTracker:
 
     def _today(self) -> str:
         return datetime.date.fromtimestamp(self._clock()).isoformat()
+
+
+STAGES_KEPT = 200  # the commands `handoff status` summarises
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
+
+
+def stage_summary(commands: Iterable[dict[str, float]]) -> dict[str, Any]:
+    """p50/p95 in ms of each stage's offset from the end of speech over recent commands, and of
+    voice to voice (end of speech to the answer's first audio), kept small for status.json:
+    {"commands": n, "voice_to_voice": [p50, p95], "<stage>": [p50, p95], ...}."""
+    rows = list(commands)
+    summary: dict[str, Any] = {"commands": len(rows)}
+    for stage in STAGE_ORDER:
+        values = [row[stage.value] * 1000 for row in rows if stage.value in row]
+        if values and stage is not Stage.END_OF_SPEECH:
+            summary[stage.value] = [round(_percentile(values, 0.5)), round(_percentile(values, 0.95))]
+    if Stage.FIRST_AUDIO.value in summary:
+        summary["voice_to_voice"] = summary[Stage.FIRST_AUDIO.value]
+    return summary
 
 
 def write_status(path: Path, status: Status) -> None:
