@@ -34,7 +34,7 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, ChimeFinished, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
-    StartTools,
+    StartTools, TurnEnded,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
 )
 from decisions.cost import CostMeter
@@ -68,6 +68,7 @@ class MicFilter(Protocol):
     def reset(self) -> None: ...
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
     def take_wake(self) -> float | None: ...  # a wake the device heard since last asked: the phrase's length (s)
+    def take_turn(self) -> bytes | None: ...  # a woken utterance the device heard end: its audio
     def follow_up(self, seconds: float) -> None: ...  # an answer asked something: the next utterance goes up
 
 
@@ -239,10 +240,10 @@ class Coordinator:
 
     def _carry_out(self, action: Action) -> None:
         match action:
-            case SendRoute(route=route, command=command, item=item):
-                self._spawn(self._send_route(route, command, item), "route")
-            case StartTools(route=route, calls=calls, session=session):
-                self._spawn(self._run_tools(route, calls, session), f"tools:{calls[0].call_id}")
+            case SendRoute(route=route, command=command, item=item, audio=audio):
+                self._spawn(self._send_route(route, command, item, audio), "route")
+            case StartTools(route=route, calls=calls, session=session, unconfirmed=unconfirmed):
+                self._spawn(self._run_tools(route, calls, session, unconfirmed), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
                 # the mic switches to it the moment the narration's mute lifts.
                 self._spawn(self.listener.warm_up(), "warm listener")
@@ -290,7 +291,12 @@ class Coordinator:
         self._feed(Fatal("the listener stopped"))
 
     # -- commands -----------------------------------------------------------------------------------
-    async def _send_route(self, route: int, command: str, item: str | None) -> None:
+    async def _send_route(self, route: int, command: str, item: str | None, audio: bytes | None) -> None:
+        if audio is not None:  # inline, at the device's own end of turn
+            carried = await self.listener.route_inline(audio)
+            self._feed(RouteWithdrawn(route) if carried is None else RouteSent(route, carried) if carried
+                       else RouteNotSent(route))
+            return
         if item is not None:  # by its audio, at the commit
             sent = await self.listener.route_audio(item)
             self._feed(RouteWithdrawn(route) if sent is None else RouteSent(route) if sent else RouteNotSent(route))
@@ -298,10 +304,12 @@ class Coordinator:
         sent = await self.listener.route(command)
         self._feed(RouteSent(route) if sent else RouteNotSent(route))
 
-    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int) -> None:
+    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int, unconfirmed: bool = False) -> None:
+        """`unconfirmed`: read-only calls before the transcript said the command was addressed:
+        their arguments and results may be overheard words, so only the tool's name is logged."""
         scripts: list[str] = []
         for call in calls:
-            self.timeline.add(TimelineKind.TOOL, f"{call.name}({call.arguments})")
+            self.timeline.add(TimelineKind.TOOL, f"{call.name}(...)" if unconfirmed else f"{call.name}({call.arguments})")
             try:
                 result = await self.parts.tools.run(call.name, call.arguments, call.call_id)
                 speakable = self.parts.tools.format(result)
@@ -311,7 +319,8 @@ class Coordinator:
                 scripts.append(f"Sorry, the {call.name.replace('_', ' ')} tool failed.")
                 self.timeline.add(TimelineKind.ERROR, f"tool {call.name} crashed: {exc.__class__.__name__}")
                 continue
-            log.info("tool %s finished ok=%s: %s", call.name, result.ok, speakable.full)
+            log.info("tool %s finished ok=%s: %s", call.name, result.ok,
+                     "(before its transcript: not logged)" if unconfirmed else speakable.full)
             await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._feed(ToolsFinished(route, tuple(scripts)))
@@ -470,6 +479,8 @@ class Coordinator:
                     pieces = mic_filter.feed(chunk)
                     if (phrase_s := mic_filter.take_wake()) is not None:
                         self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
+                    if (turn := mic_filter.take_turn()) is not None:
+                        self._feed(TurnEnded(turn))  # ... or now, inline (the device's own end of turn)
                 if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
                     pieces = []
                 for piece in pieces:

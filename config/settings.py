@@ -145,6 +145,13 @@ class CostSettings:
     daily_budget_usd: float | None = None  # None = no budget
 
 
+class EndOfTurn(enum.Enum):
+    """Who ends a turn the device heard the wake in (END_OF_TURN)."""
+
+    SERVER = "server"  # the server's VAD, after VAD_SILENCE_MS of silence, then its commit
+    DEVICE = "device"  # the on-device VAD, after TURN_END_MS of silence: routed at once, inline
+
+
 @dataclass(frozen=True)
 class ListenerSettings:
     """The always-on listener and its wake gate."""
@@ -162,6 +169,11 @@ class ListenerSettings:
     # An utterance the device heard the wake phrase in is routed at its commit, by its audio; its
     # transcript still confirms it (tools that change something wait for that) or cancels it.
     route_at_commit: bool = True
+    # Who ends a turn the device heard the wake in: the server's VAD (after vad_silence_ms) or the
+    # device's own VAD (after turn_end_ms of silence; the command's audio goes inline with its
+    # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
+    end_of_turn: EndOfTurn = EndOfTurn.SERVER
+    turn_end_ms: int = 500
 
 
 class FollowUp(enum.Enum):

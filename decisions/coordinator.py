@@ -312,11 +312,20 @@ class Tick:
 @dataclass(frozen=True)
 class RouteSent:
     route: int
+    item: str | None = None  # a route inline: the utterance (server item) it carries
 
 
 @dataclass(frozen=True)
 class RouteNotSent:
     route: int
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The device heard the end of an utterance it heard the wake in (its own VAD's silence):
+    `audio` is what was sent of it, to route inline now, before the server ends the turn."""
+
+    audio: bytes = field(repr=False)
 
 
 @dataclass(frozen=True)
@@ -391,7 +400,7 @@ class DeviceFailed:
 CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
     | UsageReported | TranscriptionBilled
-    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn
+    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn | TurnEnded
     | CommandCommitted | CommandConfirmed | CommandRejected | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
 )
@@ -405,6 +414,7 @@ class SendRoute:
     route: int
     command: str  # "" when routed by its audio (`item`), before its transcript
     item: str | None = None  # the committed audio item, routed by reference
+    audio: bytes | None = field(default=None, repr=False)  # or the utterance's audio, inline (the device's end of turn)
 
 
 @dataclass(frozen=True)
@@ -413,6 +423,9 @@ class StartTools:
     command: str
     calls: tuple[FunctionCall, ...]
     session: int
+    # Read-only calls of a route by audio before its transcript: it may have been overheard (a
+    # false local wake), so their arguments and results are neither logged nor kept.
+    unconfirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -511,6 +524,7 @@ def asks_the_user(script: str) -> bool:
 
 
 ROUTED_BY_AUDIO = "(routed by its audio at the commit; its words follow)"
+UNCONFIRMED_ANSWER = "(an answer said before its command's transcript came: not logged)"
 CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
 RECONNECTED_MESSAGE = "I'm connected again."
@@ -551,6 +565,7 @@ class CoordinatorTimings:
     still_working_after_s: float = 8.0
     notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
     route_at_commit: bool = True  # route an utterance the device heard the wake in at its commit, by its audio
+    turn_end_s: float = 0.0  # the device's own end of turn (its silence), when it ends turns
 
     @classmethod
     def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:
@@ -568,6 +583,7 @@ class CoordinatorTimings:
             still_working_after_s=settings.conversation.still_working_after_s,
             notices_after_stop_s=settings.stop.notices_after_s,
             route_at_commit=settings.listener.route_at_commit,
+            turn_end_s=settings.listener.turn_end_ms / 1000,
         )
 
 
@@ -612,6 +628,7 @@ class CoordinatorCore:
         self._stages: StageTimes | None = None  # the command being routed
         self._pending_stages: dict[str, Stages] = {}  # commands waiting, by their words
         self.stage_log: deque[dict[str, float]] = deque(maxlen=200)  # the latest commands' stage offsets
+        self._private_answer: tuple[str | None, int] | None = None  # (item, narration seq): an answer before its transcript
         self._route_deadline: float | None = None
         self._routed_at = 0.0  # when the command now waiting for its answer was first routed
         self._tools_at = 0.0  # when its tools started
@@ -760,6 +777,9 @@ class CoordinatorCore:
                     self._pending_stages.pop(next(iter(self._pending_stages)))
             case CommandCommitted(item_id=item, stages=marks):
                 actions += self._route_by_audio(item, marks, now)
+            case TurnEnded(audio=audio):
+                actions += self._route_by_audio(None, ((Stage.END_OF_SPEECH, now - self.timings.turn_end_s),), now,
+                                                audio)
             case CommandConfirmed(item_id=item, text=text, stages=marks):
                 actions += self._confirmed(item, text, marks)
             case CommandRejected(item_id=item):
@@ -778,7 +798,9 @@ class CoordinatorCore:
                     self._fire(E.ROUTE_CANCELLED, "its transcript came first")
             case Fatal(message=message) | DeviceFailed(message=message):
                 actions += self._fatal(message)
-            case RouteSent(route=route):
+            case RouteSent(route=route, item=item):
+                if item is not None and self._route is not None and self._route[0] == route:
+                    self._route_item = item  # routed inline: the server's segment it is
                 if self._route is not None and self._route[0] == route and self._stages is not None:
                     self._stages.mark(Stage.ROUTE_SENT, now)
                 if self._is_current(route, RS):  # else the response beat us, or the session is gone
@@ -799,7 +821,10 @@ class CoordinatorCore:
                     self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: its answer is not said")
                     self._fire(E.ROUTE_CANCELLED, "")
                 else:
+                    unconfirmed = current and self._route is not None and not self._route[1]
                     self._queue(" ".join(scripts), NarrationKind.ANSWER, stages=self._stages if current else None)
+                    if unconfirmed:  # its words may be overheard ones (a false wake): not logged until confirmed
+                        self._private_answer = (self._route_item, max(self._narrations).seq)
                     if current:
                         self._end_route()
                         self._fire(E.TOOLS_FINISHED, "")
@@ -847,7 +872,8 @@ class CoordinatorCore:
         self._fire(_STARTED_EVENT[request.kind], request.kind.value)
         if request.kind in (NarrationKind.ANSWER, NarrationKind.FALLBACK, NarrationKind.ERROR):
             self._asked = asks_the_user(request.script)  # the last answer said decides
-        self.timeline.add(TimelineKind.NARRATING, request.script)
+        private = self._private_answer is not None and self._private_answer[1] == request.seq
+        self.timeline.add(TimelineKind.NARRATING, UNCONFIRMED_ANSWER if private else request.script)
         self.revision += 1
         return request
 
@@ -889,7 +915,7 @@ class CoordinatorCore:
             self._pending.appendleft(end.interrupted_command)
             self._end_route()
             self._fire(E.ROUTE_INTERRUPTED, "")
-        elif self._route_item is not None and not self._route_confirmed and self.machines[RouteState] in (RS, RA):
+        elif self._route is not None and not self._route[1] and self.machines[RouteState] in (RS, RA):
             # Routed by its audio, its words unknown: the replay of what the session never
             # transcribed brings it back (routed by its words then).
             self._end_route()
@@ -945,7 +971,7 @@ class CoordinatorCore:
             self._executed_calls.popitem(last=False)
         self._fire(E.TOOLS_REQUESTED, "")
         self._tools_at = self._clock()
-        return [StartTools(self._route[0], command, fresh, session)]
+        return [StartTools(self._route[0], command, fresh, session, unconfirmed=not self._route[1])]
 
     def _route_answered(self) -> None:
         if self.machines[RouteState] in (RS, RA):
@@ -961,7 +987,7 @@ class CoordinatorCore:
         self._route_confirmed = self._route_rejected = False
 
     # -- routing at the commit (the wake heard on the device) ---------------------------------------
-    def _route_by_audio(self, item: str, marks: Stages, now: float) -> list[Action]:
+    def _route_by_audio(self, item: str | None, marks: Stages, now: float, audio: bytes | None = None) -> list[Action]:
         """Route an utterance the device heard the wake in now, by its audio, if nothing else is
         going on (else its transcript routes it, as any other)."""
         m = self.machines
@@ -971,20 +997,20 @@ class CoordinatorCore:
         ):
             return []
         self._route = (next(self._routes), "")
-        self._route_item = item
+        self._route_item = item  # (inline: the listener names it once sent, RouteSent)
         self._stages = StageTimes(dict(marks))
         if m[WorkingState] is WI:
             self._routed_at = now
         self._route_deadline = now + self.timings.route_timeout_s
         self._fire(E.COMMAND_ROUTED, "by its audio, at the commit")
         self.timeline.add(TimelineKind.COMMAND, ROUTED_BY_AUDIO)
-        return [SendRoute(self._route[0], "", item=item)]
+        return [SendRoute(self._route[0], "", item=item, audio=audio)]
 
     def _awaits_verdict(self, event: RunTools | SpeakText | RoutingFailed) -> bool:
         """A route by audio not confirmed yet: only read-only calls go ahead; a call that changes
         something, the model's own text and an apology wait for the transcript."""
-        if self._route_item is None or self._route_confirmed or self.machines[RouteState] not in (RS, RA):
-            return False
+        if self._route is None or self._route[1] or self.machines[RouteState] not in (RS, RA):
+            return False  # (a route by its words, or one its transcript confirmed)
         return not (isinstance(event, RunTools) and all(c.name in self.read_only_tools for c in event.calls))
 
     def _route_outcome(self, event: RunTools | SpeakText | RoutingFailed) -> list[Action]:
@@ -1002,6 +1028,8 @@ class CoordinatorCore:
         return []
 
     def _confirmed(self, item: str, text: str, marks: Stages) -> list[Action]:
+        if self._private_answer is not None and self._private_answer[0] == item:
+            self._private_answer = None  # addressed after all: its answer may be logged and kept
         if self._route is None or self._route_item != item:
             # Answered already (a read-only answer said before its words came), or given up on
             # (timed out, lost with its session): never routed a second time.

@@ -248,7 +248,13 @@ class ListenerCore:
             # came after the last utterance goes to the next session too (silence, at worst).
             replay = self.last_end_ms
             actions.append(Send(ClientEvents.clear_audio()))
-        if self.speaking:
+        routed = [item for item in self.early if item in self.unheard_starts and item not in self.awaiting_transcripts]
+        if self.speaking and routed:
+            # Routed at the device's end of turn and answered before the server ended the turn:
+            # it is committed here, so its transcript (the verdict) still comes, in this session.
+            actions.append(Send(ClientEvents.commit_audio()))
+            self.speaking = False
+        elif self.speaking:
             progress = [(start, item) for item, start in self.unheard_starts.items() if item not in self.awaiting_transcripts]
             if progress:
                 start, item = max(progress)
@@ -308,6 +314,31 @@ class ListenerCore:
         response = ClientEvents.route_audio(item_id, list(tools), {"handoff_route": tag})
         response["event_id"] = f"{tag}-response"
         return [Send(response)]
+
+    def route_inline(self, pcm: bytes, tools: Sequence[dict[str, Any]] = ()) -> list[Action] | None:
+        """Route the utterance in progress that the device heard the wake in, at the device's own
+        end of turn, with its audio inline (`pcm`): no waiting for the server to end the turn.
+        Its segment, when the server commits it, is not offered again; its transcript confirms
+        or cancels the route. None: no such utterance here (the commit routes it, or its words)."""
+        if self.in_flight is not None:
+            raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
+        candidates = [item for item in self.woken if item in self.unheard_starts]
+        if not candidates or self.retired:
+            return None
+        item = candidates[-1]
+        del self.woken[item]  # routed now: its commit does not offer it again
+        self.in_flight = ""
+        self.early.add(item)
+        tag = self._new_route()
+        self._route_item = item
+        response = ClientEvents.route_inline_audio(pcm, list(tools), {"handoff_route": tag})
+        response["event_id"] = f"{tag}-response"
+        return [Send(response)]
+
+    @property
+    def routed_item(self) -> str | None:
+        """The utterance the route in flight carries (by reference or inline)."""
+        return self._route_item
 
     def _new_route(self) -> str:
         self._routes += 1

@@ -363,6 +363,11 @@ class ClientEvents:
         return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
 
     @staticmethod
+    def commit_audio() -> dict[str, Any]:
+        """End the utterance in the buffer now (the device heard its end before the server did)."""
+        return {"type": "input_audio_buffer.commit"}
+
+    @staticmethod
     def clear_audio() -> dict[str, Any]:
         """Drop the audio buffered and not committed (an utterance in progress)."""
         return {"type": "input_audio_buffer.clear"}
@@ -406,6 +411,24 @@ class ClientEvents:
             "response": {
                 "conversation": "none",
                 "input": [{"type": "item_reference", "id": item_id}],
+                "tools": tools,
+                "tool_choice": "required",
+                "output_modalities": ["text"],
+                "metadata": metadata,
+            },
+        }
+
+    @staticmethod
+    def route_inline_audio(pcm: bytes, tools: list[dict[str, Any]], metadata: dict[str, str]) -> dict[str, Any]:
+        # Routed at the client's own end of turn: the command's audio travels inline, so nothing
+        # waits for the server's VAD to end the turn and commit it (its transcript still comes
+        # from the input buffer, which has the same audio, and still confirms or cancels it).
+        return {
+            "type": "response.create",
+            "response": {
+                "conversation": "none",
+                "input": [{"type": "message", "role": "user", "content": [
+                    {"type": "input_audio", "audio": base64.b64encode(pcm).decode("ascii")}]}],
                 "tools": tools,
                 "tool_choice": "required",
                 "output_modalities": ["text"],

@@ -49,6 +49,7 @@ class ScriptedWake:
         self._onset = None
 
 
-def scripted_wake_filter(wake: ScriptedWake, window_s: float = 8.0) -> UploadFilter:
+def scripted_wake_filter(wake: ScriptedWake, window_s: float = 8.0, turn_end_s: float | None = None) -> UploadFilter:
+    """`turn_end_s`: the device ends a woken turn itself after this much silence (END_OF_TURN=device)."""
     gate = UploadGate(UploadGateSettings(mode=UploadMode.ON_DEVICE_WAKE, command_window_s=window_s))
-    return UploadFilter(gate, wake, BYTES_PER_SECOND)  # type: ignore[arg-type]
+    return UploadFilter(gate, wake, BYTES_PER_SECOND, turn_end_s)  # type: ignore[arg-type]
