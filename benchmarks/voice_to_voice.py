@@ -30,7 +30,9 @@ from typing import AsyncIterator
 from audio_io import MemorySpeaker, PushMicrophone
 from commands.assemble import assistant
 from concurrency.changes import wait_for
-from config.settings import ListenerSettings, Settings
+from config.settings import (
+    ConversationSettings, EndOfTurn, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
+)
 from decisions.stages import STAGE_ORDER, Stage
 from decisions.timeline import Timeline
 from realtime_sim import SimConfig, SimServer
@@ -41,7 +43,12 @@ from tests.support.scripted_wake import ScriptedWake, scripted_wake_filter
 RTTS_MS = (50, 150)
 TRANSCRIPTS = (("with the commit", 0), ("0.8 s after it", 800))
 SPEECH = tone([190.0, 230.0, 210.0], 0.3)  # 0.9 s of "speech": the wake phrase and a short command
-TURN_SILENCE_MS = 500  # the default turn end (ListenerSettings.vad_silence_ms)
+TURN_SILENCE_MS = 500  # the server's turn end (ListenerSettings.vad_silence_ms)
+DEVICE_TURN_END_MS = ListenerSettings().turn_end_ms  # the device's own (END_OF_TURN=device, the default)
+# How each row routes: at the device's end of turn inline, at the server's commit by reference,
+# or after the transcript (before issue 20).
+ROUTES = (("device", "at the device's end of turn, inline"), ("commit", "at the server's commit, by reference"),
+          ("transcript", "after its transcript (before issue 20)"))
 
 
 class SpeechClockMicrophone(PushMicrophone):
@@ -74,19 +81,34 @@ class Cell:
     stages: list[dict[str, float]] = field(default_factory=list)
 
 
-def _settings(base: Settings, silence_ms: int, at_commit: bool) -> Settings:
-    return dataclasses.replace(base, listener=ListenerSettings(vad_silence_ms=silence_ms, route_at_commit=at_commit))
+def _sim_config(rtt_ms: float, **extra: object) -> SimConfig:
+    """The simulator behind a network (RTT/2 each way, 1 RTT per handshake), answering at once."""
+    return SimConfig(network_delay_s=rtt_ms / 2000, upgrade_delay_s=rtt_ms / 1000,
+                     **{"audio_frame_delay_s": 0.0, "use_espeak": False, "realistic": False, "seed": 7, **extra})
+
+
+def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settings:
+    """A warm narrator; tones for speech (the scripted wake hears them); no follow-up window."""
+    (root / "workspace").mkdir(parents=True, exist_ok=True)
+    base = Settings(
+        realtime=RealtimeSettings(api_key="sk-benchmark-0123456789", base_url=sim.base_url),
+        narrator=NarratorSettings(warm=True), upload=UploadSettings(mode=UploadMode.CONTINUOUS),
+        conversation=ConversationSettings(follow_up_s=0), workspace_root=root / "workspace",
+        state_dir=root / "state", tasks_config=None,
+    )
+    return dataclasses.replace(base, listener=ListenerSettings(
+        vad_silence_ms=silence_ms, route_at_commit=route != "transcript",
+        end_of_turn=EndOfTurn.DEVICE if route == "device" else EndOfTurn.SERVER, turn_end_ms=DEVICE_TURN_END_MS))
 
 
 @contextlib.asynccontextmanager
-async def _running(sim: SimServer, root: Path, silence_ms: int, at_commit: bool
+async def _running(sim: SimServer, root: Path, silence_ms: int, route: str
                    ) -> AsyncIterator[tuple[object, SpeechClockMicrophone, FirstPlaySpeaker, Timeline, ScriptedWake]]:
-    from benchmarks.voice_loop import settings_for  # (the loop's settings: a warm narrator, no follow-up)
-
     microphone, speaker, timeline, wake = SpeechClockMicrophone(), FirstPlaySpeaker(), Timeline(), ScriptedWake()
-    settings = _settings(settings_for(sim, root, True), silence_ms, at_commit)
+    settings = _settings(sim, root, silence_ms, route)
+    turn_end_s = DEVICE_TURN_END_MS / 1000 if route == "device" else None
     async with assistant(settings, microphone, speaker, timeline) as coordinator:
-        coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=scripted_wake_filter(wake))
+        coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=scripted_wake_filter(wake, turn_end_s=turn_end_s))
         task = asyncio.create_task(coordinator.run(), name="voice to voice")
         try:
             await wait_for(timeline, lambda t: t.count("listening") >= 1, 30)
@@ -97,15 +119,13 @@ async def _running(sim: SimServer, root: Path, silence_ms: int, at_commit: bool
                 await task
 
 
-async def measure_cell(rtt_ms: int, transcript_ms: int, at_commit: bool, trials: int, root: Path,
+async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int, root: Path,
                        silence_ms: int = TURN_SILENCE_MS) -> Cell:
-    from benchmarks.voice_loop import sim_config
-
     extra = dict(realistic=True, paraphrase_rate=0.0, transcription_delay_ms=(transcript_ms, transcript_ms)) \
         if transcript_ms else {}
     cell = Cell()
-    async with SimServer(sim_config(rtt_ms, **extra)) as sim:
-        async with _running(sim, root, silence_ms, at_commit) as (coordinator, microphone, speaker, timeline, wake):
+    async with SimServer(_sim_config(rtt_ms, **extra)) as sim:
+        async with _running(sim, root, silence_ms, route) as (coordinator, microphone, speaker, timeline, wake):
             for _ in range(trials):
                 before = {k: timeline.count(k) for k in ("narrated", "listening")}
                 await asyncio.sleep(0.3)  # the warm narrator and the next listener are ready by now
@@ -133,7 +153,8 @@ async def measure(quick: bool, trials: int) -> str:
     rtts = (50,) if quick else RTTS_MS
     lines = [
         f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator,",
-        f"turn end {TURN_SILENCE_MS} ms of silence (server VAD), floor = turn end + 2 RTT; median and worst of {trials}:",
+        f"turn end {TURN_SILENCE_MS} ms of silence (server VAD) or {DEVICE_TURN_END_MS} ms (the device's VAD), floor = that turn",
+        f"end + 2 RTT; median and worst of {trials}:",
         "",
         "| RTT ms | transcript arrives | routed | voice to voice, median | worst | floor | median - floor | worst - floor |",
         "|---|---|---|---|---|---|---|---|",
@@ -142,12 +163,10 @@ async def measure(quick: bool, trials: int) -> str:
     with tempfile.TemporaryDirectory(prefix="voice-to-voice-") as folder:
         for rtt in rtts:
             for label, transcript_ms in TRANSCRIPTS:
-                for at_commit in (True, False):
-                    cell = await measure_cell(rtt, transcript_ms, at_commit, trials,
-                                              Path(folder) / f"{rtt}-{transcript_ms}-{at_commit}")
-                    floor = TURN_SILENCE_MS + 2 * rtt
+                for route, how in ROUTES:
+                    cell = await measure_cell(rtt, transcript_ms, route, trials, Path(folder) / f"{rtt}-{transcript_ms}-{route}")
+                    floor = (DEVICE_TURN_END_MS if route == "device" else TURN_SILENCE_MS) + 2 * rtt
                     median, worst = _median(cell.v2v_ms), max(cell.v2v_ms)
-                    how = "at the commit, by its audio" if at_commit else "after its transcript (before issue 20)"
                     lines.append(f"| {rtt} | {label} | {how} | {median:.0f} ms | {worst:.0f} ms | {floor} ms | "
                                  f"{median - floor:+.0f} ms | {worst - floor:+.0f} ms |")
                     offsets = [
@@ -155,7 +174,7 @@ async def measure(quick: bool, trials: int) -> str:
                         if any(stage.value in s for s in cell.stages) else "-"
                         for stage in STAGE_ORDER if stage is not Stage.END_OF_SPEECH
                     ]
-                    stage_rows.append(f"| {rtt} | {label} | {'at the commit' if at_commit else 'after transcript'} | "
+                    stage_rows.append(f"| {rtt} | {label} | {route} | "
                                       + " | ".join(offsets) + " |")
     names = [stage.value.replace("_", " ") for stage in STAGE_ORDER if stage is not Stage.END_OF_SPEECH]
     lines += [

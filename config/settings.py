@@ -39,6 +39,8 @@ ENV_DEFAULTS: dict[str, str] = {
     "LOG_LEVEL": "INFO",
     "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
     "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
+    "END_OF_TURN": "device",  # device | server: who ends a turn the device heard the wake in
+    "TURN_END_MS": "450",  # END_OF_TURN=device: silence that ends it
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
@@ -172,8 +174,8 @@ class ListenerSettings:
     # Who ends a turn the device heard the wake in: the server's VAD (after vad_silence_ms) or the
     # device's own VAD (after turn_end_ms of silence; the command's audio goes inline with its
     # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
-    end_of_turn: EndOfTurn = EndOfTurn.SERVER
-    turn_end_ms: int = 500
+    end_of_turn: EndOfTurn = EndOfTurn.DEVICE
+    turn_end_ms: int = 450
 
 
 class FollowUp(enum.Enum):
@@ -367,11 +369,13 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
     narrator_warm = _flag(values, "NARRATOR_WARM", problems)
     follow_up_mode = _choice(values, "FOLLOW_UP", FollowUp, str.lower, problems)
+    end_of_turn = _choice(values, "END_OF_TURN", EndOfTurn, str.lower, problems)
+    turn_end_ms = _number(values, "TURN_END_MS", 100, problems)
     stop = _stop_settings(values, problems)
     warm_max_age_s = _positive_seconds(values, "NARRATOR_WARM_MAX_AGE_S")
     if problems:
         raise SettingsError(*problems)
-    assert noise_reduction is not None and log_level is not None and follow_up_mode is not None
+    assert noise_reduction is not None and log_level is not None and follow_up_mode is not None and end_of_turn is not None
     upload = _upload_settings(values, ListenerSettings().vad_silence_ms)
     follow_up = _seconds(values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
     volume = values.get("NARRATOR_VOLUME", "100").strip().rstrip("%").strip()
@@ -393,7 +397,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             noise_reduction=noise_reduction,
             reader_voice=values["READER_VOICE"],
         ),
-        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words),
+        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words,
+                                  end_of_turn=end_of_turn, turn_end_ms=turn_end_ms),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"]),
         audio=AudioSettings(
