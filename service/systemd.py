@@ -1,5 +1,5 @@
 """The systemd user unit that runs `handoff run` as a service, rendered from where handoff is
-installed. `handoff service install` writes it; docs/HANDOFF.md ("Running as a service") says
+installed. `handoff service install` writes it; docs/USING.md ("Running as a service") says
 why each line is there."""
 
 from __future__ import annotations

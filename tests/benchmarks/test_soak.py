@@ -1,6 +1,6 @@
 """The simulated week's small run (`benchmarks.soak --quick`): the whole assistant against the
 simulator with seeded faults of every kind, brain failures, tasks and notices, and scheduled
-expiries; every goal figure is asserted (the full week is the benchmark's, see docs/HANDOFF.md)."""
+expiries; every goal figure is asserted (the full week is the benchmark's, see docs/PERFORMANCE.md)."""
 
 from __future__ import annotations
 
