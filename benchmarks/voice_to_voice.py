@@ -35,6 +35,7 @@ from config.settings import (
 )
 from decisions.stages import STAGE_ORDER, Stage
 from decisions.timeline import Timeline
+from reader_agent import SpareState
 from realtime_sim import SimConfig, SimServer
 from speech.local_voice import tone
 from speech.synth import silence
@@ -128,7 +129,9 @@ async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int,
         async with _running(sim, root, silence_ms, route) as (coordinator, microphone, speaker, timeline, wake):
             for _ in range(trials):
                 before = {k: timeline.count(k) for k in ("narrated", "listening")}
-                await asyncio.sleep(0.3)  # the warm narrator and the next listener are ready by now
+                # Commands come seconds apart: the narrator's spare is ready by then.
+                await coordinator.parts.narrator.wait_spare(SpareState.READY, 30)
+                await asyncio.sleep(0.2)
                 sim.script.push_transcript("Computer, what time is it")
                 sim.script.push_tool_call("get_time", {})
                 wake.wake_next()
