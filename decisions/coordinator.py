@@ -628,7 +628,8 @@ class CoordinatorCore:
         self._stages: StageTimes | None = None  # the command being routed
         self._pending_stages: dict[str, Stages] = {}  # commands waiting, by their words
         self.stage_log: deque[dict[str, float]] = deque(maxlen=200)  # the latest commands' stage offsets
-        self._private_answer: tuple[str | None, int] | None = None  # (item, narration seq): an answer before its transcript
+        # (item, narration seq, script): an answer to a command whose transcript has not come yet
+        self._private_answer: tuple[str | None, int, str] | None = None
         self._route_deadline: float | None = None
         self._routed_at = 0.0  # when the command now waiting for its answer was first routed
         self._tools_at = 0.0  # when its tools started
@@ -824,7 +825,7 @@ class CoordinatorCore:
                     unconfirmed = current and self._route is not None and not self._route[1]
                     self._queue(" ".join(scripts), NarrationKind.ANSWER, stages=self._stages if current else None)
                     if unconfirmed:  # its words may be overheard ones (a false wake): not logged until confirmed
-                        self._private_answer = (self._route_item, max(self._narrations).seq)
+                        self._private_answer = (self._route_item, max(self._narrations).seq, " ".join(scripts))
                     if current:
                         self._end_route()
                         self._fire(E.TOOLS_FINISHED, "")
@@ -1028,19 +1029,22 @@ class CoordinatorCore:
         return []
 
     def _confirmed(self, item: str, text: str, marks: Stages) -> list[Action]:
+        self.timeline.add(TimelineKind.CONFIRMED, text)
         if self._private_answer is not None and self._private_answer[0] == item:
-            self._private_answer = None  # addressed after all: its answer may be logged and kept
+            # Addressed after all: its answer may be logged and kept (said already: history gets it now).
+            _, seq, script = self._private_answer
+            self._private_answer = None
+            if all(request.seq != seq for request in self._narrations):
+                self.timeline.add(TimelineKind.SAID, script)
         if self._route is None or self._route_item != item:
             # Answered already (a read-only answer said before its words came), or given up on
             # (timed out, lost with its session): never routed a second time.
-            self.timeline.add(TimelineKind.CONFIRMED, text)
             return []
         self._route = (self._route[0], text)
         self._route_confirmed = True
         if self._stages is not None:
             for stage, at in marks:
                 self._stages.mark(stage, at)
-        self.timeline.add(TimelineKind.CONFIRMED, text)
         held, self._held = self._held, None
         if held is None:
             return []

@@ -26,6 +26,7 @@ class TimelineKind(enum.StrEnum):
     WORKING = "working"  # an answer is late: the working sound plays
     COMMAND = "command"  # routed to the model
     CONFIRMED = "confirmed"  # routed by its audio: the transcript confirmed it, with these words
+    SAID = "said"  # the answer said before its command was confirmed, once it is (for history)
     WITHDRAWN = "withdrawn"  # routed by its audio: the transcript says it was not addressed; nothing acts
     STAGES = "stages"  # a command's stage offsets (JSON; decisions.stages), logged at debug
     TOOL = "tool"

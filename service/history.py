@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from decisions.coordinator import ROUTED_BY_AUDIO, NarrationKind
+from decisions.coordinator import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER, NarrationKind
 from decisions.timeline import TimelineEntry, TimelineKind
 
 log = logging.getLogger("handoff.service")
@@ -90,6 +90,13 @@ class HistoryTracker:
                 target = self._open or self._wordless
                 if target is not None and not target.heard:
                     target.heard = entry.text
+                if self._wordless is not None and self._wordless.said != UNCONFIRMED_ANSWER:
+                    self._finish(self._wordless)  # (its answer's words were logged: nothing more comes)
+                    self._wordless = None
+            case TimelineKind.SAID:  # (after CONFIRMED: the answer said before its words came)
+                target = self._wordless or self._open
+                if target is not None and target.said in ("", UNCONFIRMED_ANSWER):
+                    target.said = entry.text
                 if self._wordless is not None:
                     self._finish(self._wordless)
                     self._wordless = None
@@ -119,7 +126,9 @@ class HistoryTracker:
             return
         stopped = "(stopped after" in text  # "answer (stopped after 2.3 s of audio)"
         if kind in _OUTCOMES and self._open is not None:
-            self._open.said, self._open.outcome = self._script, Outcome.STOPPED if stopped else _OUTCOMES[kind]
+            if not (self._script == UNCONFIRMED_ANSWER and self._open.said):  # (SAID came while it was said)
+                self._open.said = self._script
+            self._open.outcome = Outcome.STOPPED if stopped else _OUTCOMES[kind]
             if self._open.heard:
                 self._finish(self._open)
             else:

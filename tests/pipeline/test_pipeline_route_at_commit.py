@@ -9,6 +9,7 @@ import pytest
 
 from decisions.coordinator import ROUTED_BY_AUDIO
 from realtime_sim import SimConfig
+from service.history import HistoryTracker
 from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 from tests.support.scripted_wake import ScriptedWake, scripted_wake_filter
 
@@ -28,10 +29,14 @@ def routes(p) -> list[dict]:
 async def test_a_read_only_command_is_narrated_before_its_late_transcript(tmp_path, sim):
     wake = ScriptedWake()
     async with running_pipeline(tmp_path, sim, mic_filter=scripted_wake_filter(wake)) as p:
+        history: list = []
+        p.timeline.on_add.append(HistoryTracker(history.append, keep_overheard=False).observe)
         sim.script.push_tool_call("get_time", {})
         wake.wake_next()
         p.say("Computer, what time is it")
-        await p.wait(lambda t: t.count("narrated") >= 1 and t.count("confirmed") >= 1)
+        await p.wait(lambda t: t.count("narrated") >= 1 and t.count("confirmed") >= 1 and t.count("said") >= 1)
+        # History keeps it whole once its words came: what was asked, and what was said.
+        assert [(h.heard, h.said[:5]) for h in history] == [("what time is it", "It's ")]
         order = kinds(p)
         assert order.index("narrating") < order.index("confirmed")  # answered before its words came
         (route,) = routes(p)

@@ -256,12 +256,13 @@ def test_stages_are_kept_with_the_command_and_summarised_small() -> None:
 
 
 def test_a_command_routed_by_its_audio_gets_its_words_in_history_even_after_its_answer() -> None:
-    from decisions.coordinator import ROUTED_BY_AUDIO
+    from decisions.coordinator import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER
     done: list[HistoryEntry] = []
     tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
-    for item in [entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.TOOL, "get_time({})"),
-                 entry(TimelineKind.NARRATING, "It's noon."), entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)"),
-                 entry(TimelineKind.CONFIRMED, "what time is it"),
+    for item in [entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.TOOL, "get_time(...)"),
+                 entry(TimelineKind.NARRATING, UNCONFIRMED_ANSWER),
+                 entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)"),
+                 entry(TimelineKind.CONFIRMED, "what time is it"), entry(TimelineKind.SAID, "It's noon."),
                  entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.WITHDRAWN, "not addressed after all")]:
         tracker.observe(item)
-    assert [(e.heard, e.tools, e.outcome) for e in done] == [("what time is it", ["get_time({})"], Outcome.ANSWERED)]
+    assert [(e.heard, e.said, e.outcome) for e in done] == [("what time is it", "It's noon.", Outcome.ANSWERED)]
