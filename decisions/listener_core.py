@@ -205,6 +205,7 @@ class ListenerCore:
     _route_response: str | None = None  # its response id, once created
     _cancel_tag: str | None = None  # cancel the response with this tag as soon as it is created
     _delete_after: dict[str, str] = field(default_factory=dict)  # route tag -> item deleted once it is done
+    _stashed: dict[str, str] = field(default_factory=dict)  # transcripts waiting for an earlier utterance's
     _routes: int = 0
     _route_event_ids: set[str] = field(default_factory=set)
 
@@ -390,14 +391,15 @@ class ListenerCore:
                     self._route_response = response_id
             case wire.TranscriptCompleted(item_id=item_id, transcript=transcript, usage=usage):
                 billed: list[Action] = [TranscriptionBilled(usage.audio_seconds)] if usage.audio_seconds else []
-                return billed + self._on_transcript(item_id, transcript)
+                self._stashed[item_id] = transcript
+                return billed + self._judge_in_order()
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
                 self.unheard_starts.pop(item_id, None)
                 self.stopped_at_ms.pop(item_id, None)
                 self.spoken_at.pop(item_id, None)
                 log.warning("could not transcribe an utterance (%s); it is dropped", message)
-                return [Send(ClientEvents.delete_item(item_id))]
+                return [Send(ClientEvents.delete_item(item_id)), *self._judge_in_order()]
             case wire.ResponseDone(usage=usage):
                 reported: list[Action] = [UsageReported(usage)] if usage != wire.Usage() else []
                 return reported + self._on_response_done(event)
@@ -406,6 +408,21 @@ class ListenerCore:
             case wire.Malformed(reason=reason):
                 log.warning("ignored a malformed frame from the listener session: %s", reason)
         return []
+
+    def _judge_in_order(self) -> list[Action]:
+        """Transcripts are judged in the order the utterances were spoken, not the order they
+        complete (a real transcriber's delays vary): "computer ... what time is it" said as two
+        utterances must meet the wake gate phrase first, or the command is judged without it."""
+        actions: list[Action] = []
+        while self._stashed:
+            first = min(self._stashed, key=lambda item: self.unheard_starts.get(item, -1))
+            start = self.unheard_starts.get(first)
+            earlier = [item for item in self.awaiting_transcripts - self._stashed.keys()
+                       if start is not None and self.unheard_starts.get(item, start) < start]
+            if earlier:
+                break  # an utterance said before it is still being transcribed
+            actions += self._on_transcript(first, self._stashed.pop(first))
+        return actions
 
     def _holds_a_command(self, item_id: str) -> bool:
         """The utterance began with a wake the device heard and has speech enough after the

@@ -107,9 +107,15 @@ def test_a_replay_skips_a_later_utterance_already_heard():
     core.feed(wire.SpeechStarted("item_b", 3000))
     core.feed(wire.SpeechStopped("item_b", 4500))
     core.feed(wire.AudioCommitted("item_b"))
-    core.feed(wire.TranscriptCompleted("item_b", "computer, what time is it"))  # B's transcript first
+    core.feed(wire.TranscriptCompleted("item_a", "computer, what time is it"))
+    core.feed(wire.SpeechStarted("item_c", 5000))
+    core.feed(wire.SpeechStopped("item_c", 6500))
+    core.feed(wire.AudioCommitted("item_c"))
+    core.feed(wire.TranscriptCompleted("item_c", "computer, list the files"))  # C's transcript before B's
     start = core.replay_from_ms(include_unfinished=False)
-    assert start == 1000 and core.heard_after(start) == ((3000, 4500),)  # A again, B not twice
+    # B again, and C too: its transcript waits for B's (judged in the order spoken), so it was
+    # never judged here; A, heard before B, is not replayed at all.
+    assert start == 3000 and core.heard_after(start) == ()
 
 
 def test_a_retired_session_hands_the_utterance_in_progress_over_and_waits_for_the_rest():
@@ -262,3 +268,18 @@ def test_a_transcript_before_the_route_by_audio_withdraws_it():
     woken_commit(core)
     core.feed(wire.TranscriptCompleted("item_1", "Computer, what time is it"))
     assert core.route_audio("item_1", []) is None and core.in_flight is None
+
+
+def test_transcripts_are_judged_in_the_order_the_utterances_were_spoken():
+    """"Computer ... ask the brain why the sky is blue" as two utterances whose transcripts
+    complete in the other order: the command is still judged after its wake phrase."""
+    core, _ = make_core()
+    for item, start in (("item_1", 1000), ("item_2", 3000)):
+        core.feed(wire.SpeechStarted(item, start))
+        core.feed(wire.SpeechStopped(item, start + 1500))
+        core.feed(wire.AudioCommitted(item))
+    assert [a for a in core.feed(wire.TranscriptCompleted("item_2", "ask the brain why the sky is blue"))
+            if not isinstance(a, Send)] == []  # waits for the utterance said before it
+    actions = core.feed(wire.TranscriptCompleted("item_1", "Computer"))
+    assert [type(a).__name__ for a in actions if not isinstance(a, Send)] == ["Heard", "Heard", "CommandHeard"]
+    assert CommandHeard("ask the brain why the sky is blue") in actions
