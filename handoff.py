@@ -33,8 +33,9 @@ from config.settings import Settings
 from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, AudioHeard, ChimeFinished, ConfirmHeard, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
-    NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, SendRoute, StartTools,
-    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
+    NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
+    StartTools, TurnEnded,
+    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
 )
 from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
@@ -67,6 +68,9 @@ class MicFilter(Protocol):
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
+    def take_wake(self) -> float | None: ...  # a wake the device heard since last asked: the phrase's length (s)
+    def take_turn(self) -> bytes | None: ...  # a woken utterance the device heard end: its audio
+    def follow_up(self, seconds: float) -> None: ...  # an answer asked something: the next utterance goes up
 
 
 class Notices(Protocol):
@@ -127,6 +131,7 @@ class _CutSpeaker:
         self._speaker, self._clock = speaker, clock
         self.cut_done = False
         self.last_write_at: float | None = None
+        self.first_write_at: float | None = None  # the narrator's first audio reached the speaker
         self.writes_after_cut = 0
 
     def cut(self) -> None:
@@ -138,6 +143,8 @@ class _CutSpeaker:
             self.writes_after_cut += 1
             return
         self.last_write_at = self._clock()
+        if self.first_write_at is None:
+            self.first_write_at = self.last_write_at
         self._speaker.play(pcm)
 
     def flush(self) -> None:
@@ -172,6 +179,7 @@ class Coordinator:
             clock,
             on_mute_change=self.changes.notify,
             cost=parts.cost,
+            read_only_tools=frozenset(getattr(parts.tools, "read_only_names", frozenset)()),  # (a fake: none)
         )
         self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
@@ -241,10 +249,10 @@ class Coordinator:
 
     def _carry_out(self, action: Action) -> None:
         match action:
-            case SendRoute(route=route, command=command):
-                self._spawn(self._send_route(route, command), "route")
-            case StartTools(route=route, calls=calls, session=session):
-                self._spawn(self._run_tools(route, calls, session), f"tools:{calls[0].call_id}")
+            case SendRoute(route=route, command=command, item=item, audio=audio):
+                self._spawn(self._send_route(route, command, item, audio), "route")
+            case StartTools(route=route, calls=calls, session=session, unconfirmed=unconfirmed):
+                self._spawn(self._run_tools(route, calls, session, unconfirmed), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
                 # the mic switches to it the moment the narration's mute lifts.
                 self._spawn(self.listener.warm_up(), "warm listener")
@@ -267,6 +275,9 @@ class Coordinator:
             case UtteranceRejected():
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.rejected()
+            case OpenFollowUp(seconds=seconds):
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.follow_up(seconds)
             case AckNotices(ids=ids):
                 assert self.parts.notices is not None
                 self.parts.notices.ack(list(ids))
@@ -294,14 +305,25 @@ class Coordinator:
         self._feed(Fatal("the listener stopped"))
 
     # -- commands -----------------------------------------------------------------------------------
-    async def _send_route(self, route: int, command: str) -> None:
+    async def _send_route(self, route: int, command: str, item: str | None, audio: bytes | None) -> None:
+        if audio is not None:  # inline, at the device's own end of turn
+            carried = await self.listener.route_inline(audio)
+            self._feed(RouteWithdrawn(route) if carried is None else RouteSent(route, carried) if carried
+                       else RouteNotSent(route))
+            return
+        if item is not None:  # by its audio, at the commit
+            sent = await self.listener.route_audio(item)
+            self._feed(RouteWithdrawn(route) if sent is None else RouteSent(route) if sent else RouteNotSent(route))
+            return
         sent = await self.listener.route(command)
         self._feed(RouteSent(route) if sent else RouteNotSent(route))
 
-    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int) -> None:
+    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int, unconfirmed: bool = False) -> None:
+        """`unconfirmed`: read-only calls before the transcript said the command was addressed:
+        their arguments and results may be overheard words, so only the tool's name is logged."""
         scripts: list[str] = []
         for call in calls:
-            self.timeline.add(TimelineKind.TOOL, f"{call.name}({call.arguments})")
+            self.timeline.add(TimelineKind.TOOL, f"{call.name}(...)" if unconfirmed else f"{call.name}({call.arguments})")
             try:
                 result = await self.parts.tools.run(call.name, call.arguments, call.call_id)
                 speakable = self.parts.tools.format(result)
@@ -311,7 +333,10 @@ class Coordinator:
                 scripts.append(f"Sorry, the {call.name.replace('_', ' ')} tool failed.")
                 self.timeline.add(TimelineKind.ERROR, f"tool {call.name} crashed: {exc.__class__.__name__}")
                 continue
-            self.timeline.add(TimelineKind.RESULT, f"{call.name} {'ok' if result.ok else 'failed'}: {result.short_output()}")
+            # Before its transcript confirms the command, what a read-only tool found is not kept: the
+            # utterance may turn out to be overheard.
+            found = "(before its transcript: not kept)" if unconfirmed else result.short_output()
+            self.timeline.add(TimelineKind.RESULT, f"{call.name} {'ok' if result.ok else 'failed'}: {found}")
             await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._feed(ToolsFinished(route, tuple(scripts)))
@@ -325,7 +350,8 @@ class Coordinator:
                 try:
                     while (request := self._next_narration()) is not None:  # back to back, one voice
                         said += 1
-                        self._feed(NarrationDone(request, await self._narrate(request)))
+                        summary, first_audio_at = await self._narrate(request)
+                        self._feed(NarrationDone(request, summary, first_audio_at))
                 except AudioDeviceError as exc:
                     self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
                     return
@@ -342,7 +368,7 @@ class Coordinator:
                 self._spawn(self.listener.warm_up(), "warm listener")
         return request
 
-    async def _narrate(self, request: NarrationRequest) -> str:
+    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None]:
         speaker = _CutSpeaker(self.speaker, self._clock)
         cut = NarrationCut()
         with self.core.mute.hold("narration"):
@@ -363,8 +389,8 @@ class Coordinator:
             finally:
                 self._cut = None
         if cut.requested:
-            return f"stopped after {result.audio_bytes / BYTES_PER_SECOND:.1f} s of audio"
-        return f"similarity {result.similarity:.2f}, attempts {result.attempts}"
+            return f"stopped after {result.audio_bytes / BYTES_PER_SECOND:.1f} s of audio", speaker.first_write_at
+        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at
 
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:
@@ -472,6 +498,10 @@ class Coordinator:
                         mutes_seen = core.mute.releases
                         mic_filter.reset()
                     pieces = mic_filter.feed(chunk)
+                    if (phrase_s := mic_filter.take_wake()) is not None:
+                        self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
+                    if (turn := mic_filter.take_turn()) is not None:
+                        self._feed(TurnEnded(turn))  # ... or now, inline (the device's own end of turn)
                 if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
                     pieces = []
                 for piece in pieces:

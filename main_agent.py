@@ -123,6 +123,33 @@ class Listener:
         await self._apply(self._core.route(command, self._session["tools"]), self._link)
         return True
 
+    async def route_audio(self, item_id: str) -> bool | None:
+        """Route a committed utterance by its audio (the wake was heard on the device). True: sent;
+        None: its transcript came first (routed by its words instead); False: no session."""
+        if self._core is None or self._link is None:
+            return False
+        actions = self._core.route_audio(item_id, self._session["tools"])
+        if actions is None:
+            return None
+        await self._apply(actions, self._link)
+        return True
+
+    async def route_inline(self, pcm: bytes) -> str | bool | None:
+        """Route the woken utterance in progress with its audio inline (the device heard its end).
+        Its item id: sent; None: no such utterance known here (its commit routes it); False: no session."""
+        if self._core is None or self._link is None:
+            return False
+        actions = self._core.route_inline(pcm, self._session["tools"])
+        if actions is None:
+            return None
+        await self._apply(actions, self._link)
+        return self._core.routed_item or None
+
+    def local_wake(self, phrase_s: float) -> None:
+        """The device heard the wake phrase: the next utterance the session hears begins with it."""
+        if self._core is not None and not self._closing:
+            self._core.local_wake(phrase_s)
+
     async def send_tool_output(self, call: wire.FunctionCall, output: str, session: int) -> None:
         """Return a result to the session whose model asked for it (a later session never saw
         the call). The listener makes no further response: the narrator speaks the result. The
@@ -219,7 +246,8 @@ class Listener:
         if link is None:
             link = await open_configured(self._client, self._settings, "listener", self._session, self._refusal)
         self.sessions_opened += 1
-        core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened)
+        core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened,
+                                         turn_silence_s=self._settings.listener.vad_silence_ms / 1000)
         self._session_started = self._clock()
         self._link = link
         self._closing = False

@@ -55,6 +55,7 @@ from realtime_api.link import make_client
 from realtime_sim import SimConfig, SimServer
 from speech.local_voice import tone
 from speech.synth import SpeechSynthesizer, silence
+from benchmarks import voice_to_voice
 
 RTTS_MS = (0, 50, 150)
 OFFSETS_MS = (0, 50, 150, 300, 600)
@@ -427,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     narrations = args.narrations or (2 if args.quick else 12)
     print(asyncio.run(measure(args.quick, narrations)))
+    print()  # then voice to voice (issue 20), its own module
+    print(asyncio.run(voice_to_voice.measure(args.quick, 2 if args.quick else 7)))
     return 0
 
 

@@ -13,7 +13,7 @@ from openai import AsyncOpenAI
 
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
 from brain import Brain
-from config.settings import Settings, SettingsError
+from config.settings import EndOfTurn, Settings, SettingsError
 from config.wake_phrases import model_for
 from decisions.cost import CostMeter, RealtimeRole
 from decisions.timeline import Timeline
@@ -138,7 +138,9 @@ def upload_filter(settings: Settings) -> UploadFilter:
     """The on-device detectors and gate that decide what of the microphone leaves the machine."""
     listener = settings.listener
     try:
-        return build_upload_filter(settings.upload, listener.wake_phrase, listener.wake_window_s, BYTES_PER_SECOND)
+        turn_end_s = listener.turn_end_ms / 1000 if listener.end_of_turn is EndOfTurn.DEVICE else None
+        return build_upload_filter(settings.upload, listener.wake_phrase, listener.wake_window_s, BYTES_PER_SECOND,
+                                   turn_end_s)
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; HANDOFF_UPLOAD_MODE=wake_word needs a wake phrase the on-device spotter knows, "

@@ -126,12 +126,28 @@ def describe(status: Status, state: Liveness, now: float) -> str:
     else:
         parts = ", ".join(f"{name} {_usd(usd)}" for name, usd in (status.cost_parts_usd or {}).items())
         lines.append(f"cost today: {_usd(status.cost_today_usd)} ({parts}), estimated from the usage the API reported")
+    lines += stage_lines(status)
     if state is Liveness.UNHEALTHY:
         why = (f"its status is {_span(now - status.updated_at)} old (it is rewritten every {status.heartbeat_s:g} s)"
                if status.healthy else "its listener is down and has reported nothing for too long")  # fmt: skip
         lines.append(f"unhealthy: {why}; see its log (journalctl --user -u handoff).")
     return "\n".join(lines)
 
+
+
+def stage_lines(status: Status) -> list[str]:
+    """How fast commands were answered (the daemon's stage summary), if any were."""
+    stages = status.stages_ms
+    if not stages or not isinstance(stages, dict) or "voice_to_voice" not in stages:
+        return []
+    try:
+        parts = ", ".join(f"{name.replace('_', ' ')} {value[0]}/{value[1]}" for name, value in stages.items()
+                          if name not in ("commands", "voice_to_voice"))
+        p50, p95 = stages["voice_to_voice"]
+        return [f"voice to voice (end of speech to first answer audio): p50 {p50} ms, p95 {p95} ms over the "
+                f"last {stages['commands']} command(s); stages p50/p95 ms after the end of speech: {parts}"]
+    except (TypeError, ValueError):  # a status file from another version: leave the line out
+        return []
 
 
 def _usd(amount: float) -> str:

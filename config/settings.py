@@ -45,6 +45,9 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_TASKS_CONFIG": "",
     "LOG_LEVEL": "INFO",
     "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
+    "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
+    "END_OF_TURN": "device",  # device | server: who ends a turn the device heard the wake in
+    "TURN_END_MS": "450",  # END_OF_TURN=device: silence that ends it
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
@@ -170,6 +173,13 @@ class CostSettings:
     daily_budget_usd: float | None = None  # None = no budget
 
 
+class EndOfTurn(enum.Enum):
+    """Who ends a turn the device heard the wake in (END_OF_TURN)."""
+
+    SERVER = "server"  # the server's VAD, after VAD_SILENCE_MS of silence, then its commit
+    DEVICE = "device"  # the on-device VAD, after TURN_END_MS of silence: routed at once, inline
+
+
 @dataclass(frozen=True)
 class ListenerSettings:
     """The always-on listener and its wake gate."""
@@ -184,6 +194,22 @@ class ListenerSettings:
     route_timeout_s: float = 30.0  # a routed command with no response by then gets an apology and a fresh session
     pre_connect_buffer_s: float = 10.0  # mic audio kept while the listener reconnects (bounded)
     retire_wait_s: float = 5.0  # a session handed over stays open this long at most for transcripts still due
+    # An utterance the device heard the wake phrase in is routed at its commit, by its audio; its
+    # transcript still confirms it (tools that change something wait for that) or cancels it.
+    route_at_commit: bool = True
+    # Who ends a turn the device heard the wake in: the server's VAD (after vad_silence_ms) or the
+    # device's own VAD (after turn_end_ms of silence; the command's audio goes inline with its
+    # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
+    end_of_turn: EndOfTurn = EndOfTurn.DEVICE
+    turn_end_ms: int = 450
+
+
+class FollowUp(enum.Enum):
+    """When an answer takes the next utterance without the wake phrase (FOLLOW_UP)."""
+
+    INVITED = "invited"  # only when the answer asked the user something (its script ends with a question)
+    ALWAYS = "always"  # after every answer (speech said to someone else may be taken as a command)
+    NEVER = "never"
 
 
 @dataclass(frozen=True)
@@ -191,6 +217,7 @@ class ConversationSettings:
     """The habits of a spoken conversation around each answer."""
 
     follow_up_s: float = 6.0  # after an answer, the next utterance this soon needs no wake phrase (0: off)
+    follow_up: FollowUp = FollowUp.INVITED  # ... and after which answers
     working_sound_after_s: float = 1.0  # an answer not ready by then: a soft working sound until it is
     still_working_after_s: float = 8.0  # a tool running this long: "Still working on it." once
 
@@ -387,6 +414,9 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     )
     history_rows = _number(values, "HANDOFF_HISTORY_ROWS", 1, problems)
     narrator_warm = _flag(values, "NARRATOR_WARM", problems)
+    follow_up_mode = _choice(values, "FOLLOW_UP", FollowUp, str.lower, problems)
+    end_of_turn = _choice(values, "END_OF_TURN", EndOfTurn, str.lower, problems)
+    turn_end_ms = _number(values, "TURN_END_MS", 100, problems)
     stop = _stop_settings(values, problems)
     # Each of these raises on its first problem: collected, so every problem is said at once.
     warm_max_age_s = _collected(problems, _positive_seconds, values, "NARRATOR_WARM_MAX_AGE_S")
@@ -403,12 +433,12 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     rooms = room_settings(values, problems)
     if problems:
         raise SettingsError(*problems)
-    assert noise_reduction is not None and log_level is not None
+    assert noise_reduction is not None and log_level is not None and follow_up_mode is not None and end_of_turn is not None
     sounds = {key: Path(values[key]).expanduser() if values.get(key) else None
               for key in ("WAKE_SOUND_WAV", "WORKING_SOUND_WAV", "DONE_SOUND_WAV")}  # fmt: skip
     return Settings(
         upload=upload,
-        conversation=ConversationSettings(follow_up_s=follow_up),
+        conversation=ConversationSettings(follow_up_s=follow_up, follow_up=follow_up_mode),
         stop=stop,
         cost=cost,
         realtime=RealtimeSettings(
@@ -420,7 +450,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             noise_reduction=noise_reduction,
             reader_voice=values["READER_VOICE"],
         ),
-        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words),
+        listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words,
+                                  end_of_turn=end_of_turn, turn_end_ms=turn_end_ms),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"]),
         audio=AudioSettings(

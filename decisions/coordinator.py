@@ -14,21 +14,26 @@ them.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import heapq
 import itertools
+import json
 import logging
 from collections import OrderedDict, deque
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable
 
+from config.settings import FollowUp
 from decisions.errors import IllegalTransition
 from decisions.cost import CostMeter, RealtimeRole
 from decisions.listener_core import (
+    CommandCommitted, CommandConfirmed, CommandRejected, Stages,
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
     TranscriptionBilled, UsageReported,
 )
 from decisions.mute import MuteHolders
+from decisions.stages import Stage, StageTimes
 from decisions.timeline import Timeline, TimelineKind
 from decisions.uplink import Uplink
 from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
@@ -117,6 +122,7 @@ class Event(enum.Enum):
     ROUTE_ANSWERED = "route_answered"  # text instead of a call, or the route failed
     ROUTE_TIMED_OUT = "route_timed_out"
     TOOLS_FINISHED = "tools_finished"
+    ROUTE_CANCELLED = "route_cancelled"  # routed by its audio, and its transcript says it was not addressed
     WORKING_DUE = "working_due"
     STILL_WORKING_DUE = "still_working_due"
     BUDGET_REACHED = "budget_reached"
@@ -193,6 +199,10 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (WW, E.ANSWER_STARTED): WI,
     (WP, E.ANSWER_STARTED): WI,
     (WT, E.ANSWER_STARTED): WI,
+    (WI, E.ROUTE_CANCELLED): WI,  # no answer is coming: nothing to wait for
+    (WW, E.ROUTE_CANCELLED): WI,
+    (WP, E.ROUTE_CANCELLED): WI,
+    (WT, E.ROUTE_CANCELLED): WI,
     # the command being routed (one at a time; others wait in order)
     (RI, E.COMMAND_ROUTED): RS,
     (RS, E.ROUTE_SENT): RA,
@@ -206,6 +216,11 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (RS, E.ROUTE_TIMED_OUT): RI,  # the watchdog is armed before the send: a send that hangs is caught too
     (RA, E.ROUTE_TIMED_OUT): RI,  # abandoned: apology, fresh session, not routed again
     (RT, E.TOOLS_FINISHED): RI,  # the answer is queued for the narrator
+    # routed by its audio at the commit, and its transcript says it was not addressed: cancelled,
+    # nothing acts (read-only tools that already ran: their answer is not said)
+    (RS, E.ROUTE_CANCELLED): RI,
+    (RA, E.ROUTE_CANCELLED): RI,
+    (RT, E.ROUTE_CANCELLED): RI,
     # the daily budget (said once each way)
     (BW, E.BUDGET_REACHED): BP,
     (BP, E.NEW_DAY): BW,
@@ -297,10 +312,27 @@ class Tick:
 @dataclass(frozen=True)
 class RouteSent:
     route: int
+    item: str | None = None  # a route inline: the utterance (server item) it carries
 
 
 @dataclass(frozen=True)
 class RouteNotSent:
+    route: int
+
+
+@dataclass(frozen=True)
+class TurnEnded:
+    """The device heard the end of an utterance it heard the wake in (its own VAD's silence):
+    `audio` is what was sent of it, to route inline now, before the server ends the turn."""
+
+    audio: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class RouteWithdrawn:
+    """A route by audio was not sent: the utterance's transcript came first (it is routed by its
+    words instead, from the queue)."""
+
     route: int
 
 
@@ -314,6 +346,7 @@ class ToolsFinished:
 class NarrationDone:
     request: NarrationRequest
     summary: str  # how it went, for the timeline ("similarity 1.00, attempts 1")
+    first_audio_at: float | None = None  # the clock when its first audio went to the speaker
 
 
 @dataclass(frozen=True)
@@ -375,7 +408,8 @@ class DeviceFailed:
 CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
     | UsageReported | TranscriptionBilled
-    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | ToolsFinished | NarrationDone | NarrationsFinished
+    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn | TurnEnded
+    | CommandCommitted | CommandConfirmed | CommandRejected | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
     | AudioHeard
 )
@@ -387,7 +421,9 @@ CoordinatorEvent = (
 @dataclass(frozen=True)
 class SendRoute:
     route: int
-    command: str
+    command: str  # "" when routed by its audio (`item`), before its transcript
+    item: str | None = None  # the committed audio item, routed by reference
+    audio: bytes | None = field(default=None, repr=False)  # or the utterance's audio, inline (the device's end of turn)
 
 
 @dataclass(frozen=True)
@@ -396,6 +432,9 @@ class StartTools:
     command: str
     calls: tuple[FunctionCall, ...]
     session: int
+    # Read-only calls of a route by audio before its transcript: it may have been overheard (a
+    # false local wake), so their arguments and results are neither logged nor kept.
+    unconfirmed: bool = False
 
 
 @dataclass(frozen=True)
@@ -441,6 +480,14 @@ class ConfirmHeard:
 
 
 @dataclass(frozen=True)
+class OpenFollowUp:
+    """An answer invited a follow-up: the microphone's upload filter lets the next utterance
+    within `seconds` go up without an on-device wake (nothing else after an answer does)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class AckNotices:
     ids: tuple[int, ...]
 
@@ -455,7 +502,7 @@ class Stop:
 
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
-    | UtteranceRejected | ConfirmHeard
+    | UtteranceRejected | ConfirmHeard | OpenFollowUp
 )
 
 
@@ -484,8 +531,17 @@ class NarrationRequest:
     script: str = field(compare=False)
     kind: NarrationKind = field(compare=False)
     notice_ids: tuple[int, ...] = field(default=(), compare=False)
+    stages: StageTimes | None = field(default=None, compare=False)  # the command it answers
 
 
+def asks_the_user(script: str) -> bool:
+    """The script ends with a question (closing quotes and brackets aside): the user is invited
+    to answer without the wake phrase."""
+    return script.rstrip().rstrip("\"'”’)]").endswith("?")
+
+
+ROUTED_BY_AUDIO = "(routed by its audio at the commit; its words follow)"
+UNCONFIRMED_ANSWER = "(an answer said before its command's transcript came: not logged)"
 CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
 RECONNECTED_MESSAGE = "I'm connected again."
@@ -521,9 +577,12 @@ class CoordinatorTimings:
     chunk_ms: int = 20
     chime: bool = True
     follow_up_s: float = 6.0  # 0: no follow-up window
+    follow_up: FollowUp = FollowUp.INVITED  # after which answers the window opens
     working_after_s: float = 1.0
     still_working_after_s: float = 8.0
     notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
+    route_at_commit: bool = True  # route an utterance the device heard the wake in at its commit, by its audio
+    turn_end_s: float = 0.0  # the device's own end of turn (its silence), when it ends turns
 
     @classmethod
     def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:
@@ -536,9 +595,12 @@ class CoordinatorTimings:
             chunk_ms=settings.audio.chunk_ms,
             chime=chime,
             follow_up_s=settings.conversation.follow_up_s,
+            follow_up=settings.conversation.follow_up,
             working_after_s=settings.conversation.working_sound_after_s,
             still_working_after_s=settings.conversation.still_working_after_s,
             notices_after_stop_s=settings.stop.notices_after_s,
+            route_at_commit=settings.listener.route_at_commit,
+            turn_end_s=settings.listener.turn_end_ms / 1000,
         )
 
 
@@ -555,8 +617,12 @@ class CoordinatorCore:
         clock: Callable[[], float],
         on_mute_change: Callable[[], None] = lambda: None,
         cost: CostMeter | None = None,
+        read_only_tools: frozenset[str] = frozenset(),
     ) -> None:
+        """`read_only_tools`: the tools that only read (tools.registry Effect.READS): they may run
+        before the transcript confirms a command routed by its audio; any other waits for it."""
         self.timings = timings
+        self.read_only_tools = read_only_tools
         self.gate = gate
         self.timeline = timeline
         self.uplink = uplink
@@ -569,6 +635,18 @@ class CoordinatorCore:
         self._seq = itertools.count()
         self._routes = itertools.count(1)
         self._route: tuple[int, str] | None = None  # (id, command) while RouteState is not IDLE
+        # A route by audio (at the commit): its item, whether its transcript confirmed it, what
+        # waits for that verdict (a call that acts, the model's text, a failure), and whether it
+        # was not addressed after all while read-only tools ran.
+        self._route_item: str | None = None
+        self._route_confirmed = False
+        self._held: RunTools | SpeakText | RoutingFailed | None = None
+        self._route_rejected = False
+        self._stages: StageTimes | None = None  # the command being routed
+        self._pending_stages: dict[str, Stages] = {}  # commands waiting, by their words
+        self.stage_log: deque[dict[str, float]] = deque(maxlen=200)  # the latest commands' stage offsets
+        # (item, narration seq, script): an answer to a command whose transcript has not come yet
+        self._private_answer: tuple[str | None, int, str] | None = None
         self._route_deadline: float | None = None
         self._routed_at = 0.0  # when the command now waiting for its answer was first routed
         self._tools_at = 0.0  # when its tools started
@@ -590,6 +668,7 @@ class CoordinatorCore:
         self._budget_resume_at = 0.0  # when a paused budget may start again (the next local day)
         self._notices_after = 0.0  # a stop asked for quiet: no notice is fetched before this
         self.stops = 0  # narrations cut by "computer, stop"
+        self._asked = False  # the answer being said asks the user something: it invites a follow-up
 
     # -- what the shell reads ---------------------------------------------------------------------
     @property
@@ -713,35 +792,66 @@ class CoordinatorCore:
                     self.cost.transcription(seconds)
             case Heard(transcript=transcript, decision=decision):
                 actions += self._heard(transcript, decision)
-            case CommandHeard(text=text):
+            case CommandHeard(text=text, stages=marks):
                 self._pending.append(text)
-            case RunTools(command=command, calls=calls, session=session):
-                actions += self._tools_requested(command, calls, session)
-            case SpeakText(command=command, text=text):
-                self._route_answered()
-                self.timeline.add(TimelineKind.FALLBACK, f"no tool call for {command!r}; narrating the model's text")
-                self._queue(text, NarrationKind.FALLBACK)
-            case RoutingFailed(command=command, reason=reason):
-                self._route_answered()
-                self._routing_failed(command, reason)
+                self._pending_stages[text] = marks
+                while len(self._pending_stages) > 50:  # (commands routed long ago)
+                    self._pending_stages.pop(next(iter(self._pending_stages)))
+            case CommandCommitted(item_id=item, stages=marks):
+                actions += self._route_by_audio(item, marks, now)
+            case TurnEnded(audio=audio):
+                actions += self._route_by_audio(None, ((Stage.END_OF_SPEECH, now - self.timings.turn_end_s),), now,
+                                                audio)
+            case CommandConfirmed(item_id=item, text=text, stages=marks):
+                actions += self._confirmed(item, text, marks)
+            case CommandRejected(item_id=item):
+                self._rejected(item)
+            case RunTools() | SpeakText() | RoutingFailed():
+                if self._stages is not None and self._route is not None:
+                    self._stages.mark(Stage.CALL_RECEIVED, now)
+                if self._awaits_verdict(event):
+                    self._held = event  # acts, or speaks to someone who may not have asked: the transcript decides
+                    log.info("routed by its audio: waiting for the transcript before acting")
+                else:
+                    actions += self._route_outcome(event)
+            case RouteWithdrawn(route=route):
+                if self._is_current(route, RS):  # its words are queued: routed by them instead
+                    self._end_route()
+                    self._fire(E.ROUTE_CANCELLED, "its transcript came first")
             case Fatal(message=message) | DeviceFailed(message=message):
                 actions += self._fatal(message)
-            case RouteSent(route=route):
+            case RouteSent(route=route, item=item):
+                if item is not None and self._route is not None and self._route[0] == route:
+                    self._route_item = item  # routed inline: the server's segment it is
+                if self._route is not None and self._route[0] == route and self._stages is not None:
+                    self._stages.mark(Stage.ROUTE_SENT, now)
                 if self._is_current(route, RS):  # else the response beat us, or the session is gone
                     self._fire(E.ROUTE_SENT, "")
             case RouteNotSent(route=route):
                 if self._is_current(route, RS):
                     assert self._route is not None
-                    self._pending.appendleft(self._route[1])  # first in line for the next session
-                    self._route = None
+                    if self._route[1]:  # (routed by its audio, unconfirmed: its transcript routes it)
+                        self._pending.appendleft(self._route[1])  # first in line for the next session
+                    self._end_route()
                     self._fire(E.ROUTE_NOT_SENT, "")
             case ToolsFinished(route=route, scripts=scripts):
-                self._queue(" ".join(scripts), NarrationKind.ANSWER)
-                if self._is_current(route, RT):
-                    self._route = None
-                    self._fire(E.TOOLS_FINISHED, "")
-            case NarrationDone(request=request, summary=summary):
-                actions += self._narration_done(request, summary)
+                current = self._is_current(route, RT)
+                if current and self._stages is not None:
+                    self._stages.mark(Stage.TOOL_DONE, now)
+                if current and self._route_rejected:  # read-only tools ran for a false local wake
+                    self._end_route()
+                    self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: its answer is not said")
+                    self._fire(E.ROUTE_CANCELLED, "")
+                else:
+                    unconfirmed = current and self._route is not None and not self._route[1]
+                    self._queue(" ".join(scripts), NarrationKind.ANSWER, stages=self._stages if current else None)
+                    if unconfirmed:  # its words may be overheard ones (a false wake): not logged until confirmed
+                        self._private_answer = (self._route_item, max(self._narrations).seq, " ".join(scripts))
+                    if current:
+                        self._end_route()
+                        self._fire(E.TOOLS_FINISHED, "")
+            case NarrationDone(request=request, summary=summary, first_audio_at=first_audio_at):
+                actions += self._narration_done(request, summary, first_audio_at, now)
             case NarrationsFinished():
                 actions += self._narrations_finished(now)
             case ChimeStarted():
@@ -787,7 +897,10 @@ class CoordinatorCore:
             return None  # (a cut narration ends the worker's turn: it lets go of the voice first)
         request = heapq.heappop(self._narrations)
         self._fire(_STARTED_EVENT[request.kind], request.kind.value)
-        self.timeline.add(TimelineKind.NARRATING, request.script)
+        if request.kind in (NarrationKind.ANSWER, NarrationKind.FALLBACK, NarrationKind.ERROR):
+            self._asked = asks_the_user(request.script)  # the last answer said decides
+        private = self._private_answer is not None and self._private_answer[1] == request.seq
+        self.timeline.add(TimelineKind.NARRATING, UNCONFIRMED_ANSWER if private else request.script)
         self.revision += 1
         return request
 
@@ -802,10 +915,11 @@ class CoordinatorCore:
     def _is_current(self, route: int, state: RouteState) -> bool:
         return self._route is not None and self._route[0] == route and self.machines[RouteState] is state
 
-    def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = ()) -> None:
+    def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = (),
+               stages: StageTimes | None = None) -> None:
         priority = {NarrationKind.NOTICE: Priority.NOTICE, NarrationKind.STATUS: Priority.STATUS}.get(kind, Priority.ANSWER)
         # (PROGRESS shares the answers' priority: it is about the command being answered.)
-        heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids))
+        heapq.heappush(self._narrations, NarrationRequest(priority, next(self._seq), script, kind, notice_ids, stages))
 
     def _listener_ready(self, session: int, now: float) -> None:
         self._session = session
@@ -827,7 +941,12 @@ class CoordinatorCore:
         if end.interrupted_command is not None and self.machines[RouteState] in (RS, RA):
             # Not run yet (tools run only on a completed response): route it again, first in line.
             self._pending.appendleft(end.interrupted_command)
-            self._route = None
+            self._end_route()
+            self._fire(E.ROUTE_INTERRUPTED, "")
+        elif self._route is not None and not self._route[1] and self.machines[RouteState] in (RS, RA):
+            # Routed by its audio, its words unknown: the replay of what the session never
+            # transcribed brings it back (routed by its words then).
+            self._end_route()
             self._fire(E.ROUTE_INTERRUPTED, "")
         if end.expired:
             self.timeline.add(TimelineKind.RESTARTING, "listener session expired; reconnecting")
@@ -880,16 +999,94 @@ class CoordinatorCore:
             self._executed_calls.popitem(last=False)
         self._fire(E.TOOLS_REQUESTED, "")
         self._tools_at = self._clock()
-        return [StartTools(self._route[0], command, fresh, session)]
+        return [StartTools(self._route[0], command, fresh, session, unconfirmed=not self._route[1])]
 
     def _route_answered(self) -> None:
         if self.machines[RouteState] in (RS, RA):
-            self._route = None
+            self._end_route()
             self._fire(E.ROUTE_ANSWERED, "")
 
     def _routing_failed(self, command: str, reason: str) -> None:
         self.timeline.add(TimelineKind.ERROR, f"routing {command!r} failed: {reason}")
-        self._queue(ROUTING_FAILED_MESSAGE, NarrationKind.ERROR)
+        self._queue(ROUTING_FAILED_MESSAGE, NarrationKind.ERROR, stages=self._stages)
+
+    def _end_route(self) -> None:
+        self._route = self._route_item = self._held = None
+        self._route_confirmed = self._route_rejected = False
+
+    # -- routing at the commit (the wake heard on the device) ---------------------------------------
+    def _route_by_audio(self, item: str | None, marks: Stages, now: float, audio: bytes | None = None) -> list[Action]:
+        """Route an utterance the device heard the wake in now, by its audio, if nothing else is
+        going on (else its transcript routes it, as any other)."""
+        m = self.machines
+        if not (
+            self.timings.route_at_commit and self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI
+            and not self._pending and not self._narrations and m[LifeState] is not XS
+        ):
+            return []
+        self._route = (next(self._routes), "")
+        self._route_item = item  # (inline: the listener names it once sent, RouteSent)
+        self._stages = StageTimes(dict(marks))
+        if m[WorkingState] is WI:
+            self._routed_at = now
+        self._route_deadline = now + self.timings.route_timeout_s
+        self._fire(E.COMMAND_ROUTED, "by its audio, at the commit")
+        self.timeline.add(TimelineKind.COMMAND, ROUTED_BY_AUDIO)
+        return [SendRoute(self._route[0], "", item=item, audio=audio)]
+
+    def _awaits_verdict(self, event: RunTools | SpeakText | RoutingFailed) -> bool:
+        """A route by audio not confirmed yet: only read-only calls go ahead; a call that changes
+        something, the model's own text and an apology wait for the transcript."""
+        if self._route is None or self._route[1] or self.machines[RouteState] not in (RS, RA):
+            return False  # (a route by its words, or one its transcript confirmed)
+        return not (isinstance(event, RunTools) and all(c.name in self.read_only_tools for c in event.calls))
+
+    def _route_outcome(self, event: RunTools | SpeakText | RoutingFailed) -> list[Action]:
+        match event:
+            case RunTools(command=command, calls=calls, session=session):
+                return self._tools_requested(command, calls, session)
+            case SpeakText(command=command, text=text):
+                stages = self._stages
+                self._route_answered()
+                self.timeline.add(TimelineKind.FALLBACK, f"no tool call for {command!r}; narrating the model's text")
+                self._queue(text, NarrationKind.FALLBACK, stages=stages)
+            case RoutingFailed(command=command, reason=reason):
+                self._routing_failed(command, reason)
+                self._route_answered()
+        return []
+
+    def _confirmed(self, item: str, text: str, marks: Stages) -> list[Action]:
+        self.timeline.add(TimelineKind.CONFIRMED, text)
+        if self._private_answer is not None and self._private_answer[0] == item:
+            # Addressed after all: its answer may be logged and kept (said already: history gets it now).
+            _, seq, script = self._private_answer
+            self._private_answer = None
+            if all(request.seq != seq for request in self._narrations):
+                self.timeline.add(TimelineKind.SAID, script)
+        if self._route is None or self._route_item != item:
+            # Answered already (a read-only answer said before its words came), or given up on
+            # (timed out, lost with its session): never routed a second time.
+            return []
+        self._route = (self._route[0], text)
+        self._route_confirmed = True
+        if self._stages is not None:
+            for stage, at in marks:
+                self._stages.mark(stage, at)
+        held, self._held = self._held, None
+        if held is None:
+            return []
+        held = dataclasses.replace(held, command=text)
+        return self._route_outcome(held)
+
+    def _rejected(self, item: str) -> None:
+        if self._route is None or self._route_item != item:
+            return
+        if self.machines[RouteState] is RT:  # read-only tools run: their answer is not said
+            self._route_rejected = True
+            return
+        self._end_route()
+        self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: the routing was cancelled, nothing ran")
+        self._fire(E.ROUTE_CANCELLED, "")
 
     def _fatal(self, message: str) -> list[Action]:
         first = self.machines[LifeState] is not XS
@@ -900,7 +1097,15 @@ class CoordinatorCore:
         self.timeline.add(TimelineKind.ERROR, f"fatal: {message}")
         return [Stop(3, message)]
 
-    def _narration_done(self, request: NarrationRequest, summary: str) -> list[Action]:
+    def _narration_done(self, request: NarrationRequest, summary: str, first_audio_at: float | None,
+                        now: float) -> list[Action]:
+        if request.stages is not None:
+            if first_audio_at is not None:
+                request.stages.mark(Stage.FIRST_AUDIO, first_audio_at)
+            request.stages.mark(Stage.LAST_AUDIO, now)
+            offsets = request.stages.offsets()
+            self.stage_log.append(offsets)
+            self.timeline.add(TimelineKind.STAGES, json.dumps(offsets))  # before "narrated": history keeps it
         self.timeline.add(TimelineKind.NARRATED, f"{request.kind.value} ({summary})")
         if request.notice_ids:
             # Said (by the narrator or the local voice): acknowledged, so never heard again.
@@ -930,15 +1135,24 @@ class CoordinatorCore:
         said = self.machines[VoiceState]
         self._fire(E.NARRATIONS_FINISHED, "")
         actions: list[Action] = []
-        if said is VA and self.timings.follow_up_s > 0 and self.machines[LifeState] is not XS:
+        asked, self._asked = self._asked, False
+        if said is VA and self._follow_up_invited(asked) and self.machines[LifeState] is not XS:
             # A follow-up needs no wake phrase for a moment (not after a notice: nobody asked).
             self.gate.open_window(now + self.timings.follow_up_s, since=now)  # said before the answer ended: no follow-up
-            actions.append(PlayChime(Earcon.FOLLOW_UP))
+            actions += [OpenFollowUp(self.timings.follow_up_s), PlayChime(Earcon.FOLLOW_UP)]
         if said in (VA, VN):
             actions += self._restart("after a narration")
         elif said is VX:
             actions += self._restart("after a stop")
         return actions
+
+    def _follow_up_invited(self, asked: bool) -> bool:
+        """Only an answer that asked the user something takes the next utterance without the
+        wake phrase (unless FOLLOW_UP says always or never): otherwise what the room says after an
+        answer, to someone else, stays overheard."""
+        if self.timings.follow_up_s <= 0 or self.timings.follow_up is FollowUp.NEVER:
+            return False
+        return asked or self.timings.follow_up is FollowUp.ALWAYS
 
     def _restart(self, reason: str) -> list[Action]:
         """A clean listener: close this session, the shell's loop opens and configures a fresh one.
@@ -970,7 +1184,7 @@ class CoordinatorCore:
         if m[RouteState] in (RS, RA) and self._route_deadline is not None and now >= self._route_deadline:
             assert self._route is not None
             command = self._route[1]
-            self._route = None
+            self._end_route()
             self._fire(E.ROUTE_TIMED_OUT, "")
             self._routing_failed(command, f"no answer from the model in {self.timings.route_timeout_s:g} s")
             actions += [AbandonRoute(), *self._restart("the model did not answer a command")]
@@ -994,6 +1208,7 @@ class CoordinatorCore:
         ):
             command = self._pending.popleft()
             self._route = (next(self._routes), command)
+            self._stages = StageTimes(dict(self._pending_stages.pop(command, ())))
             if m[WorkingState] is WI:
                 self._routed_at = now
             self._route_deadline = now + self.timings.route_timeout_s  # armed before the send

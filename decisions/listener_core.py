@@ -9,6 +9,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
+from decisions.stages import Stage, StageTimes
 from decisions.wake_gate import Command, Decision, WakeGate
 from speech.speakable import speakable_text
 from realtime_api import wire
@@ -43,9 +44,39 @@ class Heard:
     decision: Decision
 
 
+Stages = tuple[tuple[Stage, float], ...]  # (stage, monotonic time) marks of one utterance
+
+
 @dataclass(frozen=True)
 class CommandHeard:
     text: str
+    stages: Stages = field(default=(), compare=False)  # end of speech, commit, transcript
+
+
+@dataclass(frozen=True)
+class CommandCommitted:
+    """An utterance that began with a wake the device heard was committed, long enough to hold a
+    command: it may be routed now by its audio, before its transcript (`ListenerCore.route_audio`)."""
+
+    item_id: str
+    stages: Stages = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class CommandConfirmed:
+    """The transcript of an utterance routed by its audio says it was a command: what it said."""
+
+    item_id: str
+    text: str
+    stages: Stages = field(default=(), compare=False)
+
+
+@dataclass(frozen=True)
+class CommandRejected:
+    """The transcript of an utterance routed by its audio says it was not addressed after all:
+    its response was cancelled; nothing of it may act."""
+
+    item_id: str
 
 
 @dataclass(frozen=True)
@@ -104,7 +135,10 @@ class SessionEnd:
         return not (self.by_us or self.expired or self.healthy)
 
 
-Action = Send | Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | UsageReported | TranscriptionBilled
+Action = (
+    Send | Heard | CommandHeard | CommandCommitted | CommandConfirmed | CommandRejected | RunTools | SpeakText
+    | RoutingFailed | Fatal | UsageReported | TranscriptionBilled
+)
 
 
 # --- what the listener shell reports about its sessions ---------------------------------------------
@@ -131,7 +165,7 @@ class QuietChanged:
 
 # Everything the listener tells the coordinator: its core's actions but Send, and session news.
 ListenerEvent = (
-    Heard | CommandHeard | RunTools | SpeakText | RoutingFailed | Fatal | SessionReady | SessionEnd | ConnectFailed
+    Heard | CommandHeard | CommandCommitted | CommandConfirmed | CommandRejected | RunTools | SpeakText | RoutingFailed | Fatal | SessionReady | SessionEnd | ConnectFailed
     | QuietChanged | UsageReported | TranscriptionBilled
 )
 
@@ -161,6 +195,22 @@ class ListenerCore:
     # next session whole; should a transcript of its fragment come here, it is not ours.
     retired: bool = False
     handed_over: set[str] = field(default_factory=set)
+    # Routing at the commit (issue 20): the silence that ends a turn (end of speech = the arrival
+    # of speech_stopped minus this), and the speech an utterance needs after its wake phrase to
+    # hold a command (less: the wake phrase alone, routed only once its transcript says so).
+    turn_silence_s: float = 0.5
+    command_min_s: float = 0.3
+    prefix_padding_s: float = 0.3  # the server VAD's, inside audio_start_ms
+    stage_times: dict[str, StageTimes] = field(default_factory=dict)  # per utterance, until its transcript
+    _wake: float | None = None  # the device heard the wake phrase (its length, s): the next utterance holds it
+    woken: dict[str, float] = field(default_factory=dict)  # utterances that began with a device wake -> phrase s
+    early: set[str] = field(default_factory=set)  # routed by their audio, transcript not judged yet
+    _route_item: str | None = None  # the utterance the route in flight carries by reference
+    _route_tag: str | None = None  # the metadata of the route in flight: its response is known by it
+    _route_response: str | None = None  # its response id, once created
+    _cancel_tag: str | None = None  # cancel the response with this tag as soon as it is created
+    _delete_after: dict[str, str] = field(default_factory=dict)  # route tag -> item deleted once it is done
+    _stashed: dict[str, str] = field(default_factory=dict)  # transcripts waiting for an earlier utterance's
     _routes: int = 0
     _route_event_ids: set[str] = field(default_factory=set)
 
@@ -204,7 +254,13 @@ class ListenerCore:
             # came after the last utterance goes to the next session too (silence, at worst).
             replay = self.last_end_ms
             actions.append(Send(ClientEvents.clear_audio()))
-        if self.speaking:
+        routed = [item for item in self.early if item in self.unheard_starts and item not in self.awaiting_transcripts]
+        if self.speaking and routed:
+            # Routed at the device's end of turn and answered before the server ended the turn:
+            # it is committed here, so its transcript (the verdict) still comes, in this session.
+            actions.append(Send(ClientEvents.commit_audio()))
+            self.speaking = False
+        elif self.speaking:
             progress = [(start, item) for item, start in self.unheard_starts.items() if item not in self.awaiting_transcripts]
             if progress:
                 start, item = max(progress)
@@ -215,7 +271,7 @@ class ListenerCore:
             actions.append(Send(ClientEvents.clear_audio()))
             self.speaking = False
         command, self.in_flight = self.in_flight, None
-        return replay, command, actions
+        return replay, command or None, actions  # ("": routed by its audio, unconfirmed: its replay brings it back)
 
     @property
     def settled(self) -> bool:
@@ -225,6 +281,12 @@ class ListenerCore:
     def abandon_route(self) -> None:
         """Stop waiting for the current route's response (the coordinator gave up on it)."""
         self.in_flight = None
+        self._route_item = self._route_tag = None
+
+    def local_wake(self, phrase_s: float) -> None:
+        """The device heard the wake phrase (`phrase_s` long): the next utterance the server hears
+        begins with it (with the on-device wake nothing is uploaded before a wake)."""
+        self._wake = phrase_s
 
     @property
     def quiet(self) -> bool:
@@ -238,12 +300,71 @@ class ListenerCore:
         if self.in_flight is not None:
             raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
         self.in_flight = command
-        self._routes += 1
-        # Tagged, so an error the server reports for it ends this route.
-        self._route_event_ids = {f"route-{self._routes}-response"}
         response = ClientEvents.route_command(command, list(tools))
-        response["event_id"] = f"route-{self._routes}-response"
+        response["response"]["metadata"] = {"handoff_route": self._new_route()}
+        response["event_id"] = f"{self._route_tag}-response"
         return [Send(response)]
+
+    def route_audio(self, item_id: str, tools: Sequence[dict[str, Any]] = ()) -> list[Action] | None:
+        """Route an utterance the device heard the wake phrase in by its audio, at its commit,
+        before its transcript (which still confirms or cancels it). None: its transcript came
+        first (it is routed by its words instead) or the session was handed over."""
+        if self.in_flight is not None:
+            raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
+        if item_id not in self.awaiting_transcripts or self.retired:
+            return None
+        self.in_flight = ""  # its words are not known yet
+        self.early.add(item_id)
+        tag = self._new_route()
+        self._route_item = item_id
+        response = ClientEvents.route_audio(item_id, list(tools), {"handoff_route": tag})
+        response["event_id"] = f"{tag}-response"
+        return [Send(response)]
+
+    def route_inline(self, pcm: bytes, tools: Sequence[dict[str, Any]] = ()) -> list[Action] | None:
+        """Route the utterance in progress that the device heard the wake in, at the device's own
+        end of turn, with its audio inline (`pcm`): no waiting for the server to end the turn.
+        Its segment, when the server commits it, is not offered again; its transcript confirms
+        or cancels the route. None: no such utterance here (the commit routes it, or its words)."""
+        if self.in_flight is not None:
+            raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
+        candidates = [item for item in self.woken if item in self.unheard_starts]
+        if not candidates or self.retired:
+            return None
+        item = candidates[-1]
+        del self.woken[item]  # routed now: its commit does not offer it again
+        self.in_flight = ""
+        self.early.add(item)
+        tag = self._new_route()
+        self._route_item = item
+        response = ClientEvents.route_inline_audio(pcm, list(tools), {"handoff_route": tag})
+        response["event_id"] = f"{tag}-response"
+        return [Send(response)]
+
+    @property
+    def routed_item(self) -> str | None:
+        """The utterance the route in flight carries (by reference or inline)."""
+        return self._route_item
+
+    def _new_route(self) -> str:
+        self._routes += 1
+        self._route_tag = f"route-{self._routes}"
+        self._route_response = None
+        # Tagged, so an error the server reports for it ends this route.
+        self._route_event_ids = {f"{self._route_tag}-response"}
+        return self._route_tag
+
+    def _cancel_route(self) -> list[Action]:
+        """The route in flight was not addressed after all: cancel its response (now, or as soon
+        as it is created); whatever it returns is ignored."""
+        tag, self._route_tag, self.in_flight, self._route_item = self._route_tag, None, None, None
+        if self._route_response is not None:
+            return [Send(ClientEvents.cancel_response(self._route_response))]
+        self._cancel_tag = tag
+        return []
+
+    def _stages(self, item_id: str) -> StageTimes:
+        return self.stage_times.setdefault(item_id, StageTimes())
 
     def feed(self, event: wire.ServerEvent) -> list[Action]:
         match event:
@@ -253,23 +374,37 @@ class ListenerCore:
                 self.speaking = True
                 self.unheard_starts[item_id] = start
                 self.spoken_at[item_id] = self.clock()
+                if self._wake is not None:
+                    self.woken[item_id], self._wake = self._wake, None
             case wire.SpeechStopped(item_id=item_id, audio_end_ms=end):
                 self.speaking = False
                 self.last_end_ms = max(self.last_end_ms, end)
                 if item_id in self.unheard_starts:
                     self.stopped_at_ms[item_id] = end
+                    self._stages(item_id).mark(Stage.END_OF_SPEECH, self.clock() - self.turn_silence_s)
             case wire.AudioCommitted(item_id=item_id) if item_id not in self.handed_over:
                 self.awaiting_transcripts.add(item_id)
+                self._stages(item_id).mark(Stage.COMMIT, self.clock())
+                if self._holds_a_command(item_id):
+                    return [CommandCommitted(item_id, tuple(self._stages(item_id).times.items()))]
+            case wire.ResponseCreated(response_id=response_id, metadata=metadata):
+                tag = (metadata or {}).get("handoff_route")
+                if tag is not None and tag == self._cancel_tag:
+                    self._cancel_tag = None
+                    return [Send(ClientEvents.cancel_response(response_id))]
+                if tag is not None and tag == self._route_tag:
+                    self._route_response = response_id
             case wire.TranscriptCompleted(item_id=item_id, transcript=transcript, usage=usage):
                 billed: list[Action] = [TranscriptionBilled(usage.audio_seconds)] if usage.audio_seconds else []
-                return billed + self._on_transcript(item_id, transcript)
+                self._stashed[item_id] = transcript
+                return billed + self._judge_in_order()
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
                 self.unheard_starts.pop(item_id, None)
                 self.stopped_at_ms.pop(item_id, None)
                 self.spoken_at.pop(item_id, None)
                 log.warning("could not transcribe an utterance (%s); it is dropped", message)
-                return [Send(ClientEvents.delete_item(item_id))]
+                return [Send(ClientEvents.delete_item(item_id)), *self._judge_in_order()]
             case wire.ResponseDone(usage=usage):
                 reported: list[Action] = [UsageReported(usage)] if usage != wire.Usage() else []
                 return reported + self._on_response_done(event)
@@ -279,7 +414,38 @@ class ListenerCore:
                 pass  # logged and counted by the link that read it
         return []
 
+    def _judge_in_order(self) -> list[Action]:
+        """Transcripts are judged in the order the utterances were spoken, not the order they
+        complete (a real transcriber's delays vary): "computer ... what time is it" said as two
+        utterances must meet the wake gate phrase first, or the command is judged without it."""
+        actions: list[Action] = []
+        while self._stashed:
+            first = min(self._stashed, key=lambda item: self.unheard_starts.get(item, -1))
+            start = self.unheard_starts.get(first)
+            earlier = [item for item in self.awaiting_transcripts - self._stashed.keys()
+                       if start is not None and self.unheard_starts.get(item, start) < start]
+            if earlier:
+                break  # an utterance said before it is still being transcribed
+            actions += self._on_transcript(first, self._stashed.pop(first))
+        return actions
+
+    def _holds_a_command(self, item_id: str) -> bool:
+        """The utterance began with a wake the device heard and has speech enough after the
+        phrase for a command (less is the wake phrase alone: its transcript opens the window)."""
+        phrase_s = self.woken.pop(item_id, None)
+        start, end = self.unheard_starts.get(item_id), self.stopped_at_ms.get(item_id)
+        if phrase_s is None or start is None or end is None or self.retired:
+            return False
+        padding = self.prefix_padding_s if start > 0 else 0.0  # (clamped at the session's start)
+        speech_s = (end - start) / 1000 - padding - self.turn_silence_s
+        log.debug("a wake heard on the device: %.2f s of speech, the phrase %.2f s", speech_s, phrase_s)
+        return speech_s >= phrase_s + self.command_min_s
+
     def _on_transcript(self, item_id: str, transcript: str) -> list[Action]:
+        self.woken.pop(item_id, None)
+        stages = self.stage_times.pop(item_id, StageTimes())
+        stages.mark(Stage.TRANSCRIPT, self.clock())
+        marks = tuple(stages.times.items())
         if item_id in self.handed_over:  # the next session heard it whole
             self.awaiting_transcripts.discard(item_id)
             return [Send(ClientEvents.delete_item(item_id))]
@@ -289,12 +455,29 @@ class ListenerCore:
         if start is not None and end is not None:
             self.heard_spans = [*self.heard_spans[-20:], (start, end)]  # recent ones: a replay reaches back seconds
         # The audio item goes whatever was said: the conversation holds text only, so every later
-        # command stays cheap however long the session runs.
-        actions: list[Action] = [Send(ClientEvents.delete_item(item_id))]
+        # command stays cheap however long the session runs. (One its route in flight reads goes
+        # once that response is done.)
+        carried = item_id == self._route_item and self.in_flight is not None and self._route_tag is not None
+        actions: list[Action] = []
+        if carried:
+            assert self._route_tag is not None
+            self._delete_after[self._route_tag] = item_id
+        else:
+            actions.append(Send(ClientEvents.delete_item(item_id)))
         decision = self.gate.classify(transcript, self.spoken_at.pop(item_id, None) or self.clock())
         actions.append(Heard(transcript, decision))  # the gate's own decision, passed on as it is
+        if item_id in self.early:
+            # Routed by its audio at the commit: the words confirm it, or cancel it.
+            self.early.discard(item_id)
+            if isinstance(decision, Command):
+                if carried and self.in_flight == "":
+                    self.in_flight = decision.text
+                return [*actions, CommandConfirmed(item_id, decision.text, marks)]
+            if carried:
+                actions += self._cancel_route()
+            return [*actions, CommandRejected(item_id)]
         if isinstance(decision, Command):
-            actions.append(CommandHeard(decision.text))
+            actions.append(CommandHeard(decision.text, marks))
         return actions
 
     def _on_response_done(self, done: wire.ResponseDone) -> list[Action]:
@@ -302,9 +485,20 @@ class ListenerCore:
             self.in_flight = None
             log.error("a listener response failed: %s", done.error.detail)
             return [Fatal(fatal_message(done.error))]
+        tag = (done.metadata or {}).get("handoff_route")
+        kept = self._delete_after.pop(tag, None) if tag is not None else None
+        deleted: list[Action] = [Send(ClientEvents.delete_item(kept))] if kept is not None else []
+        if tag is not None and tag != self._route_tag:
+            if tag == self._cancel_tag:
+                self._cancel_tag = None
+            return deleted  # a cancelled (or abandoned) route's response: nothing of it acts
+        self._route_item = None
         command, self.in_flight = self.in_flight, None
         if command is None:
-            return []  # not ours (nothing else creates responses here)
+            return deleted  # not ours (nothing else creates responses here)
+        return deleted + self._outcome(command, done)
+
+    def _outcome(self, command: str, done: wire.ResponseDone) -> list[Action]:
         if done.status == "completed" and done.function_calls:
             calls = done.function_calls[:MAX_CALLS_PER_RESPONSE]
             skipped = len(done.function_calls) - len(calls) + done.calls_dropped
@@ -327,6 +521,8 @@ class ListenerCore:
             log.info("listener session reached its maximum length; reconnecting")
             return []
         log.warning("listener session error %s: %s", error.code, error.message)
+        if error.code == "response_cancel_not_active":
+            return []  # a cancelled route's response had already ended: nothing to cancel
         if self.in_flight is not None and error.client_event_id in self._route_event_ids:
             # The server refused our route: no response will come for it.
             command, self.in_flight = self.in_flight, None

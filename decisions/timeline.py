@@ -26,6 +26,10 @@ class TimelineKind(enum.StrEnum):
     FOLLOW_UP = "follow-up"  # an answer was said: a follow-up needs no wake phrase for a moment
     WORKING = "working"  # an answer is late: the working sound plays
     COMMAND = "command"  # routed to the model
+    CONFIRMED = "confirmed"  # routed by its audio: the transcript confirmed it, with these words
+    SAID = "said"  # the answer said before its command was confirmed, once it is (for history)
+    WITHDRAWN = "withdrawn"  # routed by its audio: the transcript says it was not addressed; nothing acts
+    STAGES = "stages"  # a command's stage offsets (JSON; decisions.stages), logged at debug
     TOOL = "tool"
     RESULT = "result"  # a tool finished: "name ok: what it found" (as the log always said it)
     FALLBACK = "fallback"  # no tool call: the model's text is narrated
@@ -68,13 +72,18 @@ class Timeline:
         self.on_add: list[Callable[[TimelineEntry], None]] = [printer] if printer else []
 
     def add(self, kind: TimelineKind | str, text: str) -> None:
+        if TimelineKind(kind) is TimelineKind.IGNORED and not self.log_overheard:
+            # Overheard speech is the room's: not even the in-memory timeline keeps its words.
+            text = f"({len(words(text))} words)"
         # What was heard or said enters here on its way to the history, the status and the log:
         # a lone surrogate from the wire would make each of them fail to store it.
         entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), clean(text))
         self.entries.append(entry)
         self._counts[entry.kind] += 1
         if entry.kind is TimelineKind.IGNORED and not self.log_overheard:
-            log.info("ignored an utterance not addressed to me (%d words)", len(words(text)))
+            log.info("ignored an utterance not addressed to me %s", text)
+        elif entry.kind is TimelineKind.STAGES:
+            log.debug("stages: %s", text)
         elif entry.kind is TimelineKind.ERROR:
             # At WARNING, so a log kept at WARNING still shows a listener that cannot connect.
             log.warning("%s: %s", entry.kind, text)

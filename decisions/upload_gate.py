@@ -44,6 +44,7 @@ class GateEvent(Enum):
     WINDOW_ENDED = "window_ended"  # command_window_s after the last wake
     COMMAND_ENDED = "command_ended"  # hangover_s without speech after a command was sent: no window needed
     REJECTED = "rejected"  # the listener's transcript gate ignored what was sent: a false local wake
+    FOLLOW_UP = "follow_up"  # an answer asked the user something: the next utterance needs no wake
 
 
 # Every legal transition, per mode. Events not listed for a state are illegal.
@@ -61,6 +62,11 @@ TRANSITIONS: dict[tuple[UploadMode, GateState, GateEvent], GateState] = {
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.WAKE): GateState.SENDING,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.WINDOW_ENDED): GateState.QUIET,
     (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.REJECTED): GateState.QUIET,  # no command is coming
+    # An answer that asked something: the reply goes up without a wake (only then: FOLLOW_UP).
+    (UploadMode.ON_DEVICE_WAKE, GateState.QUIET, GateEvent.FOLLOW_UP): GateState.WINDOW,
+    (UploadMode.ON_DEVICE_WAKE, GateState.HEARING, GateEvent.FOLLOW_UP): GateState.WINDOW,  # held speech began before it: dropped
+    (UploadMode.ON_DEVICE_WAKE, GateState.WINDOW, GateEvent.FOLLOW_UP): GateState.WINDOW,
+    (UploadMode.ON_DEVICE_WAKE, GateState.SENDING, GateEvent.FOLLOW_UP): GateState.SENDING,
 }
 
 
@@ -116,6 +122,8 @@ class UploadGate:
 
     def __init__(self, settings: UploadGateSettings = UploadGateSettings()) -> None:
         self.settings = settings
+        self._follow_up_until: float | None = None  # an invited follow-up's window (survives a reset)
+        self.accepted_wake: KeywordHit | None = None  # the last hit taken as a wake (UploadFilter.take_wake clears it)
         self._start_quiet()
 
     def _start_quiet(self) -> None:
@@ -129,6 +137,9 @@ class UploadGate:
         self._was_speech = False
         self._window_until: float | None = None
         self._woke_at: float | None = None  # when the last wake was recognised
+        if self._follow_up_until is not None and self.settings.mode is UploadMode.ON_DEVICE_WAKE:
+            # An invited follow-up outlives the earcon's mute (a reset): the window was promised.
+            self.state, self._window_until = GateState.WINDOW, self._follow_up_until
         self._speech_since_wake = 0.0  # seconds of speech sent after it: the command
 
     # ------------------------------------------------------------------ public
@@ -143,6 +154,7 @@ class UploadGate:
             if not self._was_speech:
                 self._note_onset(start)
             if self.state in (GateState.QUIET, GateState.WINDOW):
+                self._follow_up_until = None  # taken: a later reset does not reopen it
                 self._fire(GateEvent.SPEECH)
                 if self.state is GateState.SENDING:
                     out.extend(self._release_preroll(start))
@@ -153,7 +165,10 @@ class UploadGate:
             if self.state in (GateState.QUIET, GateState.HEARING):
                 out.extend(self._release_preroll(wake_onset))
                 self._onsets.clear()
+            if self.state in (GateState.QUIET, GateState.HEARING):
+                self.accepted_wake = keyword_hit  # a new utterance begins with the wake phrase
             self._fire(GateEvent.WAKE)
+            self._follow_up_until = None
             self._window_until = now + self.settings.command_window_s
             self._woke_at = now
             self._speech_since_wake = 0.0
@@ -181,7 +196,7 @@ class UploadGate:
                 self._trim_held()
             elif self.state is GateState.WINDOW:
                 self._fire(GateEvent.WINDOW_ENDED)
-                self._window_until = self._woke_at = None
+                self._window_until = self._woke_at = self._follow_up_until = None
 
     def next_deadline(self) -> float | None:
         """When the next time-based change is due (hangover or command window end), or None."""
@@ -203,7 +218,19 @@ class UploadGate:
         own transcript decides)."""
         if self.settings.mode is UploadMode.ON_DEVICE_WAKE and self.state is GateState.WINDOW:
             self._fire(GateEvent.REJECTED)
-            self._window_until = self._woke_at = None
+            self._window_until = self._woke_at = self._follow_up_until = None
+
+    def open_follow_up(self, until: float) -> None:
+        """An answer asked the user something: speech before `until` goes up without a wake, as
+        in a command window (a reset in between, the earcon's mute, keeps it). Other modes send
+        speech anyway: nothing changes there."""
+        if self.settings.mode is not UploadMode.ON_DEVICE_WAKE:
+            return
+        self._fire(GateEvent.FOLLOW_UP)
+        if self.state is GateState.WINDOW:
+            self._held.clear()
+            self._window_until = until
+            self._follow_up_until = until
 
     def reset(self) -> None:
         """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous).

@@ -81,7 +81,10 @@ class WakeGate:
         rest = self._strip_wake(words)
         if rest is not None:
             if rest:
-                self._window_until = None
+                if self._window_since is None or now >= self._window_since:
+                    # (a late transcript of a command said before a follow-up window opened, one
+                    # already answered, leaves that window open)
+                    self._window_until = None
                 return Command(self._command_text(transcript, rest))
             self._window_until = now + self._window_s
             self._window_since = None

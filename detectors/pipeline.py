@@ -95,12 +95,21 @@ class UploadFilter:
     at full speed is gated as the same room would be live, and no timer is needed: muted chunks
     that a live mic still delivers advance the clock through `skip`."""
 
-    def __init__(self, gate: UploadGate, detectors: MicDetectors | None, bytes_per_second: int) -> None:
+    def __init__(self, gate: UploadGate, detectors: MicDetectors | None, bytes_per_second: int,
+                 turn_end_s: float | None = None, command_min_s: float = 0.3, max_turn_s: float = 15.0) -> None:
+        """`turn_end_s`: end a turn the device heard the wake in after this much silence, on the
+        device (`take_turn`); None: the server's VAD ends every turn."""
         self.gate = gate
         self.detectors = detectors  # None: everything is sent (CONTINUOUS)
         self._bytes_per_second = bytes_per_second
         self._audio_bytes = 0
         self.chunks_held = 0  # read but not sent: silence, or speech never addressed to us
+        self._turn_end_s, self._command_min_s, self._max_turn_s = turn_end_s, command_min_s, max_turn_s
+        self._wake_s: float | None = None  # the accepted wake not yet taken (its phrase's length)
+        self._turn: bytearray | None = None  # the woken utterance sent so far (its pre-roll on)
+        self._turn_speech_s = 0.0  # speech in it after the phrase
+        self._turn_last_speech = 0.0
+        self._ended_turn: bytes | None = None
 
     def feed(self, chunk: bytes) -> list[bytes]:
         now = self._advance(chunk)
@@ -109,19 +118,58 @@ class UploadFilter:
         verdict = self.detectors.feed(chunk, now)
         sent = self.gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit)
         self.chunks_held += not sent
+        if self.gate.accepted_wake is not None:
+            hit, self.gate.accepted_wake = self.gate.accepted_wake, None
+            self._wake_s = max(0.0, hit.detected_s - hit.start_s)
+            if self._turn_end_s is not None:  # a turn begins: its audio, for the route at its end
+                self._turn, self._turn_speech_s, self._turn_last_speech = bytearray(), 0.0, now
+        if self._turn is not None:
+            self._follow_turn(sent, verdict.is_speech, now, len(chunk) / self._bytes_per_second)
         return sent
+
+    def _follow_turn(self, sent: list[bytes], speech: bool, now: float, chunk_s: float) -> None:
+        """The device's own end of turn: `turn_end_s` of silence after the woken utterance's last
+        speech, with a command's worth of speech after the phrase (else it was the phrase alone)."""
+        assert self._turn is not None
+        for piece in sent:
+            self._turn += piece
+        if speech:
+            self._turn_speech_s += chunk_s
+            self._turn_last_speech = now
+        ended = self._turn_end_s is not None and now - self._turn_last_speech >= self._turn_end_s
+        if ended or len(self._turn) > self._max_turn_s * self._bytes_per_second:
+            if ended and self._turn_speech_s >= self._command_min_s:  # (speech after the phrase was recognised)
+                self._ended_turn = bytes(self._turn)
+            self._turn = None
+
+    def take_turn(self) -> bytes | None:
+        """A woken utterance the device heard end (see `turn_end_s`): its audio, sent so far."""
+        turn, self._ended_turn = self._ended_turn, None
+        return turn
 
     def skip(self, chunk: bytes) -> None:
         """A chunk that is not listened to (the mic is muted while the narrator speaks)."""
         self.gate.advance(self._advance(chunk))
 
+    def take_wake(self) -> float | None:
+        """The wake phrase the gate accepted since last asked (its length, s), or None: the
+        utterance now going up began with it, so it may be routed at its commit."""
+        wake, self._wake_s = self._wake_s, None
+        return wake
+
     def rejected(self) -> None:
         """The listener ignored what was sent (a false local wake): close its command window now."""
         self.gate.rejected()
 
+    def follow_up(self, seconds: float) -> None:
+        """An answer asked the user something: the next utterance within `seconds` (of audio
+        listened to) goes up without an on-device wake."""
+        self.gate.open_follow_up(self._audio_bytes / self._bytes_per_second + seconds)
+
     def reset(self) -> None:
         """After a gap in what was listened to (a mute): start from quiet."""
         self.gate.reset()
+        self._turn = self._ended_turn = None
         if self.detectors is not None:
             self.detectors.reset()
 
@@ -130,7 +178,8 @@ class UploadFilter:
         return self._audio_bytes / self._bytes_per_second
 
 
-def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: float, bytes_per_second: int) -> UploadFilter:
+def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: float, bytes_per_second: int,
+                        turn_end_s: float | None = None) -> UploadFilter:
     """The filter the settings ask for. Raises UnknownWakeWord (one sentence) when the on-device
     spotter has no pronunciation for a word of the wake phrase."""
     gate = UploadGate(UploadGateSettings(
@@ -142,7 +191,7 @@ def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: floa
     if upload.mode is UploadMode.CONTINUOUS:
         return UploadFilter(gate, None, bytes_per_second)
     spotter = build_wake_spotter(upload, wake_phrase) if upload.mode is UploadMode.ON_DEVICE_WAKE else None
-    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second)
+    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, turn_end_s)
 
 
 def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:

@@ -16,7 +16,8 @@ LISTENER_INSTRUCTIONS = (
     "You are the router of a voice assistant. Each user message is one spoken command. "
     "Route every command to exactly one tool, choosing the tool that best fits, and fill its "
     "arguments from the command. Questions that need knowledge or thought go to ask_brain with "
-    "the question as the query. Never answer in text yourself."
+    "the question as the query. A command may come as the spoken audio itself: it begins with "
+    "the wake word, which is not part of the command. Never answer in text yourself."
 )
 
 

@@ -502,6 +502,11 @@ class ClientEvents:
         return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
 
     @staticmethod
+    def commit_audio() -> dict[str, Any]:
+        """End the utterance in the buffer now (the device heard its end before the server did)."""
+        return {"type": "input_audio_buffer.commit"}
+
+    @staticmethod
     def clear_audio() -> dict[str, Any]:
         """Drop the audio buffered and not committed (an utterance in progress)."""
         return {"type": "input_audio_buffer.clear"}
@@ -533,6 +538,29 @@ class ClientEvents:
                 "tool_choice": "required",
                 "output_modalities": ["text"],
             },
+        }
+
+    @staticmethod
+    def route_audio(item_id: str, tools: list[dict[str, Any]], metadata: dict[str, str]) -> dict[str, Any]:
+        # Routed at the commit: the model hears the committed utterance itself (by reference),
+        # still out of band, so nothing else of the session reaches it. The wake was heard on
+        # the device; the transcript, when it comes, still has to confirm it.
+        return ClientEvents._route_by([{"type": "item_reference", "id": item_id}], tools, metadata)
+
+    @staticmethod
+    def route_inline_audio(pcm: bytes, tools: list[dict[str, Any]], metadata: dict[str, str]) -> dict[str, Any]:
+        # Routed at the client's own end of turn: the command's audio travels inline, so nothing
+        # waits for the server's VAD to end the turn and commit it (its transcript still comes
+        # from the input buffer, which has the same audio, and still confirms or cancels it).
+        audio = {"type": "input_audio", "audio": base64.b64encode(pcm).decode("ascii")}
+        return ClientEvents._route_by([{"type": "message", "role": "user", "content": [audio]}], tools, metadata)
+
+    @staticmethod
+    def _route_by(items: list[dict[str, Any]], tools: list[dict[str, Any]], metadata: dict[str, str]) -> dict[str, Any]:
+        return {
+            "type": "response.create",
+            "response": {"conversation": "none", "input": items, "tools": tools, "tool_choice": "required",
+                         "output_modalities": ["text"], "metadata": metadata},
         }
 
     @staticmethod

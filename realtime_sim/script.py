@@ -219,6 +219,10 @@ class SimScript:
     def take_transcript(self) -> str | None:
         return self._transcripts.popleft() if self._transcripts else None
 
+    def peek_transcript(self) -> str | None:
+        """What the next segment says, left in the queue (the same audio sent inline in a response)."""
+        return self._transcripts[0] if self._transcripts else None
+
     def take_tool_call(self) -> ToolCall | None:
         return self._tool_calls.popleft() if self._tool_calls else None
 

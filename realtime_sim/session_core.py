@@ -831,8 +831,17 @@ class SessionCore:
                     return None
                 context.append(self._entries[found])
             else:
+                if raw.get("type") == "message" and any(p.get("type") == "input_audio" and p.get("transcript") is None
+                                                        for p in raw.get("content") or []):
+                    # Audio sent inline (a command routed at the client's own end of turn): the
+                    # same speech is also in the input buffer, where its segment's transcript is
+                    # taken at the commit; the model hears what it says without using that up.
+                    heard = self._script.peek_transcript() or self._config.fallback_transcript
+                    raw = {**raw, "content": [{**p, "transcript": heard} if p.get("type") == "input_audio" else p
+                                              for p in raw["content"]]}
                 item, text = self._stored_item(raw.get("id") or self._ids.item(), raw)
-                context.append(_Entry(item, text=text))
+                audio_ms = sum(len(p.get("audio") or "") * 3 / 4 / 48 for p in raw.get("content") or [])
+                context.append(_Entry(item, text=text, audio_ms=audio_ms))
         return context
 
     def _plan(

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from decisions.coordinator import NarrationKind
+from decisions.coordinator import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER, NarrationKind
 from decisions.timeline import TimelineEntry, TimelineKind
 
 log = logging.getLogger("handoff.service")
@@ -75,13 +75,41 @@ class HistoryTracker:
         self._clock = clock
         self._open: HistoryEntry | None = None
         self._script = ""  # the last script the narrator started reading
+        self._wordless: HistoryEntry | None = None  # answered, its transcript still to come
         self.last_command: HistoryEntry | None = None
 
     def observe(self, entry: TimelineEntry) -> None:
         match entry.kind:
             case TimelineKind.COMMAND:
                 self._finish(self._open)  # one command at a time: an unfinished one is left as it was
-                self._open = self.last_command = HistoryEntry(self._clock(), HistoryKind.COMMAND, heard=entry.text)
+                self._finish(self._wordless)
+                self._wordless = None
+                # Routed by its audio: its words come with its transcript (CONFIRMED), maybe after its answer.
+                heard = "" if entry.text == ROUTED_BY_AUDIO else entry.text
+                self._open = self.last_command = HistoryEntry(self._clock(), HistoryKind.COMMAND, heard=heard)
+            case TimelineKind.CONFIRMED:
+                target = self._open or self._wordless
+                if target is not None and not target.heard:
+                    target.heard = entry.text
+                if self._wordless is not None and self._wordless.said != UNCONFIRMED_ANSWER:
+                    self._finish(self._wordless)  # (its answer's words were logged: nothing more comes)
+                    self._wordless = None
+            case TimelineKind.SAID:  # (after CONFIRMED: the answer said before its words came)
+                target = self._wordless or self._open
+                if target is not None and target.said in ("", UNCONFIRMED_ANSWER):
+                    target.said = entry.text
+                if self._wordless is not None:
+                    self._finish(self._wordless)
+                    self._wordless = None
+            case TimelineKind.WITHDRAWN:
+                # Not addressed after all: nothing of it is kept (the room's words never were).
+                if self._open is not None and not self._open.heard:
+                    self._open = None
+            case TimelineKind.STAGES if self._open is not None:
+                try:
+                    self._open.stages = json.loads(entry.text)
+                except ValueError:
+                    log.warning("history: stages that are not JSON: %r", entry.text)
             case TimelineKind.TOOL if self._open is not None:
                 self._open.tools.append(entry.text)
             case TimelineKind.NARRATING:
@@ -99,8 +127,13 @@ class HistoryTracker:
             return
         stopped = "(stopped after" in text  # "answer (stopped after 2.3 s of audio)"
         if kind in _OUTCOMES and self._open is not None:
-            self._open.said, self._open.outcome = self._script, Outcome.STOPPED if stopped else _OUTCOMES[kind]
-            self._finish(self._open)
+            if not (self._script == UNCONFIRMED_ANSWER and self._open.said):  # (SAID came while it was said)
+                self._open.said = self._script
+            self._open.outcome = Outcome.STOPPED if stopped else _OUTCOMES[kind]
+            if self._open.heard:
+                self._finish(self._open)
+            else:
+                self._wordless = self._open  # answered before its words came: kept once they do
             self._open = None
         elif kind in (NarrationKind.NOTICE, NarrationKind.STATUS):
             unasked = HistoryKind.NOTICE if kind is NarrationKind.NOTICE else HistoryKind.STATUS

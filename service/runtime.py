@@ -150,6 +150,8 @@ class ServiceRuntime:
         if entry.kind is not HistoryKind.OVERHEARD:
             for watcher in self.on_history:
                 watcher(entry)
+        if entry.kind is HistoryKind.COMMAND:
+            self.tracker.stages(entry.stages)
         if self._files is not None and self._files.history is not None:
             if entry.kind is not HistoryKind.OVERHEARD or self._files.keep_overheard:
                 self._files.history.add(entry)

@@ -19,8 +19,10 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable
+from collections import deque
+from typing import Any, Callable, Iterable
 
+from decisions.stages import STAGE_ORDER, Stage
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry
 
@@ -70,6 +72,8 @@ class Status:
     cost_today_usd: float | None = None  # today's estimated spend (decisions/cost.py); None: not counted
     cost_parts_usd: dict[str, float] | None = None  # the same by part: listener, narrator, transcription, brain
     satellites: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # one per room (SATELLITES)
+    # The latest commands' stages (decisions.stages), summarised: see `stage_summary`.
+    stages_ms: dict[str, Any] | None = None
 
     @property
     def reconnects(self) -> int:
@@ -86,6 +90,7 @@ class StatusTracker:
         pid = os.getpid() if pid is None else pid
         self.status = Status(pid=pid, process_start=process_start(pid), started_at=now, updated_at=now, heartbeat_s=heartbeat_s)
         self._tasks: dict[int, str] = {}
+        self._stages: deque[dict[str, float]] = deque(maxlen=STAGES_KEPT)
 
     def observe(self, entry: TimelineEntry) -> None:
         status = self.status
@@ -109,6 +114,12 @@ class StatusTracker:
             self._tasks[task_id] = status
         else:
             self._tasks.pop(task_id, None)
+
+    def stages(self, offsets: dict[str, float]) -> None:
+        """A finished command's stage offsets (seconds after the end of speech)."""
+        if offsets:
+            self._stages.append(offsets)
+            self.status.stages_ms = stage_summary(self._stages)
 
     def command(self, entry: HistoryEntry | None) -> None:
         if entry is not None:
@@ -140,6 +151,29 @@ class StatusTracker:
 
     def _today(self) -> str:
         return datetime.date.fromtimestamp(self._clock()).isoformat()
+
+
+STAGES_KEPT = 200  # the commands `handoff status` summarises
+
+
+def _percentile(values: list[float], share: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, max(0, round(share * (len(ordered) - 1))))]
+
+
+def stage_summary(commands: Iterable[dict[str, float]]) -> dict[str, Any]:
+    """p50/p95 in ms of each stage's offset from the end of speech over recent commands, and of
+    voice to voice (end of speech to the answer's first audio), kept small for status.json:
+    {"commands": n, "voice_to_voice": [p50, p95], "<stage>": [p50, p95], ...}."""
+    rows = list(commands)
+    summary: dict[str, Any] = {"commands": len(rows)}
+    for stage in STAGE_ORDER:
+        values = [row[stage.value] * 1000 for row in rows if stage.value in row]
+        if values and stage is not Stage.END_OF_SPEECH:
+            summary[stage.value] = [round(_percentile(values, 0.5)), round(_percentile(values, 0.95))]
+    if Stage.FIRST_AUDIO.value in summary:
+        summary["voice_to_voice"] = summary[Stage.FIRST_AUDIO.value]
+    return summary
 
 
 def write_status(path: Path, status: Status) -> None:
@@ -227,6 +261,15 @@ def _satellites(value: object) -> bool:
     )
 
 
+def _stages_ms(value: object) -> bool:
+    """`stage_summary`'s shape: a count, and [p50, p95] in ms per stage."""
+    return isinstance(value, dict) and all(
+        isinstance(key, str) and (_count(item) if key == "commands" else (
+            isinstance(item, list) and len(item) == 2 and all(_time(ms) for ms in item)))
+        for key, item in value.items()
+    )
+
+
 def _cost_parts(value: object) -> bool:
     return isinstance(value, dict) and all(isinstance(k, str) and _time(v) for k, v in value.items())
 
@@ -255,6 +298,7 @@ _FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
     "cost_today_usd": _optional(_time),
     "cost_parts_usd": _optional(_cost_parts),
     "satellites": _satellites,
+    "stages_ms": _optional(_stages_ms),
 }
 
 

@@ -18,6 +18,7 @@ from tasks.identify import describe_candidates, resolve_task
 from tasks.records import TaskKind, TaskRecord
 from tasks.speech import and_list, number_words, or_list, sentence, sentence_start
 from tasks.voice_tools import MAX_LISTED, spoken_errors
+from tools.registry import Effect
 from tasks.when import MAX_TIMER_S, WhenError, parse_due, parse_length, remaining_words, when_words
 from tools.result import ToolError, ToolResult
 
@@ -82,6 +83,7 @@ def register_timer_tools(registry: "ToolRegistry", manager: "TaskManager") -> No
         {"type": "object", "properties": {"name": _NAME}, "additionalProperties": False},
         handlers.time_left,
         format_time_left,
+        Effect.READS,
     )
     registry.register(
         "cancel_timer",

@@ -13,6 +13,7 @@ import time
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Callable, Iterator
 
+from tools.registry import Effect
 from tools.result import ToolError, ToolResult
 from tasks.config import TaskConfig
 from tasks.errors import AmbiguousTask, TaskError
@@ -43,6 +44,7 @@ def register_task_tools(registry: "ToolRegistry", manager: "TaskManager") -> Non
         {"type": "object", "properties": {}, "additionalProperties": False},
         handlers.list_tasks,
         format_list_tasks,
+        Effect.READS,
     )
     registry.register(
         "get_task_result",
@@ -50,6 +52,7 @@ def register_task_tools(registry: "ToolRegistry", manager: "TaskManager") -> Non
         {"type": "object", "properties": {"task": _TASK_ARGUMENT}, "required": ["task"], "additionalProperties": False},
         handlers.get_task_result,
         format_get_task_result,
+        Effect.READS,
     )
     registry.register(
         "cancel_task",

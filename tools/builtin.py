@@ -19,7 +19,7 @@ from config.settings import SETTINGS_FILE, Settings
 from safety.text import clean
 from speech.speakable import DEFAULT_MAX_CHARS
 from tools.formatters import format_ask_brain, format_echo, format_get_time, format_list_files, format_read_file_head
-from tools.registry import ToolRegistry
+from tools.registry import Effect, ToolRegistry
 from tools.result import ToolError
 from tools.workspace import Workspace, speakable_name
 
@@ -180,6 +180,7 @@ def build_listener_tools(
         {"type": "object", "properties": {}, "additionalProperties": False},
         get_time,
         format_get_time,
+        Effect.READS,
     )
     registry.register(
         "list_files",
@@ -194,6 +195,7 @@ def build_listener_tools(
         },
         files.list_files,
         format_list_files,
+        Effect.READS,
     )
     registry.register(
         "read_file_head",
@@ -215,6 +217,7 @@ def build_listener_tools(
         },
         files.read_file_head,
         format_read_file_head,
+        Effect.READS,
     )
     registry.register(
         "echo",
@@ -227,6 +230,7 @@ def build_listener_tools(
         },
         echo,
         format_echo,
+        Effect.READS,
     )
     if brain is not None:  # without a brain the model is not offered a tool that cannot work
 
@@ -256,5 +260,6 @@ def build_listener_tools(
             },
             ask_brain,
             format_ask_brain,
+            Effect.READS,
         )
     return registry

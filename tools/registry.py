@@ -15,6 +15,7 @@ asked is cleaned, a path or a task's parameter is refused: it would name the wro
 from __future__ import annotations
 
 import dataclasses
+import enum
 import json
 import logging
 from dataclasses import dataclass
@@ -107,6 +108,14 @@ def _quoted_list(names: list[str]) -> str:
 # --- the registry ---------------------------------------------------------------------------
 
 
+class Effect(enum.Enum):
+    """What a tool does to the world: decides whether it may run before the transcript confirms
+    a command routed by its audio (a false local wake then costs at worst one spoken answer)."""
+
+    READS = "reads"  # only reads (the time, files, the brain, task and timer state): may run at once
+    ACTS = "acts"  # changes something (starts or cancels a task, sets a timer): waits for the transcript
+
+
 @dataclass(frozen=True)
 class ToolSpec:
     name: str
@@ -114,6 +123,7 @@ class ToolSpec:
     parameters: dict
     handler: Handler
     formatter: Formatter = format_generic  # ToolResult -> words for the narrator
+    effect: Effect = Effect.ACTS  # unmarked: treated as changing something (it waits)
 
 
 class ToolRegistry:
@@ -125,15 +135,20 @@ class ToolRegistry:
         self._secrets = tuple(s for s in secrets if s)  # cut out of every result
 
     def register(
-        self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic
+        self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic,
+        effect: Effect = Effect.ACTS,
     ) -> None:
         if name in self._tools:
             raise ValueError(f"a tool called {name!r} is already registered")
         check_schema(parameters)
-        self._tools[name] = ToolSpec(name, description, parameters, handler, formatter)
+        self._tools[name] = ToolSpec(name, description, parameters, handler, formatter, effect)
 
     def names(self) -> list[str]:
         return list(self._tools)
+
+    def read_only_names(self) -> frozenset[str]:
+        """The tools that only read (Effect.READS)."""
+        return frozenset(n for n, spec in self._tools.items() if spec.effect is Effect.READS)
 
     def session_tools(self) -> list[dict]:
         """The tools in the shape `session.update {session: {tools: [...]}}` expects."""

@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from benchmarks import echo_choice, voice_loop
+from benchmarks import echo_choice, voice_loop, voice_to_voice
 
 
 def rows(text: str) -> list[list[str]]:
@@ -16,7 +16,7 @@ def test_the_voice_loop_quick_run_prints_every_table_warm_next_to_cold(capsys):
     out = capsys.readouterr().out
     table = rows(out)
     warm, cold = voice_loop.mode(True), voice_loop.mode(False)
-    latency = [r for r in table if r[0] in ("0", "50")]
+    latency = [r for r in table if r[0] in ("0", "50") and r[1] in (warm, cold)]
     assert [(r[0], r[1]) for r in latency] == [("0", warm), ("0", cold), ("50", warm), ("50", cold)], out
     assert all(r[2].endswith(" ms") and r[3].endswith(" ms") for r in latency)
     assert [r[0] for r in table if r[0] in (warm, cold)] == [warm, cold, warm, cold]  # speech lost; --fast run
@@ -25,6 +25,13 @@ def test_the_voice_loop_quick_run_prints_every_table_warm_next_to_cold(capsys):
     loaded = {r[0]: r for r in table if r[0] in ("quiet", "two CPU hogs", "server 1 s behind")}
     assert list(loaded) == ["quiet", "two CPU hogs", "server 1 s behind"], out
     assert loaded["two CPU hogs"][1].endswith(" of 3") and loaded["server 1 s behind"][1].endswith(" of 1"), out
+    # Voice to voice (issue 20): each way of routing, both transcript timings, and each stage.
+    v2v = [r for r in table if r[0] == "50" and len(r) == 8 and r[1] not in (warm, cold)]
+    assert [(r[1], r[2].split(",")[0]) for r in v2v] == [
+        (when, how.split(",")[0]) for when, _ in voice_to_voice.TRANSCRIPTS for _, how in voice_to_voice.ROUTES], out
+    assert all(r[3].endswith(" ms") and r[5].endswith(" ms") for r in v2v)
+    stages = [r for r in table if r[0] == "50" and len(r) == 10]
+    assert len(stages) == len(v2v) and all(r[6] != "-" for r in stages)  # the first audio of every one
 
 
 def test_the_echo_choice_quick_run_prints_the_gate_and_every_candidate(capsys):

@@ -11,7 +11,9 @@ import itertools
 
 import pytest
 
+from config.settings import FollowUp
 from decisions.coordinator import (
+    OpenFollowUp, RouteWithdrawn, WorkingState,
     INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
     AudioHeard, ConfirmHeard, CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
     Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
@@ -21,6 +23,7 @@ from decisions.coordinator import (
 )
 from decisions.errors import IllegalTransition
 from decisions.listener_core import (
+    CommandCommitted, CommandConfirmed, CommandRejected,
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
 )
 from decisions.timeline import Timeline
@@ -568,13 +571,44 @@ def conversational(clock):
     return CoordinatorCore(timings, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock)
 
 
-def test_after_an_answer_a_follow_up_needs_no_wake_phrase_for_a_moment(clock):
+def test_an_answer_that_asks_nothing_takes_no_follow_up(clock):
+    """Issue 19: "My computer is slow today", said to someone else after an answer, is overheard."""
     core = conversational(clock)
     send = routed(core)
     core.handle(RouteSent(send.route))
     core.handle(SpeakText(send.command, "It is noon."))
     _, actions = say_all(core)
-    assert actions == [PlayChime(Earcon.FOLLOW_UP), RestartListener("after a narration")]
+    assert actions == [RestartListener("after a narration")]
+    assert not core.gate.window_open
+    assert isinstance(core.gate.classify("my computer is slow today", clock.now + 3), Ignore)
+
+
+@pytest.mark.parametrize("mode, script, opens", [
+    (FollowUp.INVITED, "It is noon. Shall I set a timer?", True),
+    (FollowUp.INVITED, 'Which file, "notes" or "todo"?"', True),
+    (FollowUp.INVITED, "Is it noon? It is.", False),
+    (FollowUp.ALWAYS, "It is noon.", True),
+    (FollowUp.NEVER, "Shall I set a timer?", False),
+])
+def test_the_follow_up_window_opens_when_invited(clock, mode, script, opens):
+    core = CoordinatorCore(dataclasses.replace(TIMINGS, follow_up_s=6.0, follow_up=mode), WakeGate("computer", (), 8.0),
+                           Timeline(clock=clock), Uplink(500, 48000), clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, script))
+    _, actions = say_all(core)
+    follow = [OpenFollowUp(6.0), PlayChime(Earcon.FOLLOW_UP)] if opens else []
+    assert actions == [*follow, RestartListener("after a narration")]
+    assert core.gate.window_open is opens
+
+
+def test_after_an_answer_a_follow_up_needs_no_wake_phrase_for_a_moment(clock):
+    core = conversational(clock)
+    send = routed(core)
+    core.handle(RouteSent(send.route))
+    core.handle(SpeakText(send.command, "It is noon. Anything else?"))
+    _, actions = say_all(core)
+    assert actions == [OpenFollowUp(6.0), PlayChime(Earcon.FOLLOW_UP), RestartListener("after a narration")]
     clock.now += 5.9
     assert isinstance(core.gate.classify("and what day is it", clock.now), Command)
     # Outside the window, the same words are overheard speech.
@@ -774,3 +808,67 @@ def test_an_utterance_begun_after_the_mute_lifted_is_kept_at_a_handover_one_it_c
     assert not core.speech_began_unmuted
     core.handle(QuietChanged(True))
     assert not core.speech_began_unmuted  # nobody mid-utterance
+
+
+# --- routing at the commit (issue 20) -------------------------------------------------------------
+
+
+def by_audio(clock, read_only=frozenset({"get_time"})):
+    core = CoordinatorCore(TIMINGS, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock,
+                           read_only_tools=read_only)
+    core.handle(SessionReady(1))
+    (send,) = core.handle(CommandCommitted("item_1"))
+    assert send == SendRoute(1, "", item="item_1")
+    core.handle(RouteSent(send.route))
+    return core, send
+
+
+def test_a_read_only_call_runs_before_the_transcript_and_the_transcript_routes_nothing_more(clock):
+    core, send = by_audio(clock)
+    (start,) = core.handle(RunTools("", (call(),), session=1))
+    assert isinstance(start, StartTools)
+    assert core.handle(CommandConfirmed("item_1", "what time is it")) == []  # not routed again
+    assert core.handle(ToolsFinished(send.route, ("It is noon.",))) == []
+    assert core.timeline.count("confirmed") == 1 and core.timeline.count("command") == 1
+
+
+def test_a_call_that_acts_waits_for_the_transcript_and_runs_once(clock):
+    core, send = by_audio(clock)
+    assert core.handle(RunTools("", (call(name="set_timer"),), session=1)) == []  # held
+    assert core.machines[RouteState] is RouteState.AWAITING_RESPONSE
+    (start,) = core.handle(CommandConfirmed("item_1", "set a timer for ten minutes"))
+    assert start == StartTools(send.route, "set a timer for ten minutes", (call(name="set_timer"),), 1)
+    assert core.handle(CommandConfirmed("item_1", "set a timer for ten minutes")) == []  # never twice
+
+
+@pytest.mark.parametrize("outcome", [RunTools("", (call(name="set_timer"),), session=1), SpeakText("", "Hello there."),
+                                     RoutingFailed("", "no tool call")])
+def test_a_false_local_wake_runs_nothing_and_says_nothing(clock, outcome):
+    core, send = by_audio(clock)
+    assert core.handle(outcome) == []
+    core.handle(CommandRejected("item_1"))
+    assert core.machines[RouteState] is RouteState.IDLE and core.machines[WorkingState] is WorkingState.IDLE
+    assert core.next_narration() is None and core.timeline.count("withdrawn") == 1
+    assert core.handle(CommandConfirmed("item_1", "set a timer")) == []  # a stale verdict changes nothing
+
+
+def test_read_only_tools_of_a_false_wake_run_but_their_answer_is_not_said(clock):
+    core, send = by_audio(clock)
+    core.handle(RunTools("", (call(),), session=1))
+    core.handle(CommandRejected("item_1"))
+    core.handle(ToolsFinished(send.route, ("It is noon.",)))
+    assert core.next_narration() is None and core.machines[RouteState] is RouteState.IDLE
+
+
+def test_no_route_at_the_commit_while_another_command_is_routed(clock):
+    core, _ = by_audio(clock)
+    assert core.handle(CommandCommitted("item_2")) == []  # its transcript routes it, in turn
+
+
+def test_a_route_by_audio_whose_transcript_came_first_is_withdrawn_and_routed_by_its_words(clock):
+    core, send = by_audio(clock)
+    core2 = core
+    core2.handle(CommandHeard("what time is it"))  # queued by its words
+    core2.machines.states[RouteState] = RouteState.SENDING  # (the send had not completed)
+    actions = core2.handle(RouteWithdrawn(send.route))
+    assert [a for a in actions if isinstance(a, SendRoute)] == [SendRoute(2, "what time is it")]

@@ -52,6 +52,7 @@ def test_addressed_command_is_deleted_then_routed_as_text():
         "tools": tools,
         "tool_choice": "required",
         "output_modalities": ["text"],
+        "metadata": {"handoff_route": "route-1"},  # its response is known by it (a cancelled one's is ignored)
     }
     with pytest.raises(RuntimeError):
         core.route("another")  # one at a time: the coordinator queues
@@ -106,9 +107,15 @@ def test_a_replay_skips_a_later_utterance_already_heard():
     core.feed(wire.SpeechStarted("item_b", 3000))
     core.feed(wire.SpeechStopped("item_b", 4500))
     core.feed(wire.AudioCommitted("item_b"))
-    core.feed(wire.TranscriptCompleted("item_b", "computer, what time is it"))  # B's transcript first
+    core.feed(wire.TranscriptCompleted("item_a", "computer, what time is it"))
+    core.feed(wire.SpeechStarted("item_c", 5000))
+    core.feed(wire.SpeechStopped("item_c", 6500))
+    core.feed(wire.AudioCommitted("item_c"))
+    core.feed(wire.TranscriptCompleted("item_c", "computer, list the files"))  # C's transcript before B's
     start = core.replay_from_ms(include_unfinished=False)
-    assert start == 1000 and core.heard_after(start) == ((3000, 4500),)  # A again, B not twice
+    # B again, and C too: its transcript waits for B's (judged in the order spoken), so it was
+    # never judged here; A, heard before B, is not replayed at all.
+    assert start == 3000 and core.heard_after(start) == ()
 
 
 def test_a_retired_session_hands_the_utterance_in_progress_over_and_waits_for_the_rest():
@@ -198,3 +205,81 @@ def test_a_retired_file_session_hands_over_what_came_after_its_last_utterance():
     # A file paused just as the next utterance began: the VAD has not said so yet.
     replay, _, actions = core.retire(keep_in_progress=True)
     assert replay == 2500 and actions == [Send({"type": "input_audio_buffer.clear"})]
+
+
+# --- routing at the commit (issue 20) -------------------------------------------------------------
+
+
+def woken_commit(core, item="item_1", speech_ms=1000):
+    core.local_wake(0.4)  # the device heard the wake phrase (0.4 s long)
+    core.feed(wire.SpeechStarted(item, 1000))
+    core.feed(wire.SpeechStopped(item, 1000 + 300 + speech_ms + 500))
+    return core.feed(wire.AudioCommitted(item))
+
+
+def test_an_utterance_woken_on_the_device_is_offered_at_its_commit_and_routed_by_its_audio():
+    from decisions.listener_core import CommandCommitted
+    core, _ = make_core()
+    assert woken_commit(core) == [CommandCommitted("item_1")]
+    (route,) = sent(core.route_audio("item_1", []))
+    assert route["response"]["input"] == [{"type": "item_reference", "id": "item_1"}]
+    assert route["response"]["conversation"] == "none"
+
+
+def test_the_wake_phrase_alone_is_not_routed_at_its_commit():
+    core, _ = make_core()
+    assert woken_commit(core, speech_ms=500) == []  # 0.4 s phrase + 0.1 s: no command in it
+    core2, _ = make_core()
+    assert core2.feed(wire.SpeechStarted("item_1", 1000)) == [] and core2.feed(wire.AudioCommitted("item_1")) == []
+
+
+def test_a_transcript_not_addressed_cancels_the_route_and_its_response_is_ignored():
+    from decisions.listener_core import CommandRejected
+    core, _ = make_core()
+    woken_commit(core)
+    core.route_audio("item_1", [])
+    actions = core.feed(wire.TranscriptCompleted("item_1", "commuter traffic was awful"))
+    assert CommandRejected("item_1") in actions
+    assert sent(actions) == []  # the item is still read by the response: deleted once it is done
+    cancel = core.feed(wire.ResponseCreated("resp_1", {"handoff_route": "route-1"}))
+    assert sent(cancel) == [{"type": "response.cancel", "response_id": "resp_1"}]
+    call = wire.FunctionCall("call_1", "set_timer", "{}", "fc_1")
+    done = core.feed(wire.ResponseDone("resp_1", "cancelled", (call,), "", "", {"handoff_route": "route-1"}, None))
+    assert sent(done) == [{"type": "conversation.item.delete", "item_id": "item_1"}]
+    assert not [a for a in done if not isinstance(a, Send)]  # nothing runs
+    assert core.in_flight is None
+
+
+def test_a_confirmed_route_runs_its_calls_once_with_the_words():
+    from decisions.listener_core import CommandConfirmed, RunTools
+    core, _ = make_core()
+    woken_commit(core)
+    core.route_audio("item_1", [])
+    actions = core.feed(wire.TranscriptCompleted("item_1", "Computer, set a timer"))
+    assert CommandConfirmed("item_1", "set a timer") in actions
+    assert not [a for a in actions if type(a).__name__ == "CommandHeard"]  # not routed again by its words
+    call = wire.FunctionCall("call_1", "set_timer", "{}", "fc_1")
+    done = core.feed(wire.ResponseDone("resp_1", "completed", (call,), "", "", {"handoff_route": "route-1"}, None))
+    assert RunTools("set a timer", (call,), 0) in done
+
+
+def test_a_transcript_before_the_route_by_audio_withdraws_it():
+    core, _ = make_core()
+    woken_commit(core)
+    core.feed(wire.TranscriptCompleted("item_1", "Computer, what time is it"))
+    assert core.route_audio("item_1", []) is None and core.in_flight is None
+
+
+def test_transcripts_are_judged_in_the_order_the_utterances_were_spoken():
+    """"Computer ... ask the brain why the sky is blue" as two utterances whose transcripts
+    complete in the other order: the command is still judged after its wake phrase."""
+    core, _ = make_core()
+    for item, start in (("item_1", 1000), ("item_2", 3000)):
+        core.feed(wire.SpeechStarted(item, start))
+        core.feed(wire.SpeechStopped(item, start + 1500))
+        core.feed(wire.AudioCommitted(item))
+    assert [a for a in core.feed(wire.TranscriptCompleted("item_2", "ask the brain why the sky is blue"))
+            if not isinstance(a, Send)] == []  # waits for the utterance said before it
+    actions = core.feed(wire.TranscriptCompleted("item_1", "Computer"))
+    assert [type(a).__name__ for a in actions if not isinstance(a, Send)] == ["Heard", "Heard", "CommandHeard"]
+    assert CommandHeard("ask the brain why the sky is blue") in actions

@@ -288,3 +288,44 @@ def test_a_window_that_lapsed_during_a_mute_is_not_reopened_by_the_reset():
     mic.gate.advance(mic.now + 5.0)  # muted chunks skipped past the window's end
     mic.gate.reset()
     assert mic.gate.state is GateState.QUIET
+
+
+def test_speech_after_an_answer_stays_home_unless_the_answer_invited_a_follow_up():
+    """Issue 19: after an answer, overheard speech is not uploaded in wake mode; after an answer
+    that asked something, the reply goes up without the wake phrase, even across the earcon's
+    mute (a reset), and only the first reply."""
+    mic = gate(UploadMode.ON_DEVICE_WAKE)
+    mic.feed(1.0, speech=False)
+    mic.feed(1.0, speech=True)  # "my computer is slow today", to someone else
+    mic.feed(2.0, speech=False)
+    assert mic.sent == []
+    mic.gate.open_follow_up(mic.now + 6.0)
+    mic.gate.reset()  # the earcon's mute
+    assert mic.gate.state is GateState.WINDOW
+    mic.feed(0.5, speech=False)
+    start = mic.index + 1
+    mic.feed(0.6, speech=True)  # "yes, ten minutes"
+    assert mic.sent[0] < start <= mic.sent[-1]  # with its pre-roll
+    mic.feed(8.0, speech=False)  # its hangover, then the window lapses
+    sent = len(mic.sent)
+    mic.gate.reset()
+    mic.feed(1.0, speech=True)  # the follow-up was taken: nothing reopens it
+    assert len(mic.sent) == sent and mic.gate.state is GateState.HEARING
+
+
+def test_an_unused_follow_up_window_lapses():
+    mic = gate(UploadMode.ON_DEVICE_WAKE)
+    mic.gate.open_follow_up(mic.now + 2.0)
+    mic.feed(2.5, speech=False)
+    assert mic.gate.state is GateState.QUIET
+    mic.gate.reset()
+    assert mic.gate.state is GateState.QUIET
+    mic.feed(1.0, speech=True)
+    assert mic.sent == []
+
+
+@pytest.mark.parametrize("mode", [UploadMode.SPEECH_ONLY, UploadMode.CONTINUOUS])
+def test_a_follow_up_changes_nothing_where_speech_goes_up_anyway(mode):
+    mic = gate(mode)
+    mic.gate.open_follow_up(10.0)
+    assert mic.gate.state in (GateState.QUIET, GateState.STREAMING)

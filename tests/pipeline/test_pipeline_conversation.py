@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from config.settings import ConversationSettings
+from config.settings import ConversationSettings, FollowUp
 from decisions.coordinator import STILL_WORKING_MESSAGE
 from speech.local_voice import working_earcon
 from tests.support.pipeline_harness import narrated_scripts, running_pipeline
@@ -13,7 +13,7 @@ from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 
 
 async def test_a_follow_up_without_the_wake_phrase_is_routed_inside_the_window_and_ignored_after(tmp_path, sim):
-    async with running_pipeline(tmp_path, sim, conversation=ConversationSettings(follow_up_s=1.5)) as p:
+    async with running_pipeline(tmp_path, sim, conversation=ConversationSettings(follow_up_s=1.5, follow_up=FollowUp.ALWAYS)) as p:
         sim.script.push_tool_call("get_time", {})
         before = await p.ask("Computer, what time is it")
         await p.wait(lambda t: t.count("follow-up") == 1 and t.count("listening") >= 2)

@@ -201,6 +201,9 @@ async def test_status_and_history_of_a_daemon_on_the_simulator(tmp_path: Path, s
         assert lines[6] == (f"cost today: ${status.cost_today_usd:.4f} (listener ${parts['listener']:.4f}, "
                             f"narrator ${parts['narrator']:.4f}, transcription ${parts['transcription']:.4f}, brain $0.0000), "
                             "estimated from the usage the API reported")
+        # Every command's stages, summarised (issue 20): both commands, end of speech to first audio.
+        assert status.stages_ms is not None and status.stages_ms["commands"] == 2, (status.stages_ms, lines)
+        assert len(lines) > 7 and lines[7].startswith("voice to voice (end of speech to first answer audio): p50 "), (lines, sorted(status.stages_ms))
 
         daemon.signal(signal.SIGTERM)
         assert await daemon.exited(timeout=10) == 0, daemon.log
@@ -255,3 +258,30 @@ def test_every_status_field_is_checked_when_read(tmp_path) -> None:
     path.write_text(json.dumps({"version": FORMAT_VERSION, **dataclasses.asdict(status), "satellites": [{"room": 3}]}))
     with pytest.raises(StatusCorrupt):
         read_status(path)
+
+
+def test_stages_are_kept_with_the_command_and_summarised_small() -> None:
+    from service.status import stage_summary
+    done: list[HistoryEntry] = []
+    tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
+    for item in A_COMMAND[1:4] + [entry(TimelineKind.NARRATING, "It's 3:05 PM."),
+                                  entry(TimelineKind.STAGES, '{"end_of_speech": 0.0, "commit": 0.5, "first_audio": 0.9}'),
+                                  entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)")]:
+        tracker.observe(item)
+    assert done[0].stages == {"end_of_speech": 0.0, "commit": 0.5, "first_audio": 0.9}
+    rows = [{"end_of_speech": 0.0, "commit": 0.5, "first_audio": 0.4 + n / 100} for n in range(100)]
+    summary = stage_summary(rows)
+    assert summary == {"commands": 100, "commit": [500, 500], "first_audio": [900, 1340], "voice_to_voice": [900, 1340]}
+
+
+def test_a_command_routed_by_its_audio_gets_its_words_in_history_even_after_its_answer() -> None:
+    from decisions.coordinator import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER
+    done: list[HistoryEntry] = []
+    tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
+    for item in [entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.TOOL, "get_time(...)"),
+                 entry(TimelineKind.NARRATING, UNCONFIRMED_ANSWER),
+                 entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)"),
+                 entry(TimelineKind.CONFIRMED, "what time is it"), entry(TimelineKind.SAID, "It's noon."),
+                 entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.WITHDRAWN, "not addressed after all")]:
+        tracker.observe(item)
+    assert [(e.heard, e.said, e.outcome) for e in done] == [("what time is it", "It's noon.", Outcome.ANSWERED)]

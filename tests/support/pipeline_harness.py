@@ -145,7 +145,8 @@ def unexpected_errors(sim: SimServer) -> list[dict]:
         for connection in sim.connections
         for event in connection.sent_of("error")
         if not {event["error"].get("type"), event["error"].get("code")} & INJECTED_ERRORS
-        and not (connection.role == "narrator" and event["error"].get("code") == "response_cancel_not_active")
+        # (nor the listener's cancel of a route whose transcript said it was not addressed)
+        and not (connection.role in ("narrator", "listener") and event["error"].get("code") == "response_cancel_not_active")
         and classify(message=event["error"].get("message")).kind is not ErrorKind.SESSION_EXPIRED  # code-less expiry
     ]
 
@@ -168,8 +169,11 @@ async def running_pipeline(
     stop_detector: object | None = None,
     acoustic_stop: bool = False,
     hostile: bool = False,  # the server sends mistyped frames: errors about the ids they name are expected
+    mic_filter: object | None = None,
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
+    """`mic_filter`: the upload filter to use instead of the one the settings build (a scripted
+    on-device wake, tests/support/scripted_wake.py)."""
     workspace = tmp_path / "workspace"
     workspace.mkdir(exist_ok=True)
     (workspace / "notes.txt").write_text("first line\nsecond line\nthird line\n")
@@ -186,6 +190,8 @@ async def running_pipeline(
     microphone = microphone or PushMicrophone(chunk_ms=20, pace=mic_pace)
     speaker = speaker or MemorySpeaker(pace=speaker_pace)
     async with assistant(settings, microphone, speaker, timeline, stop_detector=stop_detector) as coordinator:  # type: ignore[arg-type]
+        if mic_filter is not None:
+            coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=mic_filter)
         task = asyncio.create_task(coordinator.run(), name="coordinator under test")
         pipeline = Pipeline(sim, coordinator, microphone, speaker, timeline, settings, task)
         try:

@@ -1,0 +1,205 @@
+"""Voice to voice (issue 20): from the end of a command to the first audio of its answer, against
+the simulator behind a network, with the wake heard on the device (a scripted spotter) and the
+command routed at its commit by its audio, next to routing after its transcript, in one run.
+
+    .venv/bin/python -m benchmarks.voice_to_voice [--quick] [--trials N]
+
+(`python -m benchmarks.voice_loop` prints the same tables after its own.) At RTT 50 and 150 ms,
+with the input transcript arriving with the commit and 0.8 s after it: voice to voice (median and
+worst), the floor (the configured turn-end silence + 2 RTT) and the excess over it, for a
+read-only command ("what time is it"); and a table of each stage's offset from the end of speech
+(decisions/stages.py, as history keeps them). The end of speech is when the microphone delivered
+the command's last voiced chunk; the first audio, when the narrator's first audio reached the
+speaker. Printed, never asserted (the machine is shared).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import dataclasses
+import statistics
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import AsyncIterator
+
+from audio_io import MemorySpeaker, PushMicrophone
+from commands.assemble import assistant
+from concurrency.changes import wait_for
+from config.settings import (
+    ConversationSettings, EndOfTurn, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
+)
+from decisions.stages import STAGE_ORDER, Stage
+from decisions.timeline import Timeline
+from reader_agent import SpareState
+from realtime_sim import SimConfig, SimServer
+from speech.local_voice import tone
+from speech.synth import silence
+from tests.support.scripted_wake import ScriptedWake, scripted_wake_filter
+
+RTTS_MS = (50, 150)
+TRANSCRIPTS = (("with the commit", 0), ("0.8 s after it", 800))
+SPEECH = tone([190.0, 230.0, 210.0], 0.3)  # 0.9 s of "speech": the wake phrase and a short command
+TURN_SILENCE_MS = 500  # the server's turn end (ListenerSettings.vad_silence_ms)
+DEVICE_TURN_END_MS = ListenerSettings().turn_end_ms  # the device's own (END_OF_TURN=device, the default)
+# How each row routes: at the device's end of turn inline, at the server's commit by reference,
+# or after the transcript (before issue 20).
+ROUTES = (("device", "at the device's end of turn, inline"), ("commit", "at the server's commit, by reference"),
+          ("transcript", "after its transcript (before issue 20)"))
+
+
+class SpeechClockMicrophone(PushMicrophone):
+    """Notes when it delivered the last chunk with any sound in it (the end of speech)."""
+
+    def __init__(self) -> None:
+        super().__init__(chunk_ms=20, pace=1.0)
+        self.last_voiced_at: float | None = None
+
+    async def chunks(self):  # type: ignore[override]
+        async for chunk in super().chunks():
+            if any(chunk):
+                self.last_voiced_at = time.perf_counter()
+            yield chunk
+
+
+class FirstPlaySpeaker(MemorySpeaker):
+    def __init__(self) -> None:
+        super().__init__()
+        self.plays: list[float] = []
+
+    def play(self, pcm: bytes) -> None:
+        self.plays.append(time.perf_counter())
+        super().play(pcm)
+
+
+@dataclass
+class Cell:
+    v2v_ms: list[float] = field(default_factory=list)
+    stages: list[dict[str, float]] = field(default_factory=list)
+
+
+def _sim_config(rtt_ms: float, **extra: object) -> SimConfig:
+    """The simulator behind a network (RTT/2 each way, 1 RTT per handshake), answering at once."""
+    return SimConfig(network_delay_s=rtt_ms / 2000, upgrade_delay_s=rtt_ms / 1000,
+                     **{"audio_frame_delay_s": 0.0, "use_espeak": False, "realistic": False, "seed": 7, **extra})
+
+
+def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settings:
+    """A warm narrator; tones for speech (the scripted wake hears them); no follow-up window."""
+    (root / "workspace").mkdir(parents=True, exist_ok=True)
+    base = Settings(
+        realtime=RealtimeSettings(api_key="sk-benchmark-0123456789", base_url=sim.base_url),
+        narrator=NarratorSettings(warm=True), upload=UploadSettings(mode=UploadMode.CONTINUOUS),
+        conversation=ConversationSettings(follow_up_s=0), workspace_root=root / "workspace",
+        state_dir=root / "state", tasks_config=None,
+    )
+    return dataclasses.replace(base, listener=ListenerSettings(
+        vad_silence_ms=silence_ms, route_at_commit=route != "transcript",
+        end_of_turn=EndOfTurn.DEVICE if route == "device" else EndOfTurn.SERVER, turn_end_ms=DEVICE_TURN_END_MS))
+
+
+@contextlib.asynccontextmanager
+async def _running(sim: SimServer, root: Path, silence_ms: int, route: str
+                   ) -> AsyncIterator[tuple[object, SpeechClockMicrophone, FirstPlaySpeaker, Timeline, ScriptedWake]]:
+    microphone, speaker, timeline, wake = SpeechClockMicrophone(), FirstPlaySpeaker(), Timeline(), ScriptedWake()
+    settings = _settings(sim, root, silence_ms, route)
+    turn_end_s = DEVICE_TURN_END_MS / 1000 if route == "device" else None
+    async with assistant(settings, microphone, speaker, timeline) as coordinator:
+        coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=scripted_wake_filter(wake, turn_end_s=turn_end_s))
+        task = asyncio.create_task(coordinator.run(), name="voice to voice")
+        try:
+            await wait_for(timeline, lambda t: t.count("listening") >= 1, 30)
+            yield coordinator, microphone, speaker, timeline, wake
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+
+
+async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int, root: Path,
+                       silence_ms: int = TURN_SILENCE_MS) -> Cell:
+    extra = dict(realistic=True, paraphrase_rate=0.0, transcription_delay_ms=(transcript_ms, transcript_ms)) \
+        if transcript_ms else {}
+    cell = Cell()
+    async with SimServer(_sim_config(rtt_ms, **extra)) as sim:
+        async with _running(sim, root, silence_ms, route) as (coordinator, microphone, speaker, timeline, wake):
+            for _ in range(trials):
+                before = {k: timeline.count(k) for k in ("narrated", "listening")}
+                # Commands come seconds apart: the narrator's spare is ready by then.
+                await coordinator.parts.narrator.wait_spare(SpareState.READY, 30)
+                await asyncio.sleep(0.2)
+                sim.script.push_transcript("Computer, what time is it")
+                sim.script.push_tool_call("get_time", {})
+                wake.wake_next()
+                plays = len(speaker.plays)
+                microphone.feed(silence(600) + SPEECH + silence(1500))
+                await wait_for(timeline, lambda t: t.count("narrated") > before["narrated"]
+                               and t.count("listening") > before["listening"], 30)
+                await microphone.emitted()
+                assert microphone.last_voiced_at is not None
+                cell.v2v_ms.append((speaker.plays[plays] - microphone.last_voiced_at) * 1000)
+                cell.stages.append(dict(coordinator.core.stage_log[-1]))
+                # Wait out the transcript of a route by audio, so the next command starts clean.
+                await wait_for(timeline, lambda t: t.count("confirmed") + t.count("heard") > 0, 30)
+    return cell
+
+
+def _median(values: list[float]) -> float:
+    return statistics.median(values) if values else float("nan")
+
+
+async def measure(quick: bool, trials: int) -> str:
+    rtts = (50,) if quick else RTTS_MS
+    lines = [
+        f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator,",
+        f"turn end {TURN_SILENCE_MS} ms of silence (server VAD) or {DEVICE_TURN_END_MS} ms (the device's VAD), floor = that turn",
+        f"end + 2 RTT; median and worst of {trials}:",
+        "",
+        "| RTT ms | transcript arrives | routed | voice to voice, median | worst | floor | median - floor | worst - floor |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    stage_rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="voice-to-voice-") as folder:
+        for rtt in rtts:
+            for label, transcript_ms in TRANSCRIPTS:
+                for route, how in ROUTES:
+                    cell = await measure_cell(rtt, transcript_ms, route, trials, Path(folder) / f"{rtt}-{transcript_ms}-{route}")
+                    floor = (DEVICE_TURN_END_MS if route == "device" else TURN_SILENCE_MS) + 2 * rtt
+                    median, worst = _median(cell.v2v_ms), max(cell.v2v_ms)
+                    lines.append(f"| {rtt} | {label} | {how} | {median:.0f} ms | {worst:.0f} ms | {floor} ms | "
+                                 f"{median - floor:+.0f} ms | {worst - floor:+.0f} ms |")
+                    offsets = [
+                        f"{_median([s[stage.value] * 1000 for s in cell.stages if stage.value in s]):.0f}"
+                        if any(stage.value in s for s in cell.stages) else "-"
+                        for stage in STAGE_ORDER if stage is not Stage.END_OF_SPEECH
+                    ]
+                    stage_rows.append(f"| {rtt} | {label} | {route} | "
+                                      + " | ".join(offsets) + " |")
+    names = [stage.value.replace("_", " ") for stage in STAGE_ORDER if stage is not Stage.END_OF_SPEECH]
+    lines += [
+        "",
+        "Each stage, ms after the end of speech as the listener marks it (speech_stopped's arrival minus the",
+        "turn-end silence), median (history and `handoff status` keep the same offsets):",
+        "",
+        "| RTT ms | transcript arrives | routed | " + " | ".join(names) + " |",
+        "|---|---|---|" + "---|" * len(names),
+        *stage_rows,
+    ]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m benchmarks.voice_to_voice", description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="RTT 50 only, two trials")
+    parser.add_argument("--trials", type=int, default=None, help="commands per cell (default 7; 2 with --quick)")
+    args = parser.parse_args(argv)
+    print(asyncio.run(measure(args.quick, args.trials or (2 if args.quick else 7))))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
