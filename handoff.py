@@ -35,7 +35,7 @@ from decisions.coordinator import (
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
     StartTools, TurnEnded,
-    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
+    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
@@ -278,6 +278,9 @@ class Coordinator:
             case OpenFollowUp(seconds=seconds):
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.follow_up(seconds)
+            case CommandTaken():
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.command_heard()
             case AckNotices(ids=ids):
                 assert self.parts.notices is not None
                 self.parts.notices.ack(list(ids))

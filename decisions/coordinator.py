@@ -480,6 +480,13 @@ class ConfirmHeard:
 
 
 @dataclass(frozen=True)
+class CommandTaken:
+    """The transcript gate took an utterance as a command: the microphone's upload filter lets the
+    command window its wake opened lapse with the answer's mute (speech after an answer stays
+    home unless the answer asked something)."""
+
+
+@dataclass(frozen=True)
 class OpenFollowUp:
     """An answer invited a follow-up: the microphone's upload filter lets the next utterance
     within `seconds` go up without an on-device wake (nothing else after an answer does)."""
@@ -502,7 +509,7 @@ class Stop:
 
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
-    | UtteranceRejected | ConfirmHeard | OpenFollowUp
+    | UtteranceRejected | ConfirmHeard | OpenFollowUp | CommandTaken
 )
 
 
@@ -980,6 +987,7 @@ class CoordinatorCore:
                 return [PlayChime(Earcon.WAKE)] if self.timings.chime else []
             case Command():
                 self.timeline.add(TimelineKind.HEARD, transcript)
+                return [CommandTaken()]
         return []
 
     def _tools_requested(self, command: str, calls: tuple[FunctionCall, ...], session: int) -> list[Action]:
@@ -1032,7 +1040,7 @@ class CoordinatorCore:
         self._route_deadline = now + self.timings.route_timeout_s
         self._fire(E.COMMAND_ROUTED, "by its audio, at the commit")
         self.timeline.add(TimelineKind.COMMAND, ROUTED_BY_AUDIO)
-        return [SendRoute(self._route[0], "", item=item, audio=audio)]
+        return [SendRoute(self._route[0], "", item=item, audio=audio), CommandTaken()]
 
     def _awaits_verdict(self, event: RunTools | SpeakText | RoutingFailed) -> bool:
         """A route by audio not confirmed yet: only read-only calls go ahead; a call that changes

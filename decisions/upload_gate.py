@@ -137,6 +137,7 @@ class UploadGate:
         self._was_speech = False
         self._window_until: float | None = None
         self._woke_at: float | None = None  # when the last wake was recognised
+        self._command_heard = False  # the listener routed a command since that wake
         if self._follow_up_until is not None and self.settings.mode is UploadMode.ON_DEVICE_WAKE:
             # An invited follow-up outlives the earcon's mute (a reset): the window was promised.
             self.state, self._window_until = GateState.WINDOW, self._follow_up_until
@@ -171,6 +172,7 @@ class UploadGate:
             self._follow_up_until = None
             self._window_until = now + self.settings.command_window_s
             self._woke_at = now
+            self._command_heard = False
             self._speech_since_wake = 0.0
             self._last_speech = max(self._last_speech or now, now)
         elif is_speech and self._woke_at is not None and self.state is GateState.SENDING:
@@ -220,6 +222,12 @@ class UploadGate:
             self._fire(GateEvent.REJECTED)
             self._window_until = self._woke_at = self._follow_up_until = None
 
+    def command_heard(self) -> None:
+        """The listener routed a command: the window the wake opened has served its purpose, and a
+        later reset (the answer's mute) does not keep it open. Speech after an answer stays on the
+        machine unless the answer invited a reply (`open_follow_up`), however the wake was timed."""
+        self._command_heard = True
+
     def open_follow_up(self, until: float) -> None:
         """An answer asked the user something: speech before `until` goes up without a wake, as
         in a command window (a reset in between, the earcon's mute, keeps it). Other modes send
@@ -253,7 +261,8 @@ class UploadGate:
     def _awaiting_command(self) -> bool:
         """Woken by the phrase alone and no command sent yet."""
         return (self.settings.mode is UploadMode.ON_DEVICE_WAKE and self._window_until is not None
-                and self._woke_at is not None and self._speech_since_wake < self.settings.command_min_s
+                and self._woke_at is not None and not self._command_heard
+                and self._speech_since_wake < self.settings.command_min_s
                 and self.state in (GateState.SENDING, GateState.WINDOW))
 
     def _command_sent(self) -> bool:

@@ -161,6 +161,10 @@ class UploadFilter:
         """The listener ignored what was sent (a false local wake): close its command window now."""
         self.gate.rejected()
 
+    def command_heard(self) -> None:
+        """The listener routed a command: its wake's window does not outlive the answer's mute."""
+        self.gate.command_heard()
+
     def follow_up(self, seconds: float) -> None:
         """An answer asked the user something: the next utterance within `seconds` (of audio
         listened to) goes up without an on-device wake."""

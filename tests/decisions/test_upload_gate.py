@@ -329,3 +329,19 @@ def test_a_follow_up_changes_nothing_where_speech_goes_up_anyway(mode):
     mic = gate(mode)
     mic.gate.open_follow_up(10.0)
     assert mic.gate.state in (GateState.QUIET, GateState.STREAMING)
+
+
+def test_a_window_whose_command_was_taken_does_not_outlive_the_answers_mute():
+    """The wake's window survives the chime's mute (its command is still to come), not the answer's:
+    once the listener took a command for it, speech after the answer stays home (issue 19)."""
+    mic = gate(UploadMode.ON_DEVICE_WAKE)
+    mic.feed(0.5, speech=False)
+    mic.feed(0.7, speech=True, hit_at=1.2, hit_start=0.5)  # the wake heard at the utterance's end
+    mic.feed(1.5, speech=False)
+    assert mic.gate.state is GateState.WINDOW
+    mic.gate.command_heard()  # routed (at its commit, or by its transcript)
+    mic.gate.reset()  # the answer's mute
+    assert mic.gate.state is GateState.QUIET
+    sent = len(mic.sent)
+    mic.feed(1.0, speech=True)  # someone else, after the answer
+    assert len(mic.sent) == sent
