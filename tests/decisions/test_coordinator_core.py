@@ -13,7 +13,7 @@ import pytest
 
 from config.settings import FollowUp
 from decisions.coordinator import (
-    OpenFollowUp, RouteWithdrawn, WorkingState,
+    CommandTaken, OpenFollowUp, RouteWithdrawn, WorkingState,
     INITIAL, MACHINES, TRANSITIONS, AbandonRoute, AckNotices, AnnounceState, ChimeFinished, ChimeStarted,
     AudioHeard, ConfirmHeard, CoordinatorCore, CoordinatorTimings, Earcon, Event, EVENT_MACHINES, FetchNotices, InputEnded, ListenerState,
     Machines, NarrationDone, NarrationKind, NarrationsFinished, NoticeBatchFetched, NoticesPending, NoticeState, Phase,
@@ -817,7 +817,8 @@ def by_audio(clock, read_only=frozenset({"get_time"})):
     core = CoordinatorCore(TIMINGS, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock,
                            read_only_tools=read_only)
     core.handle(SessionReady(1))
-    (send,) = core.handle(CommandCommitted("item_1"))
+    send, taken = core.handle(CommandCommitted("item_1"))
+    assert isinstance(taken, CommandTaken)  # the wake's window ends with this command
     assert send == SendRoute(1, "", item="item_1")
     core.handle(RouteSent(send.route))
     return core, send
