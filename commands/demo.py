@@ -58,7 +58,7 @@ DEMO_SCRIPT = (
     Utterance("Did you feed the cat this morning?", "ignored", "en-us+m3", pause_s=FOLLOW_UP_S + 0.5),
     Utterance("Hey Jarvis.", "wake"),
     Utterance("List the files.", "answer"),
-    Utterance("Hey Jarvis, now read the first two lines of notes.txt", "answer"),
+    Utterance("Hey Jarvis, read the first two lines of notes.txt", "answer"),
     Utterance("Hey Jarvis, ask the brain why the sky is blue.", "answer"),
     Utterance("Hey Jarvis, start the backup task.", "answer"),
     Utterance("I wonder what's for dinner.", "ignored", "en-us+f5", pause_s=FOLLOW_UP_S + 0.5),

@@ -34,8 +34,18 @@ def flite(tmp_path_factory):
 
 
 def appends(p) -> list[bytes]:
-    return [base64.b64decode(e["audio"]) for c in p.listener_connections() for e in c.received
-            if e["type"] == "input_audio_buffer.append"]
+    """Every piece of mic audio the listener sessions were sent: appended to the buffer, or inline
+    with a route at the device's end of turn (`END_OF_TURN=device`)."""
+    sent = []
+    for c in p.listener_connections():
+        for e in c.received:
+            if e["type"] == "input_audio_buffer.append":
+                sent.append(base64.b64decode(e["audio"]))
+            elif e["type"] == "response.create":
+                for item in e.get("response", {}).get("input", []):
+                    sent += [base64.b64decode(part["audio"]) for part in item.get("content", [])
+                             if part.get("type") == "input_audio"]
+    return sent
 
 
 def spotter_hits(p) -> list:
