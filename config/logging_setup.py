@@ -8,6 +8,7 @@ import logging
 import logging.handlers
 import os
 import re
+import sys
 from pathlib import Path
 from typing import Iterable
 
@@ -29,6 +30,20 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     for pattern in _SECRET_PATTERNS:
         text = pattern.sub(lambda m: (m.group(1) if m.groups() else "") + "[redacted]", text)
     return text
+
+
+class _StderrHandler(logging.StreamHandler):
+    """Writes to whatever `sys.stderr` is when a line is logged, not to the stream it was when
+    logging was set up: a stream replaced and closed since (a test's capture, a redirected
+    stderr) must not turn every later line into a "Logging error"."""
+
+    @property
+    def stream(self):  # type: ignore[override]
+        return sys.stderr
+
+    @stream.setter
+    def stream(self, _value) -> None:
+        pass
 
 
 class RedactingFilter(logging.Filter):
@@ -77,7 +92,7 @@ def configure_logging(
     commands.checks)."""
     formatter = logging.Formatter(LOG_FORMAT, DATE_FORMAT)
     redacting = RedactingFilter(secrets)
-    handlers: list[logging.Handler] = [logging.StreamHandler()]
+    handlers: list[logging.Handler] = [_StderrHandler()]
     if file is not None:
         handlers.append(PrivateRotatingFileHandler(file, maxBytes=max_bytes, backupCount=backups, encoding="utf-8"))
     root = logging.getLogger()
