@@ -1,8 +1,26 @@
 """Fixtures shared by the end-to-end tests."""
 
+import logging
+
 import pytest
 
 from realtime_sim import SimConfig, SimServer
+
+
+@pytest.fixture(autouse=True)
+def root_logging_restored():
+    """Each test leaves the root logger as it found it: a command under test that sets up
+    logging (as `handoff run` does) must not leave a console handler behind that writes a
+    later test's daemon lines into what that test captures as the command's stderr."""
+    root = logging.getLogger()
+    handlers, filters, level = list(root.handlers), list(root.filters), root.level
+    yield
+    for handler in root.handlers:
+        if handler not in handlers:
+            handler.close()
+    root.handlers[:] = handlers
+    root.filters[:] = filters
+    root.setLevel(level)
 
 
 @pytest.fixture
