@@ -41,7 +41,7 @@ from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
 from decisions.listener_core import Fatal, ListenerEvent
 from decisions.timeline import Timeline, TimelineKind
-from decisions.uplink import Uplink
+from decisions.uplink import Uplink, placed_in_stream
 from main_agent import Listener
 from detectors.stop_word import StopDetector, StopHit, StopListener
 from reader_agent import NarrationCut, Narrator
@@ -482,8 +482,10 @@ class Coordinator:
         core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
         await self.changes.wait_until(lambda: core.session > 0)
         mutes_seen = core.mute.releases
+        read = 0  # bytes read from the microphone so far: where each chunk lies in its stream
         try:
             async for chunk in microphone.chunks():
+                chunk_start, read = read, read + len(chunk)
                 gated = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
                 self._listen_for_stop(chunk, gated)  # "computer, stop": nothing of it is uploaded
                 chunk = gated
@@ -507,8 +509,8 @@ class Coordinator:
                         self._feed(TurnEnded(turn))  # ... or now, inline (the device's own end of turn)
                 if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
                     pieces = []
-                for piece in pieces:
-                    core.uplink.take(piece, session_ready=core.listener_up)
+                for start, piece in placed_in_stream(pieces, chunk, chunk_start):
+                    core.uplink.take(piece, session_ready=core.listener_up, at_ms=start * 1000 // BYTES_PER_SECOND)
                 if pieces:
                     self._uplink_wake.notify()
         except AudioDeviceError as exc:  # a device that vanished: say so and stop
@@ -545,8 +547,8 @@ class Coordinator:
         while True:
             await self._uplink_wake.wait_until(lambda: not core.uplink.empty and core.listener_up)
             while core.listener_up and (next_chunk := core.uplink.next_chunk()) is not None:
-                token, chunk = next_chunk
-                if not await self.listener.send_audio(chunk):
+                token, chunk, at_ms = next_chunk
+                if not await self.listener.send_audio(chunk, at_ms):
                     # The session is going away; the rest waits for the next one. Wait for news
                     # (its end, or more audio) before trying again, or this loop would spin
                     # without ever letting the listener see its session close.

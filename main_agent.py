@@ -87,9 +87,10 @@ class Listener:
         return self._clock() - self._session_started if self.ready else 0.0
 
     # -- commands from the coordinator ------------------------------------------------------------
-    async def send_audio(self, pcm: bytes) -> bool:
+    async def send_audio(self, pcm: bytes, at_ms: int | None = None) -> bool:
+        """`at_ms`: where the chunk lies in the microphone's stream (named in the append's id)."""
         link = self._link
-        return link is not None and self.ready and await link.send(ClientEvents.append_audio(pcm))
+        return link is not None and self.ready and await link.send(ClientEvents.append_audio(pcm, at_ms))
 
     async def heard_all_sent(self) -> bool:
         """Whether the current session has taken in every chunk of audio sent to it so far (and

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import NamedTuple
 
 
 @dataclass
@@ -16,17 +17,39 @@ class UplinkStats:
     chunks_echo: int = 0  # heard by the echo gate as the narrator's echo: sent as silence (if not muted)
 
 
+class Outgoing(NamedTuple):
+    """The chunk to send next: `token` for `Uplink.sent`, and where it lies in the microphone's
+    stream (ms from its first sample; None when unknown)."""
+
+    token: int
+    chunk: bytes
+    at_ms: int | None
+
+
+def placed_in_stream(pieces: list[bytes], chunk: bytes, chunk_start: int) -> list[tuple[int, bytes]]:
+    """Where in the microphone stream (bytes from its start) each piece an upload filter passed
+    for `chunk` begins. The pieces are contiguous (held pre-roll, then maybe the chunk): they end
+    with the chunk when it is the last one, else where the chunk begins."""
+    end = chunk_start + len(chunk) if pieces and pieces[-1] is chunk else chunk_start
+    placed: list[tuple[int, bytes]] = []
+    for piece in reversed(pieces):
+        end -= len(piece)
+        placed.append((end, piece))
+    return placed[::-1]
+
+
 class Uplink:
     def __init__(self, capacity_chunks: int, bytes_per_second: int) -> None:
         self._capacity = max(1, capacity_chunks)
         self._bytes_per_second = bytes_per_second
-        self._waiting: deque[bytes] = deque()  # bounded by `_evict`, not maxlen: see there
+        # Chunks with where each lies in the mic stream (ms), bounded by `_evict`, not maxlen: see there.
+        self._waiting: deque[tuple[int | None, bytes]] = deque()
         # How many chunks at the head of `_waiting` are replayed speech: an utterance is kept
         # whole, so these are never evicted (newer audio goes first).
         self._protected = 0
         # Audio sent to the current session and where each chunk starts (ms of session audio).
         # Twice the buffer, so an utterance that began before the buffer's span is still whole.
-        self._sent: deque[tuple[int, bytes]] = deque(maxlen=2 * self._capacity)
+        self._sent: deque[tuple[int, int | None, bytes]] = deque(maxlen=2 * self._capacity)
         self._sent_bytes = 0
         # Bumped whenever the waiting audio is rearranged (a replay), so a send that was under
         # way meanwhile does not pop a chunk it did not send.
@@ -34,10 +57,12 @@ class Uplink:
         self.stats = UplinkStats()
 
     # -- taking audio -------------------------------------------------------------------------
-    def take(self, chunk: bytes, *, session_ready: bool) -> None:
+    def take(self, chunk: bytes, *, session_ready: bool, at_ms: int | None = None) -> None:
+        """`at_ms`: where the chunk lies in the microphone's stream (sent with it, so a simulator's
+        cue sheet, written in recording time, places it whatever was not uploaded)."""
         if not session_ready:
             self.stats.chunks_buffered += 1
-        self._waiting.append(chunk)
+        self._waiting.append((at_ms, chunk))
         self._evict()
 
     def _evict(self) -> None:
@@ -62,9 +87,12 @@ class Uplink:
         return not self._waiting
 
     # -- sending ------------------------------------------------------------------------------
-    def next_chunk(self) -> tuple[int, bytes] | None:
+    def next_chunk(self) -> Outgoing | None:
         """The chunk to send next, with a token for `sent`."""
-        return (self._generation, self._waiting[0]) if self._waiting else None
+        if not self._waiting:
+            return None
+        at_ms, chunk = self._waiting[0]
+        return Outgoing(self._generation, chunk, at_ms)
 
     def sent(self, token: int) -> bool:
         """The chunk from `next_chunk` went out. Returns True when the buffer had been full (a file
@@ -72,9 +100,9 @@ class Uplink:
         if token != self._generation or not self._waiting:
             return False
         was_full = self.full
-        chunk = self._waiting.popleft()
+        at_ms, chunk = self._waiting.popleft()
         self._protected = max(0, self._protected - 1)
-        self._sent.append((self._sent_bytes * 1000 // self._bytes_per_second, chunk))
+        self._sent.append((self._sent_bytes * 1000 // self._bytes_per_second, at_ms, chunk))
         self._sent_bytes += len(chunk)
         self.stats.chunks_sent += 1
         return was_full
@@ -92,7 +120,7 @@ class Uplink:
         replayed = 0
         if replay_from_ms is not None:
             unheard = [
-                chunk for start, chunk in self._sent
+                (at_ms, chunk) for start, at_ms, chunk in self._sent
                 if start + chunk_ms > replay_from_ms
                 and not any(low <= start and start + chunk_ms <= high for low, high in heard)
             ]
@@ -101,7 +129,7 @@ class Uplink:
             self._protected = len(unheard) + self._protected
             self._generation += 1
             self._evict()
-            replayed = sum(len(c) for c in unheard) * 1000 // self._bytes_per_second
+            replayed = sum(len(c) for _, c in unheard) * 1000 // self._bytes_per_second
         self._sent.clear()
         self._sent_bytes = 0
         return replayed

@@ -21,6 +21,8 @@ from safety.text import clean
 # User audio is billed at 1 token per 100 ms (OpenAI's Realtime cost guide): a token-billed
 # transcription's audio tokens say how long the audio was.
 AUDIO_INPUT_TOKENS_PER_SECOND = 10
+# An audio append's id names where its chunk lies in the microphone's stream: `mic_<ms>`.
+MIC_EVENT_PREFIX = "mic_"
 
 
 # --- usage, as response.done and transcription.completed report it ------------------------------
@@ -498,8 +500,14 @@ class ClientEvents:
         return {"type": "session.update", "session": {"type": "realtime", **session}}
 
     @staticmethod
-    def append_audio(pcm: bytes) -> dict[str, Any]:
-        return {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
+    def append_audio(pcm: bytes, at_ms: int | None = None) -> dict[str, Any]:
+        """`at_ms`, where the chunk lies in the microphone's stream, becomes the event's id
+        (`mic_<ms>`): the service names it in an error about this chunk, and the simulator places
+        a cue sheet's recording times with it when silences were not uploaded."""
+        event = {"type": "input_audio_buffer.append", "audio": base64.b64encode(pcm).decode("ascii")}
+        if at_ms is not None:
+            event["event_id"] = f"{MIC_EVENT_PREFIX}{at_ms}"
+        return event
 
     @staticmethod
     def commit_audio() -> dict[str, Any]:

@@ -40,7 +40,7 @@ from realtime_sim.router import route
 from realtime_sim.hostile import hostile_frame, huge_answer, many_calls
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
-from realtime_sim.transcriber import RecordingPosition, Segment, Transcriber, session_words
+from realtime_sim.transcriber import RecordingPosition, Segment, StreamPlaces, Transcriber, session_words
 from realtime_sim.validation import ClientEventValidator
 from realtime_sim.vad import BYTES_PER_MS, EnergyVad, SpeechStarted
 
@@ -184,6 +184,7 @@ class SessionCore:
         self._transcriber = transcriber
         self._recording = recording
         self._recording_offset: float | None = None  # where this session's audio starts in the recording
+        self._places = StreamPlaces()  # ... as the client's appends name it (preferred)
         self._kept_audio = bytearray()  # uncommitted input, for a transcriber that listens
         self._kept_from_ms = 0.0  # the input position where _kept_audio begins
         self._script = script
@@ -496,6 +497,7 @@ class SessionCore:
             if self._recording_offset is None:
                 self._recording_offset = self._recording.total_ms - self._input_ms
             self._recording.total_ms += ms
+        self._places.note(self._input_ms, event.get("event_id"))
         if self._transcriber is not None and self._transcriber.needs_audio:
             self._keep_audio(pcm)
         self._input_ms += ms
@@ -550,7 +552,10 @@ class SessionCore:
         if scripted is None and self._transcriber is not None:
             hints, wake_words = session_words(self._session)
             offset = self._recording_offset or 0.0
-            segment = Segment(offset + start_ms, offset + end_ms, segment_pcm, hints, wake_words)
+            placed_start, placed_end = self._places.place(start_ms), self._places.place(end_ms, ending=True)
+            if placed_start is None or placed_end is None:
+                placed_start, placed_end = offset + start_ms, offset + end_ms
+            segment = Segment(placed_start, placed_end, segment_pcm, hints, wake_words)
             self._out.append(Transcribe(item_id, segment))
         transcript = scripted or self._config.fallback_transcript
         pending = scripted is None and self._transcriber is not None

@@ -12,9 +12,11 @@ Two ways, chosen by `handoff sim`:
   hundred words of everyday commands), taken when it starts with the wake word; else against the
   general model (overheard speech stays overheard).
 
-Positions in the recording are the audio every listener session received, in order
-(`RecordingPosition`): the client's microphone (a WAV file) is not read while no session can take
-its audio, so the sessions together received the recording as it is.
+Positions in the recording come from the client: handoff names each audio append `mic_<ms>`,
+where its chunk lies in the microphone's stream, so a segment is placed in the recording however
+much silence was not uploaded (`StreamPlaces`). A client that does not name them is placed by the
+audio every listener session received, in order (`RecordingPosition`): right only when it uploads
+everything.
 """
 
 from __future__ import annotations
@@ -22,10 +24,13 @@ from __future__ import annotations
 import math
 import re
 import tempfile
+from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+MIC_EVENT_ID = re.compile(r"^mic_(\d{1,12})$")  # an append that says where its chunk lies in the mic stream
+MAX_PLACES = 4096  # jumps kept per session (one per stretch the client did not upload)
 CUE_TOLERANCE_MS = 500  # a cue written a little before the speech it marks still belongs to it
 _CUE_LINE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s+(\S.*?)\s*$")
 # Commands as people say them (the README's and the demo's, and their like): their word pairs
@@ -80,6 +85,37 @@ class RecordingPosition:
     """How much audio all listener sessions of one simulator have received, in ms."""
 
     total_ms: float = 0.0
+
+
+class StreamPlaces:
+    """Where one session's input audio lies in the client's microphone stream, from the appends
+    that name it: input position -> stream position. Kept only where the two stop moving together
+    (a stretch the client did not upload), so a session holds one entry per upload burst."""
+
+    def __init__(self) -> None:
+        self._shifts: deque[tuple[float, float]] = deque(maxlen=MAX_PLACES)  # (input ms, stream - input)
+
+    def note(self, input_ms: float, event_id: object) -> None:
+        """An append that begins at `input_ms` of this session's input, with the id it carried."""
+        match = MIC_EVENT_ID.match(event_id) if isinstance(event_id, str) else None
+        if match is None:
+            return
+        shift = float(match.group(1)) - input_ms
+        if not self._shifts or abs(self._shifts[-1][1] - shift) > 0.5:
+            self._shifts.append((input_ms, shift))
+
+    def place(self, input_ms: float, *, ending: bool = False) -> float | None:
+        """The stream position of an input position (None when no append named one). An `ending`
+        position belongs to the audio before it (a segment that ends where a burst ends)."""
+        if not self._shifts:
+            return None
+        shift = self._shifts[0][1]
+        for start, later in self._shifts:
+            if start < input_ms or (start == input_ms and not ending):
+                shift = later
+            else:
+                break
+        return input_ms + shift
 
 
 # -- the cue sheet ------------------------------------------------------------------------------

@@ -27,7 +27,7 @@ from decisions.listener_core import (
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
 )
 from decisions.timeline import Timeline
-from decisions.uplink import Uplink
+from decisions.uplink import Uplink, placed_in_stream
 from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
 from realtime_api.wire import Closed, FunctionCall
 
@@ -309,7 +309,7 @@ def send_ten_chunks(core) -> None:
     core.handle(SessionReady(1))
     for n in range(10):
         core.uplink.take(bytes([n]) * 960, session_ready=True)
-        token, _ = core.uplink.next_chunk()
+        token = core.uplink.next_chunk().token
         core.uplink.sent(token)
 
 
@@ -873,3 +873,26 @@ def test_a_route_by_audio_whose_transcript_came_first_is_withdrawn_and_routed_by
     core2.machines.states[RouteState] = RouteState.SENDING  # (the send had not completed)
     actions = core2.handle(RouteWithdrawn(send.route))
     assert [a for a in actions if isinstance(a, SendRoute)] == [SendRoute(2, "what time is it")]
+
+
+def test_pieces_are_placed_where_they_lie_in_the_microphone_stream():
+    held, chunk = [b"a" * 960, b"b" * 960], b"c" * 960
+    # The wake released two held chunks and sends this one: all three end where this one ends.
+    assert placed_in_stream([*held, chunk], chunk, 9600) == [(7680, held[0]), (8640, held[1]), (9600, chunk)]
+    # Only the held pre-roll went (this chunk is held in turn): it ends where this chunk begins.
+    assert placed_in_stream(held, chunk, 9600) == [(7680, held[0]), (8640, held[1])]
+    assert placed_in_stream([], chunk, 9600) == []
+
+
+def test_replayed_audio_keeps_its_place_in_the_microphone_stream():
+    uplink = Uplink(capacity_chunks=10, bytes_per_second=48000)
+    uplink.new_session()
+    for n in range(5):
+        uplink.take(bytes([n]) * 960, session_ready=True, at_ms=3000 + 20 * n)
+        uplink.sent(uplink.next_chunk().token)
+    uplink.session_lost(replay_from_ms=40, chunk_ms=20)
+    replayed = []
+    while (nxt := uplink.next_chunk()) is not None:
+        replayed.append(nxt.at_ms)
+        uplink.sent(nxt.token)
+    assert replayed == [3040, 3060, 3080]

@@ -79,6 +79,8 @@ def test_errors_are_classified():
 def test_client_event_builders():
     pcm = b"\x01\x02" * 10
     assert base64.b64decode(wire.ClientEvents.append_audio(pcm)["audio"]) == pcm
+    assert "event_id" not in wire.ClientEvents.append_audio(pcm)
+    assert wire.ClientEvents.append_audio(pcm, 61_020)["event_id"] == "mic_61020"  # where it lies in the mic stream
     out = wire.ClientEvents.function_output("call_1", "{}", "item_9")
     assert out["previous_item_id"] == "item_9" and out["item"]["type"] == "function_call_output"
     read = wire.ClientEvents.read_script("Read this: <script>Hello.</script>", "Read it now.", {"narration_id": "n1"})

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from realtime_sim import SimServer
-from realtime_sim.transcriber import CueSheet, CueSheetError, Recogniser, Segment
+from realtime_sim.transcriber import CueSheet, CueSheetError, Recogniser, Segment, StreamPlaces
 from speech.local_voice import synthesize
 from tests.support.audio_helpers import write_wav
 from tests.support.daemon import SILENCE_1S, daemon_env, running_daemon, spoken_wav
@@ -64,6 +64,35 @@ async def test_sim_with_a_cue_sheet_answers_the_recording_word_for_word(tmp_path
     assert commands == ["echo hello from the cue sheet", "what time is it?"], handoff.log + "\nSIM:\n" + sim.log
     assert "ignored an utterance not addressed to me (8 words)" in handoff.log
     assert handoff.log.count("narrated: answer") == 2
+
+
+@pytest.mark.parametrize("mode", ["speech_only", "continuous"])
+async def test_cue_times_are_recording_times_whatever_is_uploaded(tmp_path: Path, mode: str) -> None:
+    # Speech-only upload leaves the silences out: the simulator places each stretch it hears by
+    # where the client says it lies in its microphone stream, not by how much audio it received.
+    first, second = [await synthesize(text) for text in ("Computer, what time is it?", "Computer, echo hello there.")]
+    second_at = 3 + len(first) / 48000 + 5
+    wav = write_wav(tmp_path / "mine.wav", SILENCE_1S * 3 + first + SILENCE_1S * 5 + second + SILENCE_1S * 2)
+    cues = CueSheet.parse(f"3.0\tComputer, what time is it?\n{second_at:.2f}\tComputer, echo hello from the cue sheet\n")
+    async with SimServer(transcriber=cues) as sim:
+        env = daemon_env(tmp_path, sim.base_url, HANDOFF_UPLOAD_MODE=mode)
+        async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav"),
+                                  "--fast") as handoff:  # fmt: skip
+            assert await handoff.exited(timeout=120) == 0, handoff.log
+    commands = [line.split("command: ", 1)[1] for line in handoff.lines if " command: " in line]
+    assert commands == ["what time is it?", "echo hello from the cue sheet"], handoff.log
+    assert "ignored an utterance" not in handoff.log
+
+
+def test_stream_places_follow_the_jumps_the_client_named() -> None:
+    places = StreamPlaces()
+    assert places.place(100) is None  # no append named its place: the simulator counts what it got
+    places.note(0, "mic_3000")  # speech-only: the first upload begins 3 s into the recording
+    places.note(20, "mic_3020")  # contiguous: nothing to keep
+    places.note(1000, "mic_9000")  # 6 s more were not uploaded
+    places.note(1020, "evt_17")  # an append that does not say: ignored
+    assert (places.place(0), places.place(500), places.place(1000, ending=True)) == (3000, 3500, 4000)
+    assert (places.place(1000), places.place(1500)) == (9000, 9500)
 
 
 async def test_without_a_cue_sheet_speech_is_recognised_offline(tmp_path: Path) -> None:
