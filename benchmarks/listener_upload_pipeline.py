@@ -1,7 +1,7 @@
 """The whole assistant in each upload mode: commands routed, what went up, and handoff's CPU.
 
 Where benchmarks/listener_upload.py measures the detectors and the gate alone, this runs the
-assistant as `handoff run` builds it (commands.assemble.assistant) against the simulator, with a
+assistant as `handoff run` builds it (assembly.build.assistant) against the simulator, with a
 PushMicrophone fed the corpus's addressed utterances (espeak-ng, benchmarks/corpus.py) in
 CONTINUOUS and SPEECH_ONLY modes: the same utterances, the same scripted transcripts, in one run.
 Each utterance is followed by a few seconds of a quiet room (a microphone's hiss under all of it)
@@ -33,7 +33,7 @@ from typing import Any
 from audio_io import MemorySpeaker, PushMicrophone
 from benchmarks.corpus import DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, audioop, scale_to_rms, standard
 from benchmarks.listener_upload import MIC_HISS_RMS
-from commands.assemble import assistant
+from assembly.build import assistant
 from concurrency.changes import wait_for
 from config.settings import UploadMode
 from decisions.timeline import Timeline

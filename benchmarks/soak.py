@@ -41,7 +41,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from audio_io import CountingSpeaker, PushMicrophone
-from commands.assemble import assistant
+from assembly.build import assistant
 from concurrency.changes import Changes
 from config.settings import (
     BrainSettings, ConversationSettings, ListenerSettings, NarratorSettings, RealtimeSettings, ReconnectSettings,

@@ -30,7 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from audio_io import BYTES_PER_SECOND, MemorySpeaker, PushMicrophone
-from commands.assemble import assistant
+from assembly.build import assistant
 from concurrency.changes import Changes, wait_for
 from config.settings import ConversationSettings
 from decisions.timeline import Timeline

@@ -1,7 +1,7 @@
 """What the timer tools add to every routed command: the listener sends its tool definitions
 with each session, and the model reads them on every routing response.
 
-Measured against the same registry without them (built in the same run, as `commands.assemble`
+Measured against the same registry without them (built in the same run, as `assembly.build`
 builds it); tokens are estimated at 4 characters each, as the simulator bills text.
 
 Run: .venv/bin/python -m benchmarks.tool_schema_size

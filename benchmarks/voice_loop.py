@@ -43,7 +43,7 @@ from pathlib import Path
 from typing import Any, AsyncIterator
 
 from audio_io import MemorySpeaker, PushMicrophone
-from commands.assemble import assistant
+from assembly.build import assistant
 from audio_io import open_audio
 from concurrency.changes import Changes, wait_for
 from config.settings import (

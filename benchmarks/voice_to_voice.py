@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from audio_io import MemorySpeaker, PushMicrophone
-from commands.assemble import assistant
+from assembly.build import assistant
 from concurrency.changes import wait_for
 from config.settings import (
     ConversationSettings, EndOfTurn, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,

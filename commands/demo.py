@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Awaitable, Callable
 
 from audio_io import BYTES_PER_SECOND, PushMicrophone, WavFileSpeaker
-from commands.assemble import assistant
+from assembly.build import assistant
 from commands.checks import output_file_problem
 from concurrency.changes import wait_for
 from decisions.timeline import Timeline, TimelineEntry

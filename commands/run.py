@@ -9,7 +9,7 @@ import signal
 import sys
 
 from audio_io import AudioDeviceError, AudioFileError, open_audio
-from commands.assemble import assistant
+from assembly.build import assistant
 from commands.checks import Finding, errors_of, print_errors, validate, wake_is_private, wake_mode_line
 from config.logging_setup import configure_logging, redact
 from commands.options import add_run_arguments, settings_from_args

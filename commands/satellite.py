@@ -15,7 +15,7 @@ from audio_io import (
     AudioDeviceError, AudioFileError, MicrophoneSource, PyAudioMicrophone, PyAudioSpeaker, SpeakerSink, WavFileMicrophone,
     WavFileSpeaker, with_volume,
 )
-from commands.assemble import upload_filter
+from assembly.build import upload_filter
 from config.logging_setup import configure_logging
 from config.settings import SettingsError, UploadMode, load_settings
 from service.signals import StopSignals

@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 from audio_io import SpeakerSink, with_volume
-from commands.assemble import build_stop_detector, shared_parts, upload_filter
+from assembly.build import build_stop_detector, shared_parts, upload_filter
 from config.rooms import NoticesTo, SatelliteSpec
 from config.settings import Settings
 from decisions.cost import RealtimeRole

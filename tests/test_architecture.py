@@ -8,6 +8,8 @@ Rules:
   circle through one is two modules that cannot be read or changed apart). Importing `a.b.c`
   also imports the packages `a` and `a.b` (their `__init__` runs), so those count as imported
   as well.
+- The command line is the top layer: no module of the product outside `commands/` imports it
+  (the rooms hub and the page build on `assembly`, not on a subcommand; benchmarks may).
 - Nothing under `decisions/` may import asyncio, openai, websockets or aiohttp, directly or
   through any chain of project modules. For this rule *every* runtime import counts (also those
   inside functions: they run when the decision code is used); only `TYPE_CHECKING` imports are
@@ -178,6 +180,14 @@ def test_the_project_has_no_import_circles() -> None:
     assert {"handoff", "main_agent", "decisions.timeline", "commands.cli"} <= set(graph), "project files not found"
     cycle = find_cycle(graph)
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
+
+
+def test_only_the_command_line_imports_the_command_line() -> None:
+    graph = build_graph("every")
+    below = [m for m in graph if m.split(".")[0] not in {"commands", "benchmarks"}]
+    assert {"rooms.hub", "web.daemon", "handoff", "assembly.build"} <= set(below), below
+    offenders = sorted(f"{m} -> {d}" for m in below for d in graph[m] if d.split(".")[0] == "commands")
+    assert not offenders, "the command line imported from below it: " + ", ".join(offenders)
 
 
 def test_decisions_never_reach_async_or_network_libraries() -> None:

@@ -7,7 +7,7 @@ import dataclasses
 import pytest
 
 from audio_io import AudioFileError, MemorySpeaker, PushMicrophone, VolumeSpeaker, read_wav
-from commands.assemble import assistant
+from assembly.build import assistant
 from config.settings import AudioSettings, RealtimeSettings, Settings
 from tests.support.audio_helpers import tone, write_wav
 

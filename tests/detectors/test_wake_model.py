@@ -165,7 +165,7 @@ def test_every_phrase_with_a_model_can_also_stop_the_narrator(phrase):
     """"<phrase>, stop" is heard by pocketsphinx, whose dictionary lacks "nabu" and "mycroft"."""
     import dataclasses
 
-    from commands.assemble import build_stop_detector
+    from assembly.build import build_stop_detector
     from config.settings import ListenerSettings, Settings
 
     settings = Settings(listener=dataclasses.replace(ListenerSettings(), wake_phrase=phrase))

@@ -13,7 +13,7 @@ import pytest
 
 from audio_io import open_audio
 from benchmarks.voice_loop import committed_segments, routed_commands
-from commands.assemble import assistant
+from assembly.build import assistant
 from realtime_sim import SimConfig
 from speech.local_voice import tone
 from speech.synth import silence

@@ -10,7 +10,7 @@ import pytest
 import main_agent
 from realtime_api import wire
 from audio_io import MemorySpeaker, WavFileMicrophone
-from commands.assemble import assistant
+from assembly.build import assistant
 from decisions.coordinator import (
     CANNOT_CONNECT_MESSAGE,
     CONNECTION_LOST_MESSAGE,

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import AsyncIterator
 
 from audio_io import MemorySpeaker, PushMicrophone
-from commands.assemble import assistant
+from assembly.build import assistant
 from concurrency.changes import wait_for
 from decisions.timeline import Timeline
 from handoff import Coordinator
