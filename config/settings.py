@@ -47,7 +47,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "FOLLOW_UP_WINDOW_S": "",  # "" = ConversationSettings' default
     "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
     "END_OF_TURN": "device",  # device | server: who ends a turn the device heard the wake in
-    "TURN_END_MS": "450",  # END_OF_TURN=device: silence that ends it
+    "TURN_END_MS": "460",  # END_OF_TURN=device: silence that ends it
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
@@ -201,7 +201,7 @@ class ListenerSettings:
     # device's own VAD (after turn_end_ms of silence; the command's audio goes inline with its
     # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
     end_of_turn: EndOfTurn = EndOfTurn.DEVICE
-    turn_end_ms: int = 450
+    turn_end_ms: int = 460  # counted in 20 ms chunks: a value between two is rounded up
 
 
 class FollowUp(enum.Enum):

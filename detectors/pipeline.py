@@ -136,7 +136,8 @@ class UploadFilter:
         if speech:
             self._turn_speech_s += chunk_s
             self._turn_last_speech = now
-        ended = self._turn_end_s is not None and now - self._turn_last_speech >= self._turn_end_s
+        # (1e-9: audio time is bytes / rate; 1.94 - 1.5 must count as the 0.44 it is)
+        ended = self._turn_end_s is not None and now - self._turn_last_speech >= self._turn_end_s - 1e-9
         if ended or len(self._turn) > self._max_turn_s * self._bytes_per_second:
             if ended and self._turn_speech_s >= self._command_min_s:  # (speech after the phrase was recognised)
                 self._ended_turn = bytes(self._turn)

@@ -36,6 +36,15 @@ def test_a_woken_command_ends_its_turn_after_the_silence_with_its_audio():
     assert size >= len(speech)  # the utterance from its pre-roll
 
 
+def test_the_turn_ends_after_the_silence_set_to_the_chunk_not_a_chunk_later():
+    # Silence is counted in 20 ms chunks of audio time: 0.44 s is 22 of them, never 23 (a float
+    # difference of two audio times once fell a hair short of it).
+    pcm = bytes(600 * SILENCE_MS) + tone([190.0, 230.0, 210.0], 0.3) + bytes(1500 * SILENCE_MS)
+    ends = {turn_end_s: run(pcm, woken=True, turn_end_s=turn_end_s)[1][0][0] for turn_end_s in (0.44, 0.45, 0.46)}
+    assert ends[0.46] - ends[0.44] == 20  # a setting between two chunks is rounded up
+    assert ends[0.45] == ends[0.46]
+
+
 def test_a_pause_shorter_than_the_turn_end_does_not_end_it():
     part = tone([190.0, 230.0], 0.3)
     pcm = bytes(500 * SILENCE_MS) + part + bytes(400 * SILENCE_MS) + part + bytes(1500 * SILENCE_MS)
