@@ -30,7 +30,7 @@ from config.logging_setup import configure_logging
 from config.wake_phrases import DEFAULT_PHRASE
 from realtime_sim import SimServer
 from config.settings import (
-    BrainSettings, ConversationSettings, EndOfTurn, ListenerSettings, LogLevel, NarratorSettings, RealtimeSettings, Settings,
+    BrainSettings, ConversationSettings, ListenerSettings, LogLevel, NarratorSettings, RealtimeSettings, Settings,
     UploadMode, UploadSettings,
 )
 
@@ -139,9 +139,7 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         base_url = await sim.start()
         settings = Settings(
             realtime=RealtimeSettings(api_key="sk-offline-demo", base_url=base_url),
-            # Routed at the server's commit, by reference: the simulator knows a committed item's
-            # words, not those of audio sent inline with a route (the device's end of turn).
-            listener=ListenerSettings(wake_phrase=DEFAULT_PHRASE, end_of_turn=EndOfTurn.SERVER),
+            listener=ListenerSettings(wake_phrase=DEFAULT_PHRASE),
             upload=UploadSettings(mode=UploadMode.ON_DEVICE_WAKE if wake_model else UploadMode.SPEECH_ONLY),
             narrator=NarratorSettings(),
             conversation=ConversationSettings(follow_up_s=FOLLOW_UP_S),

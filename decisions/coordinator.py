@@ -547,7 +547,7 @@ def asks_the_user(script: str) -> bool:
     return script.rstrip().rstrip("\"'”’)]").endswith("?")
 
 
-ROUTED_BY_AUDIO = "(routed by its audio at the commit; its words follow)"
+ROUTED_BY_AUDIO = "(routed by its audio; its words follow)"
 UNCONFIRMED_ANSWER = "(an answer said before its command's transcript came: not logged)"
 CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening again."
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."

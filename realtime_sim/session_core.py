@@ -185,6 +185,9 @@ class SessionCore:
         self._recording = recording
         self._recording_offset: float | None = None  # where this session's audio starts in the recording
         self._places = StreamPlaces()  # ... as the client's appends name it (preferred)
+        # The last segment committed, and the input position it ended at: audio sent inline in a
+        # response after the server already committed that speech is heard as what it said.
+        self._last_segment: tuple[_Entry, float] | None = None
         self._kept_audio = bytearray()  # uncommitted input, for a transcriber that listens
         self._kept_from_ms = 0.0  # the input position where _kept_audio begins
         self._script = script
@@ -567,7 +570,9 @@ class SessionCore:
             "role": "user",
             "content": [{"type": "input_audio", "transcript": None}],
         }
-        self._entries.append(_Entry(item, text=transcript, audio_ms=audio_ms))
+        entry = _Entry(item, text=transcript, audio_ms=audio_ms)
+        self._entries.append(entry)
+        self._last_segment = (entry, end_ms)
         self._buffer_ms = 0.0
         self._send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id})
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
@@ -841,13 +846,24 @@ class SessionCore:
                     # Audio sent inline (a command routed at the client's own end of turn): the
                     # same speech is also in the input buffer, where its segment's transcript is
                     # taken at the commit; the model hears what it says without using that up.
-                    heard = self._script.peek_transcript() or self._config.fallback_transcript
+                    heard = self._inline_words(raw)
                     raw = {**raw, "content": [{**p, "transcript": heard} if p.get("type") == "input_audio" else p
                                               for p in raw["content"]]}
                 item, text = self._stored_item(raw.get("id") or self._ids.item(), raw)
                 audio_ms = sum(len(p.get("audio") or "") * 3 / 4 / 48 for p in raw.get("content") or [])
                 context.append(_Entry(item, text=text, audio_ms=audio_ms))
         return context
+
+    def _inline_words(self, message: dict[str, Any]) -> str:
+        """What audio sent inline says: the segment the server committed from the same speech if
+        it ended inside the span this audio covers (the server's VAD ended the turn first), else
+        the segment still in the buffer (its scripted words, peeked, not taken)."""
+        inline_ms = sum(len(p.get("audio") or "") * 3 / 4 / BYTES_PER_MS for p in message.get("content") or [])
+        if self._segment_item_id is None and self._last_segment is not None:
+            entry, ended_ms = self._last_segment
+            if self._input_ms - ended_ms <= inline_ms:
+                return entry.text
+        return self._script.peek_transcript() or self._config.fallback_transcript
 
     def _plan(
         self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any,

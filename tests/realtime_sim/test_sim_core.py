@@ -256,6 +256,29 @@ def test_spoken_turn_with_transcription_follows_the_recorded_order() -> None:
     assert got.index("conversation.item.input_audio_transcription.delta") > got.index("conversation.item.done")
 
 
+@pytest.mark.parametrize("committed_first", [True, False])
+def test_audio_sent_inline_is_heard_as_its_own_words_whether_or_not_the_server_committed_it(committed_first: bool) -> None:
+    # A client that ends the turn itself routes with the command's audio inline; the server's
+    # VAD may have committed that speech already (taking its words), or not yet.
+    script = SimScript()
+    script.push_transcript("computer, what time is it")
+    script.push_transcript("computer, echo the next command")  # not said yet: must not be heard now
+    core = make_core(script)
+    core.start()
+    feed(core, {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"], "audio": {
+        "input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}})
+    command = synthetic_speech("computer, what time is it")
+    got = types(append(core, silence(1000) + command + silence(1000 if committed_first else 200)))
+    assert ("input_audio_buffer.committed" in got) is committed_first
+    route = {"type": "response.create", "response": {
+        "conversation": "none", "tool_choice": "required", "output_modalities": ["text"],
+        "tools": [tool("get_time"), tool("echo", text="string")],
+        "input": [{"type": "message", "role": "user", "content": [
+            {"type": "input_audio", "audio": base64.b64encode(silence(300) + command + silence(200)).decode()}]}]}}
+    done = [e for e in sent(drive(core, feed(core, route))) if e["type"] == "response.done"]
+    assert [item["name"] for item in done[0]["response"]["output"]] == ["get_time"]
+
+
 def test_commit_needs_100ms_and_clear_empties_the_buffer() -> None:
     core = make_core()
     core.start()
