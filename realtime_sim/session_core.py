@@ -63,6 +63,7 @@ REFUSALS: dict[str, tuple[tuple[str, str, str] | None, str]] = {
     "refuse_model": (("invalid_request_error", "model_not_found", MODEL_NOT_FOUND_MESSAGE), "model_not_found"),
 }
 MIN_COMMIT_MS = 100
+MAX_WAITING_ROUTES = 4  # responses with inline audio waiting for the transcriber (the client routes one at a time)
 # Conversation edits the real server applies only after the response in progress is done.
 _DEFERRED_WHILE_RESPONDING = frozenset({"conversation.item.create", "conversation.item.delete"})
 
@@ -188,6 +189,11 @@ class SessionCore:
         # The last segment committed, and the input position it ended at: audio sent inline in a
         # response after the server already committed that speech is heard as what it said.
         self._last_segment: tuple[_Entry, float] | None = None
+        self._words_pending: set[str] = set()  # committed segments the transcriber has not named yet
+        # Routes whose inline audio's words the transcriber has not named yet: (params, client event
+        # id, the segment they wait for; None: the one still in the buffer). A model hears audio
+        # at once; this one answers once it knows what the audio says.
+        self._waiting_routes: list[tuple[dict[str, Any], str | None, str | None]] = []
         self._kept_audio = bytearray()  # uncommitted input, for a transcriber that listens
         self._kept_from_ms = 0.0  # the input position where _kept_audio begins
         self._script = script
@@ -304,6 +310,8 @@ class SessionCore:
         index = self._index_of(item_id)
         if index is not None:  # the model understands the item as what was recognised
             self._entries[index].text = transcript
+        self._words_pending.discard(item_id)
+        self._resume_routes(item_id, transcript)
         if not self._closed and session_config.transcription_enabled(self._session):
             audio_ms = self._entries[index].audio_ms if index is not None else 0.0
             self._send_transcript(item_id, transcript, audio_ms)
@@ -578,6 +586,8 @@ class SessionCore:
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
         self._send({"type": "conversation.item.done", "previous_item_id": previous, "item": item})
         if pending:
+            self._words_pending.add(item_id)
+            self._waiting_routes = [(p, e, item_id if waits is None else waits) for p, e, waits in self._waiting_routes]
             return  # the transcript comes with transcript_ready, when the transcriber is done
         if session_config.transcription_enabled(self._session):
             delay = self._performer.transcription_delay_s()
@@ -635,6 +645,7 @@ class SessionCore:
         if self._vad is not None:
             self._vad.reset_segment()
         self._send({"type": "input_audio_buffer.cleared"})
+        self._resume_routes(None, self._config.fallback_transcript)  # the speech they waited for is gone
 
     # conversation items
 
@@ -776,7 +787,14 @@ class SessionCore:
         self._configured = True
         self._start_response(event.get("response") or {}, client_event_id=event.get("event_id"))
 
-    def _start_response(self, params: dict[str, Any], *, client_event_id: str | None) -> None:
+    def _resume_routes(self, segment: str | None, words: str) -> None:
+        """Answer the routes that waited for `segment`'s words (None: for the buffer's segment)."""
+        ready = [(p, e) for p, e, waits in self._waiting_routes if waits == segment]
+        self._waiting_routes = [r for r in self._waiting_routes if r[2] != segment]
+        for params, client_event_id in ready:
+            self._start_response(params, client_event_id=client_event_id, inline_words=words)
+
+    def _start_response(self, params: dict[str, Any], *, client_event_id: str | None, inline_words: str | None = None) -> None:
         out_of_band = params.get("conversation") == "none"
         if not out_of_band and self._default_run is not None:
             self._error(
@@ -786,7 +804,11 @@ class SessionCore:
                 client_event_id=client_event_id,
             )
             return
-        context = self._response_context(params, client_event_id)
+        if inline_words is None and (waits := self._inline_wait(params)) is not None:
+            if len(self._waiting_routes) < MAX_WAITING_ROUTES:
+                self._waiting_routes.append((params, client_event_id, waits or None))
+                return
+        context = self._response_context(params, client_event_id, inline_words)
         if context is None:
             return
         session = self._session
@@ -823,7 +845,8 @@ class SessionCore:
             return
         self._advance(run)
 
-    def _response_context(self, params: dict[str, Any], client_event_id: str | None) -> list[_Entry] | None:
+    def _response_context(self, params: dict[str, Any], client_event_id: str | None,
+                          inline_words: str | None = None) -> list[_Entry] | None:
         """What the model reads: the `input` items if given, else the conversation."""
         if "input" not in params:
             return list(self._entries)
@@ -846,7 +869,7 @@ class SessionCore:
                     # Audio sent inline (a command routed at the client's own end of turn): the
                     # same speech is also in the input buffer, where its segment's transcript is
                     # taken at the commit; the model hears what it says without using that up.
-                    heard = self._inline_words(raw)
+                    heard = inline_words or self._inline_words(raw)
                     raw = {**raw, "content": [{**p, "transcript": heard} if p.get("type") == "input_audio" else p
                                               for p in raw["content"]]}
                 item, text = self._stored_item(raw.get("id") or self._ids.item(), raw)
@@ -854,16 +877,38 @@ class SessionCore:
                 context.append(_Entry(item, text=text, audio_ms=audio_ms))
         return context
 
-    def _inline_words(self, message: dict[str, Any]) -> str:
-        """What audio sent inline says: the segment the server committed from the same speech if
-        it ended inside the span this audio covers (the server's VAD ended the turn first), else
-        the segment still in the buffer (its scripted words, peeked, not taken)."""
+    def _inline_segment(self, message: dict[str, Any]) -> _Entry | None:
+        """The segment the server committed from the same speech as audio sent inline, if its VAD
+        ended the turn first (the segment ended inside the span the inline audio covers)."""
         inline_ms = sum(len(p.get("audio") or "") * 3 / 4 / BYTES_PER_MS for p in message.get("content") or [])
         if self._segment_item_id is None and self._last_segment is not None:
             entry, ended_ms = self._last_segment
             if self._input_ms - ended_ms <= inline_ms:
-                return entry.text
+                return entry
+        return None
+
+    def _inline_words(self, message: dict[str, Any]) -> str:
+        """What audio sent inline says: the words of its committed segment (see `_inline_segment`),
+        else of the segment still in the buffer (scripted, peeked, not taken)."""
+        entry = self._inline_segment(message)
+        if entry is not None:
+            return entry.text
         return self._script.peek_transcript() or self._config.fallback_transcript
+
+    def _inline_wait(self, params: dict[str, Any]) -> str | None:
+        """The segment whose words a response with audio inline must wait for ("" for the one still
+        in the buffer), or None: they are known (scripted), or no transcriber will name them."""
+        if self._transcriber is None or "input" not in params:
+            return None
+        for raw in params["input"]:
+            if raw.get("type") == "message" and any(p.get("type") == "input_audio" and p.get("transcript") is None
+                                                    for p in raw.get("content") or []):
+                entry = self._inline_segment(raw)
+                if entry is not None:
+                    return entry.id if entry.id in self._words_pending else None
+                if self._segment_item_id is not None and self._script.peek_transcript() is None:
+                    return ""
+        return None
 
     def _plan(
         self, context: list[_Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any,
