@@ -106,9 +106,10 @@ class TwoStageEngine:
         return 0.5
 
     def cutoff_label(self, cutoff: float) -> str:
-        c = self.confirm
-        return (f"pymicro > {c.candidate_cutoff:g}, then pyopen > {c.threshold:g} on {c.phases} frame grids "
-                f"until {c.window_s:g} s after")
+        c, alone = self.confirm, self.spotter.model_cutoff
+        grids = f" on {c.phases} frame grids" if c.phases > 1 else ""
+        return (f"pymicro > {alone:g} alone, or pymicro > {c.micro_cutoff:g} and pyopen > {c.threshold:g}{grids} "
+                f"within {c.window_s:g} s of pymicro > {c.candidate_cutoff:g}")
 
     def scores(self, pcm: bytes) -> Iterable[tuple[float, float]]:
         for i in range(0, len(pcm), FRAME_BYTES):
@@ -176,7 +177,7 @@ class Tally:
 class Peaks:
     """Each clip's peak probability, labelled; the babble stream's wakes per cutoff."""
 
-    addressed: list[tuple[str, str, float]] = field(default_factory=list)  # (level, family, peak)
+    addressed: list[tuple[str, str, str, float]] = field(default_factory=list)  # (level, family, form, peak)
     ordinary: list[tuple[str, float]] = field(default_factory=list)  # (family, peak)
     near: list[tuple[str, float]] = field(default_factory=list)
     babble_wakes: dict[float, int] = field(default_factory=dict)
@@ -196,8 +197,8 @@ class Result:
 
 def at_cutoff(peaks: Peaks, cutoff: float) -> Result:
     result = Result(babble_wakes=peaks.babble_wakes[cutoff])
-    for level, family, p in peaks.addressed:
-        for key in ((level, family), (level, POOLED)):
+    for level, family, form, p in peaks.addressed:
+        for key in ((level, family), (level, POOLED), (level, form)):
             result.recall[key].add(p > cutoff)
     for labelled, tallies in ((peaks.ordinary, result.ordinary), (peaks.near, result.near)):
         for family, p in labelled:
@@ -207,6 +208,8 @@ def at_cutoff(peaks: Peaks, cutoff: float) -> Result:
 
 
 POOLED = "pooled"
+RUN_ON, PAUSED = "phrase, command (run straight on)", "phrase, pause, command"
+PAUSE_MARK = " ... "  # how a clip's text marks the pause between its parts (`UtteranceSpec.text`)
 LEVELS = ("clean", "20 dB", "10 dB")
 
 
@@ -228,8 +231,9 @@ def measure(engine: Engine, corpus: Corpus, addressed: list[Clip], ordinary: lis
 
     for index, clip in enumerate(addressed):
         family = family_of(clip.voice).value
+        form = PAUSED if PAUSE_MARK in clip.text else RUN_ON
         for level, pcm in conditions(corpus, clip, index, floor).items():
-            peaks.addressed.append((level, family, peak(engine, fed(pcm))))
+            peaks.addressed.append((level, family, form, peak(engine, fed(pcm))))
     for clips, labelled in ((ordinary, peaks.ordinary), (near, peaks.near)):
         for index, clip in enumerate(clips):
             labelled.append((family_of(clip.voice).value, peak(engine, fed(conditions(corpus, clip, index, floor)["20 dB"]))))
@@ -270,6 +274,17 @@ def table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     return lines
 
 
+def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
+    """Recall by how the command follows the phrase, every voice family pooled."""
+    lines = ["| engine | phrase | cutoff | said as | recall % clean | recall % 20 dB | recall % 10 dB |", "|---|---|---|---|---|---|---|"]
+    for engine, cutoff, peaks in rows:
+        r = at_cutoff(peaks, cutoff)
+        for form in (RUN_ON, PAUSED):
+            lines.append(f"| {engine.name} | {engine.phrase} | {engine.cutoff_label(cutoff)} | {form} | "
+                         + " | ".join(r.recall[(level, form)].pct() for level in LEVELS) + " |")
+    return lines
+
+
 ENGINES: dict[str, Callable[[str], Engine]] = {"micro": MicroEngine, "open": OpenEngine, "two-stage": TwoStageEngine}
 
 
@@ -300,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += [(engine, cutoff, peaks) for cutoff in cutoffs]
             print(f"measured {engine.name} {phrase}", file=sys.stderr, flush=True)
     print("\n".join(table(rows)))
+    print()
+    print("\n".join(form_table(rows)))
     return 0
 
 
