@@ -6,8 +6,10 @@
 Candidates are the engines whose models ship inside their wheel (nothing downloaded):
 pymicro-wakeword 2.5.0 (microWakeWord, through handoff's own `detectors.wake_model.ModelSpotter`)
 and pyopen-wakeword 1.1.0 (openWakeWord, threshold 0.5), each on the phrases both ship, and
-handoff's default, the two together ("two-stage": microWakeWord's candidate confirmed by
-openWakeWord, `detectors.wake_confirm`, through the same `ModelSpotter`).
+handoff's default for "hey jarvis", the two together ("two-stage": microWakeWord alone at its own
+cutoff, or both agreeing at lower cutoffs within a window around microWakeWord's candidate,
+`detectors.wake_confirm`, through the same `ModelSpotter`). A second table splits recall by how
+the command follows the phrase: run straight on ("hey jarvis, what time is it") or after a pause.
 
 The corpus (benchmarks/corpus.py): per phrase, addressed utterances (the phrase then a command, or
 the phrase, a pause, the command) from three voice families (espeak-ng variants, flite voices,
