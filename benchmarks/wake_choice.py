@@ -6,8 +6,10 @@
 Candidates are the engines whose models ship inside their wheel (nothing downloaded):
 pymicro-wakeword 2.5.0 (microWakeWord, through handoff's own `detectors.wake_model.ModelSpotter`)
 and pyopen-wakeword 1.1.0 (openWakeWord, threshold 0.5), each on the phrases both ship, and
-handoff's default, the two together ("two-stage": microWakeWord's candidate confirmed by
-openWakeWord, `detectors.wake_confirm`, through the same `ModelSpotter`).
+handoff's default for "hey jarvis", the two together ("two-stage": microWakeWord alone at its own
+cutoff, or both agreeing at lower cutoffs within a window around microWakeWord's candidate,
+`detectors.wake_confirm`, through the same `ModelSpotter`). A second table splits recall by how
+the command follows the phrase: run straight on ("hey jarvis, what time is it") or after a pause.
 
 The corpus (benchmarks/corpus.py): per phrase, addressed utterances (the phrase then a command, or
 the phrase, a pause, the command) from three voice families (espeak-ng variants, flite voices,
@@ -17,7 +19,9 @@ ordinary sentences and near misses for each phrase (at 20 dB), and a stream of b
 talk (an hour in the full run, made as it is read). Each clip is fed whole, 20 ms at a time, the
 model reset between clips; a wake is the first probability above the cutoff. On the stream, a
 wake is not counted again for 3 s (the refractory period). CPU is process time per second of
-audio fed, for one phrase (one model).
+audio fed, for one phrase (one model): over the whole corpus (mostly addressed clips, where the
+two-model engine runs its second model), and the engine's own on the babble stream alone (what an
+overheard room costs).
 """
 
 from __future__ import annotations
@@ -86,8 +90,9 @@ class MicroEngine:
 
 
 class TwoStageEngine:
-    """microWakeWord's candidates confirmed by openWakeWord (`ConfirmSettings`): handoff's default for
-    the phrases whose `WakeModel.confirmed` is set; its "probability" is 1 where the spotter reports a wake, else 0."""
+    """microWakeWord's candidates confirmed by openWakeWord over a window (`ConfirmSettings`,
+    `detectors.wake_confirm`): handoff's default for the phrases whose `WakeModel.confirmed` is set;
+    its "probability" is 1 where the spotter reports a wake, else 0."""
 
     def __init__(self, phrase: str) -> None:
         from detectors.wake_model import ModelSpotter, ModelSpotterSettings
@@ -103,7 +108,10 @@ class TwoStageEngine:
         return 0.5
 
     def cutoff_label(self, cutoff: float) -> str:
-        return f"pymicro > {self.confirm.candidate_cutoff:g}, then pyopen > {self.confirm.threshold:g}"
+        c, alone = self.confirm, self.spotter.model_cutoff
+        grids = f" on {c.phases} frame grids" if c.phases > 1 else ""
+        return (f"pymicro > {alone:g} alone, or pymicro > {c.micro_cutoff:g} and pyopen > {c.threshold:g}{grids} "
+                f"within {c.window_s:g} s of pymicro > {c.candidate_cutoff:g}")
 
     def scores(self, pcm: bytes) -> Iterable[tuple[float, float]]:
         for i in range(0, len(pcm), FRAME_BYTES):
@@ -171,13 +179,14 @@ class Tally:
 class Peaks:
     """Each clip's peak probability, labelled; the babble stream's wakes per cutoff."""
 
-    addressed: list[tuple[str, str, float]] = field(default_factory=list)  # (level, family, peak)
+    addressed: list[tuple[str, str, str, float]] = field(default_factory=list)  # (level, family, form, peak)
     ordinary: list[tuple[str, float]] = field(default_factory=list)  # (family, peak)
     near: list[tuple[str, float]] = field(default_factory=list)
     babble_wakes: dict[float, int] = field(default_factory=dict)
     babble_s: float = 0.0
     cpu_s: float = 0.0
     audio_s: float = 0.0
+    babble_cpu_s: float = 0.0  # of cpu_s, on the babble stream: what an overheard room costs
 
 
 @dataclass
@@ -190,8 +199,8 @@ class Result:
 
 def at_cutoff(peaks: Peaks, cutoff: float) -> Result:
     result = Result(babble_wakes=peaks.babble_wakes[cutoff])
-    for level, family, p in peaks.addressed:
-        for key in ((level, family), (level, POOLED)):
+    for level, family, form, p in peaks.addressed:
+        for key in ((level, family), (level, POOLED), (level, form)):
             result.recall[key].add(p > cutoff)
     for labelled, tallies in ((peaks.ordinary, result.ordinary), (peaks.near, result.near)):
         for family, p in labelled:
@@ -201,6 +210,8 @@ def at_cutoff(peaks: Peaks, cutoff: float) -> Result:
 
 
 POOLED = "pooled"
+RUN_ON, PAUSED = "phrase, command (run straight on)", "phrase, pause, command"
+PAUSE_MARK = " ... "  # how a clip's text marks the pause between its parts (`UtteranceSpec.text`)
 LEVELS = ("clean", "20 dB", "10 dB")
 
 
@@ -222,8 +233,9 @@ def measure(engine: Engine, corpus: Corpus, addressed: list[Clip], ordinary: lis
 
     for index, clip in enumerate(addressed):
         family = family_of(clip.voice).value
+        form = PAUSED if PAUSE_MARK in clip.text else RUN_ON
         for level, pcm in conditions(corpus, clip, index, floor).items():
-            peaks.addressed.append((level, family, peak(engine, fed(pcm))))
+            peaks.addressed.append((level, family, form, peak(engine, fed(pcm))))
     for clips, labelled in ((ordinary, peaks.ordinary), (near, peaks.near)):
         for index, clip in enumerate(clips):
             labelled.append((family_of(clip.voice).value, peak(engine, fed(conditions(corpus, clip, index, floor)["20 dB"]))))
@@ -231,7 +243,11 @@ def measure(engine: Engine, corpus: Corpus, addressed: list[Clip], ordinary: lis
     quiet_until = dict.fromkeys(cutoffs, float("-inf"))
     peaks.babble_wakes = dict.fromkeys(cutoffs, 0)
     for piece in babble_stream(corpus, babble_s):
-        for t, p in engine.scores(fed(with_floor(piece, floor))):
+        pcm = fed(with_floor(piece, floor))
+        engine_start = time.process_time()
+        scores = list(engine.scores(pcm))
+        peaks.babble_cpu_s += time.process_time() - engine_start  # the engine's own, not making the babble
+        for t, p in scores:
             for cutoff in cutoffs:
                 if p > cutoff and t >= quiet_until[cutoff]:
                     peaks.babble_wakes[cutoff] += 1
@@ -243,20 +259,31 @@ def measure(engine: Engine, corpus: Corpus, addressed: list[Clip], ordinary: lis
 def table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     families = [f.value for f in Family] + [POOLED]
     lines = [
-        "| engine | phrase | cutoff | voices | recall % clean | recall % 20 dB | recall % 10 dB | false per 100 ordinary | false per 100 near misses | false per hour of babble | CPU ms per s of audio |",
-        "|---|---|---|---|---|---|---|---|---|---|---|",
+        "| engine | phrase | cutoff | voices | recall % clean | recall % 20 dB | recall % 10 dB | false per 100 ordinary | false per 100 near misses | false per hour of babble | CPU ms per s of audio | CPU ms per s of babble |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|",
     ]
     for engine, cutoff, peaks in rows:
         r = at_cutoff(peaks, cutoff)
         for family in families:
             pooled = family == POOLED
             babble = f"{r.babble_wakes * 3600 / peaks.babble_s:.1f} ({r.babble_wakes} in {peaks.babble_s / 60:.0f} min)" if pooled else ""
-            cpu = f"{1000 * peaks.cpu_s / peaks.audio_s:.1f}" if pooled else ""
+            cpu = f"{1000 * peaks.cpu_s / peaks.audio_s:.1f} | {1000 * peaks.babble_cpu_s / peaks.babble_s:.1f}" if pooled else " | "
             lines.append(
                 f"| {engine.name} | {engine.phrase} | {engine.cutoff_label(cutoff)} | {family} | "
                 + " | ".join(r.recall[(level, family)].pct() for level in LEVELS)
                 + f" | {r.ordinary[family].per100()} | {r.near[family].per100()} | {babble} | {cpu} |"
             )
+    return lines
+
+
+def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
+    """Recall by how the command follows the phrase, every voice family pooled."""
+    lines = ["| engine | phrase | cutoff | said as | recall % clean | recall % 20 dB | recall % 10 dB |", "|---|---|---|---|---|---|---|"]
+    for engine, cutoff, peaks in rows:
+        r = at_cutoff(peaks, cutoff)
+        for form in (RUN_ON, PAUSED):
+            lines.append(f"| {engine.name} | {engine.phrase} | {engine.cutoff_label(cutoff)} | {form} | "
+                         + " | ".join(r.recall[(level, form)].pct() for level in LEVELS) + " |")
     return lines
 
 
@@ -290,6 +317,8 @@ def main(argv: list[str] | None = None) -> int:
             rows += [(engine, cutoff, peaks) for cutoff in cutoffs]
             print(f"measured {engine.name} {phrase}", file=sys.stderr, flush=True)
     print("\n".join(table(rows)))
+    print()
+    print("\n".join(form_table(rows)))
     return 0
 
 

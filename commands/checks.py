@@ -172,7 +172,7 @@ def wake_mode_line(settings: Settings) -> str:
         if cutoff is not None:
             how = f"pymicro-wakeword alone, WAKE_CUTOFF {cutoff:g}"
         elif model.confirmed and confirm_available():
-            how = "pymicro-wakeword, confirmed by pyopen-wakeword"
+            how = "pymicro-wakeword at its own cutoff, or lower with pyopen-wakeword agreeing"
         else:
             how = "pymicro-wakeword, cutoff the model's own"
         return (f"wake phrase \"{phrase}\": {chosen}heard on this machine by its shipped model ({how}); nothing said in "

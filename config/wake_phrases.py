@@ -40,7 +40,8 @@ class WakeModel:
 MODEL_PHRASES: dict[str, WakeModel] = {
     m.phrase: m
     for m in (
-        WakeModel("hey jarvis", "hey_jarvis", ("hi jarvis",), 0.8),  # confirmed=True: see PERFORMANCE.md ("two models")
+        # Two models must agree (`detectors.wake_confirm`): see PERFORMANCE.md, "Choosing the wake phrase".
+        WakeModel("hey jarvis", "hey_jarvis", ("hi jarvis",), 0.8, confirmed=True),
         WakeModel("okay nabu", "okay_nabu", ("ok nabu", "okay navu", "ok navu", "okay naboo", "ok naboo"), 0.8, "okay na boo"),
         WakeModel("alexa", "alexa", ("alexia",), 0.6),
         WakeModel("hey mycroft", "hey_mycroft", ("hi mycroft",), 0.9, "hey my croft"),

@@ -43,7 +43,7 @@ class MicDetectors:
     def __init__(
         self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 1.0
     ) -> None:
-        # tail_s: the shipped model's wake is confirmed half a second after the phrase's end
+        # tail_s: the second model may agree up to a second after microWakeWord's candidate
         # (`detectors.wake_confirm`), so a phrase followed by a pause must still be fed that long.
         self.vad = vad
         self.spotter = spotter

@@ -5,10 +5,11 @@ None`, `reset()`), so `MicDetectors` and the upload gate take either. The models
 "okay nabu", "alexa", "hey mycroft") and their TFLite library are inside the wheel: nothing is
 downloaded. About 5 ms of CPU per second of audio fed, and the pipeline feeds it only speech.
 
-With `confirm` settings (the default when WAKE_CUTOFF is empty), a wake needs two models to agree:
-microWakeWord's averaged probability passes a low candidate cutoff, and openWakeWord's model for
-the same phrase (`detectors.wake_confirm`), given the last couple of seconds once, passes its
-threshold. Without them, a hit is reported when microWakeWord's probability passes the cutoff (the
+With `confirm` settings (the default for "hey jarvis" when WAKE_CUTOFF is empty), a second model
+adds wakes: besides microWakeWord alone at its own cutoff, a wake where both agree at lower
+cutoffs: microWakeWord's averaged probability passes a low candidate cutoff, and openWakeWord's
+model for the same phrase (`detectors.wake_confirm`), hearing the phrase and the second after the
+candidate, passes its threshold somewhere in that window. Without them, a hit is reported when microWakeWord's probability passes the cutoff (the
 model's own, tuned by its authors, unless WAKE_CUTOFF sets one). After a hit, hits are not reported
 again for `refractory_s` (the same phrase is still ringing in the model's window, and a wake is a wake).
 The refractory runs on the clock `feed` is given and survives `reset()`, which the pipeline calls
@@ -24,7 +25,7 @@ from dataclasses import dataclass
 from config.wake_phrases import WakeModel
 from decisions.upload_gate import KeywordHit
 from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler
-from detectors.wake_confirm import ConfirmSettings, OpenConfirmer
+from detectors.wake_confirm import ConfirmSettings, Fusion, FusionCore, OpenStream
 
 
 @dataclass(frozen=True)
@@ -44,14 +45,6 @@ class Score:
     at_s: float  # end time of the chunk that scored it
 
 
-@dataclass(frozen=True)
-class Candidate:
-    """microWakeWord passed the candidate cutoff at `since_s`; its best since then."""
-
-    since_s: float
-    best: Score
-
-
 class ModelSpotter:
     """Feed pcm16 mono chunks with the clock time at each chunk's end; `feed` returns a hit or None."""
 
@@ -65,11 +58,11 @@ class ModelSpotter:
         self._confirm = settings.confirm
         if self._confirm is not None:
             self.cutoff = self._confirm.candidate_cutoff
-            self._confirmer = OpenConfirmer(settings.model.model)
+            self._fusion = FusionCore(self._confirm, self._model.probability_cutoff)
+            self._open = OpenStream(settings.model.model, self._confirm.phases)
         else:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
-        self._recent = bytearray()  # the last `confirm.window_s` of 16 kHz audio, for the second model
-        self._candidate: Candidate | None = None
+        self._recent = bytearray()  # the last `confirm.lookback_s` of 16 kHz audio, for the second model
         self._resample = Resampler(settings.input_rate)
         self._quiet_until = float("-inf")  # the refractory period after the last hit
         self._last_time = float("-inf")
@@ -86,7 +79,8 @@ class ModelSpotter:
         self._features.reset()
         self._resample.reset()
         self._recent.clear()
-        self._candidate = None
+        if self._confirm is not None:
+            self._fusion.reset()
 
     def feed(self, chunk: bytes, end_time: float) -> KeywordHit | None:
         """`end_time`: the clock time (seconds) at the end of `chunk`."""
@@ -101,31 +95,43 @@ class ModelSpotter:
                 continue
             if self._best is None or probability > self._best.probability:
                 self._best = Score(probability, end_time)
-            if probability > self.cutoff and end_time >= self._quiet_until and hit is None:
-                if self._confirm is None:
+            if self._confirm is None:
+                if probability > self.cutoff and end_time >= self._quiet_until and hit is None:
                     hit = self._hit(end_time, end_time)
-                elif self._candidate is None:
-                    self._candidate = Candidate(end_time, Score(probability, end_time))
-            if self._candidate is not None and probability > self._candidate.best.probability:
-                self._candidate = Candidate(self._candidate.since_s, Score(probability, end_time))
+            elif end_time >= self._quiet_until:
+                hit = self._fused(self._fusion.micro(probability, end_time), end_time) or hit
         if self._confirm is not None:
             hit = self._confirmed(pcm16k, end_time) or hit
         return hit
 
     def _confirmed(self, pcm16k: bytes, end_time: float) -> KeywordHit | None:
-        """Keep the recent audio; `delay_s` after microWakeWord's best score of a candidate (the
-        phrase's end: openWakeWord wants all of it), ask the second model about it."""
+        """Keep the last `lookback_s` of audio; while a candidate's window is open, openWakeWord hears
+        each chunk (a window that opened on this chunk started on the look-back before it)."""
         assert self._confirm is not None
+        listening = self._fusion.listening
         self._recent += pcm16k
-        del self._recent[: max(0, len(self._recent) - int(self._confirm.window_s * MODEL_RATE) * SAMPLE_WIDTH)]
-        if self._candidate is None or end_time < self._candidate.best.at_s + self._confirm.delay_s:
+        del self._recent[: max(0, len(self._recent) - int(self._confirm.lookback_s * MODEL_RATE) * SAMPLE_WIDTH)]
+        if not listening:
             return None
-        candidate, self._candidate = self._candidate, None
-        if end_time < self._quiet_until or self._confirmer.score(bytes(self._recent)) <= self._confirm.threshold:
-            return None
+        hit = None
+        for phase, probability in self._open.feed(pcm16k):
+            hit = hit or self._fused(self._fusion.open(phase, probability, end_time), end_time)
+        return hit or self._fused(self._fusion.tick(end_time), end_time)
+
+    def _fused(self, action: Fusion, end_time: float) -> KeywordHit | None:
+        if action is Fusion.START:  # openWakeWord hears the phrase that made the candidate
+            for phase, probability in self._open.start(bytes(self._recent)):
+                if self._fusion.open(phase, probability, end_time) is Fusion.WAKE:
+                    return self._wake(end_time)
+        elif action is Fusion.WAKE:
+            return self._wake(end_time)
+        return None
+
+    def _wake(self, end_time: float) -> KeywordHit:
         # Timed from microWakeWord's peak (near the phrase's end, as a one-model hit is), not from
-        # the confirmation, so the upload starts where the phrase began.
-        return self._hit(candidate.best.at_s, end_time)
+        # the agreement, so the upload starts where the phrase began.
+        self._fusion.reset()
+        return self._hit(self._fusion.peak_s, end_time)
 
     def _hit(self, heard_at: float, end_time: float) -> KeywordHit:
         self._quiet_until = end_time + self.settings.refractory_s

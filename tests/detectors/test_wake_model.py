@@ -10,7 +10,8 @@ from config.wake_phrases import MODEL_PHRASES
 from decisions.upload_gate import UploadGate, UploadGateSettings
 from detectors.pipeline import MicDetectors, build_upload_filter, build_wake_spotter
 from detectors.vad import SileroVad
-from detectors.wake_confirm import ConfirmSettings
+from detectors.audio import Resampler
+from detectors.wake_confirm import ConfirmSettings, OpenStream
 from detectors.wake_model import ModelSpotter, ModelSpotterSettings
 
 JARVIS = MODEL_PHRASES["hey jarvis"]
@@ -70,23 +71,41 @@ def test_a_lower_cutoff_is_used_and_the_best_score_is_reported(corpus):
     assert spotter.take_best() is None  # forgotten once taken
 
 
-@pytest.mark.parametrize("voice, effect", [("flite:awb", Effect.PITCH), ("flite:kal16", Effect.PHONE)])
-def test_two_models_hear_a_voice_that_microwakeword_alone_misses_at_its_cutoff(corpus, voice, effect):
-    pcm = said(corpus, "hey jarvis, what time is it", voice, effect)
-    assert hits(ModelSpotter(ModelSpotterSettings(JARVIS)), pcm) == []  # 0.87 and 0.67 against 0.97
+@pytest.mark.parametrize("text, voice, effect", [("hey jarvis, what time is it", "flite:awb", Effect.PITCH),
+                                                 ("hey jarvis", "flite:kal16", Effect.PITCH)])
+def test_two_models_hear_a_voice_that_microwakeword_alone_misses_at_its_cutoff(corpus, text, voice, effect):
+    pcm = said(corpus, text, voice, effect)
+    assert hits(ModelSpotter(ModelSpotterSettings(JARVIS)), pcm) == []  # 0.87 and 0.83 against 0.97
     [hit] = hits(two_models(), pcm)
-    assert 0.5 < hit.detected_s < 0.5 + 2.0  # asked 0.4 s after the candidate, still before the command ends
-    assert hit.start_s < hit.detected_s - JARVIS.spoken_s  # timed from the candidate: the upload keeps "hey"
+    assert 0.5 < hit.detected_s < 0.5 + 2.0  # within the candidate's window, before the command ends
+    assert hit.start_s <= hit.detected_s - JARVIS.spoken_s  # timed from microWakeWord's peak: the upload keeps "hey"
 
 
-def test_two_models_must_agree_so_a_near_miss_microwakeword_takes_for_the_phrase_does_not_wake(corpus):
-    pcm = said(corpus, "hey travis", "flite:slt", Effect.TEMPO)
-    assert hits(ModelSpotter(ModelSpotterSettings(JARVIS)), pcm)  # microWakeWord alone: 0.996
+@pytest.mark.parametrize("text", ["hey jarvis, now read the first two lines", "hey jarvis, ask the brain why the sky is blue"])
+def test_two_models_accept_a_clean_command_run_straight_on_after_the_phrase(corpus, text):
+    """The single check this window replaced turned these down (openWakeWord scored 0.23 at the one
+    moment it was asked, 0.99 a little later), which made the offline demo deaf to them."""
+    pcm = said(corpus, text, "flite:slt")
+    [hit] = hits(two_models(), pcm)
+    assert 0.5 < hit.detected_s < 0.5 + 1.6  # at the phrase's end, not the command's
+
+
+def open_peak(pcm: bytes) -> float:
+    stream = OpenStream(JARVIS.model)
+    return max(p for _, p in stream.start(b"") + stream.feed(Resampler(24000)(pcm)))
+
+
+@pytest.mark.parametrize("text, voice", [("hey travis", "festival:cmu_us_slt_arctic_hts"), ("jarvis was late", "flite:rms")])
+def test_two_models_must_agree_so_a_near_miss_one_of_them_takes_for_the_phrase_does_not_wake(corpus, text, voice):
+    """microWakeWord alone at a low cutoff (0.5) wakes on the first, openWakeWord alone on the second; together they do not."""
+    pcm = said(corpus, text, voice)
+    micro_alone = hits(ModelSpotter(ModelSpotterSettings(JARVIS, cutoff=0.5)), pcm)
+    assert micro_alone or open_peak(pcm) > ConfirmSettings().threshold
     assert hits(two_models(), pcm) == []
 
 
 def test_two_models_ignore_ordinary_speech_and_keep_the_refractory_period(corpus):
-    spotter = two_models(refractory_s=3.0)
+    spotter = two_models(refractory_s=5.0)
     for text in ("the weather is nice today", "hey marvin", "a jar of peas"):
         spotter.reset()
         assert hits(spotter, said(corpus, text)) == [], text
@@ -94,16 +113,16 @@ def test_two_models_ignore_ordinary_speech_and_keep_the_refractory_period(corpus
     spotter.reset()
     assert len(hits(spotter, pcm, start=100.0)) == 1
     spotter.reset()
-    assert hits(spotter, pcm, start=100.0 + len(pcm) / 48000) == []  # within 3 s of the first
+    assert hits(spotter, pcm, start=100.0 + len(pcm) / 48000) == []  # within 5 s of the first
     spotter.reset()
     assert len(hits(spotter, pcm, start=110.0)) == 1
 
 
 def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_otherwise():
     default = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
-    # microWakeWord alone at its own cutoff: the second model's single check missed clean flite
-    # commands that run straight on ("hey jarvis, now read ...", "hey jarvis, ask the brain ...").
-    assert isinstance(default, ModelSpotter) and default.settings.confirm is None
+    # Two models over a window: more recall on every voice family and fewer near misses than
+    # microWakeWord alone at its cutoff (docs/PERFORMANCE.md).
+    assert isinstance(default, ModelSpotter) and default.settings.confirm == ConfirmSettings()
     wake = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_cutoff=0.8, wake_refractory_s=2.0)
     spotter = build_wake_spotter(wake, "Hey, Jarvis")
     assert isinstance(spotter, ModelSpotter) and spotter.cutoff == 0.8 and spotter.settings.refractory_s == 2.0
@@ -128,13 +147,14 @@ def test_without_pyopen_wakeword_microwakeword_decides_alone_at_its_own_cutoff(m
     assert spotter.cutoff == pytest.approx(0.97)
 
 
-def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_first_word(corpus):
+@pytest.mark.parametrize("text", ["hey jarvis, what time is it", "hey jarvis, now read the first two lines"])
+def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_first_word(corpus, text):
     """Nothing is sent before the wake; the upload starts at least the pre-roll before the phrase."""
     ordinary = said(corpus, "the weather is nice today")
-    command = said(corpus, "hey jarvis, what time is it")
+    command = said(corpus, text)
     stream = ordinary + command
     gate = UploadGate(UploadGateSettings(mode=UploadMode.ON_DEVICE_WAKE))
-    detectors = MicDetectors(SileroVad(), two_models())  # the default: the wake is confirmed 0.4 s after the candidate
+    detectors = MicDetectors(SileroVad(), two_models())  # the default: the wake is confirmed within the candidate's window
     chunks = [stream[i : i + FRAME_BYTES] for i in range(0, len(stream) - FRAME_BYTES + 1, FRAME_BYTES)]
     start_of = {id(chunk): n * FRAME_S for n, chunk in enumerate(chunks)}
     sent_at = []
@@ -149,7 +169,7 @@ def test_through_the_vad_and_the_gate_the_phrase_and_command_go_up_from_their_fi
 
 
 def test_through_the_vad_a_phrase_followed_by_a_pause_is_confirmed_before_the_spotter_stops_listening(corpus):
-    """The second model is asked half a second after the phrase: the VAD's tail must still be feeding it."""
+    """The second model listens for a second after the candidate: the VAD's tail must still be feeding it."""
     floor = corpus.noise(Noise.FAN, 5.0, seed=5)
     phrase = corpus.speech("hey jarvis", "flite:kal16", 165, Effect.PITCH)  # microWakeWord alone: 0.83
     stream = with_floor(_silence(0.5) + phrase + _silence(3.0), floor)

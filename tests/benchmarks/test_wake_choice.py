@@ -1,0 +1,38 @@
+"""The wake table's arithmetic: recall per family, pooled, and by how the command follows the phrase."""
+
+from __future__ import annotations
+
+from benchmarks.wake_choice import PAUSED, POOLED, RUN_ON, Peaks, at_cutoff, form_table
+
+
+class FakeEngine:
+    name, phrase = "fake", "hey jarvis"
+
+    def cutoff_label(self, cutoff: float) -> str:
+        return f"{cutoff:g}"
+
+
+def peaks() -> Peaks:
+    return Peaks(
+        addressed=[("20 dB", "flite", RUN_ON, 0.99), ("20 dB", "flite", PAUSED, 0.2), ("20 dB", "festival", RUN_ON, 0.6),
+                   ("clean", "flite", RUN_ON, 0.99)],
+        ordinary=[("flite", 0.1)], near=[("festival", 0.95), ("flite", 0.3)],
+        babble_wakes={0.5: 0}, babble_s=60.0, cpu_s=1.0, audio_s=100.0, babble_cpu_s=0.1,
+    )
+
+
+def test_recall_is_counted_per_family_pooled_and_per_form_at_the_cutoff():
+    r = at_cutoff(peaks(), 0.5)
+    assert (r.recall[("20 dB", "flite")].hits, r.recall[("20 dB", "flite")].total) == (1, 2)
+    assert (r.recall[("20 dB", POOLED)].hits, r.recall[("20 dB", POOLED)].total) == (2, 3)
+    assert (r.recall[("20 dB", RUN_ON)].hits, r.recall[("20 dB", RUN_ON)].total) == (2, 2)
+    assert (r.recall[("20 dB", PAUSED)].hits, r.recall[("20 dB", PAUSED)].total) == (0, 1)
+    assert (r.near[POOLED].hits, r.near[POOLED].total) == (1, 2)
+
+
+def test_the_form_table_has_a_row_for_each_way_the_command_follows_the_phrase():
+    lines = form_table([(FakeEngine(), 0.5, peaks())])
+    [run_on] = [line for line in lines if RUN_ON in line]
+    [paused] = [line for line in lines if PAUSED in line]
+    assert "| 100 (1/1) | 100 (2/2) | - |" in run_on  # clean, 20 dB, 10 dB (none at 10 dB)
+    assert "| - | 0 (0/1) | - |" in paused

@@ -1,0 +1,100 @@
+"""The two-model decision (`detectors.wake_confirm.FusionCore`): fed scores with their times, no audio."""
+
+from __future__ import annotations
+
+import pytest
+
+from detectors.wake_confirm import ConfirmSettings, Fusion, FusionCore
+
+SETTINGS = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.7, window_s=1.0, phases=2)
+
+
+def test_a_score_under_the_candidate_cutoff_opens_no_window():
+    core = FusionCore(SETTINGS, 0.97)
+    assert core.micro(0.1, 1.0) is Fusion.NOTHING
+    assert core.deadline is None and not core.listening
+    assert core.open(0, 0.99, 1.0) is Fusion.NOTHING  # openWakeWord is not listening: nothing it says counts
+
+
+def test_a_candidate_starts_the_second_model_and_each_passing_score_keeps_the_window_open():
+    core = FusionCore(SETTINGS, 0.97)
+    assert core.micro(0.3, 1.0) is Fusion.START
+    assert core.deadline == pytest.approx(2.0)
+    assert core.micro(0.9, 1.3) is Fusion.NOTHING  # already listening: no second start
+    assert core.micro(0.2, 1.6) is Fusion.NOTHING
+    assert core.deadline == pytest.approx(2.6)
+    assert core.peak_s == pytest.approx(1.3)  # microWakeWord's best: about where the phrase ended
+
+
+def test_both_frame_grids_must_pass_the_threshold_somewhere_in_the_window():
+    core = FusionCore(SETTINGS, 0.97)
+    core.micro(0.9, 1.0)
+    assert core.open(0, 0.95, 1.1) is Fusion.NOTHING  # one grid alone: the score that moves with frame edges
+    assert core.open(1, 0.6, 1.2) is Fusion.NOTHING
+    assert core.open(0, 0.2, 1.3) is Fusion.NOTHING  # a later low score does not undo the grid's best
+    assert core.open(1, 0.8, 1.4) is Fusion.WAKE
+    assert not core.listening
+
+
+def test_the_window_closes_at_its_deadline_and_a_new_candidate_starts_afresh():
+    core = FusionCore(SETTINGS, 0.97)
+    core.micro(0.9, 1.0)
+    core.open(0, 0.9, 1.2)
+    assert core.tick(2.0) is Fusion.NOTHING  # at the deadline: still listening
+    assert core.micro(0.05, 2.02) is Fusion.STOP  # past it
+    assert core.deadline is None
+    assert core.open(1, 0.9, 2.1) is Fusion.NOTHING
+    assert core.micro(0.8, 5.0) is Fusion.START
+    assert core.open(1, 0.9, 5.1) is Fusion.NOTHING  # the first window's grid-0 score is forgotten
+    assert core.open(0, 0.9, 5.2) is Fusion.WAKE
+
+
+def test_an_open_score_after_the_deadline_closes_the_window_instead_of_waking():
+    core = FusionCore(SETTINGS, 0.97)
+    core.micro(0.5, 1.0)
+    core.open(0, 0.9, 1.5)
+    assert core.open(1, 0.2, 2.5) is Fusion.STOP
+    assert core.open(1, 0.9, 2.6) is Fusion.NOTHING
+
+
+def test_reset_forgets_an_open_window():
+    core = FusionCore(SETTINGS, 0.97)
+    core.micro(0.5, 1.0)
+    core.reset()
+    assert core.deadline is None
+    assert core.micro(0.5, 1.1) is Fusion.START
+
+
+def test_a_score_heard_after_the_deadline_does_not_count():
+    core = FusionCore(SETTINGS, 0.97)
+    core.micro(0.9, 1.0)
+    core.open(0, 0.9, 1.5)
+    assert core.open(1, 0.9, 2.5) is Fusion.STOP
+
+
+def test_microwakeword_must_pass_its_own_cutoff_in_the_same_window_whichever_model_comes_first():
+    one_grid = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.8, window_s=1.0, phases=1)
+    core = FusionCore(one_grid, 0.97)
+    assert core.micro(0.3, 1.0) is Fusion.START
+    assert core.open(0, 0.99, 1.1) is Fusion.NOTHING  # openWakeWord sure, microWakeWord not: "hey chavez"
+    assert core.micro(0.75, 1.2) is Fusion.WAKE  # microWakeWord catches up within the window
+    core = FusionCore(one_grid, 0.97)
+    core.micro(0.95, 1.0)
+    assert core.open(0, 0.8, 1.1) is Fusion.NOTHING  # not above the threshold
+    assert core.open(0, 0.81, 1.2) is Fusion.WAKE
+    core = FusionCore(one_grid, 0.97)
+    core.micro(0.69, 1.0)
+    core.open(0, 1.0, 1.1)
+    assert core.micro(0.05, 2.1) is Fusion.STOP  # the window closed without microWakeWord passing 0.7
+    assert core.micro(0.75, 3.0) is Fusion.START  # a new window: openWakeWord's 1.0 was for the last one
+    assert core.open(0, 0.5, 3.1) is Fusion.NOTHING
+
+
+def test_microwakeword_alone_still_wakes_at_its_own_cutoff_without_waiting_for_the_second_model():
+    """openWakeWord scores some clean flite commands 0.45 ("hey jarvis, list my tasks") that
+    microWakeWord scores 0.99: the second model only adds wakes."""
+    core = FusionCore(SETTINGS, 0.97)
+    assert core.micro(0.5, 1.0) is Fusion.START
+    assert core.micro(0.98, 1.1) is Fusion.WAKE
+    assert not core.listening and core.peak_s == pytest.approx(1.1)
+    assert FusionCore(SETTINGS, 0.97).micro(0.98, 2.0) is Fusion.WAKE  # no window needed
