@@ -13,7 +13,16 @@ en), with a pause of 0, 200, 300 or 400 ms after the wake phrase or in the middl
 - `semantic_vad` at each eagerness, as the simulator models it (a silence per eagerness; the real
   model's judgement of a finished sentence is not modelled, so this row is a stand-in);
 - the device's own VAD (detectors/vad.py: webrtcvad then Silero, 20 ms chunks) ending the turn
-  after `TURN_END_MS` 200..500 of silence (END_OF_TURN=device).
+  after `TURN_END_MS` 200..500 of silence (END_OF_TURN=device);
+- an end-of-utterance model on the device: pipecat's smart-turn v3.2 (the ONNX model and the
+  numpy feature code inside the pipecat-ai wheel, run with onnxruntime), consulted as pipecat
+  consults it: once, after S ms of the device VAD's silence, on the turn's audio so far (from
+  500 ms before its first speech, the last 8 s at most); a probability of a finished turn at or
+  over the threshold ends the turn then (plus the model's own CPU time), under it the turn ends
+  at the fallback silence. Measured only where onnxruntime and pipecat-ai are installed (they are
+  not the product's dependencies):
+      .venv/bin/pip install onnxruntime==1.32.0 flatbuffers==25.12.19 protobuf==7.36.2
+      .venv/bin/pip install --no-deps pipecat-ai==1.14.0
 
 For each: commands split (more than one turn), and the end of turn after the true end of speech
 (median, ms). Voice to voice at RTT 50 follows from it: the server's turn end reaches the client
@@ -26,11 +35,23 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import importlib.util
 import statistics
-from array import array
 import sys
+import time
+from array import array
 from dataclasses import dataclass
+from importlib.metadata import PackageNotFoundError, distribution
+from types import ModuleType
 
+import numpy as np
+
+try:
+    import onnxruntime
+except ImportError:  # only this benchmark uses it: the rows are left out, with how to install it
+    onnxruntime = None
+
+from detectors.audio import MODEL_RATE, Resampler
 from detectors.vad import SileroVad
 from realtime_sim.session_config import _SEMANTIC_SILENCE_MS
 from realtime_sim.vad import EnergyVad, SpeechStarted, SpeechStopped, VadSettings
@@ -48,6 +69,12 @@ VOICES = ("en-us", "en-us+f3", "en-us+m3", "en")
 PAUSES_MS = (0, 200, 300, 400)
 SERVER_MS = (200, 300, 400, 450, 500, 600, 700)
 DEVICE_MS = (200, 300, 400, 420, 440, 450, 460, 500)
+MODEL_SILENCE_MS = (100, 200, 300)
+MODEL_THRESHOLDS = (0.5, 0.7, 0.9, 0.95, 0.98, 0.99)  # pipecat's is 0.5
+MODEL_FALLBACK_MS = 460  # the device's turn end that splits none of the corpus
+PRE_SPEECH_MS = 500  # pipecat's: the audio before the first speech the model also hears
+MODEL_SECONDS = 8  # the model's window
+SMART_TURN_DIR = "pipecat/audio/turn/smart_turn/"
 RTT_MS = 50
 CLIENT_MS = 25  # the client's and the simulator's own time in a command, measured by voice_to_voice
 BYTES_PER_MS = 48
@@ -71,6 +98,8 @@ class Clip:
     pcm: bytes
     speech_end_ms: float  # where the last word ends
     pause_ms: int
+    after_wake: bool  # the pause is between the wake phrase and the command (else inside the command)
+    pause_at_ms: float  # where the pause begins
 
 
 async def corpus(quick: bool) -> list[Clip]:
@@ -83,9 +112,12 @@ async def corpus(quick: bool) -> list[Clip]:
                 first, second = _trim(await synth.synthesize(head)), _trim(await synth.synthesize(tail))
                 whole = _trim(await synth.synthesize(f"{head} {tail}"))
                 for pause in PAUSES_MS:
-                    for body in ((wake, _silence(pause), whole), (wake, _silence(120), first, _silence(pause), second)):
+                    for after_wake, before, body in ((True, wake, (wake, _silence(pause), whole)),
+                                                     (False, wake + _silence(120) + first,
+                                                      (wake, _silence(120), first, _silence(pause), second))):
                         speech = b"".join(body)
-                        clips.append(Clip(_silence(500) + speech + _silence(2000), 500 + len(speech) / BYTES_PER_MS, pause))
+                        clips.append(Clip(_silence(500) + speech + _silence(2000), 500 + len(speech) / BYTES_PER_MS,
+                                          pause, after_wake, 500 + len(before) / BYTES_PER_MS))
         finally:
             synth.close()
     return clips
@@ -120,6 +152,80 @@ def device_turns(flags: list[bool], clip: Clip, turn_end_ms: int) -> tuple[int, 
     return turns, end
 
 
+class SmartTurn:
+    """pipecat's smart-turn v3.2 as pipecat's LocalSmartTurnAnalyzerV3 runs it (one thread, whisper
+    log-mel features, 8 s left-padded with silence), without importing pipecat itself (its package
+    needs loguru and two dozen others): the model file and the feature module are read from the
+    installed wheel."""
+
+    def __init__(self, features: ModuleType, model_path: str) -> None:
+        options = onnxruntime.SessionOptions()
+        options.execution_mode = onnxruntime.ExecutionMode.ORT_SEQUENTIAL
+        options.inter_op_num_threads = options.intra_op_num_threads = 1
+        options.graph_optimization_level = onnxruntime.GraphOptimizationLevel.ORT_ENABLE_ALL
+        self._session = onnxruntime.InferenceSession(model_path, sess_options=options)
+        self._features = features
+        self._seen: dict[tuple[int, int, int], tuple[float, float]] = {}
+        self.cpu_ms: list[float] = []
+
+    @classmethod
+    def load(cls) -> SmartTurn | None:
+        if onnxruntime is None:
+            return None
+        try:
+            wheel = distribution("pipecat-ai")
+        except PackageNotFoundError:
+            return None
+        spec = importlib.util.spec_from_file_location(
+            "smart_turn_features", wheel.locate_file(SMART_TURN_DIR + "_whisper_features.py"))
+        features = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(features)
+        return cls(features, str(wheel.locate_file(SMART_TURN_DIR + "data/smart-turn-v3.2-cpu.onnx")))
+
+    def __call__(self, clip_index: int, clip: Clip, start_ms: int, now_ms: int) -> tuple[float, float]:
+        """(probability that the turn is finished, CPU ms of this decision) on clip[start_ms:now_ms]."""
+        key = (clip_index, start_ms, now_ms)
+        if key not in self._seen:
+            began = time.process_time()
+            pcm16k = Resampler(BYTES_PER_MS * 1000 // 2)(clip.pcm[start_ms * BYTES_PER_MS:now_ms * BYTES_PER_MS])
+            audio = np.frombuffer(pcm16k, dtype=np.int16)[-MODEL_SECONDS * MODEL_RATE:].astype(np.float32) / 32768.0
+            audio = np.pad(audio, (MODEL_SECONDS * MODEL_RATE - len(audio), 0))
+            features = self._features.compute_whisper_log_mel_features(audio, do_normalize=True)[None]
+            probability = float(self._session.run(None, {"input_features": features})[0][0].item())
+            self.cpu_ms.append((time.process_time() - began) * 1000)
+            self._seen[key] = (probability, self.cpu_ms[-1])
+        return self._seen[key]
+
+
+def model_turns(flags: list[bool], clip_index: int, clip: Clip, model: SmartTurn, silence_ms: int,
+                threshold: float, probabilities: list[tuple[str, float]]) -> tuple[int, float]:
+    """(turns, end of the last turn after the end of speech, ms): the device VAD's turn, the model
+    consulted once per pause after `silence_ms`, the fallback silence when it says unfinished.
+    Appends (where, probability) of each consultation to `probabilities`."""
+    turns, last, start, in_turn, asked, end = 0, 0, 0, False, False, float("nan")
+    for index, speech in enumerate(flags):
+        now = (index + 1) * 20
+        if speech:
+            if not in_turn:
+                turns, in_turn, start = turns + 1, True, now - 20
+            last, asked = now, False
+            continue
+        if not in_turn:
+            continue
+        if not asked and now - last >= silence_ms:
+            asked = True
+            probability, cpu_ms = model(clip_index, clip, max(0, start - PRE_SPEECH_MS), now)
+            where = ("end" if now >= clip.speech_end_ms else "gap" if clip.pause_ms < silence_ms
+                     or abs(last - clip.pause_at_ms) > 120 else "wake" if clip.after_wake else "inside")
+            probabilities.append((where, probability))
+            if probability >= threshold:
+                in_turn, end = False, now + cpu_ms - clip.speech_end_ms
+                continue
+        if now - last >= MODEL_FALLBACK_MS:
+            in_turn, end = False, now - clip.speech_end_ms
+    return turns, end
+
+
 def _row(name: str, setting: str, results: list[tuple[int, float]], clips: list[Clip], trips: int) -> str:
     split = sum(1 for turns, _ in results if turns > 1)
     by_pause = " / ".join(str(sum(1 for (turns, _), c in zip(results, clips) if turns > 1 and c.pause_ms == pause))
@@ -149,10 +255,39 @@ async def measure(quick: bool) -> str:
         silence_ms = _SEMANTIC_SILENCE_MS[eagerness]
         lines.append(_row("semantic_vad (simulated)", f"eagerness {eagerness} (~{silence_ms} ms)",
                           [server_turns(c, silence_ms) for c in clips], clips, 3))
+    began = time.process_time()
     flags = [device_speech(c) for c in clips]
+    vad_ms = (time.process_time() - began) * 1000 / sum(map(len, flags))
     for turn_end_ms in DEVICE_MS:
         lines.append(_row("device VAD (END_OF_TURN=device)", f"TURN_END_MS {turn_end_ms}",
                           [device_turns(f, c, turn_end_ms) for f, c in zip(flags, clips)], clips, 2))
+    model = SmartTurn.load()
+    if model is None:
+        lines += ["", "smart-turn rows left out: onnxruntime or pipecat-ai is not installed (see this module's doc)."]
+        return "\n".join(lines)
+    notes = []
+    for silence_ms in MODEL_SILENCE_MS:
+        probabilities: list[tuple[str, float]] = []
+        for threshold in MODEL_THRESHOLDS:
+            lines.append(_row("device VAD + smart-turn v3.2", f"after {silence_ms} ms, finished at >= {threshold}, "
+                              f"else {MODEL_FALLBACK_MS} ms",
+                              [model_turns(f, i, c, model, silence_ms, threshold,
+                                           probabilities if threshold == MODEL_THRESHOLDS[0] else [])
+                               for i, (f, c) in enumerate(zip(flags, clips))], clips, 2))
+        said = {where: sorted(p for w, p in probabilities if w == where) for where in ("wake", "inside", "gap", "end")}
+        notes.append(f"- after {silence_ms} ms: " + "; ".join(
+            f"{label} {len(said[where])} consultations, median {statistics.median(said[where]):.2f}, "
+            f"highest {max(said[where]):.2f}, {sum(p >= 0.5 for p in said[where])} at >= 0.5, "
+            f"{sum(p >= 0.9 for p in said[where])} at >= 0.9"
+            for label, where in (("in the pause after the wake phrase", "wake"),
+                                 ("in the pause inside the command", "inside"),
+                                 ("in a shorter gap between words", "gap"), ("after the command's end", "end"))
+            if said[where]))
+    cpu = sorted(model.cpu_ms)
+    lines += ["", f"The model's probability of a finished turn (the consultations at threshold {MODEL_THRESHOLDS[0]}):", *notes,
+              "", f"CPU per decision: the device VAD {vad_ms:.2f} ms per 20 ms chunk; smart-turn "
+              f"{statistics.median(cpu):.0f} ms per consultation (median, 95th percentile {cpu[int(len(cpu) * 0.95)]:.0f} ms, "
+              f"{len(cpu)} consultations, one thread)"]
     return "\n".join(lines)
 
 
