@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import logging
+import signal
 import sys
 from pathlib import Path
 
@@ -57,14 +58,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+
 async def serve(config: SimConfig, host: str, port: int, transcriber: Transcriber | None = None) -> None:
-    """Serve until cancelled; logs the base URL clients should use."""
+    """Serve until SIGINT or SIGTERM (or cancelled); logs the base URL clients should use."""
     sim = SimServer(config, transcriber=transcriber)
     base_url = await sim.start(host, port)
     log.info("simulator listening on %s (set OPENAI_BASE_URL to this)", base_url)
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    # Handlers of our own: a stop is clean even where SIGINT was inherited as ignored (a job
+    # started in the background by a script) or comes as a service manager's SIGTERM.
+    for sig in STOP_SIGNALS:
+        loop.add_signal_handler(sig, stop.set)
     try:
-        await asyncio.Event().wait()  # until Ctrl-C cancels us
+        await stop.wait()
     finally:
+        for sig in STOP_SIGNALS:
+            loop.remove_signal_handler(sig)
         await sim.stop()
         if transcriber is not None:
             transcriber.close()

@@ -69,7 +69,8 @@ async def test_spoken_turn_gives_vad_events_then_transcript_then_response_in_rec
 
 
 async def test_a_realistic_transcript_completes_late_after_other_events() -> None:
-    async with spoken_to(dataclasses.replace(FAST, transcription_delay_ms=(200, 400)), 300, create_response=False) as conn:
+    # (2 s late: time enough for the item below to arrive first, however busy the machine)
+    async with spoken_to(dataclasses.replace(FAST, transcription_delay_ms=(2000, 2000)), 300, create_response=False) as conn:
         committed = await recv_until(conn, "input_audio_buffer.committed")
         # Something else happens before the transcript: an item of ours is added meanwhile.
         await conn.conversation.item.create(item=user_text("meanwhile"))

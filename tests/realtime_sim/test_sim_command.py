@@ -9,6 +9,7 @@ import signal
 import sys
 from pathlib import Path
 
+import pytest
 from openai import AsyncOpenAI
 
 from realtime_sim import command
@@ -33,7 +34,8 @@ def test_an_invalid_fault_rate_is_a_usage_error(capsys) -> None:
     assert capsys.readouterr().err == "handoff sim: --fault-rate 2 is not a probability; use a number from 0 to 1.\n"
 
 
-async def test_sim_command_logs_its_base_url_serves_and_stops_on_ctrl_c() -> None:
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM])
+async def test_sim_command_logs_its_base_url_serves_and_stops_on_ctrl_c(stop: signal.Signals) -> None:
     process = await asyncio.create_subprocess_exec(
         sys.executable, "-m", "realtime_sim.command", "--port", "0",
         cwd=REPO, stdout=asyncio.subprocess.DEVNULL, stderr=asyncio.subprocess.PIPE,
@@ -51,8 +53,10 @@ async def test_sim_command_logs_its_base_url_serves_and_stops_on_ctrl_c() -> Non
         client = AsyncOpenAI(api_key="sk-test", base_url=base_url, max_retries=0)
         response = await client.responses.create(model="gpt-5.2", input="ping")
         assert response.output_text  # it really serves at the URL it logged
-        process.send_signal(signal.SIGINT)
+        process.send_signal(stop)
         assert await asyncio.wait_for(process.wait(), 30) == 0
+        rest = (await process.stderr.read()).decode()
+        assert "simulator stopped" in rest and "Traceback" not in rest, rest
     finally:
         if process.returncode is None:
             process.kill()

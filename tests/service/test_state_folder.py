@@ -348,6 +348,8 @@ def test_ctrl_c_while_the_command_loads_is_no_traceback(tmp_path: Path) -> None:
     # The signal lands during the imports main() does: the same place a Ctrl-C in the first 2 s lands.
     code = (
         "import builtins, os, signal, sys\n"
+        # A terminal's Ctrl-C: live even where this test runs as a background job (SIGINT ignored).
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "from commands import cli\n"
         "real = builtins.__import__\n"
         "def interrupted(name, *a, **k):\n"
