@@ -232,7 +232,7 @@ class Coordinator:
 
     def _feed(self, event: CoordinatorEvent) -> None:
         """The one way events reach the core; its actions are carried out at once."""
-        revision = self.core.revision
+        revision, uplink_empty = self.core.revision, self.core.uplink.empty
         try:
             actions = self.core.handle(event)
         except IllegalTransition:  # a bug: nothing moved; logged and counted, the daemon carries on
@@ -243,6 +243,8 @@ class Coordinator:
             return
         if self.core.revision != revision:
             self.changes.notify()
+            self._uplink_wake.notify()
+        elif self.core.uplink.empty != uplink_empty:  # a replay, with no state change (a retired session's end)
             self._uplink_wake.notify()
         for action in actions:
             self._carry_out(action)
@@ -548,11 +550,13 @@ class Coordinator:
             await self._uplink_wake.wait_until(lambda: not core.uplink.empty and core.listener_up)
             while core.listener_up and (next_chunk := core.uplink.next_chunk()) is not None:
                 token, chunk, at_ms = next_chunk
+                session = core.session
                 if not await self.listener.send_audio(chunk, at_ms):
-                    # The session is going away; the rest waits for the next one. Wait for news
-                    # (its end, or more audio) before trying again, or this loop would spin
-                    # without ever letting the listener see its session close.
-                    await self._uplink_wake.wait()
+                    # The session is going away; the rest waits for the next one. Wait for its
+                    # end (or this loop would spin without letting the listener see it close),
+                    # by state, not by the next wake-up: the next session may be up already,
+                    # and with no more audio coming nothing would wake this loop again.
+                    await self._uplink_wake.wait_until(lambda: core.session != session or not core.listener_up)
                     break
                 if core.cost is not None:
                     core.cost.uploaded(len(chunk) / BYTES_PER_SECOND)

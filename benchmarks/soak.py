@@ -280,7 +280,9 @@ async def run_soak(plan: SoakPlan, root: Path, progress: bool = False) -> SoakRe
     timeline.on_add.append(counts.observe)
     timeline.on_add.append(lambda _entry: changes.notify())
     microphone = PushMicrophone(chunk_ms=20, pace=plan.mic_pace)
-    speaker = CountingSpeaker()
+    # Paced as the microphone is: "narrated" comes once the answer has been heard, as from a real
+    # speaker (unpaced, the next command was spoken over the answer's echo and gated as echo).
+    speaker = CountingSpeaker(pace=plan.mic_pace)
     expire_every = max(1, plan.commands // plan.expiries) if plan.expiries else 0
     started = time.monotonic()
     halfway: tracemalloc.Snapshot | None = None
@@ -410,7 +412,8 @@ def diagnosis(coordinator) -> str:
     notices = coordinator.parts.notices
     return (f"machines: {dict((k.__name__, v.value) for k, v in core.machines.states.items())}; quiet={core._listener_quiet} "
             f"pending={list(core._pending)} narrations={len(core._narrations)} idle={core.idle(core._clock())}; "
-            f"listener: {lc}; a notice waiting: {notices.next_batch() is not None if notices else '-'}")
+            f"listener: {lc}; uplink: {core.uplink.stats}, waiting={not core.uplink.empty}; "
+            f"a notice waiting: {notices.next_batch() is not None if notices else '-'}")
 
 
 def main(argv: list[str] | None = None) -> int:
