@@ -232,7 +232,7 @@ class Coordinator:
 
     def _feed(self, event: CoordinatorEvent) -> None:
         """The one way events reach the core; its actions are carried out at once."""
-        revision, uplink_empty = self.core.revision, self.core.uplink.empty
+        revision = self.core.revision
         try:
             actions = self.core.handle(event)
         except IllegalTransition:  # a bug: nothing moved; logged and counted, the daemon carries on
@@ -243,8 +243,6 @@ class Coordinator:
             return
         if self.core.revision != revision:
             self.changes.notify()
-            self._uplink_wake.notify()
-        elif self.core.uplink.empty != uplink_empty:  # a replay, with no state change (a retired session's end)
             self._uplink_wake.notify()
         for action in actions:
             self._carry_out(action)

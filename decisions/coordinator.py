@@ -945,6 +945,8 @@ class CoordinatorCore:
             # The session went away before transcribing what was said: that audio goes to the
             # next session first, so the user's words are not lost (and nothing heard is re-sent).
             self.timeline.add(TimelineKind.REPLAYING, f"{replayed} ms of speech the session never transcribed")
+            if replayed:
+                self.revision += 1  # audio to send, even when no state changed (a retired session's end)
         if end.interrupted_command is not None and self.machines[RouteState] in (RS, RA):
             # Not run yet (tools run only on a completed response): route it again, first in line.
             self._pending.appendleft(end.interrupted_command)

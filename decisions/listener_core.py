@@ -313,13 +313,7 @@ class ListenerCore:
             raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
         if item_id not in self.awaiting_transcripts or self.retired:
             return None
-        self.in_flight = ""  # its words are not known yet
-        self.early.add(item_id)
-        tag = self._new_route()
-        self._route_item = item_id
-        response = ClientEvents.route_audio(item_id, list(tools), {"handoff_route": tag})
-        response["event_id"] = f"{tag}-response"
-        return [Send(response)]
+        return self._route_unheard(item_id, lambda metadata: ClientEvents.route_audio(item_id, list(tools), metadata))
 
     def route_inline(self, pcm: bytes, tools: Sequence[dict[str, Any]] = ()) -> list[Action] | None:
         """Route the utterance in progress that the device heard the wake in, at the device's own
@@ -333,11 +327,16 @@ class ListenerCore:
             return None
         item = candidates[-1]
         del self.woken[item]  # routed now: its commit does not offer it again
+        return self._route_unheard(item, lambda metadata: ClientEvents.route_inline_audio(pcm, list(tools), metadata))
+
+    def _route_unheard(self, item: str, response_for: Callable[[dict[str, str]], dict[str, Any]]) -> list[Action]:
+        """Send the route `response_for(metadata)` builds for `item`, an utterance whose words are
+        not known yet: its transcript, when it comes, confirms or cancels the route."""
         self.in_flight = ""
         self.early.add(item)
         tag = self._new_route()
         self._route_item = item
-        response = ClientEvents.route_inline_audio(pcm, list(tools), {"handoff_route": tag})
+        response = response_for({"handoff_route": tag})
         response["event_id"] = f"{tag}-response"
         return [Send(response)]
 

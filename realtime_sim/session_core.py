@@ -152,6 +152,17 @@ class _Entry:
         return self.item["type"]
 
 
+def _has_unheard_audio(message: dict[str, Any]) -> bool:
+    """A client message carrying audio inline with no transcript: the model hears it itself."""
+    return message.get("type") == "message" and any(
+        p.get("type") == "input_audio" and p.get("transcript") is None for p in message.get("content") or [])
+
+
+def _audio_ms(message: dict[str, Any]) -> float:
+    """How long the audio a client message carries inline (base64 pcm16 24 kHz) lasts, in ms."""
+    return sum(len(p.get("audio") or "") * 3 / 4 / BYTES_PER_MS for p in message.get("content") or [])
+
+
 def _client_item_text(item: dict[str, Any]) -> str:
     if item["type"] == "function_call":
         return item.get("arguments", "")
@@ -864,8 +875,7 @@ class SessionCore:
                     return None
                 context.append(self._entries[found])
             else:
-                if raw.get("type") == "message" and any(p.get("type") == "input_audio" and p.get("transcript") is None
-                                                        for p in raw.get("content") or []):
+                if _has_unheard_audio(raw):
                     # Audio sent inline (a command routed at the client's own end of turn): the
                     # same speech is also in the input buffer, where its segment's transcript is
                     # taken at the commit; the model hears what it says without using that up.
@@ -873,17 +883,15 @@ class SessionCore:
                     raw = {**raw, "content": [{**p, "transcript": heard} if p.get("type") == "input_audio" else p
                                               for p in raw["content"]]}
                 item, text = self._stored_item(raw.get("id") or self._ids.item(), raw)
-                audio_ms = sum(len(p.get("audio") or "") * 3 / 4 / 48 for p in raw.get("content") or [])
-                context.append(_Entry(item, text=text, audio_ms=audio_ms))
+                context.append(_Entry(item, text=text, audio_ms=_audio_ms(raw)))
         return context
 
     def _inline_segment(self, message: dict[str, Any]) -> _Entry | None:
         """The segment the server committed from the same speech as audio sent inline, if its VAD
         ended the turn first (the segment ended inside the span the inline audio covers)."""
-        inline_ms = sum(len(p.get("audio") or "") * 3 / 4 / BYTES_PER_MS for p in message.get("content") or [])
         if self._segment_item_id is None and self._last_segment is not None:
             entry, ended_ms = self._last_segment
-            if self._input_ms - ended_ms <= inline_ms:
+            if self._input_ms - ended_ms <= _audio_ms(message):
                 return entry
         return None
 
@@ -901,8 +909,7 @@ class SessionCore:
         if self._transcriber is None or "input" not in params:
             return None
         for raw in params["input"]:
-            if raw.get("type") == "message" and any(p.get("type") == "input_audio" and p.get("transcript") is None
-                                                    for p in raw.get("content") or []):
+            if _has_unheard_audio(raw):
                 entry = self._inline_segment(raw)
                 if entry is not None:
                     return entry.id if entry.id in self._words_pending else None
