@@ -811,8 +811,8 @@ class CoordinatorCore:
                                                 audio)
             case CommandConfirmed(item_id=item, text=text, stages=marks):
                 actions += self._confirmed(item, text, marks)
-            case CommandRejected(item_id=item):
-                self._rejected(item)
+            case CommandRejected(item_id=item, transcript=transcript):
+                actions += self._rejected(item, transcript)
             case RunTools() | SpeakText() | RoutingFailed():
                 if self._stages is not None and self._route is not None:
                     self._stages.mark(Stage.CALL_RECEIVED, now)
@@ -1088,15 +1088,33 @@ class CoordinatorCore:
         held = dataclasses.replace(held, command=text)
         return self._route_outcome(held)
 
-    def _rejected(self, item: str) -> None:
-        if self._route is None or self._route_item != item:
-            return
-        if self.machines[RouteState] is RT:  # read-only tools run: their answer is not said
-            self._route_rejected = True
-            return
-        self._end_route()
-        self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: the routing was cancelled, nothing ran")
-        self._fire(E.ROUTE_CANCELLED, "")
+    def _rejected(self, item: str, transcript: str) -> list[Action]:
+        """The transcript of a command routed by its audio has nothing like the wake phrase: one
+        verdict for it. Nothing of an answer said yet: withdrawn (what has not acted is dropped,
+        an answer queued is not said). Its answer already begun: answered as heard, and the
+        transcript is what it was asked, never "overheard" after it was answered."""
+        if self._route is not None and self._route_item == item:
+            if self.machines[RouteState] is RT:  # read-only tools run: their answer is not said
+                self._route_rejected = True
+                return [UtteranceRejected()]
+            self._end_route()
+            self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: the routing was cancelled, nothing ran")
+            self._fire(E.ROUTE_CANCELLED, "")
+            return [UtteranceRejected()]
+        if self._private_answer is None or self._private_answer[0] != item:
+            return []  # (given up on already: timed out, or lost with its session, and not answered)
+        _, seq, script = self._private_answer
+        queued = [request for request in self._narrations if request.seq == seq]
+        if queued:  # not begun: withdrawn before anything of it is said
+            self._private_answer = None
+            self._narrations = [request for request in self._narrations if request.seq != seq]
+            heapq.heapify(self._narrations)
+            self.timeline.add(TimelineKind.WITHDRAWN, "not addressed after all: its answer is not said")
+            return [UtteranceRejected()]
+        # Begun: the answer stands, and the transcript is what it answered.
+        log.info("a command answered before its transcript came: the transcript does not show the wake phrase; "
+                 "the answer stands")
+        return self._confirmed(item, transcript.strip(), ())
 
     def _fatal(self, message: str) -> list[Action]:
         first = self.machines[LifeState] is not XS

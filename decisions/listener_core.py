@@ -73,10 +73,13 @@ class CommandConfirmed:
 
 @dataclass(frozen=True)
 class CommandRejected:
-    """The transcript of an utterance routed by its audio says it was not addressed after all:
-    its response was cancelled; nothing of it may act."""
+    """The transcript of an utterance routed by its audio has nothing like the wake phrase up
+    front: the device's wake was wrong. Its response was cancelled; nothing more of it may act.
+    The coordinator gives the command its one verdict: withdrawn if nothing of an answer was said
+    yet, else answered as heard (`transcript`: its words, then)."""
 
     item_id: str
+    transcript: str = ""
 
 
 @dataclass(frozen=True)
@@ -204,6 +207,9 @@ class ListenerCore:
     stage_times: dict[str, StageTimes] = field(default_factory=dict)  # per utterance, until its transcript
     _wake: float | None = None  # the device heard the wake phrase (its length, s): the next utterance holds it
     woken: dict[str, float] = field(default_factory=dict)  # utterances that began with a device wake -> phrase s
+    # Utterances the device heard the wake phrase at the start of, until their transcript: it is
+    # judged knowing that (a transcriber's own spelling of the phrase does not undo the wake).
+    device_woke: set[str] = field(default_factory=set)
     early: set[str] = field(default_factory=set)  # routed by their audio, transcript not judged yet
     _route_item: str | None = None  # the utterance the route in flight carries by reference
     _route_tag: str | None = None  # the metadata of the route in flight: its response is known by it
@@ -375,6 +381,7 @@ class ListenerCore:
                 self.spoken_at[item_id] = self.clock()
                 if self._wake is not None:
                     self.woken[item_id], self._wake = self._wake, None
+                    self.device_woke.add(item_id)
             case wire.SpeechStopped(item_id=item_id, audio_end_ms=end):
                 self.speaking = False
                 self.last_end_ms = max(self.last_end_ms, end)
@@ -399,6 +406,7 @@ class ListenerCore:
                 return billed + self._judge_in_order()
             case wire.TranscriptFailed(item_id=item_id, message=message):
                 self.awaiting_transcripts.discard(item_id)
+                self.device_woke.discard(item_id)
                 self.unheard_starts.pop(item_id, None)
                 self.stopped_at_ms.pop(item_id, None)
                 self.spoken_at.pop(item_id, None)
@@ -463,18 +471,22 @@ class ListenerCore:
             self._delete_after[self._route_tag] = item_id
         else:
             actions.append(Send(ClientEvents.delete_item(item_id)))
-        decision = self.gate.classify(transcript, self.spoken_at.pop(item_id, None) or self.clock())
-        actions.append(Heard(transcript, decision))  # the gate's own decision, passed on as it is
+        woken = item_id in self.device_woke
+        self.device_woke.discard(item_id)
+        decision = self.gate.classify(transcript, self.spoken_at.pop(item_id, None) or self.clock(), woken=woken)
         if item_id in self.early:
-            # Routed by its audio at the commit: the words confirm it, or cancel it.
+            # Routed by its audio at the commit: the words confirm it, or cancel what has not
+            # acted yet; the coordinator gives it its one verdict (never "overheard" once answered).
             self.early.discard(item_id)
             if isinstance(decision, Command):
+                actions.append(Heard(transcript, decision))
                 if carried and self.in_flight == "":
                     self.in_flight = decision.text
                 return [*actions, CommandConfirmed(item_id, decision.text, marks)]
             if carried:
                 actions += self._cancel_route()
-            return [*actions, CommandRejected(item_id)]
+            return [*actions, CommandRejected(item_id, transcript)]
+        actions.append(Heard(transcript, decision))  # the gate's own decision, passed on as it is
         if isinstance(decision, Command):
             actions.append(CommandHeard(decision.text, marks))
         return actions

@@ -7,6 +7,7 @@ short window in which the next utterance is the command.
 
 from __future__ import annotations
 
+import difflib
 from dataclasses import dataclass
 
 from config.wake_phrases import model_for
@@ -15,6 +16,10 @@ from decisions.words import words as _words
 
 # Words people put in front of a wake phrase ("hey computer", "ok computer").
 _LEADING_FILLERS = frozenset({"hey", "hi", "ok", "okay", "oh", "hello", "yo", "um", "uh", "so"})
+# How alike a transcript's first words must be to the phrase, letter for letter (difflib's ratio),
+# for an utterance the device already heard the phrase in: "hey travis" 0.89 and "hey head jarvis"
+# 0.82 for "hey jarvis" pass; "the commuter" 0.70 and "commuter" 0.74 for "computer" do not.
+WOKEN_LIKENESS = 0.75
 
 
 @dataclass(frozen=True)
@@ -43,6 +48,9 @@ class WakeGate:
         model = model_for(phrase)
         # A phrase with a model: also the ways transcribers write it ("OK Nabu" for "okay nabu").
         spellings = (model.phrase, *model.transcriptions) if model is not None else ()
+        # Only a shipped model's wake is trusted over a transcript's spelling: the fallback spotter
+        # (pocketsphinx, for a phrase with no model) takes "commuter" for "computer".
+        self._trust_device = model is not None
         self._phrases = [p for p in (_words(phrase), *(_words(a) for a in (*aliases, *spellings))) if p]
         if not self._phrases:
             raise ValueError(f"the wake phrase {phrase!r} has no letters or digits")
@@ -74,11 +82,16 @@ class WakeGate:
         return (self._window_until is not None and now <= self._window_until
                 and (self._window_since is None or now >= self._window_since))
 
-    def classify(self, transcript: str, now: float) -> Decision:
+    def classify(self, transcript: str, now: float, woken: bool = False) -> Decision:
+        """`woken`: the device's wake model (a shipped one) heard the phrase at the start of this utterance, so a
+        transcript that spells it its own way ("Hey Travis", "Hey, head jarvis") still carries
+        it; only words with nothing like the phrase up front say the device was wrong."""
         words = _words(transcript)
         if not words:
             return Ignore()  # a cough or a click: neither a command nor the end of an open window
         rest = self._strip_wake(words)
+        if rest is None and woken and self._trust_device:
+            rest = self._strip_likeness(words)
         if rest is not None:
             if rest:
                 if self._window_since is None or now >= self._window_since:
@@ -109,6 +122,22 @@ class WakeGate:
                 if words[start : start + len(phrase)] == phrase:
                     return words[start + len(phrase) :]
         return None
+
+    def _strip_likeness(self, words: list[str]) -> list[str] | None:
+        """The words after the longest run of first words that reads like the phrase (or like the
+        phrase without its leading filler), or None when nothing up front does."""
+        best: tuple[float, int] | None = None
+        for phrase in self._phrases:
+            targets = {"".join(phrase)}
+            if len(phrase) > 1 and phrase[0] in _LEADING_FILLERS:
+                targets.add("".join(phrase[1:]))
+            for end in range(1, min(len(words), len(phrase) + 3) + 1):
+                said = "".join(words[:end])
+                for target in targets:
+                    likeness = difflib.SequenceMatcher(None, said, target).ratio()
+                    if likeness >= WOKEN_LIKENESS and (best is None or likeness > best[0]):
+                        best = (likeness, end)
+        return None if best is None else words[best[1]:]
 
     @staticmethod
     def _command_text(transcript: str, rest: list[str]) -> str:

@@ -896,3 +896,32 @@ def test_replayed_audio_keeps_its_place_in_the_microphone_stream():
         replayed.append(nxt.at_ms)
         uplink.sent(nxt.token)
     assert replayed == [3040, 3060, 3080]
+
+
+# --- one verdict per command (issue 28, item 1) ----------------------------------------------------
+
+
+def answered_by_audio(clock):
+    """A read-only command routed by its audio, answered before its transcript came."""
+    core, send = by_audio(clock)
+    core.handle(RunTools("", (call(),), session=1))
+    core.handle(ToolsFinished(send.route, ("It is noon.",)))
+    return core
+
+
+def test_an_answer_queued_but_not_begun_is_withdrawn_when_the_transcript_says_not_addressed(clock):
+    core = answered_by_audio(clock)
+    actions = core.handle(CommandRejected("item_1", "the weather is nice today"))
+    assert UtteranceRejected() in actions
+    assert core.next_narration() is None  # nothing of it is said
+    assert core.timeline.count("withdrawn") == 1 and core.timeline.count("confirmed") == 0
+
+
+def test_an_answer_begun_stands_and_its_transcript_is_what_it_answered_never_overheard(clock):
+    core = answered_by_audio(clock)
+    assert core.next_narration().script == "It is noon."  # begun before the transcript came
+    actions = core.handle(CommandRejected("item_1", "Hey Travis, what time is it?"))
+    assert not any(isinstance(a, UtteranceRejected) for a in actions)
+    assert core.timeline.count("withdrawn") == 0 and core.timeline.count("ignored") == 0
+    confirmed = [e.text for e in core.timeline.entries if e.kind == "confirmed"]
+    assert confirmed == ["Hey Travis, what time is it?"]

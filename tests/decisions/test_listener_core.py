@@ -239,7 +239,7 @@ def test_a_transcript_not_addressed_cancels_the_route_and_its_response_is_ignore
     woken_commit(core)
     core.route_audio("item_1", [])
     actions = core.feed(wire.TranscriptCompleted("item_1", "commuter traffic was awful"))
-    assert CommandRejected("item_1") in actions
+    assert CommandRejected("item_1", "commuter traffic was awful") in actions
     assert sent(actions) == []  # the item is still read by the response: deleted once it is done
     cancel = core.feed(wire.ResponseCreated("resp_1", {"handoff_route": "route-1"}))
     assert sent(cancel) == [{"type": "response.cancel", "response_id": "resp_1"}]

@@ -113,3 +113,28 @@ def test_a_phrase_with_a_model_is_accepted_as_transcribers_write_it():
     assert nabu.classify("OK Nabu", 0.0) == WakeOnly()
     assert nabu.classify("Okay, Nabu. Set a timer for ten minutes.", 1.0) == Command("Set a timer for ten minutes.")
     assert nabu.classify("Okay, now set a timer", 2.0) == Ignore()
+
+
+# --- a transcript's own spelling of a phrase the device heard (issue 28, item 1) ---------------------
+
+
+@pytest.mark.parametrize(("transcript", "command"), [
+    ("Hey Travis, what time is it?", "what time is it?"),
+    ("Hey, head jarvis what time is it", "what time is it"),
+    ("a jar vis list the files", "list the files"),
+    ("Hey Jarvis, list the files.", "list the files."),
+])  # fmt: skip
+def test_a_phrase_the_device_heard_is_not_undone_by_the_transcripts_spelling(transcript, command):
+    gate = WakeGate("hey jarvis")
+    assert gate.classify(transcript, 0.0) == (Command(command) if transcript.startswith("Hey Jarvis") else Ignore())
+    assert gate.classify(transcript, 0.0, woken=True) == Command(command)
+
+
+@pytest.mark.parametrize("transcript", ["what time is it", "the weather is nice today", "I think we should go"])
+def test_words_with_nothing_like_the_phrase_up_front_say_the_device_was_wrong(transcript):
+    assert WakeGate("hey jarvis").classify(transcript, 0.0, woken=True) == Ignore()
+
+
+def test_the_fallback_spotters_wake_is_not_trusted_over_the_words():
+    # "computer" has no shipped model: pocketsphinx spots it, and takes "commuter" for it.
+    assert WakeGate("computer").classify("commuter traffic was awful", 0.0, woken=True) == Ignore()
