@@ -34,13 +34,14 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, AudioHeard, ChimeFinished, ConfirmHeard, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
-    StartTools, TurnEnded,
+    StartTools, ToolDone, ToolStarted, TurnEnded,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
 from decisions.listener_core import Fatal, ListenerEvent
-from decisions.timeline import Timeline, TimelineKind
+from decisions.events import NarratorFailed, ToolOutcome
+from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
 from main_agent import Listener
 from detectors.stop_word import StopDetector, StopHit, StopListener
@@ -227,6 +228,7 @@ class Coordinator:
             pass
         finally:
             self._tg = None
+            self.core.settle_commands()  # an answer whose words never came is kept as it is
         assert stop is not None
         return stop.exit_code
 
@@ -251,8 +253,8 @@ class Coordinator:
         match action:
             case SendRoute(route=route, command=command, item=item, audio=audio):
                 self._spawn(self._send_route(route, command, item, audio), "route")
-            case StartTools(route=route, calls=calls, session=session, unconfirmed=unconfirmed):
-                self._spawn(self._run_tools(route, calls, session, unconfirmed), f"tools:{calls[0].call_id}")
+            case StartTools(route=route, calls=calls, session=session, command_id=command_id):
+                self._spawn(self._run_tools(route, calls, session, command_id), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
                 # the mic switches to it the moment the narration's mute lifts.
                 self._spawn(self.listener.warm_up(), "warm listener")
@@ -321,12 +323,12 @@ class Coordinator:
         sent = await self.listener.route(command)
         self._feed(RouteSent(route) if sent else RouteNotSent(route))
 
-    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int, unconfirmed: bool = False) -> None:
-        """`unconfirmed`: read-only calls before the transcript said the command was addressed:
-        their arguments and results may be overheard words, so only the tool's name is logged."""
+    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int, command: int) -> None:
+        """Each call once; the core logs and keeps what it may of them (a command whose words are
+        not known yet may turn out overheard: only the tool's name is kept then)."""
         scripts: list[str] = []
         for call in calls:
-            self.timeline.add(TimelineKind.TOOL, f"{call.name}(...)" if unconfirmed else f"{call.name}({call.arguments})")
+            self._feed(ToolStarted(command, call.name, call.arguments))
             try:
                 result = await self.parts.tools.run(call.name, call.arguments, call.call_id)
                 speakable = self.parts.tools.format(result)
@@ -334,12 +336,10 @@ class Coordinator:
                 self.bugs += 1
                 log.exception("tool %s crashed", call.name)
                 scripts.append(f"Sorry, the {call.name.replace('_', ' ')} tool failed.")
-                self.timeline.add(TimelineKind.ERROR, f"tool {call.name} crashed: {exc.__class__.__name__}")
+                self._feed(ToolDone(command, call.name, ToolOutcome.CRASHED, exc.__class__.__name__))
                 continue
-            # Before its transcript confirms the command, what a read-only tool found is not kept: the
-            # utterance may turn out to be overheard.
-            found = "(before its transcript: not kept)" if unconfirmed else result.short_output()
-            self.timeline.add(TimelineKind.RESULT, f"{call.name} {'ok' if result.ok else 'failed'}: {found}")
+            self._feed(ToolDone(command, call.name, ToolOutcome.OK if result.ok else ToolOutcome.FAILED,
+                                result.short_output()))
             await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._feed(ToolsFinished(route, tuple(scripts)))
@@ -353,8 +353,8 @@ class Coordinator:
                 try:
                     while (request := self._next_narration()) is not None:  # back to back, one voice
                         said += 1
-                        summary, first_audio_at = await self._narrate(request)
-                        self._feed(NarrationDone(request, summary, first_audio_at))
+                        summary, first_audio_at, stopped_after_s = await self._narrate(request)
+                        self._feed(NarrationDone(request, summary, first_audio_at, stopped_after_s))
                 except AudioDeviceError as exc:
                     self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
                     return
@@ -371,7 +371,7 @@ class Coordinator:
                 self._spawn(self.listener.warm_up(), "warm listener")
         return request
 
-    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None]:
+    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None]:
         speaker = _CutSpeaker(self.speaker, self._clock)
         cut = NarrationCut()
         with self.core.mute.hold("narration"):
@@ -383,7 +383,7 @@ class Coordinator:
                 if result.fatal:  # no credit, a refused key: retrying cannot help
                     self._feed(Fatal(result.error or "OpenAI refused the narrator"))
                 elif not result.ok and result.audio_bytes == 0 and not cut.requested:
-                    self.timeline.add(TimelineKind.ERROR, f"narrator failed ({result.error}); using the local voice")
+                    self.timeline.emit(NarratorFailed(result.error or "no audio"))
                     speaker.play(await self.parts.local_voice(request.script))
                 # Its echo's tail is the echo gate's, not a fixed margin. (A stop while the rest
                 # plays flushes it: this returns at once.)
@@ -392,8 +392,9 @@ class Coordinator:
             finally:
                 self._cut = None
         if cut.requested:
-            return f"stopped after {result.audio_bytes / BYTES_PER_SECOND:.1f} s of audio", speaker.first_write_at
-        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at
+            seconds = result.audio_bytes / BYTES_PER_SECOND
+            return f"stopped after {seconds:.1f} s of audio", speaker.first_write_at, seconds
+        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at, None
 
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:

@@ -47,6 +47,7 @@ from config.settings import (
     BrainSettings, ConversationSettings, ListenerSettings, NarratorSettings, RealtimeSettings, ReconnectSettings,
     Settings, UploadMode, UploadSettings,
 )
+from decisions.events import ListenerLost, LossCause, Narrated, ToolRan
 from decisions.timeline import Timeline, TimelineEntry, TimelineKind
 from realtime_sim import Fault, SimConfig, SimServer
 from speech.local_voice import tone
@@ -149,7 +150,8 @@ class Counts:
                     self.overlaps += 1
             case TimelineKind.NARRATED:
                 self.narrating -= 1
-                kind = entry.text.split()[0]
+                assert isinstance(entry.event, Narrated)
+                kind = entry.event.narration.value
                 self.by_kind[kind] += 1
                 if kind == "notice":
                     self.notices_heard += self._saying
@@ -162,12 +164,12 @@ class Counts:
                 self.heard += 1
             case TimelineKind.TOOL:
                 self.tools += 1
-                if entry.text.startswith("start_task("):
+                if isinstance(entry.event, ToolRan) and entry.event.name == "start_task":
                     self.tasks_started += 1
             case TimelineKind.NOTICE:
                 self._saying = len(re.findall(r"\bbackup (?:finished|failed|was)", entry.text))
                 self.notices_said += self._saying
-            case TimelineKind.RESTARTING if "expired" in entry.text:
+            case TimelineKind.RESTARTING if isinstance(entry.event, ListenerLost) and entry.event.cause is LossCause.EXPIRED:
                 self.expiries += 1
             case TimelineKind.ERROR:
                 self.errors[re.sub(r"\d+", "N", entry.text)[:70]] += 1

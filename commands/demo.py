@@ -24,6 +24,7 @@ from audio_io import BYTES_PER_SECOND, PushMicrophone, WavFileSpeaker
 from assembly.build import assistant
 from commands.checks import output_file_problem
 from concurrency.changes import wait_for
+from decisions.events import NarrationKind, Narrated
 from decisions.timeline import Timeline, TimelineEntry
 from speech.local_voice import flite_available, flite_speech, synthesize
 from config.logging_setup import configure_logging
@@ -204,7 +205,8 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
     def handled(t: Timeline) -> bool:
         if utterance.expect == "notice":  # it may already have come, during an earlier pause
             entries = list(t.entries)
-            said = [i for i, e in enumerate(entries) if e.kind == "narrated" and e.text.startswith("notice")]
+            said = [i for i, e in enumerate(entries)
+                    if isinstance(e.event, Narrated) and e.event.narration is NarrationKind.NOTICE]
             # Said, and a fresh listener session is ready after it.
             return len(said) >= utterance.notices and any(
                 e.kind == "listening" for e in entries[said[utterance.notices - 1] + 1:]

@@ -5,50 +5,28 @@ logged always. Synchronous: whoever wants to wait for a state observes it throug
 from __future__ import annotations
 
 import collections
-import enum
 import logging
 import time
 from collections import deque
 from dataclasses import dataclass
 from typing import Callable
 
+from decisions.events import Note, Overheard, TimelineEvent
+from decisions.timeline_kind import TimelineKind
 from decisions.words import words
 from safety.text import clean
 
+__all__ = ["Timeline", "TimelineEntry", "TimelineKind"]
+
 log = logging.getLogger("handoff.coordinator")
-
-
-class TimelineKind(enum.StrEnum):
-    HEARD = "heard"  # a command-shaped utterance
-    IGNORED = "ignored"  # not addressed to us
-    WAKE = "wake"  # the wake phrase alone
-    CHIME = "chime"
-    FOLLOW_UP = "follow-up"  # an answer was said: a follow-up needs no wake phrase for a moment
-    WORKING = "working"  # an answer is late: the working sound plays
-    COMMAND = "command"  # routed to the model
-    CONFIRMED = "confirmed"  # routed by its audio: the transcript confirmed it, with these words
-    SAID = "said"  # the answer said before its command was confirmed, once it is (for history)
-    WITHDRAWN = "withdrawn"  # routed by its audio: the transcript says it was not addressed; nothing acts
-    STAGES = "stages"  # a command's stage offsets (JSON; decisions.stages), logged at debug
-    TOOL = "tool"
-    RESULT = "result"  # a tool finished: "name ok: what it found" (as the log always said it)
-    FALLBACK = "fallback"  # no tool call: the model's text is narrated
-    NARRATING = "narrating"
-    NARRATED = "narrated"
-    STOPPED = "stopped"  # "computer, stop" cut a narration
-    NOTICE = "notice"
-    LISTENING = "listening"
-    RESTARTING = "restarting"
-    REPLAYING = "replaying"
-    MICROPHONE = "microphone"
-    ERROR = "error"
 
 
 @dataclass(frozen=True)
 class TimelineEntry:
     at: float
     kind: TimelineKind
-    text: str
+    text: str  # the event's rendering, as logged (for people; code reads `event`)
+    event: TimelineEvent | None = None
 
 
 class Timeline:
@@ -72,18 +50,25 @@ class Timeline:
         self.on_add: list[Callable[[TimelineEntry], None]] = [printer] if printer else []
 
     def add(self, kind: TimelineKind | str, text: str) -> None:
-        if TimelineKind(kind) is TimelineKind.IGNORED and not self.log_overheard:
+        """An entry with nothing more to it than its words."""
+        kind = TimelineKind(kind)
+        self.emit(Overheard(text) if kind is TimelineKind.IGNORED else Note(kind, text))
+
+    def emit(self, event: TimelineEvent) -> None:
+        text = event.text
+        if isinstance(event, Overheard) and not self.log_overheard:
             # Overheard speech is the room's: not even the in-memory timeline keeps its words.
             text = f"({len(words(text))} words)"
+            event = Overheard(text)
         # What was heard or said enters here on its way to the history, the status and the log:
         # a lone surrogate from the wire would make each of them fail to store it.
-        entry = TimelineEntry(self._clock() - self._start, TimelineKind(kind), clean(text))
+        entry = TimelineEntry(self._clock() - self._start, TimelineKind(event.kind), clean(text), event)
         self.entries.append(entry)
         self._counts[entry.kind] += 1
         if entry.kind is TimelineKind.IGNORED and not self.log_overheard:
             log.info("ignored an utterance not addressed to me %s", text)
-        elif entry.kind is TimelineKind.STAGES:
-            log.debug("stages: %s", text)
+        elif entry.kind in (TimelineKind.STAGES, TimelineKind.CLOSED):
+            log.debug("%s: %s", entry.kind, text)
         elif entry.kind is TimelineKind.ERROR:
             # At WARNING, so a log kept at WARNING still shows a listener that cannot connect.
             log.warning("%s: %s", entry.kind, text)

@@ -20,8 +20,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
-from decisions.coordinator import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER, NarrationKind
-from decisions.timeline import TimelineEntry, TimelineKind
+from decisions.events import (
+    UNCONFIRMED_ANSWER, CommandClosed, CommandConfirmed, CommandRouted, NarrationKind, Narrated, Overheard,
+    StagesMeasured, ToolRan,
+)
+from decisions.lifecycle import CommandRecord, Step
+from decisions.timeline import TimelineEntry
 
 log = logging.getLogger("handoff.service")
 
@@ -41,6 +45,7 @@ class Outcome(enum.StrEnum):
     APOLOGISED = "apologised"  # routing failed or timed out: the apology was read out
     SAID = "said"  # a notice or status message was read out
     STOPPED = "stopped"  # "computer, stop" cut it while it was being read
+    DECLINED = "declined"  # it asked for a spoken yes and none came: nothing ran
     IGNORED = "ignored"
 
 
@@ -56,16 +61,13 @@ class HistoryEntry:
     room: str = ""  # the satellite's room it came from or was said in; "" for this machine's own mic and speaker
 
 
-_OUTCOMES = {
-    NarrationKind.ANSWER: Outcome.ANSWERED,
-    NarrationKind.FALLBACK: Outcome.ANSWERED,
-    NarrationKind.ERROR: Outcome.APOLOGISED,
-}
-
-
 class HistoryTracker:
-    """Turns timeline entries into history entries (pure: no I/O). `on_done` gets each finished
-    entry; `current` is the command in progress, or the last one finished."""
+    """Turns the timeline's typed events into history entries (pure: no I/O). A command's entry
+    is opened when it is routed, filled in as it goes (the page shows it in progress), and
+    finished by its `CommandClosed` with the lifecycle's record: what it was asked, what ran,
+    what was said and how it ended. A withdrawn command is dropped: the room's words never were
+    ours. `on_done` gets each finished entry; `last_command` is the command in progress, or the
+    last one finished."""
 
     def __init__(
         self, on_done: Callable[[HistoryEntry], None], keep_overheard: bool, clock: Callable[[], float] = time.time
@@ -73,76 +75,55 @@ class HistoryTracker:
         self._on_done = on_done
         self._keep_overheard = keep_overheard
         self._clock = clock
-        self._open: HistoryEntry | None = None
-        self._script = ""  # the last script the narrator started reading
-        self._wordless: HistoryEntry | None = None  # answered, its transcript still to come
+        self._open: dict[int, HistoryEntry] = {}  # by command id
         self.last_command: HistoryEntry | None = None
 
     def observe(self, entry: TimelineEntry) -> None:
-        match entry.kind:
-            case TimelineKind.COMMAND:
-                self._finish(self._open)  # one command at a time: an unfinished one is left as it was
-                self._finish(self._wordless)
-                self._wordless = None
-                # Routed by its audio: its words come with its transcript (CONFIRMED), maybe after its answer.
-                heard = "" if entry.text == ROUTED_BY_AUDIO else entry.text
-                self._open = self.last_command = HistoryEntry(self._clock(), HistoryKind.COMMAND, heard=heard)
-            case TimelineKind.CONFIRMED:
-                target = self._open or self._wordless
-                if target is not None and not target.heard:
-                    target.heard = entry.text
-                if self._wordless is not None and self._wordless.said != UNCONFIRMED_ANSWER:
-                    self._finish(self._wordless)  # (its answer's words were logged: nothing more comes)
-                    self._wordless = None
-            case TimelineKind.SAID:  # (after CONFIRMED: the answer said before its words came)
-                target = self._wordless or self._open
-                if target is not None and target.said in ("", UNCONFIRMED_ANSWER):
-                    target.said = entry.text
-                if self._wordless is not None:
-                    self._finish(self._wordless)
-                    self._wordless = None
-            case TimelineKind.WITHDRAWN:
-                # Not addressed after all: nothing of it is kept (the room's words never were).
-                if self._open is not None and not self._open.heard:
-                    self._open = None
-            case TimelineKind.STAGES if self._open is not None:
-                try:
-                    self._open.stages = json.loads(entry.text)
-                except ValueError:
-                    log.warning("history: stages that are not JSON: %r", entry.text)
-            case TimelineKind.TOOL if self._open is not None:
-                self._open.tools.append(entry.text)
-            case TimelineKind.NARRATING:
-                self._script = entry.text
-            case TimelineKind.NARRATED:
-                self._narrated(entry.text)
-            case TimelineKind.IGNORED if self._keep_overheard:
-                self._on_done(HistoryEntry(self._clock(), HistoryKind.OVERHEARD, heard=entry.text, outcome=Outcome.IGNORED))
+        match entry.event:
+            case CommandRouted(command=record):
+                if record.id not in self._open:
+                    self._open[record.id] = self.last_command = HistoryEntry(
+                        self._clock(), HistoryKind.COMMAND, heard=record.words or "")
+            case CommandConfirmed(command=record) if record.id in self._open:
+                self._open[record.id].heard = record.words or ""
+            case ToolRan(command=command) if command in self._open:
+                self._open[command].tools.append(entry.text)
+            case StagesMeasured(command=command, offsets=offsets) if command in self._open:
+                self._open[command].stages = dict(offsets)
+            case CommandClosed(command=record):
+                self._closed(record)
+            case Narrated(narration=kind, script=script, stopped_after_s=stopped) if kind in _UNASKED:
+                outcome = Outcome.STOPPED if stopped is not None else Outcome.SAID
+                self._on_done(HistoryEntry(self._clock(), _UNASKED[kind], said=script, outcome=outcome))
+            case Overheard(words=words) if self._keep_overheard:
+                self._on_done(HistoryEntry(self._clock(), HistoryKind.OVERHEARD, heard=words, outcome=Outcome.IGNORED))
 
-    def _narrated(self, text: str) -> None:
-        try:
-            kind = NarrationKind(text.split(" ", 1)[0])  # "answer (similarity 0.97, attempts 1)"
-        except ValueError:
-            log.warning("history: a narration of an unknown kind: %r", text)
-            return
-        stopped = "(stopped after" in text  # "answer (stopped after 2.3 s of audio)"
-        if kind in _OUTCOMES and self._open is not None:
-            if not (self._script == UNCONFIRMED_ANSWER and self._open.said):  # (SAID came while it was said)
-                self._open.said = self._script
-            self._open.outcome = Outcome.STOPPED if stopped else _OUTCOMES[kind]
-            if self._open.heard:
-                self._finish(self._open)
-            else:
-                self._wordless = self._open  # answered before its words came: kept once they do
-            self._open = None
-        elif kind in (NarrationKind.NOTICE, NarrationKind.STATUS):
-            unasked = HistoryKind.NOTICE if kind is NarrationKind.NOTICE else HistoryKind.STATUS
-            outcome = Outcome.STOPPED if stopped else Outcome.SAID
-            self._on_done(HistoryEntry(self._clock(), unasked, said=self._script, outcome=outcome))
+    def _closed(self, record: CommandRecord) -> None:
+        entry = self._open.pop(record.id, None)
+        if not record.kept:
+            return  # withdrawn (not addressed after all) or lost (its words route it again)
+        if entry is None:
+            entry = HistoryEntry(self._clock(), HistoryKind.COMMAND)
+        entry.heard = record.words or ""
+        entry.tools = list(record.tools)
+        entry.said = record.said if record.words is not None else UNCONFIRMED_ANSWER
+        entry.outcome = _outcome(record)
+        entry.stages = dict(record.stages)
+        self._on_done(entry)
 
-    def _finish(self, entry: HistoryEntry | None) -> None:
-        if entry is not None:
-            self._on_done(entry)
+
+_UNASKED = {NarrationKind.NOTICE: HistoryKind.NOTICE, NarrationKind.STATUS: HistoryKind.STATUS}
+
+
+def _outcome(record: CommandRecord) -> Outcome:
+    match record.step:
+        case Step.SAID:
+            return Outcome.APOLOGISED if record.apology else Outcome.ANSWERED
+        case Step.STOPPED | Step.ANSWERING:  # cut by "stop", or by the assistant stopping
+            return Outcome.STOPPED
+        case Step.DECLINED:
+            return Outcome.DECLINED
+    return Outcome.IN_PROGRESS
 
 
 _SCHEMA = """

@@ -23,6 +23,7 @@ from collections import deque
 from typing import Any, Callable, Iterable
 
 from decisions.stages import STAGE_ORDER, Stage
+from decisions.events import ConnectAttemptFailed, ListenerLost, ListenerReady, LossCause, Narrated
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry
 
@@ -94,19 +95,20 @@ class StatusTracker:
 
     def observe(self, entry: TimelineEntry) -> None:
         status = self.status
-        match entry.kind:
-            case TimelineKind.LISTENING:
+        match entry.event:
+            case ListenerReady():
                 status.session_started_at = self._clock()
-            case TimelineKind.NARRATED:
+            case Narrated():
                 status.narrations += 1
-            case TimelineKind.ERROR:
-                today = self._today()
-                if status.failures_day != today:
-                    status.failures_day, status.failures_today = today, 0
-                status.failures_today += 1
-                if entry.text.startswith("listener connection dropped"):
+        if entry.kind is TimelineKind.ERROR:
+            today = self._today()
+            if status.failures_day != today:
+                status.failures_day, status.failures_today = today, 0
+            status.failures_today += 1
+            match entry.event:
+                case ListenerLost(cause=LossCause.DROPPED):
                     status.drops += 1
-                elif entry.text.startswith("listener connection attempt"):
+                case ConnectAttemptFailed():
                     status.failed_attempts += 1
 
     def task_changed(self, task_id: int, status: str, active: bool) -> None:

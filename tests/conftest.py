@@ -4,7 +4,11 @@ import logging
 
 import pytest
 
+from decisions.lifecycle import CommandBook
 from realtime_sim import SimConfig, SimServer
+
+# A command's illegal move raises in every test in this process (the daemon logs and counts it).
+CommandBook.STRICT = True
 
 
 @pytest.fixture(autouse=True)

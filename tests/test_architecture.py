@@ -274,3 +274,51 @@ def test_every_package_is_installed_with_the_project():
         and not any(fnmatch.fnmatch(name, pattern) for pattern in found["exclude"])
     ]
     assert left_out == []
+
+
+# --- nobody parses a log line back (issue 29) ---------------------------------------------------------
+
+TEXT_PARSING = frozenset({"startswith", "endswith", "split", "rsplit", "partition", "rpartition", "removeprefix",
+                          "removesuffix", "find", "index"})
+RENDERERS = {"decisions.timeline", "decisions.events"}  # where an event's words are made
+
+
+def _is_entry_text(node: ast.expr) -> bool:
+    """`entry.text`, `e.text`, `x.entry.text`: a timeline entry's rendering."""
+    if not (isinstance(node, ast.Attribute) and node.attr == "text"):
+        return False
+    owner = node.value
+    name = owner.id if isinstance(owner, ast.Name) else owner.attr if isinstance(owner, ast.Attribute) else ""
+    return name in ("e", "entry", "item") or name.endswith("entry")
+
+
+def text_parsing_in(source: str) -> list[int]:
+    """Lines that read meaning back out of a timeline entry's words."""
+    found = []
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in TEXT_PARSING \
+                and _is_entry_text(node.func.value):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "loads" \
+                and node.args and _is_entry_text(node.args[0]):
+            found.append(node.lineno)
+        elif isinstance(node, ast.Compare) and any(isinstance(op, (ast.In, ast.NotIn, ast.Eq, ast.NotEq)) for op in node.ops) \
+                and any(_is_entry_text(c) for c in (node.left, *node.comparators)):
+            found.append(node.lineno)
+    return found
+
+
+def test_no_module_reads_meaning_back_out_of_a_log_line() -> None:
+    """History, status, the page and /metrics match on typed events (decisions.events), never on
+    the words of a timeline entry: a change of wording must not change what they show."""
+    offenders = {name: lines for name, path in project_files().items()
+                 if name not in RENDERERS and (lines := text_parsing_in(path.read_text()))}
+    assert offenders == {}
+
+
+def test_the_log_text_check_finds_what_it_is_for() -> None:
+    assert text_parsing_in('if entry.text.startswith("listener connection dropped"): pass') == [1]
+    assert text_parsing_in('stopped = "(stopped after" in entry.text') == [1]
+    assert text_parsing_in('kind = e.text.split(" ", 1)[0]') == [1]
+    assert text_parsing_in('x = json.loads(entry.text)') == [1]
+    assert text_parsing_in('words = utterance.text.split()') == []

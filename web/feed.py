@@ -20,6 +20,9 @@ from typing import Callable
 from concurrency.changes import Changes
 from decisions.coordinator import NarrationKind
 from decisions.stages import Stage, StageTimes
+from decisions.events import (
+    ConnectAttemptFailed, FatalError, ListenerLost, ListenerReady, LossCause, Narrated, ToolFinished, ToolOutcome,
+)
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry, HistoryKind
 from tasks.records import TaskRecord
@@ -28,7 +31,7 @@ from tasks.records import TaskRecord
 STAGE_BUCKETS: tuple[float, ...] = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 30.0)
 KEEP_FINISHED_TASKS = 20
 # The narrations that end a command (the others are notices, progress and connection news).
-_ANSWERS = frozenset(kind.value for kind in (NarrationKind.ANSWER, NarrationKind.FALLBACK, NarrationKind.ERROR))
+_ANSWERS = frozenset((NarrationKind.ANSWER, NarrationKind.FALLBACK, NarrationKind.ERROR))
 
 
 class EventKind(enum.StrEnum):
@@ -115,41 +118,36 @@ class WebFeed:
                 self._heard_at = None
             case TimelineKind.TOOL | TimelineKind.FALLBACK if view is not None:
                 view.observed.mark(Stage.CALL_RECEIVED, entry.at)
-            case TimelineKind.RESULT:
-                name, _, rest = entry.text.partition(" ")
-                self.counts["tool_runs", name, "ok" if rest.startswith("ok") else "failed"] += 1
-                if view is not None:
+            case TimelineKind.RESULT | TimelineKind.ERROR if isinstance(entry.event, ToolFinished):
+                tool = entry.event
+                self.counts["tool_runs", tool.name, tool.outcome.value] += 1
+                if view is not None and tool.outcome is not ToolOutcome.CRASHED:
                     view.observed.times[Stage.TOOL_DONE] = entry.at  # the last tool's end
                     view.results.append(entry.text)
             case TimelineKind.NARRATING if view is not None and Stage.CALL_RECEIVED in view.observed.times:
                 view.observed.mark(Stage.TOOL_DONE, entry.at)  # (a reply with no tool: the model's text)
-            case TimelineKind.NARRATED:
-                kind = entry.text.split(" ", 1)[0]
-                self.counts["narrations", kind] += 1
+        match entry.event:
+            case Narrated(narration=kind):
+                self.counts["narrations", kind.value] += 1
                 answered = view or self._finished
                 if answered is not None and kind in _ANSWERS:
                     answered.observed.mark(Stage.LAST_AUDIO, entry.at)
-            case TimelineKind.LISTENING:
+            case ListenerReady():
                 self.counts["listener_sessions",] += 1
                 self.listener_trouble = False
-            case TimelineKind.RESTARTING:
+            case ListenerLost(cause=cause):
                 self.listener_trouble = True
-                cause = "expired" if "expired" in entry.text else "recycled"
-                self.counts["reconnects", cause] += 1
-                self.events.append(EventView(self._clock(), EventKind.RECONNECT, entry.text))
-            case TimelineKind.ERROR:
-                fatal = entry.text.startswith("fatal: ")
-                if entry.text.startswith("listener connection dropped"):
-                    self.counts["reconnects", "dropped"] += 1
-                    self.listener_trouble = True
-                elif entry.text.startswith("listener connection attempt"):
-                    self.counts["connection_failures",] += 1
-                    self.listener_trouble = True
-                elif entry.text.startswith("tool ") and " crashed" in entry.text:  # "tool NAME crashed: ..."
-                    self.counts["tool_runs", entry.text.split(" ", 2)[1], "crashed"] += 1
-                self.counts["errors", "fatal" if fatal else "error"] += 1
-                self.events.append(EventView(self._clock(), EventKind.FATAL if fatal else EventKind.ERROR,
-                                             entry.text.removeprefix("fatal: ")))  # fmt: skip
+                self.counts["reconnects", cause.value] += 1
+                if cause is not LossCause.DROPPED:
+                    self.events.append(EventView(self._clock(), EventKind.RECONNECT, entry.text))
+            case ConnectAttemptFailed():
+                self.counts["connection_failures",] += 1
+                self.listener_trouble = True
+        if entry.kind is TimelineKind.ERROR:
+            fatal = isinstance(entry.event, FatalError)
+            self.counts["errors", "fatal" if fatal else "error"] += 1
+            message = entry.event.message if isinstance(entry.event, FatalError) else entry.text
+            self.events.append(EventView(self._clock(), EventKind.FATAL if fatal else EventKind.ERROR, message))
         if self._finished is not None:
             self._count_stages(self._finished)
             self._finished = None

@@ -26,6 +26,8 @@ from decisions.listener_core import (
     CommandCommitted, CommandConfirmed, CommandRejected,
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
 )
+from decisions.coordinator import ToolDone, ToolStarted
+from decisions.events import ToolOutcome
 from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
 from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
@@ -925,3 +927,51 @@ def test_an_answer_begun_stands_and_its_transcript_is_what_it_answered_never_ove
     assert core.timeline.count("withdrawn") == 0 and core.timeline.count("ignored") == 0
     confirmed = [e.text for e in core.timeline.entries if e.kind == "confirmed"]
     assert confirmed == ["Hey Travis, what time is it?"]
+
+
+# --- the command lifecycle (issue 29) -------------------------------------------------------------------
+
+
+def test_a_command_answered_before_its_words_can_no_longer_be_withdrawn_by_the_table():
+    from decisions.errors import IllegalTransition
+    from decisions.lifecycle import CommandBook, Move, RouteMode, Step, Verdict
+
+    book = CommandBook(strict=True)
+    command = book.open(RouteMode.AUDIO, None)
+    for move in (Move.ROUTE, Move.RUN, Move.ANSWER, Move.BEGIN):
+        book.move(command, move)
+    assert (command.step, command.verdict) == (Step.ANSWERING, Verdict.STANDS)
+    assert not book.allows(command, Move.WITHDRAW)
+    with pytest.raises(IllegalTransition):
+        book.move(command, Move.WITHDRAW)
+    lenient = CommandBook(strict=False)
+    other = lenient.open(RouteMode.WORDS, "unlock the door")
+    assert not lenient.move(other, Move.RUN)  # not routed yet: refused, logged and counted
+    assert lenient.illegal == 1 and other.step is Step.QUEUED
+
+
+def test_a_spoken_yes_is_asked_only_of_a_command_whose_words_are_known():
+    from decisions.lifecycle import CommandBook, Move, RouteMode
+
+    book = CommandBook(strict=False)
+    unheard = book.open(RouteMode.AUDIO, None)
+    book.move(unheard, Move.ROUTE)
+    assert not book.allows(unheard, Move.ASK)
+
+
+def test_every_command_closes_once_with_its_words_tools_and_what_was_said(clock):
+    from decisions.events import CommandClosed
+
+    core, send = by_audio(clock)
+    core.handle(RunTools("", (call(),), session=1))
+    core.handle(ToolStarted(1, "get_time", "{}"))
+    core.handle(ToolDone(1, "get_time", ToolOutcome.OK, "noon"))
+    core.handle(ToolsFinished(send.route, ("It is noon.",)))
+    request = core.next_narration()
+    core.handle(NarrationDone(request, "similarity 1.00, attempts 1"))
+    assert not [e for e in core.timeline.entries if isinstance(e.event, CommandClosed)]  # its words are to come
+    core.handle(CommandConfirmed("item_1", "what time is it"))
+    (closed,) = [e.event for e in core.timeline.entries if isinstance(e.event, CommandClosed)]
+    record = closed.command
+    assert (record.words, record.tools, record.said, record.kept) == ("what time is it", ("get_time(...)",), "It is noon.", True)
+    assert "last_audio" in dict(record.stages)

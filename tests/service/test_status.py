@@ -16,65 +16,108 @@ from typing import Callable
 import pytest
 
 from commands import cli
-from decisions.timeline import TimelineEntry, TimelineKind
+from decisions.coordinator import (
+    ROUTING_FAILED_MESSAGE, CoordinatorCore, CoordinatorTimings, NarrationDone, NarrationsFinished, NoticeBatchFetched,
+    NoticesPending, RouteSent, SendRoute, StopHeard, Tick, ToolDone, ToolStarted, ToolsFinished,
+)
+from decisions.events import ConnectAttemptFailed, ToolOutcome
+from decisions.listener_core import (
+    CommandCommitted, CommandConfirmed, CommandHeard, CommandRejected, Heard, RoutingFailed, RunTools, SessionReady,
+    SessionEnd, SpeakText,
+)
+from decisions.timeline import Timeline
+from decisions.uplink import Uplink
+from decisions.wake_gate import Command as WakeCommand, Ignore, WakeGate
+from realtime_api.wire import Closed, FunctionCall
 from realtime_sim import SimServer
 from service.history import HistoryEntry, HistoryKind, HistoryStore, HistoryTracker, Outcome, read_history
 from service.status import Liveness, Probes, StatusTracker, liveness, process_start, read_status, write_status
 from tests.support.daemon import daemon_env, running_daemon, spoken_wav
 
 
-def entry(kind: TimelineKind, text: str) -> TimelineEntry:
-    return TimelineEntry(0.0, kind, text)
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
 
 
-A_COMMAND = [
-    entry(TimelineKind.IGNORED, "did you feed the cat"),
-    entry(TimelineKind.HEARD, "Computer, what time is it?"),
-    entry(TimelineKind.COMMAND, "what time is it?"),
-    entry(TimelineKind.TOOL, "get_time({})"),
-    entry(TimelineKind.NARRATING, "It's 3:05 PM."),
-    entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)"),
-    entry(TimelineKind.NOTICE, "The backup finished in two minutes."),
-    entry(TimelineKind.NARRATING, "The backup finished in two minutes."),
-    entry(TimelineKind.NARRATED, "notice (similarity 0.95, attempts 1)"),
-    entry(TimelineKind.COMMAND, "do something odd"),
-    entry(TimelineKind.ERROR, "routing 'do something odd' failed: no response"),
-    entry(TimelineKind.NARRATING, "Sorry, I couldn't do that."),
-    entry(TimelineKind.NARRATED, "error (similarity 1.00, attempts 1)"),
-]
-
-
-def tracked(keep_overheard: bool) -> tuple[list[HistoryEntry], HistoryTracker]:
+def history_of(keep_overheard: bool = False) -> tuple[list[HistoryEntry], HistoryTracker, CoordinatorCore]:
+    """A real coordinator core whose timeline feeds a history tracker, as the daemon wires them."""
+    clock = Clock()
     done: list[HistoryEntry] = []
     tracker = HistoryTracker(done.append, keep_overheard, clock=lambda: 1000.0)
-    for item in A_COMMAND:
-        tracker.observe(item)
-    return done, tracker
+    timeline = Timeline(clock=clock, log_overheard=keep_overheard)
+    timeline.on_add.append(tracker.observe)
+    core = CoordinatorCore(CoordinatorTimings(chime=False, follow_up_s=0), WakeGate("computer"), timeline,
+                           Uplink(500, 48000), clock, read_only_tools=frozenset({"get_time"}))  # fmt: skip
+    core.handle(SessionReady(1))
+    return done, tracker, core
+
+
+def say(core: CoordinatorCore, stopped_after_s: float | None = None) -> None:
+    request = core.next_narration()
+    assert request is not None
+    core.handle(NarrationDone(request, "similarity 1.00, attempts 1", stopped_after_s=stopped_after_s))
+    core.handle(NarrationsFinished())
+    core.handle(SessionEnd(Closed(1000), by_us=True, expired=False, healthy=True, interrupted_command=None,
+                           replay_from_ms=None))  # (the restart after an answer)
+    core.handle(SessionReady(core.session + 1))
+
+
+def command(core: CoordinatorCore, words: str) -> int:
+    core.handle(Heard(f"Computer, {words}", WakeCommand(words)))
+    (send,) = [a for a in core.handle(CommandHeard(words)) if isinstance(a, SendRoute)]
+    core.handle(RouteSent(send.route))
+    return send.route
+
+
+def answer_a_command(core: CoordinatorCore) -> None:
+    core.handle(Heard("did you feed the cat", Ignore()))
+    route = command(core, "what time is it?")
+    (start,) = core.handle(RunTools("what time is it?", (FunctionCall("c1", "get_time", "{}", "i1"),), session=core.session))
+    core.handle(ToolStarted(start.command_id, "get_time", "{}"))
+    core.handle(ToolDone(start.command_id, "get_time", ToolOutcome.OK, "15:05"))
+    core.handle(ToolsFinished(route, ("It's 3:05 PM.",)))
+    say(core)
+    core.handle(NoticesPending())
+    core.handle(Tick())
+    core.handle(NoticeBatchFetched((1,), "The backup finished in two minutes."))
+    say(core)
+    command(core, "do something odd")
+    core.handle(RoutingFailed("do something odd", "no response"))
+    say(core)
 
 
 def test_history_keeps_commands_their_tools_and_what_was_said_but_not_overheard_speech() -> None:
-    done, tracker = tracked(keep_overheard=False)
-    assert done == [
-        HistoryEntry(1000.0, HistoryKind.COMMAND, "what time is it?", ["get_time({})"], "It's 3:05 PM.", Outcome.ANSWERED),
-        HistoryEntry(1000.0, HistoryKind.NOTICE, "", [], "The backup finished in two minutes.", Outcome.SAID),
-        HistoryEntry(1000.0, HistoryKind.COMMAND, "do something odd", [], "Sorry, I couldn't do that.", Outcome.APOLOGISED),
+    done, tracker, core = history_of()
+    answer_a_command(core)
+    assert [(e.kind, e.heard, e.tools, e.said, e.outcome) for e in done] == [
+        (HistoryKind.COMMAND, "what time is it?", ["get_time({})"], "It's 3:05 PM.", Outcome.ANSWERED),
+        (HistoryKind.NOTICE, "", [], "The backup finished in two minutes.", Outcome.SAID),
+        (HistoryKind.COMMAND, "do something odd", [], ROUTING_FAILED_MESSAGE, Outcome.APOLOGISED),
     ]
     assert tracker.last_command is done[-1]
 
 
 def test_a_narration_cut_by_computer_stop_is_kept_as_stopped() -> None:
-    done: list[HistoryEntry] = []
-    tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
-    for item in [entry(TimelineKind.COMMAND, "read me the story"), entry(TimelineKind.NARRATING, "Once upon a time."),
-                 entry(TimelineKind.STOPPED, "'computer stop': cutting the answer"),
-                 entry(TimelineKind.NARRATED, "answer (stopped after 2.3 s of audio)")]:
-        tracker.observe(item)
-    assert done == [HistoryEntry(1000.0, HistoryKind.COMMAND, "read me the story", [], "Once upon a time.", Outcome.STOPPED)]
+    done, _, core = history_of()
+    command(core, "read me the story")
+    core.handle(SpeakText("read me the story", "Once upon a time."))
+    request = core.next_narration()
+    core.handle(StopHeard("computer stop"))
+    core.handle(NarrationDone(request, "stopped after 2.3 s of audio", stopped_after_s=2.3))
+    assert [(e.heard, e.said, e.outcome) for e in done] == [("read me the story", "Once upon a time.", Outcome.STOPPED)]
 
 
 def test_overheard_speech_is_kept_only_when_the_debug_setting_says_so() -> None:
-    done, _ = tracked(keep_overheard=True)
+    done, _, core = history_of(keep_overheard=True)
+    answer_a_command(core)
     assert done[0] == HistoryEntry(1000.0, HistoryKind.OVERHEARD, "did you feed the cat", outcome=Outcome.IGNORED)
+    done, _, core = history_of(keep_overheard=False)
+    answer_a_command(core)
+    assert not [e for e in done if e.kind is HistoryKind.OVERHEARD]
 
 
 def test_the_history_store_is_private_capped_and_flushed_on_close(tmp_path: Path) -> None:
@@ -99,9 +142,10 @@ def status_tracker(clock: Callable[[], float], up: bool = True) -> StatusTracker
 def test_the_status_file_is_written_atomically_and_privately(tmp_path: Path) -> None:
     now = [time.time()]
     tracker = status_tracker(lambda: now[0])
-    for item in A_COMMAND:
-        tracker.observe(item)
-    tracker.observe(entry(TimelineKind.ERROR, "listener connection attempt 1 failed: refused"))
+    _, _, core = history_of()
+    core.timeline.on_add.append(tracker.observe)
+    answer_a_command(core)  # three narrations, one routing error
+    core.timeline.emit(ConnectAttemptFailed(1, "refused"))
     tracker.task_changed(7, "running", active=True)
     tracker.task_changed(8, "queued", active=True)
     tracker.task_changed(8, "cancelled", active=False)
@@ -262,26 +306,38 @@ def test_every_status_field_is_checked_when_read(tmp_path) -> None:
 
 def test_stages_are_kept_with_the_command_and_summarised_small() -> None:
     from service.status import stage_summary
-    done: list[HistoryEntry] = []
-    tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
-    for item in A_COMMAND[1:4] + [entry(TimelineKind.NARRATING, "It's 3:05 PM."),
-                                  entry(TimelineKind.STAGES, '{"end_of_speech": 0.0, "commit": 0.5, "first_audio": 0.9}'),
-                                  entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)")]:
-        tracker.observe(item)
-    assert done[0].stages == {"end_of_speech": 0.0, "commit": 0.5, "first_audio": 0.9}
+    done, _, core = history_of()
+    answer_a_command(core)
+    assert set(done[0].stages) >= {"route_sent", "call_received", "tool_done", "last_audio"}
     rows = [{"end_of_speech": 0.0, "commit": 0.5, "first_audio": 0.4 + n / 100} for n in range(100)]
     summary = stage_summary(rows)
     assert summary == {"commands": 100, "commit": [500, 500], "first_audio": [900, 1340], "voice_to_voice": [900, 1340]}
 
 
 def test_a_command_routed_by_its_audio_gets_its_words_in_history_even_after_its_answer() -> None:
-    from decisions.coordinator import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER
-    done: list[HistoryEntry] = []
-    tracker = HistoryTracker(done.append, False, clock=lambda: 1000.0)
-    for item in [entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.TOOL, "get_time(...)"),
-                 entry(TimelineKind.NARRATING, UNCONFIRMED_ANSWER),
-                 entry(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)"),
-                 entry(TimelineKind.CONFIRMED, "what time is it"), entry(TimelineKind.SAID, "It's noon."),
-                 entry(TimelineKind.COMMAND, ROUTED_BY_AUDIO), entry(TimelineKind.WITHDRAWN, "not addressed after all")]:
-        tracker.observe(item)
-    assert [(e.heard, e.said, e.outcome) for e in done] == [("what time is it", "It's noon.", Outcome.ANSWERED)]
+    done, _, core = history_of()
+    send = core.handle(CommandCommitted("item_1"))[0]
+    core.handle(RouteSent(send.route))
+    (start,) = core.handle(RunTools("", (FunctionCall("c1", "get_time", "{}", "i1"),), session=core.session))
+    core.handle(ToolStarted(start.command_id, "get_time", "{}"))
+    core.handle(ToolsFinished(send.route, ("It's noon.",)))
+    say(core)
+    assert done == []  # its words are still to come
+    core.handle(CommandConfirmed("item_1", "what time is it"))
+    # a second one, withdrawn before anything was said: nothing of it is kept
+    send = core.handle(CommandCommitted("item_2"))[0]
+    core.handle(RouteSent(send.route))
+    core.handle(CommandRejected("item_2", "the weather is nice"))
+    assert [(e.heard, e.tools, e.said, e.outcome) for e in done] == [
+        ("what time is it", ["get_time(...)"], "It's noon.", Outcome.ANSWERED)]
+
+
+def test_an_answer_whose_words_never_came_is_kept_when_the_assistant_stops() -> None:
+    done, _, core = history_of()
+    send = core.handle(CommandCommitted("item_1"))[0]
+    core.handle(RouteSent(send.route))
+    core.handle(RunTools("", (FunctionCall("c1", "get_time", "{}", "i1"),), session=core.session))
+    core.handle(ToolsFinished(send.route, ("It's noon.",)))
+    say(core)
+    core.settle_commands()
+    assert [(e.heard, e.outcome) for e in done] == [("", Outcome.ANSWERED)]

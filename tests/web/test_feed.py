@@ -9,6 +9,13 @@ import subprocess
 import sys
 from pathlib import Path
 
+import dataclasses
+
+from decisions.events import (
+    CommandClosed, CommandRouted, FatalError, ListenerLost, ListenerReady, LossCause, NarrationKind, Narrated,
+    NarrationStarted, Note, StagesMeasured, ToolFinished, ToolOutcome, ToolRan,
+)
+from decisions.lifecycle import CommandRecord, RouteMode, Step, Verdict
 from decisions.timeline import Timeline, TimelineKind
 from service.health import ListenerHealth
 from service.history import HistoryEntry, HistoryKind, Outcome
@@ -43,14 +50,22 @@ def fed(tmp_path: Path, keep_overheard: bool = False) -> tuple[Timeline, Service
     return timeline, runtime, feed, clock
 
 
+def record(heard: str, step: Step = Step.ROUTED, said: str = "", tools: tuple[str, ...] = ()) -> CommandRecord:
+    return CommandRecord(1, RouteMode.WORDS, heard, step, Verdict.ADDRESSED, tools, (), said)
+
+
 def command(timeline: Timeline, clock: Clock, heard: str = "what time is it") -> None:
-    for kind, text, step in (
-        (TimelineKind.HEARD, f"computer, {heard}", 0.0), (TimelineKind.COMMAND, heard, 0.05),
-        (TimelineKind.TOOL, "get_time({})", 0.4), (TimelineKind.RESULT, "get_time ok: 10:15", 0.05),
-        (TimelineKind.NARRATING, "It is a quarter past ten.", 0.1), (TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)", 2.0),
+    """The events a core emits for one command answered by get_time (decisions.coordinator)."""
+    said = "It is a quarter past ten."
+    for event, step in (
+        (Note(TimelineKind.HEARD, f"computer, {heard}"), 0.0), (CommandRouted(record(heard)), 0.05),
+        (ToolRan(1, "get_time", "{}"), 0.4), (ToolFinished(1, "get_time", ToolOutcome.OK, "10:15"), 0.05),
+        (NarrationStarted(NarrationKind.ANSWER, said), 0.1),
+        (Narrated(NarrationKind.ANSWER, said, "similarity 1.00, attempts 1"), 2.0),
+        (CommandClosed(record(heard, Step.SAID, said, ("get_time({})",))), 0.0),
     ):  # fmt: skip
         clock.now += step
-        timeline.add(kind, text)
+        timeline.emit(event)
 
 
 def test_overheard_speech_never_reaches_the_page_even_when_the_history_keeps_it(tmp_path: Path) -> None:
@@ -76,25 +91,28 @@ def test_a_command_s_stages_seen_on_the_timeline_and_counted_once(tmp_path: Path
 
 def test_the_history_s_own_stage_times_win(tmp_path: Path) -> None:
     timeline, runtime, feed, clock = fed(tmp_path)
-    timeline.add(TimelineKind.COMMAND, "what time is it")
+    timeline.emit(CommandRouted(record("what time is it")))
     assert runtime.current_command is not None
-    runtime.current_command.stages = {"end_of_speech": 0.0, "commit": 0.1, "first_audio": 1.2, "last_audio": 3.0}
-    timeline.add(TimelineKind.NARRATING, "It is ten.")
-    timeline.add(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)")
+    stages = {"end_of_speech": 0.0, "commit": 0.1, "first_audio": 1.2, "last_audio": 3.0}
+    timeline.emit(NarrationStarted(NarrationKind.ANSWER, "It is ten."))
+    timeline.emit(StagesMeasured(1, stages))
+    timeline.emit(Narrated(NarrationKind.ANSWER, "It is ten.", "similarity 1.00, attempts 1"))
+    timeline.emit(CommandClosed(dataclasses.replace(record("what time is it", Step.SAID, "It is ten."),
+                                                    stages=tuple(stages.items()))))
     assert feed.commands[-1].stages()["first_audio"] == 1.2
     assert [seconds for _, seconds in feed.latencies] == [1.2]
 
 
 def test_connection_events_and_their_spoken_lines(tmp_path: Path) -> None:
     timeline, _, feed, _ = fed(tmp_path)
-    timeline.add(TimelineKind.LISTENING, "listener session 1 ready")
+    timeline.emit(ListenerReady(1))
     assert not feed.listener_trouble
-    timeline.add(TimelineKind.ERROR, "listener connection dropped (code 1006); reconnecting")
+    timeline.emit(ListenerLost(LossCause.DROPPED, 1006))
     assert feed.listener_trouble
-    timeline.add(TimelineKind.NARRATING, "I lost the connection; reconnecting.")
-    timeline.add(TimelineKind.NARRATED, "status (similarity 1.00, attempts 1)")
-    timeline.add(TimelineKind.RESTARTING, "listener session expired; reconnecting")
-    timeline.add(TimelineKind.ERROR, "fatal: the API key was refused")
+    timeline.emit(NarrationStarted(NarrationKind.STATUS, "I lost the connection; reconnecting."))
+    timeline.emit(Narrated(NarrationKind.STATUS, "I lost the connection; reconnecting.", "similarity 1.00, attempts 1"))
+    timeline.emit(ListenerLost(LossCause.EXPIRED))
+    timeline.emit(FatalError("the API key was refused"))
     assert [(str(e.kind), e.text) for e in feed.events] == [
         ("error", "listener connection dropped (code 1006); reconnecting"), ("said", "I lost the connection; reconnecting."),
         ("reconnect", "listener session expired; reconnecting"), ("fatal", "the API key was refused"),
@@ -149,9 +167,10 @@ def test_a_history_entry_said_unasked_is_an_event_not_a_command(tmp_path: Path) 
 
 def test_a_crashed_tool_is_counted_and_a_notice_is_not_the_command_s_last_audio(tmp_path: Path) -> None:
     timeline, _, feed, clock = fed(tmp_path)
-    timeline.add(TimelineKind.COMMAND, "read my notes")
-    timeline.add(TimelineKind.TOOL, "read_file_head({})")
-    timeline.add(TimelineKind.ERROR, "tool read_file_head crashed: KeyError")
-    timeline.add(TimelineKind.NARRATED, "notice (similarity 1.00, attempts 1)")  # said meanwhile: not this command's answer
+    timeline.emit(CommandRouted(record("read my notes")))
+    timeline.emit(ToolRan(1, "read_file_head", "{}"))
+    timeline.emit(ToolFinished(1, "read_file_head", ToolOutcome.CRASHED, "KeyError"))
+    # said meanwhile: not this command's answer
+    timeline.emit(Narrated(NarrationKind.NOTICE, "The backup finished.", "similarity 1.00, attempts 1"))
     assert feed.counts["tool_runs", "read_file_head", "crashed"] == 1
     assert "last_audio" not in feed.commands[-1].stages() and not feed.commands[-1].done

@@ -1,0 +1,367 @@
+"""The coordinator's commands: queued by their words, routed one at a time (by their words, or
+by their audio when the device heard the wake), held for their words, run, answered, withdrawn;
+each through its lifecycle (`decisions.lifecycle`), with every step told as a typed event.
+
+`CommandRouting` is the part of `CoordinatorCore` (decisions.coordinator) that owns the commands;
+the core's machines (RouteState, WorkingState) say where the routing is, and each command's own
+table says where the command is. Split from the core only to keep each file readable: it uses
+the core's machines, queue and timeline.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import heapq
+import itertools
+import logging
+from collections import OrderedDict, deque
+from typing import TYPE_CHECKING, Any
+
+from decisions.coordinator_messages import (
+    ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, NarrationRequest, SendRoute, StartTools, UtteranceRejected,
+)
+from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
+from decisions.events import (
+    AnswerKept, CommandClosed, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
+    RoutingError, ToolFinished, ToolOutcome, ToolRan,
+)
+from decisions.lifecycle import ENDS, Command, CommandBook, Move, RouteMode, Step, Verdict
+from decisions.listener_core import RoutingFailed, RunTools, SpeakText, Stages
+from decisions.stages import Stage, StageTimes
+from decisions.timeline import TimelineKind
+
+if TYPE_CHECKING:
+    from decisions.coordinator_messages import Action, CoordinatorTimings
+    from decisions.coordinator_table import Machines
+    from decisions.timeline import Timeline
+    from realtime_api.wire import FunctionCall
+
+log = logging.getLogger("handoff.coordinator")
+
+EXECUTED_CALLS_KEPT = 1000  # call ids remembered so none runs twice; ids are unique per response
+
+
+class CommandRouting:
+    """Mixed into `CoordinatorCore`: its commands, from heard to closed. What it uses of the core
+    is declared here (and defined there)."""
+
+    machines: Machines
+    timeline: Timeline
+    timings: CoordinatorTimings
+    read_only_tools: frozenset[str]
+    _narrations: list[NarrationRequest]
+    _route_deadline: float | None
+    _routed_at: float
+    _tools_at: float
+
+    @property
+    def listener_up(self) -> bool:
+        raise NotImplementedError
+
+    def _clock(self) -> float:
+        raise NotImplementedError
+
+    def _fire(self, event: E, why: str) -> None:
+        raise NotImplementedError
+
+    def _queue(self, script: str, kind: NarrationKind, notice_ids: tuple[int, ...] = (), command: Any = None) -> None:
+        raise NotImplementedError
+
+    def _restart(self, reason: str) -> list[Action]:
+        raise NotImplementedError
+
+    def _init_commands(self, strict: bool | None) -> None:
+        self.book = CommandBook(strict=strict)
+        self._pending: deque[Command] = deque()  # addressed by their words, waiting their turn
+        self._current: Command | None = None  # the one being routed (RouteState is not IDLE)
+        self._open: dict[int, Command] = {}  # every command not closed yet, by id
+        self._routes = itertools.count(1)
+        self._executed_calls: OrderedDict[str, None] = OrderedDict()
+
+    # -- what others read ---------------------------------------------------------------------------
+    @property
+    def current_command(self) -> Command | None:
+        return self._current
+
+    def _find(self, item: str) -> Command | None:
+        """The open command routed by the audio item `item`."""
+        return next((c for c in self._open.values() if c.item == item), None)
+
+    def _is_current(self, route: int, state: RouteState) -> bool:
+        return self._current is not None and self._current.route == route and self.machines[RouteState] is state
+
+    # -- opening, moving and closing ----------------------------------------------------------------
+    def _open_command(self, mode: RouteMode, words: str | None, marks: Stages) -> Command:
+        for older in list(self._open.values()):  # an answer whose words never came: kept as it is
+            if older.step in ENDS:
+                self._close(older)
+        command = self.book.open(mode, words, StageTimes(dict(marks)))
+        self._open[command.id] = command
+        return command
+
+    def _move(self, command: Command, move: Move) -> bool:
+        moved = self.book.move(command, move)
+        if moved and command.step in ENDS and (command.words is not None or command.step in (Step.WITHDRAWN, Step.LOST)):
+            self._close(command)
+        return moved
+
+    def _close(self, command: Command) -> None:
+        if not command.closed:
+            command.closed = True
+            self._open.pop(command.id, None)
+            self.timeline.emit(CommandClosed(command.record()))
+
+    def settle_commands(self) -> None:
+        """The assistant is stopping: every command answered whose words never came is closed as
+        it is (kept in the history with what was said), so none is lost."""
+        for command in list(self._open.values()):
+            if command.step in ENDS or command.step is Step.ANSWERING:
+                self._close(command)
+
+    # -- heard --------------------------------------------------------------------------------------
+    def _command_heard(self, text: str, marks: Stages) -> None:
+        self._pending.append(self._open_command(RouteMode.WORDS, text, marks))
+
+    def _route_next(self, now: float) -> list[Action]:
+        """Route the first command waiting, if nothing else is going on."""
+        m = self.machines
+        if not (self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI and self._pending
+                and not self._narrations and m[LifeState] is not XS):  # an answer first, then a fresh session
+            return []
+        command = self._pending.popleft()
+        self._start_route(command, now)
+        self._fire(E.COMMAND_ROUTED, command.words or "")
+        self.timeline.emit(CommandRouted(command.record()))
+        return [SendRoute(command.route, command.words or "")]
+
+    def _start_route(self, command: Command, now: float) -> None:
+        command.route = next(self._routes)
+        self._move(command, Move.ROUTE)
+        self._current = command
+        if self.machines[WorkingState] is WI:
+            self._routed_at = now
+        self._route_deadline = now + self.timings.route_timeout_s  # armed before the send
+
+    def _route_by_audio(self, item: str | None, marks: Stages, now: float,
+                        audio: bytes | None = None) -> list[Action]:  # fmt: skip
+        """Route an utterance the device heard the wake in now, by its audio, if nothing else is
+        going on (else its transcript routes it, as any other)."""
+        m = self.machines
+        if not (
+            self.timings.route_at_commit and self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI
+            and not self._pending and not self._narrations and m[LifeState] is not XS
+        ):
+            return []
+        command = self._open_command(RouteMode.AUDIO, None, marks)
+        command.item = item  # (inline: the listener names it once sent, RouteSent)
+        self._start_route(command, now)
+        self._fire(E.COMMAND_ROUTED, "by its audio, at the commit")
+        self.timeline.emit(CommandRouted(command.record()))
+        return [SendRoute(command.route, "", item=item, audio=audio), CommandTaken()]
+
+    def _end_route(self) -> Command | None:
+        command, self._current = self._current, None
+        return command
+
+    # -- the model's response -------------------------------------------------------------------------
+    def _response(self, event: RunTools | SpeakText | RoutingFailed, now: float) -> list[Action]:
+        command = self._current
+        if command is not None:
+            command.stages.mark(Stage.CALL_RECEIVED, now)
+        if command is not None and self._awaits_verdict(command, event):
+            command.held = event  # acts, or speaks to someone who may not have asked: its words decide
+            if command.step is Step.ROUTED:
+                self._move(command, Move.HOLD)
+            log.info("routed by its audio: waiting for the transcript before acting")
+            return []
+        return self._route_outcome(event)
+
+    def _awaits_verdict(self, command: Command, event: RunTools | SpeakText | RoutingFailed) -> bool:
+        """A route by audio not confirmed yet: only read-only calls go ahead; a call that changes
+        something, the model's own text and an apology wait for the transcript."""
+        if command.words is not None or self.machines[RouteState] not in (RS, RA):
+            return False  # (a route by its words, or one its transcript confirmed)
+        return not (isinstance(event, RunTools) and all(c.name in self.read_only_tools for c in event.calls))
+
+    def _route_outcome(self, event: Any) -> list[Action]:
+        match event:
+            case RunTools(command=words, calls=calls, session=session):
+                return self._tools_requested(words, calls, session)
+            case SpeakText(command=words, text=text):
+                command = self._route_answered()
+                self.timeline.add(TimelineKind.FALLBACK, f"no tool call for {words!r}; narrating the model's text")
+                self._answer(command, text, NarrationKind.FALLBACK)
+            case RoutingFailed(command=words, reason=reason):
+                command = self._route_answered()
+                self._routing_failed(command, words, reason)
+        return []
+
+    def _tools_requested(self, words: str, calls: tuple[FunctionCall, ...], session: int) -> list[Action]:
+        command = self._current
+        if command is None or self.machines[RouteState] not in (RS, RA):
+            log.warning("ignoring tool calls for %r: no command is being routed", words)
+            return []
+        fresh = tuple(c for c in calls if c.call_id not in self._executed_calls)
+        if len(fresh) < len(calls):
+            log.warning("ignoring %d call(s) that already ran", len(calls) - len(fresh))
+        if not fresh:
+            self._route_answered()
+            self._routing_failed(command, words, "the model repeated a call that already ran")
+            return []
+        for call in fresh:
+            self._executed_calls[call.call_id] = None
+        while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
+            self._executed_calls.popitem(last=False)
+        self._move(command, Move.RUN)
+        self._fire(E.TOOLS_REQUESTED, "")
+        self._tools_at = self._clock()
+        return [StartTools(command.route, words, fresh, session, unconfirmed=command.words is None, command_id=command.id)]
+
+    def _tool_ran(self, command_id: int, name: str, arguments: str) -> None:
+        command = self._open.get(command_id)
+        shown = None if command is None or command.words is None else arguments
+        event = ToolRan(command_id, name, shown)
+        if command is not None:
+            command.tools.append(event.text)
+        self.timeline.emit(event)
+
+    def _tool_done(self, command_id: int, name: str, outcome: ToolOutcome, found: str) -> None:
+        command = self._open.get(command_id)
+        if command is None or command.words is None:  # it may turn out overheard: not kept
+            found = "(before its transcript: not kept)" if outcome is not ToolOutcome.CRASHED else found
+        event = ToolFinished(command_id, name, outcome, found)
+        if command is not None:
+            command.results.append(event.text)
+        self.timeline.emit(event)
+
+    def _tools_finished(self, route: int, scripts: tuple[str, ...], now: float) -> None:
+        current = self._is_current(route, RT)
+        command = self._current if current else None
+        if command is not None:
+            command.stages.mark(Stage.TOOL_DONE, now)
+            self._end_route()
+            if command.step is Step.WITHDRAWN:  # read-only tools ran for a false local wake
+                self._fire(E.ROUTE_CANCELLED, "")
+                return
+            self._fire(E.TOOLS_FINISHED, "")
+        self._answer(command, " ".join(scripts), NarrationKind.ANSWER)
+
+    def _route_answered(self) -> Command | None:
+        if self.machines[RouteState] in (RS, RA):
+            command = self._end_route()
+            self._fire(E.ROUTE_ANSWERED, "")
+            return command
+        return None
+
+    def _routing_failed(self, command: Command | None, words: str, reason: str) -> None:
+        self.timeline.emit(RoutingError(words, reason))
+        self._answer(command, ROUTING_FAILED_MESSAGE, NarrationKind.ERROR)
+
+    def _answer(self, command: Command | None, script: str, kind: NarrationKind) -> None:
+        """Queue what is said for `command` (a result, the model's text, an apology)."""
+        if command is not None and not self._move(command, Move.ANSWER):
+            command = None  # (a bug, logged: said, but not as this command's)
+        if command is not None:
+            command.said, command.apology = script, kind is NarrationKind.ERROR
+        self._queue(script, kind, command=command)
+
+    # -- the words come (routed by its audio) -----------------------------------------------------------
+    def _confirmed(self, item: str, text: str, marks: Stages) -> list[Action]:
+        command = self._find(item)
+        if command is None or command.verdict not in (Verdict.UNHEARD, Verdict.STANDS):
+            # Given up on (timed out, lost with its session), or confirmed already: never routed twice.
+            self.timeline.add(TimelineKind.CONFIRMED, text)
+            return []
+        command.words = text
+        for stage, at in marks:
+            command.stages.mark(stage, at)
+        self.timeline.emit(Confirmed(command.record()))
+        if command.verdict is Verdict.STANDS:  # addressed after all: its answer may be logged and kept now
+            self.timeline.emit(AnswerKept(command.record()))
+        self._move(command, Move.CONFIRM)
+        held, command.held = command.held, None
+        if held is None or command is not self._current:
+            return []
+        return self._route_outcome(dataclasses.replace(held, command=text))  # type: ignore[type-var]
+
+    def _rejected(self, item: str, transcript: str) -> list[Action]:
+        """The transcript of a command routed by its audio has nothing like the wake phrase: one
+        verdict for it. Nothing of an answer said yet: withdrawn (what has not acted is dropped,
+        an answer queued is not said). Its answer already begun: answered as heard, and the
+        transcript is what it was asked, never "overheard" after it was answered."""
+        command = self._find(item)
+        if command is None:
+            return []  # (given up on already: timed out, or lost with its session, and not answered)
+        if not self.book.allows(command, Move.WITHDRAW):
+            log.info("a command answered before its transcript came: the transcript does not show the wake "
+                     "phrase; the answer stands")
+            return self._confirmed(item, transcript.strip(), ())
+        why = "not addressed after all: the routing was cancelled, nothing ran"
+        if command is self._current and self.machines[RouteState] is RT:
+            why = "not addressed after all: its answer is not said"  # (its read-only tools finish unheard)
+        elif command is self._current:
+            self._end_route()
+            self._fire(E.ROUTE_CANCELLED, "")
+        elif command.step is Step.ANSWERING:  # queued, not begun: not said
+            why = "not addressed after all: its answer is not said"
+            self._narrations = [r for r in self._narrations if r.command is not command]
+            heapq.heapify(self._narrations)
+        self._move(command, Move.WITHDRAW)
+        self.timeline.emit(CommandWithdrawn(command.record(), why))
+        return [UtteranceRejected()]
+
+    def _route_withdrawn(self, route: int) -> None:
+        """A route by audio was not sent: its transcript came first, and its words route it."""
+        if self._is_current(route, RS):
+            command = self._end_route()
+            assert command is not None
+            self._move(command, Move.LOSE)
+            self._fire(E.ROUTE_CANCELLED, "its transcript came first")
+
+    def _route_not_sent(self, route: int) -> None:
+        if self._is_current(route, RS):
+            command = self._end_route()
+            assert command is not None
+            if command.words is not None:  # first in line for the next session
+                self._move(command, Move.REQUEUE)
+                self._pending.appendleft(command)
+            else:  # routed by its audio, unconfirmed: its transcript routes it
+                self._move(command, Move.LOSE)
+            self._fire(E.ROUTE_NOT_SENT, "")
+
+    def _route_lost_with_session(self, interrupted: str | None) -> None:
+        """The listener session went before the route's response came: a command routed by its
+        words is routed again, first in line; one routed by its audio comes back by its words
+        (the replay of what the session never transcribed)."""
+        command = self._current
+        if command is None or self.machines[RouteState] not in (RS, RA):
+            return
+        if interrupted is not None and command.words is not None:
+            self._end_route()
+            self._move(command, Move.REQUEUE)
+            self._pending.appendleft(command)
+            self._fire(E.ROUTE_INTERRUPTED, "")
+        elif command.words is None:
+            self._end_route()
+            self._move(command, Move.LOSE)
+            self._fire(E.ROUTE_INTERRUPTED, "")
+
+    def _route_timed_out(self, now: float) -> list[Action]:
+        if not (self.machines[RouteState] in (RS, RA) and self._route_deadline is not None and now >= self._route_deadline):
+            return []
+        command = self._end_route()
+        assert command is not None
+        self._fire(E.ROUTE_TIMED_OUT, "")
+        self._routing_failed(command, command.words or "", f"no answer from the model in {self.timings.route_timeout_s:g} s")
+        return [AbandonRoute(), *self._restart("the model did not answer a command")]
+
+    # -- said ---------------------------------------------------------------------------------------
+    def _answer_begun(self, request: NarrationRequest) -> None:
+        if request.command is not None:
+            self._move(request.command, Move.BEGIN)
+
+    def _answer_ended(self, request: NarrationRequest, stopped: bool, offsets: dict[str, float]) -> None:
+        command = request.command
+        if command is not None:
+            command.offsets = offsets
+            self._move(command, Move.CUT if stopped else Move.FINISH)

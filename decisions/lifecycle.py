@@ -1,0 +1,221 @@
+"""A command's life, in one table: from the moment it is heard (by its words, or by its audio
+when the device heard the wake phrase) to its one verdict and its end.
+
+Two machines move together (`decisions.machines`): `Step` (where it is: queued, routed, held for
+its words, asking for a spoken yes, running its tools, answering, and how it ended) and `Verdict`
+(whether it was addressed: its words not known yet, addressed, withdrawn, or answered before its
+words came, so that the answer stands whatever they say). The table is what makes "one verdict"
+hold: a command whose answer has begun can no longer be withdrawn (there is no row for it), and
+one withdrawn can no longer be answered.
+
+`CommandBook` owns the commands of one coordinator: it fires the moves, keeps the records the
+history, the page and the metrics subscribe to (`CommandRecord`, a frozen snapshot carried by the
+typed events of `decisions.events`), and counts illegal moves. In tests an illegal move raises
+(`strict`); in the daemon it is logged with its traceback and counted, and the command is left
+as it was.
+"""
+
+from __future__ import annotations
+
+import enum
+import itertools
+import logging
+from dataclasses import dataclass, field
+from typing import Callable
+
+from decisions.errors import IllegalTransition
+from decisions.machines import Machines, Table
+from decisions.stages import StageTimes
+
+log = logging.getLogger("handoff.coordinator")
+
+
+class RouteMode(enum.Enum):
+    WORDS = "words"  # its transcript said it was addressed: routed by its words
+    AUDIO = "audio"  # the device heard the wake: routed by its audio, before its transcript
+
+
+class Step(enum.Enum):
+    QUEUED = "queued"  # addressed by its words; waits its turn (one command is routed at a time)
+    ROUTED = "routed"  # put to the model; its response is awaited
+    HELD = "held"  # routed by its audio: what its response asks (an act, the model's words) waits for its words
+    ASKING = "asking"  # a tool that cannot be undone waits for a spoken yes
+    RUNNING = "running"  # its tools run
+    ANSWERING = "answering"  # its answer (or an apology) is queued for the narrator, or being said
+    SAID = "said"  # the answer was said to its end
+    STOPPED = "stopped"  # "stop" cut the answer
+    DECLINED = "declined"  # no yes came: nothing ran
+    WITHDRAWN = "withdrawn"  # not addressed after all, before anything of it was said
+    LOST = "lost"  # routed by its audio and lost with its session: its words route it again, as a new command
+
+
+ENDS = frozenset({Step.SAID, Step.STOPPED, Step.DECLINED, Step.WITHDRAWN, Step.LOST})
+
+
+class Verdict(enum.Enum):
+    UNHEARD = "words not yet"  # routed by its audio; its transcript will say
+    ADDRESSED = "addressed"  # its words say it was a command (or it was routed by them)
+    STANDS = "answered before its words"  # its answer began first: it stands, whatever they say
+    WITHDRAWN = "withdrawn"
+
+
+class Move(enum.Enum):
+    ROUTE = "route"
+    REQUEUE = "requeue"  # its session went before the route was answered: routed again, first in line
+    LOSE = "lose"  # routed by its audio, its session went: the replay brings its words back
+    HOLD = "hold"
+    ASK = "ask"
+    RUN = "run"
+    ANSWER = "answer"  # a script for it is queued (a result, the model's own words, an apology)
+    BEGIN = "begin"  # the narrator began saying it
+    FINISH = "finish"
+    CUT = "cut"
+    CONFIRM = "confirm"  # its words came and say it was addressed (or the answer stands: they are its words)
+    WITHDRAW = "withdraw"
+    DECLINE = "decline"
+
+
+Q, R, H, A, U, N = Step.QUEUED, Step.ROUTED, Step.HELD, Step.ASKING, Step.RUNNING, Step.ANSWERING
+UNHEARD, ADDRESSED, STANDS = Verdict.UNHEARD, Verdict.ADDRESSED, Verdict.STANDS
+M = Move
+
+LIFECYCLE = Table(
+    {
+        (Q, M.ROUTE): R,
+        (R, M.REQUEUE): Q,
+        (R, M.LOSE): Step.LOST,
+        (H, M.LOSE): Step.LOST,
+        (R, M.HOLD): H,
+        (R, M.ASK): A,
+        (H, M.ASK): A,
+        (R, M.RUN): U,
+        (H, M.RUN): U,
+        (A, M.RUN): U,  # the spoken yes
+        (A, M.DECLINE): Step.DECLINED,  # "no", silence, anything else
+        (R, M.ANSWER): N,  # the model's own words, or an apology
+        (H, M.ANSWER): N,
+        (U, M.ANSWER): N,
+        (A, M.ANSWER): N,
+        (N, M.BEGIN): N,
+        (N, M.FINISH): Step.SAID,
+        (N, M.CUT): Step.STOPPED,
+        # not addressed after all: only while nothing of it was said (the verdict's rows say so)
+        (R, M.WITHDRAW): Step.WITHDRAWN,
+        (H, M.WITHDRAW): Step.WITHDRAWN,
+        (U, M.WITHDRAW): Step.WITHDRAWN,  # read-only tools already running finish unheard
+        (N, M.WITHDRAW): Step.WITHDRAWN,  # queued, not begun
+        # the verdict
+        (UNHEARD, M.CONFIRM): ADDRESSED,
+        (STANDS, M.CONFIRM): ADDRESSED,  # the words of an answer that stands
+        (UNHEARD, M.WITHDRAW): Verdict.WITHDRAWN,
+        (UNHEARD, M.BEGIN): STANDS,  # from here on, one verdict: answered
+        (ADDRESSED, M.BEGIN): ADDRESSED,
+        # nothing acts on a guess: a spoken yes is asked only of a command whose words are known
+        (ADDRESSED, M.ASK): ADDRESSED,
+    },
+    initial={Step: Q, Verdict: ADDRESSED},
+    events=Move,
+)
+
+
+@dataclass(frozen=True)
+class CommandRecord:
+    """A command as the history, the page and the metrics see it (a snapshot)."""
+
+    id: int
+    mode: RouteMode
+    words: str | None  # None: not known yet (routed by its audio)
+    step: Step
+    verdict: Verdict
+    tools: tuple[str, ...] = ()  # "name(arguments)" per call ("name(...)" while its words are not known)
+    results: tuple[str, ...] = ()  # "name ok: what it found"
+    said: str = ""  # the script the narrator read for it
+    apology: bool = False  # what was said was an apology (routing failed, or timed out)
+    stages: tuple[tuple[str, float], ...] = ()  # decisions.stages offsets, once said
+
+    @property
+    def ended(self) -> bool:
+        return self.step in ENDS
+
+    @property
+    def kept(self) -> bool:
+        """Whether it belongs in the history: it was addressed (or answered), not withdrawn or lost."""
+        return self.step not in (Step.WITHDRAWN, Step.LOST)
+
+
+@dataclass(eq=False)
+class Command:
+    """One command's state, owned by the `CommandBook` (the coordinator reads it)."""
+
+    id: int
+    mode: RouteMode
+    words: str | None
+    machines: Machines[Move] = field(default_factory=lambda: Machines(LIFECYCLE))
+    stages: StageTimes = field(default_factory=StageTimes)
+    item: str | None = None  # the server's audio item it was routed by (by its audio)
+    route: int = 0  # the route now carrying it (a command routed again gets a new one)
+    held: object | None = None  # what its response asked, held for its words (listener_core's RunTools, ...)
+    tools: list[str] = field(default_factory=list)
+    results: list[str] = field(default_factory=list)
+    said: str = ""
+    apology: bool = False
+    offsets: dict[str, float] = field(default_factory=dict)
+    closed: bool = False
+
+    @property
+    def step(self) -> Step:
+        return self.machines[Step]
+
+    @property
+    def verdict(self) -> Verdict:
+        return self.machines[Verdict]
+
+    @property
+    def unheard(self) -> bool:
+        """Its words are not known yet (routed by its audio, not confirmed)."""
+        return self.verdict in (Verdict.UNHEARD, Verdict.STANDS) and self.words is None
+
+    def record(self) -> CommandRecord:
+        return CommandRecord(
+            self.id, self.mode, self.words, self.step, self.verdict, tuple(self.tools), tuple(self.results), self.said,
+            self.apology, tuple(self.offsets.items()),
+        )
+
+
+class CommandBook:
+    """Opens commands, moves them by the table, and tells `on_change` (with a fresh record) after
+    every move. `strict`: an illegal move raises (tests); otherwise it is logged and counted.
+    `STRICT` is the default (tests/conftest.py sets it for every test in the process)."""
+
+    STRICT = False
+
+    def __init__(self, on_change: Callable[[Command, Move | None], None] = lambda c, m: None,
+                 strict: bool | None = None) -> None:  # fmt: skip
+        self._ids = itertools.count(1)
+        self._on_change = on_change
+        self.strict = self.STRICT if strict is None else strict
+        self.illegal = 0  # moves the table refused (bugs), counted
+        self.opened = 0
+
+    def open(self, mode: RouteMode, words: str | None, stages: StageTimes | None = None) -> Command:
+        command = Command(next(self._ids), mode, words, stages=stages or StageTimes())
+        if mode is RouteMode.AUDIO:
+            command.machines.states[Verdict] = UNHEARD
+        self.opened += 1
+        return command
+
+    def move(self, command: Command, move: Move) -> bool:
+        """Fire `move`; False (and nothing moves) if the table has no row for it now."""
+        try:
+            command.machines.fire(move)
+        except IllegalTransition:
+            if self.strict:
+                raise
+            self.illegal += 1
+            log.exception("command %d: an illegal move (a bug; the command is left as it was)", command.id)
+            return False
+        self._on_change(command, move)
+        return True
+
+    def allows(self, command: Command, move: Move) -> bool:
+        return command.machines.allows(move)
