@@ -15,12 +15,13 @@ import heapq
 import itertools
 import logging
 from collections import OrderedDict, deque
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable, Container
 
 from decisions.coordinator_messages import (
-    ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, NarrationRequest, SendRoute, StartTools, UtteranceRejected,
+    DECLINED_MESSAGE, ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, NarrationRequest, SendRoute, StartTools, UtteranceRejected,
 )
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
+from decisions.consent import is_yes, question_for
 from decisions.events import (
     AnswerKept, CommandClosed, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
     RoutingError, ToolFinished, ToolOutcome, ToolRan,
@@ -49,6 +50,8 @@ class CommandRouting:
     timeline: Timeline
     timings: CoordinatorTimings
     read_only_tools: frozenset[str]
+    needs_yes_tools: Container[str]
+    _session: int
     _narrations: list[NarrationRequest]
     _route_deadline: float | None
     _routed_at: float
@@ -58,8 +61,7 @@ class CommandRouting:
     def listener_up(self) -> bool:
         raise NotImplementedError
 
-    def _clock(self) -> float:
-        raise NotImplementedError
+    _clock: Callable[[], float]
 
     def _fire(self, event: E, why: str) -> None:
         raise NotImplementedError
@@ -77,6 +79,8 @@ class CommandRouting:
         self._open: dict[int, Command] = {}  # every command not closed yet, by id
         self._routes = itertools.count(1)
         self._executed_calls: OrderedDict[str, None] = OrderedDict()
+        self._asking: Command | None = None  # a command waiting for a spoken yes
+        self._asking_until: float | None = None  # from when its question was said
 
     # -- what others read ---------------------------------------------------------------------------
     @property
@@ -119,8 +123,11 @@ class CommandRouting:
                 self._close(command)
 
     # -- heard --------------------------------------------------------------------------------------
-    def _command_heard(self, text: str, marks: Stages) -> None:
+    def _command_heard(self, text: str, marks: Stages, now: float) -> list[Action]:
+        if self._asking is not None and self._asking_until is not None:
+            return self._reply_to_question(text, now)  # the reply to "shall I ...?", not a command
         self._pending.append(self._open_command(RouteMode.WORDS, text, marks))
+        return []
 
     def _route_next(self, now: float) -> list[Action]:
         """Route the first command waiting, if nothing else is going on."""
@@ -134,9 +141,10 @@ class CommandRouting:
         self.timeline.emit(CommandRouted(command.record()))
         return [SendRoute(command.route, command.words or "")]
 
-    def _start_route(self, command: Command, now: float) -> None:
+    def _start_route(self, command: Command, now: float, move: bool = True) -> None:
         command.route = next(self._routes)
-        self._move(command, Move.ROUTE)
+        if move:  # (a yes runs what was asked: no route to the model, the route state only carries it)
+            self._move(command, Move.ROUTE)
         self._current = command
         if self.machines[WorkingState] is WI:
             self._routed_at = now
@@ -212,10 +220,58 @@ class CommandRouting:
             self._executed_calls[call.call_id] = None
         while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
             self._executed_calls.popitem(last=False)
+        if any(c.name in self.needs_yes_tools for c in fresh) and self._asking is None \
+                and self.book.allows(command, Move.ASK):
+            return self._ask(command, RunTools(words, fresh, session))
+        if any(c.name in self.needs_yes_tools for c in fresh):  # (its words unknown, or a question open)
+            self._route_answered()
+            self._routing_failed(command, words, "a tool that needs a spoken yes, and none can be asked now")
+            return []
         self._move(command, Move.RUN)
         self._fire(E.TOOLS_REQUESTED, "")
         self._tools_at = self._clock()
         return [StartTools(command.route, words, fresh, session, unconfirmed=command.words is None, command_id=command.id)]
+
+    # -- a spoken yes before anything that cannot be undone ---------------------------------------------
+    def _ask(self, command: Command, calls: RunTools) -> list[Action]:
+        """A call that cannot be undone: ask first ("Just to be sure: shall I unlock the front
+        door?"); the answer's follow-up window takes the reply, and only a spoken yes runs it, once."""
+        self._route_answered()
+        command.held = calls
+        self._move(command, Move.ASK)
+        self._asking, self._asking_until = command, None  # (the wait starts once the question was said)
+        question = question_for(command.words or "")
+        self.timeline.add(TimelineKind.ASKING, f"{', '.join(c.name for c in calls.calls)} needs a spoken yes: {question!r}")
+        self._queue(question, NarrationKind.ANSWER)
+        return []
+
+    def _question_said(self, now: float) -> None:
+        if self._asking is not None and self._asking_until is None:
+            self._asking_until = now + max(self.timings.follow_up_s, 6.0) + self.timings.yes_grace_s
+
+    def _reply_to_question(self, reply: str, now: float) -> list[Action]:
+        command, self._asking, self._asking_until = self._asking, None, None
+        assert command is not None and isinstance(command.held, RunTools)
+        calls, command.held = command.held, None
+        if not is_yes(reply) or self.machines[RouteState] is not RI:
+            self._move(command, Move.DECLINE)
+            self.timeline.add(TimelineKind.ASKING, f"{reply!r} is no yes: nothing ran")
+            self._queue(DECLINED_MESSAGE, NarrationKind.ANSWER)
+            return []
+        self.timeline.add(TimelineKind.ASKING, f"{reply!r}: going ahead")
+        self._start_route(command, now, move=False)
+        self._fire(E.COMMAND_ROUTED, "a spoken yes")
+        self._move(command, Move.RUN)
+        self._fire(E.TOOLS_REQUESTED, "")
+        self._tools_at = now
+        return [StartTools(command.route, calls.command, calls.calls, calls.session, command_id=command.id)]
+
+    def _no_reply(self, now: float) -> None:
+        if self._asking is not None and self._asking_until is not None and now >= self._asking_until:
+            command, self._asking, self._asking_until = self._asking, None, None
+            command.held = None
+            self._move(command, Move.DECLINE)
+            self.timeline.add(TimelineKind.ASKING, "no yes came: nothing ran")
 
     def _tool_ran(self, command_id: int, name: str, arguments: str) -> None:
         command = self._open.get(command_id)

@@ -18,7 +18,7 @@ import itertools
 import json
 import logging
 from collections import deque
-from typing import Any, Callable
+from typing import Any, Callable, Container
 
 from decisions.command_routing import EXECUTED_CALLS_KEPT, CommandRouting
 from decisions.coordinator_messages import *  # noqa: F403 (the shell's and the tests' one import)
@@ -36,6 +36,7 @@ from decisions.coordinator_table import (
     AnnounceState, BudgetState, LifeState, ListenerState, Machines, NoticeState, Phase, RouteState, VoiceState,
     WorkingState, Event,
 )
+from config.settings import FollowUp
 from decisions.cost import CostMeter, RealtimeRole
 from decisions.events import (
     ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER, ConnectAttemptFailed, FatalError, ListenerLost, ListenerReady, LossCause,
@@ -69,12 +70,15 @@ class CoordinatorCore(CommandRouting):
         cost: CostMeter | None = None,
         read_only_tools: frozenset[str] = frozenset(),
         strict: bool | None = None,
+        needs_yes_tools: Container[str] = frozenset(),
     ) -> None:
         """`read_only_tools`: the tools that only read (tools.registry Effect.READS): they may run
         before the transcript confirms a command routed by its audio; any other waits for it.
+        `needs_yes_tools`: those that cannot be undone: they run only after a spoken yes.
         `strict`: a command's illegal move raises (tests); otherwise it is logged and counted."""
         self.timings = timings
         self.read_only_tools = read_only_tools
+        self.needs_yes_tools = needs_yes_tools  # (a live view: MCP servers add and drop tools)
         self.gate = gate
         self.timeline = timeline
         self.uplink = uplink
@@ -194,6 +198,7 @@ class CoordinatorCore(CommandRouting):
             self.gate.window_until,
             self._session_ready_at + self.timings.recycle_after_s if self.listener_up else None,
             self._confirm_at if self.machines[AnnounceState] is AC else None,
+            self._asking_until,
             self._cost_log_at if self.cost is not None else None,
             self._notices_after if self.machines[NoticeState] is NP else None,
             self._budget_resume_at if self.machines[BudgetState] is BP else None,
@@ -231,7 +236,7 @@ class CoordinatorCore(CommandRouting):
             case Heard(transcript=transcript, decision=decision):
                 actions += self._heard(transcript, decision)
             case CommandHeard(text=text, stages=marks):
-                self._command_heard(text, marks)
+                actions += self._command_heard(text, marks, now)
             case CommandCommitted(item_id=item, stages=marks):
                 actions += self._route_by_audio(item, marks, now)
             case TurnEnded(audio=audio):
@@ -438,6 +443,7 @@ class CoordinatorCore(CommandRouting):
         self._fire(E.NARRATIONS_FINISHED, "")
         actions: list[Action] = []
         asked, self._asked = self._asked, False
+        self._question_said(now)
         if said is VA and self._follow_up_invited(asked) and self.machines[LifeState] is not XS:
             # A follow-up needs no wake phrase for a moment (not after a notice: nobody asked).
             self.gate.open_window(now + self.timings.follow_up_s, since=now)  # said before the answer ended: no follow-up
@@ -484,6 +490,7 @@ class CoordinatorCore(CommandRouting):
         actions: list[Action] = []
         m = self.machines
         actions += self._route_timed_out(now)
+        self._no_reply(now)
         if m[WorkingState] is WW and now >= self._routed_at + self.timings.working_after_s:
             self._fire(E.WORKING_DUE, "")
             self.timeline.add(TimelineKind.WORKING, "the answer is taking a moment: playing the working sound")

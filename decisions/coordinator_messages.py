@@ -282,6 +282,7 @@ CONNECTION_LOST_MESSAGE = "I lost my connection for a moment. I'm listening agai
 CANNOT_CONNECT_MESSAGE = "I can't reach OpenAI right now. I'll keep trying and tell you when I'm back."
 RECONNECTED_MESSAGE = "I'm connected again."
 RATE_LIMITED_MESSAGE = SPOKEN[ErrorKind.RATE_LIMITED]
+DECLINED_MESSAGE = "Okay, I won't."
 ROUTING_FAILED_MESSAGE = "Sorry, I couldn't work out what to do with that. Please say it again."
 STILL_WORKING_MESSAGE = "Still working on it."
 COST_LOG_EVERY_S = 3600.0  # the cost line in the log, hourly
@@ -318,6 +319,7 @@ class CoordinatorTimings:
     notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
     route_at_commit: bool = True  # route an utterance the device heard the wake in at its commit, by its audio
     turn_end_s: float = 0.0  # the device's own end of turn (its silence), when it ends turns
+    yes_grace_s: float = 4.0  # after the follow-up window, how long a reply begun in it may take to be heard
 
     @classmethod
     def from_settings(cls, settings: Any, chime: bool) -> CoordinatorTimings:

@@ -140,7 +140,7 @@ class ToolFinished:
     found: str  # what it found, short ("(before its transcript: not kept)" while unconfirmed)
 
     @property
-    def kind(self) -> TimelineKind:  # type: ignore[override]
+    def kind(self) -> TimelineKind:
         return TimelineKind.ERROR if self.outcome is ToolOutcome.CRASHED else TimelineKind.RESULT
 
     @property
@@ -229,7 +229,7 @@ class ListenerLost:
     code: int | None = None
 
     @property
-    def kind(self) -> TimelineKind:  # type: ignore[override]
+    def kind(self) -> TimelineKind:
         return TimelineKind.ERROR if self.cause is LossCause.DROPPED else TimelineKind.RESTARTING
 
     @property

@@ -164,11 +164,13 @@ class Command:
 
     @property
     def step(self) -> Step:
-        return self.machines[Step]
+        step: Step = self.machines[Step]
+        return step
 
     @property
     def verdict(self) -> Verdict:
-        return self.machines[Verdict]
+        verdict: Verdict = self.machines[Verdict]
+        return verdict
 
     @property
     def unheard(self) -> bool:

@@ -473,7 +473,7 @@ class ListenerCore:
             actions.append(Send(ClientEvents.delete_item(item_id)))
         woken = item_id in self.device_woke
         self.device_woke.discard(item_id)
-        decision = self.gate.classify(transcript, self.spoken_at.pop(item_id, None) or self.clock(), woken=woken)
+        decision = self.gate.classify(transcript, self.spoken_at.pop(item_id, 0.0) or self.clock(), woken=woken)
         if item_id in self.early:
             # Routed by its audio at the commit: the words confirm it, or cancel what has not
             # acted yet; the coordinator gives it its one verdict (never "overheard" once answered).

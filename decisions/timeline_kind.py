@@ -29,4 +29,5 @@ class TimelineKind(enum.StrEnum):
     REPLAYING = "replaying"
     MICROPHONE = "microphone"
     ERROR = "error"
+    ASKING = "asking"  # a tool that cannot be undone waits for a spoken yes
     CLOSED = "closed"  # a command's life is over (decisions.lifecycle): what the history keeps

@@ -157,7 +157,7 @@ class UploadGate:
             if self.state in (GateState.QUIET, GateState.WINDOW):
                 self._follow_up_until = None  # taken: a later reset does not reopen it
                 self._fire(GateEvent.SPEECH)
-                if self.state is GateState.SENDING:
+                if self.state is GateState.SENDING:  # type: ignore[comparison-overlap]  # (_fire moved it)
                     out.extend(self._release_preroll(start))
             self._last_speech = now
         self._was_speech = is_speech

@@ -199,7 +199,7 @@ class SessionCore:
         self._places = StreamPlaces()  # ... as the client's appends name it (preferred)
         # The last segment committed, and the input position it ended at: audio sent inline in a
         # response after the server already committed that speech is heard as what it said.
-        self._last_segment: tuple[_Entry, float] | None = None
+        self._last_segment: tuple[_Entry, float, float] | None = None  # (entry, start ms, end ms)
         self._words_pending: set[str] = set()  # committed segments the transcriber has not named yet
         # Routes whose inline audio's words the transcriber has not named yet: (params, client event
         # id, the segment they wait for; None: the one still in the buffer). A model hears audio
@@ -591,7 +591,7 @@ class SessionCore:
         }
         entry = _Entry(item, text=transcript, audio_ms=audio_ms)
         self._entries.append(entry)
-        self._last_segment = (entry, end_ms)
+        self._last_segment = (entry, start_ms, end_ms)
         self._buffer_ms = 0.0
         self._send({"type": "input_audio_buffer.committed", "previous_item_id": previous, "item_id": item_id})
         self._send({"type": "conversation.item.added", "previous_item_id": previous, "item": item})
@@ -888,12 +888,17 @@ class SessionCore:
 
     def _inline_segment(self, message: dict[str, Any]) -> _Entry | None:
         """The segment the server committed from the same speech as audio sent inline, if its VAD
-        ended the turn first (the segment ended inside the span the inline audio covers)."""
-        if self._segment_item_id is None and self._last_segment is not None:
-            entry, ended_ms = self._last_segment
-            if self._input_ms - ended_ms <= _audio_ms(message):
-                return entry
-        return None
+        ended the turn first: the one that covers more of the span the inline audio covers (the
+        input's last `audio ms`) than the segment now in the buffer does. New speech may have
+        begun since the commit (a cough, the next words): the inline audio is still the
+        committed segment's, and must be heard as its words, not the new segment's."""
+        if self._last_segment is None:
+            return None
+        entry, started_ms, ended_ms = self._last_segment
+        span_start = self._input_ms - _audio_ms(message)
+        committed = max(0.0, ended_ms - max(started_ms, span_start))
+        buffered = self._input_ms - max(self._segment_start_ms, span_start) if self._segment_item_id is not None else 0.0
+        return entry if committed > 0 and committed >= buffered else None
 
     def _inline_words(self, message: dict[str, Any]) -> str:
         """What audio sent inline says: the words of its committed segment (see `_inline_segment`),

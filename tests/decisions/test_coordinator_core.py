@@ -975,3 +975,45 @@ def test_every_command_closes_once_with_its_words_tools_and_what_was_said(clock)
     record = closed.command
     assert (record.words, record.tools, record.said, record.kept) == ("what time is it", ("get_time(...)",), "It is noon.", True)
     assert "last_audio" in dict(record.stages)
+
+
+# --- a spoken yes before anything that cannot be undone (issue 30) ----------------------------------------
+
+
+def asking(clock, reply_after_s=None):
+    core = CoordinatorCore(TIMINGS, WakeGate("computer", (), 8.0), Timeline(clock=clock), Uplink(500, 48000), clock,
+                           needs_yes_tools=frozenset({"unlock"}))
+    send = routed(core, "unlock the front door")
+    core.handle(RouteSent(send.route))
+    assert core.handle(RunTools("unlock the front door", (call("u1", "unlock"),), session=1)) == []  # nothing runs
+    said, _ = say_all(core)
+    assert [r.script for r in said] == ["Just to be sure: shall I unlock the front door?"]
+    core.handle(end(1000, by_us=True))
+    core.handle(SessionReady(2))
+    return core
+
+
+@pytest.mark.parametrize(("reply", "runs"), [("yes", True), ("Yes, please.", True), ("no", False),
+                                             ("what time is it", False), ("yes, no, wait", False)])
+def test_a_tool_that_cannot_be_undone_runs_only_after_a_spoken_yes_and_once(clock, reply, runs):
+    core = asking(clock)
+    core.handle(Heard(reply, Command(reply, via_window=True)))
+    actions = core.handle(CommandHeard(reply))
+    started = [a for a in actions if isinstance(a, StartTools)]
+    assert [c.name for a in started for c in a.calls] == (["unlock"] if runs else [])
+    assert not [a for a in actions if isinstance(a, SendRoute)]  # the reply is no command of its own
+    again = core.handle(CommandHeard("yes"))  # a second yes routes as a command: it runs nothing asked before
+    assert not [a for a in again if isinstance(a, StartTools)]
+    if not runs:
+        said, _ = say_all(core)
+        assert [r.script for r in said] == ["Okay, I won't."]
+
+
+def test_silence_after_the_question_runs_nothing(clock):
+    core = asking(clock)
+    deadline = core.next_deadline(clock())
+    assert deadline is not None
+    clock.now = deadline + 0.1
+    assert not [a for a in core.handle(Tick()) if isinstance(a, StartTools)]
+    assert not [a for a in core.handle(CommandHeard("yes")) if isinstance(a, StartTools)]  # too late
+    assert core.timeline.count("asking") == 2  # asked; no yes came

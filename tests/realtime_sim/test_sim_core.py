@@ -279,6 +279,29 @@ def test_audio_sent_inline_is_heard_as_its_own_words_whether_or_not_the_server_c
     assert [item["name"] for item in done[0]["response"]["output"]] == ["get_time"]
 
 
+def test_audio_sent_inline_after_new_speech_began_is_still_heard_as_the_committed_words() -> None:
+    # Issue 28, item 1: the server committed the command, then new speech began (a cough, the
+    # next words) before the route with the command's audio inline arrived. The route is that
+    # command, as its transcript says, not the new segment's (nor "mm-hm").
+    script = SimScript()
+    script.push_transcript("computer, what time is it")
+    script.push_transcript("computer, echo the next command")
+    core = make_core(script)
+    core.start()
+    feed(core, {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"], "audio": {
+        "input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}})
+    command = synthetic_speech("computer, what time is it")
+    got = types(append(core, silence(1000) + command + silence(700) + synthetic_speech("cough")[:9600]))
+    assert "input_audio_buffer.committed" in got and got.count("input_audio_buffer.speech_started") == 2
+    route = {"type": "response.create", "response": {
+        "conversation": "none", "tool_choice": "required", "output_modalities": ["text"],
+        "tools": [tool("get_time"), tool("echo", text="string")],
+        "input": [{"type": "message", "role": "user", "content": [
+            {"type": "input_audio", "audio": base64.b64encode(silence(300) + command + silence(200)).decode()}]}]}}
+    done = [e for e in sent(drive(core, feed(core, route))) if e["type"] == "response.done"]
+    assert [item["name"] for item in done[0]["response"]["output"]] == ["get_time"]
+
+
 def test_commit_needs_100ms_and_clear_empties_the_buffer() -> None:
     core = make_core()
     core.start()
