@@ -23,7 +23,7 @@ from decisions.coordinator_messages import (
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
 from decisions.consent import is_yes, question_for
 from decisions.events import (
-    AnswerKept, CommandClosed, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
+    AnswerKept, CommandClosed, Overheard, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
     RoutingError, ToolFinished, ToolOutcome, ToolRan,
 )
 from decisions.lifecycle import ENDS, Command, CommandBook, Move, RouteMode, Step, Verdict
@@ -363,6 +363,7 @@ class CommandRouting:
             self._narrations = [r for r in self._narrations if r.command is not command]
             heapq.heapify(self._narrations)
         self._move(command, Move.WITHDRAW)
+        self.timeline.emit(Overheard(transcript))  # what it was: speech not addressed to us (its words not kept)
         self.timeline.emit(CommandWithdrawn(command.record(), why))
         return [UtteranceRejected()]
 
