@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from commands import cli
+from commands import checks, cli
 from commands.checks import BRAIN_MODELS, REALTIME_MODELS, TRANSCRIBE_MODELS, VOICES, template_problems
 from tasks.config import parse_task_config
+from tests.support.audio_helpers import alsa_without_devices
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-check-test-0123456789"
@@ -29,6 +30,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))  # the default workspace (~/handoff-workspace) is made here
     monkeypatch.setenv("HANDOFF_STATE_DIR", str(tmp_path / "state"))
+    # A microphone and a speaker, as on a user's machine (this one has no sound card: the test
+    # that `check` says so runs it as a subprocess on PortAudio as it is).
+    monkeypatch.setattr(checks, "device_findings", lambda settings: [], raising=False)
     return tmp_path
 
 
@@ -347,3 +351,25 @@ def test_check_refuses_a_wake_phrase_the_stop_spotter_does_not_know_as_run_does(
     assert check_lines(out)[0].startswith("error: the stop phrase 'zorblax' + ['stop', 'cancel'] has words the on-device spotter does not know")
     code, _, err = handoff(capsys, "run")
     assert code == 2 and one_line(err).startswith("handoff: the stop phrase 'zorblax'")
+
+
+def test_check_says_there_is_no_microphone_or_speaker(tmp_path: Path) -> None:
+    # Issue 28, item 13: `check` said ok on a machine with neither, and `run` then failed.
+    env = {**alsa_without_devices(tmp_path), "OPENAI_API_KEY": KEY, "HANDOFF_STATE_DIR": str(tmp_path / "state"),
+           "HOME": str(tmp_path)}  # fmt: skip
+    result = subprocess.run([sys.executable, "-m", "commands.cli", "check"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = check_lines(result.stdout)
+    assert lines[:2] == [
+        "error: no audio input device found: connect a microphone, pick one with AUDIO_INPUT_DEVICE (see `./run devices`), "
+        "or use --input-wav.",
+        "error: no audio output device found: connect a speaker or headphones, pick one with AUDIO_OUTPUT_DEVICE (see "
+        "`./run devices`), or use --output-wav.",
+    ], lines
+    wav = tmp_path / "in.wav"
+    wav.write_bytes(b"")  # checked as a file `run` can read, not played
+    result = subprocess.run([sys.executable, "-m", "commands.cli", "check", "--input-wav", str(wav), "--output-wav",
+                             str(tmp_path / "out.wav")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"input {wav}, output {tmp_path / 'out.wav'} and 0 task template(s) checked" in result.stdout
