@@ -128,9 +128,13 @@ def test_cost_days_add_up_runs_and_forget_old_days(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     second = CostDays(path, "run-2")  # a restart the same day
     second.record(today, {"narrator": 0.03})
-    days = CostDays(path, "run-3").last_days(today, 14, {"brain": 0.5})
+    third = CostDays(path, "run-3")
+    assert third.earlier(today) == {"listener": 0.01, "narrator": 0.05, "transcription": 0.0, "brain": 0.0}
+    assert second.earlier(today) == {"listener": 0.01, "narrator": 0.02, "transcription": 0.0, "brain": 0.0}  # not its own
+    days = third.last_days(today, 14, {"listener": 0.01, "narrator": 0.05, "brain": 0.5})  # the meter's today: all runs
     assert len(days) == 14 and days[-1]["day"] == "2026-11-24"
     assert days[-1]["parts"] == {"listener": 0.01, "narrator": 0.05, "transcription": 0.0, "brain": 0.5}
+    assert third.last_days(today, 2, None)[-1]["total"] == 0.06  # as recorded
     assert "2026-10-15" not in json.loads(path.read_text())["days"]
 
 
