@@ -130,3 +130,22 @@ def test_a_satellite_on_port_0_listens_on_a_port_of_its_own(tmp_path: Path) -> N
     finally:
         process.terminate()
         process.wait(30)
+
+
+# -- item 15: a run that heard nothing says so ---------------------------------------------------------
+
+
+async def test_a_run_that_heard_nothing_says_what_to_try(tmp_path: Path) -> None:
+    from realtime_sim import SimServer
+    from tests.commands.test_cli import clean_env, run_handoff
+
+    wav = write_wav(tmp_path / "quiet.wav", bytes(24000 * 2 * 2))  # two seconds of a quiet room
+    async with SimServer() as sim:
+        env = clean_env(tmp_path, OPENAI_API_KEY="sk-cli-test-0123456789", OPENAI_BASE_URL=sim.base_url, WEB_PORT="0",
+                        WORKSPACE_ROOT=str(tmp_path))
+        code, _, err = await run_handoff(tmp_path, "run", "--input-wav", str(wav), "--output-wav", str(tmp_path / "o.wav"),
+                                         "--fast", env=env)  # fmt: skip
+    assert code == 0, err
+    assert err.strip().splitlines()[-1] == (
+        f"handoff: no command was heard in {wav}: the wake phrase \"hey jarvis\" was never heard on this machine, so "
+        f"nothing was uploaded; `handoff wake-test --input-wav {wav}` shows how well it hears it.")
