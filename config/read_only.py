@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from typing import Mapping
 
@@ -27,6 +28,8 @@ def readable_settings(cli: Mapping[str, str | None], command: str) -> Settings:
         settings = build_settings({**values, **{key: ENV_DEFAULTS[key] for key in bad}})
     except SettingsError:
         raise SettingsError(*problems) from None
+    if "OPENAI_API_KEY" in bad:  # a key of a bad shape is still a key: kept, to be cut out of what is shown
+        settings = settings.replace(realtime=dataclasses.replace(settings.realtime, api_key=values["OPENAI_API_KEY"]))
     for problem in problems:
         print(f"handoff: {problem.rstrip('.')} (`handoff {command}` reads it as its default meanwhile; "
               "`handoff run` refuses it).", file=sys.stderr)

@@ -149,3 +149,16 @@ async def test_a_run_that_heard_nothing_says_what_to_try(tmp_path: Path) -> None
     assert err.strip().splitlines()[-1] == (
         f"handoff: no command was heard in {wav}: the wake phrase \"hey jarvis\" was never heard on this machine, so "
         f"nothing was uploaded; `handoff wake-test --input-wav {wav}` shows how well it hears it.")
+
+
+def test_a_key_of_a_bad_shape_is_still_cut_out_of_history(home, capsys) -> None:
+    from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, HistoryStore, Outcome
+
+    key = "sk-bad key-0123456789"
+    (home / ".env").write_text(f"OPENAI_API_KEY={key}\n")
+    store = HistoryStore(home / "state" / HISTORY_FILE, 10)
+    store.add(HistoryEntry(1.0, HistoryKind.COMMAND, heard=f"say {key}", tools=[], said=f"you said {key}",
+                           outcome=Outcome.ANSWERED))  # fmt: skip
+    store.close()
+    code, out, err = said(capsys, "history")
+    assert code == 0 and "asked: say" in out and key not in out + err, out + err
