@@ -76,16 +76,19 @@ async def saving(days: CostDays, own_today: Callable[[], tuple[datetime.date, di
     `spent` reports (at most every SAVE_EVERY_S), and once more at the end: a restart, even after
     a crash, loses a few seconds of spending at most."""
 
+    saved = own_today()
+
     def save() -> None:
-        day, parts = own_today()
+        nonlocal saved
+        saved = own_today()
         try:
-            days.record(day, parts)
+            days.record(*saved)
         except OSError as exc:
             log.warning("could not write %s: %s", days.path, exc)
 
     async def forever() -> None:
         while True:
-            await spent.wait()
+            await spent.wait_until(lambda: own_today() != saved)  # (spent while it slept: at once)
             save()
             await asyncio.sleep(SAVE_EVERY_S)  # a rate limit, not a poll: the next change waits
 

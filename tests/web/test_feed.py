@@ -159,3 +159,33 @@ def test_a_crashed_tool_is_counted_and_a_notice_is_not_the_command_s_last_audio(
     timeline.add(TimelineKind.NARRATED, "notice (similarity 1.00, attempts 1)")  # said meanwhile: not this command's answer
     assert feed.counts["tool_runs", "read_file_head", "crashed"] == 1
     assert "last_audio" not in feed.commands[-1].stages() and not feed.commands[-1].done
+
+
+async def test_spending_is_saved_as_it_goes_even_while_the_saver_rests(tmp_path: Path, monkeypatch) -> None:
+    # Issue 28, item 2: what a run spends survives it (a crash loses seconds of it at most).
+    from concurrency.changes import Changes
+    from web import cost_days
+
+    monkeypatch.setattr(cost_days, "SAVE_EVERY_S", 0.05)
+    today = datetime.date(2026, 11, 24)
+    parts = {"brain": 0.0}
+    spent, recorded = Changes(), Changes()
+    days = CostDays(tmp_path / "cost-days.json", "run-1")
+    writes: list[float] = []
+    record = days.record
+
+    def recording(day: datetime.date, saved: dict[str, float]) -> None:
+        record(day, saved)
+        writes.append(saved["brain"])
+        recorded.notify()
+
+    monkeypatch.setattr(days, "record", recording)
+    async with cost_days.saving(days, lambda: (today, dict(parts)), spent):
+        parts["brain"] = 0.1
+        spent.notify()
+        await recorded.wait_until(lambda: writes == [0.1], timeout=5)
+        parts["brain"] = 0.2  # while it rests after that write: said once, not again
+        spent.notify()
+        await recorded.wait_until(lambda: writes == [0.1, 0.2], timeout=5)
+    assert writes == [0.1, 0.2, 0.2]  # and once more at the end
+    assert CostDays(tmp_path / "cost-days.json", "run-2").earlier(today)["brain"] == 0.2
