@@ -21,7 +21,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "say": ("commands.say", "read a text aloud through the narrator, to try a voice, a speaker or a volume"),
     "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
-    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running, 4 unknown)"),
+    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 2 no state folder there, 3 not running, 4 unknown)"),
     "history": ("commands.status", "what the assistant was asked and what it said"),
     "wake-test": ("commands.wake_test", "say the wake phrase a few times: how well the on-device model hears you, and the WAKE_CUTOFF that would hear every one"),
     "web-url": ("commands.web_url", "the address of the running assistant's page (with its token, when it needs one)"),

@@ -176,9 +176,10 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         print(f"handoff demo: {timed_out}", file=sys.stderr)
         return 1
     ignored = timeline.count("ignored") + kept_home
-    home = "none of them" if ignored == kept_home else f"{kept_home} of them"
+    uploaded = ignored - kept_home  # (speech_only mode: the transcript told them apart)
+    where = "none of them left this machine" if not uploaded else f"{uploaded} uploaded, and ignored by their transcript"
     print(f"\ndone: {timeline.count('command')} commands handled, {ignored} sentences not addressed to it overheard "
-          f"({home} left this machine); narration written to {output_wav}")
+          f"({where}); narration written to {output_wav}")
     return 0
 
 
