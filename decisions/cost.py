@@ -4,8 +4,8 @@ A pure meter: the shells tell it what happened (a response's token usage, a tran
 length, audio uploaded, the brain's tokens), it prices each with the `PriceTable` and keeps
 today's totals. "Today" is the local date of the injected clock: totals start again at local
 midnight, never at a restart: what earlier runs spent today (`earlier`, from the cost-days file)
-counts in today's totals and against the budget. Nothing here sleeps or does I/O; `seconds_to_rollover()` says when the day changes
-(when a paused budget frees up).
+counts in today's totals and against the budget. Nothing here sleeps or does I/O;
+`seconds_to_rollover()` says when the day changes (when a paused budget frees up).
 
 Uploaded audio costs nothing by itself: the listener never makes a response of its audio (it
 routes commands as text), so its audio is billed through transcription, which the server reports
