@@ -67,6 +67,11 @@ def test_an_unknown_log_level(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     code, _, err = handoff(capsys, "run", "--log-level", "LOUD")
     assert code == 2
+    # Given as a flag: said of the flag, as typed (issue 28, item 11).
+    assert one_line(err) == "handoff: --log-level LOUD is not one of DEBUG, INFO, WARNING, ERROR; change --log-level."
+    monkeypatch.setenv("LOG_LEVEL", "LOUD")
+    code, _, err = handoff(capsys, "run")
+    assert code == 2
     assert one_line(err) == (
         "handoff: LOG_LEVEL=LOUD is not one of DEBUG, INFO, WARNING, ERROR; "
         "set --log-level or LOG_LEVEL in .env or the environment."
@@ -127,7 +132,7 @@ def test_a_base_url_that_is_no_url(home, capsys, monkeypatch, url: str) -> None:
     code, _, err = handoff(capsys, "run", "--base-url", url)
     assert code == 2
     assert one_line(err) == (
-        f"handoff: OPENAI_BASE_URL={url} is not an http(s) or ws(s) URL; "
+        f"handoff: --base-url {url} is not an http(s) or ws(s) URL; "
         "write it like http://127.0.0.1:8765/v1, or leave it empty for OpenAI."
     )
 
@@ -148,8 +153,8 @@ def test_every_problem_is_reported_at_once(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("NOISE_REDUCTION", "loud")
     code, _, err = handoff(capsys, "run", "--log-level", "LOUD", "--base-url", "nope")
     assert code == 2 and "Traceback" not in err
-    assert [line.split("=")[0] for line in err.strip().splitlines()] == [
-        "handoff: NOISE_REDUCTION", "handoff: LOG_LEVEL", "handoff: OPENAI_BASE_URL", "handoff: 3 errors to fix.",
+    assert [line.split("=")[0].split(" is ")[0] for line in err.strip().splitlines()] == [
+        "handoff: NOISE_REDUCTION", "handoff: --log-level LOUD", "handoff: --base-url nope", "handoff: 3 errors to fix.",
     ]  # fmt: skip
 
 
