@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import contextlib
 import functools
-from datetime import datetime
+import os
+import time
+from datetime import date, datetime
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
@@ -15,7 +17,8 @@ from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volum
 from brain import Brain
 from config.settings import EndOfTurn, Settings, SettingsError
 from config.wake_phrases import model_for
-from decisions.cost import CostMeter, RealtimeRole
+from concurrency.changes import Changes
+from decisions.cost import CostMeter, DayTotals, RealtimeRole
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
 from detectors.pipeline import UploadFilter, build_upload_filter
@@ -33,6 +36,7 @@ from tasks import (
 from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
 from tools.registry import ToolRegistry
+from web.cost_days import COST_DAYS_FILE, CostDays, saving
 
 
 @contextlib.asynccontextmanager
@@ -102,7 +106,7 @@ async def shared_parts(
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
         stack.push_async_callback(client.close)
-        cost = CostMeter(settings.cost, clock=lambda: datetime.now().astimezone())  # local days
+        cost = await stack.enter_async_context(cost_meter(settings))
         tools = build_listener_tools(settings, Brain(settings.brain, client, on_usage=cost.brain_usage))
         task_settings = TaskSettings.from_settings(settings)
         task_config = load_task_config(settings.tasks_config)
@@ -119,6 +123,25 @@ async def shared_parts(
         await control.start()
         stack.push_async_callback(control.close)
         yield SharedParts(client, Refusal(), cost, tools, task_manager)
+
+
+@contextlib.asynccontextmanager
+async def cost_meter(settings: Settings) -> AsyncIterator[CostMeter]:
+    """The cost meter on local days, starting from what earlier runs spent today (a restart
+    resets neither today's cost nor the daily budget), its spending saved as it goes."""
+    clock = lambda: datetime.now().astimezone()  # noqa: E731  (local days)
+    days = CostDays(settings.state_dir / COST_DAYS_FILE, run=f"{int(time.time())}-{os.getpid()}")
+    today = clock().date()
+    earlier = DayTotals(today, **{f"{part}_usd": usd for part, usd in days.earlier(today).items()})
+    spent = Changes()
+    meter = CostMeter(settings.cost, clock=clock, earlier=earlier, on_spend=spent.notify)
+
+    def own_today() -> tuple[date, dict[str, float]]:
+        own = meter.own_today()
+        return own.day, own.parts()
+
+    async with saving(days, own_today, spent):
+        yield meter
 
 
 def build_stop_detector(settings: Settings) -> StopPhraseDetector:

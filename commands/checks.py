@@ -27,7 +27,7 @@ from openai.types.realtime.realtime_audio_config_output import RealtimeAudioConf
 from openai.types.realtime.realtime_session_create_request import RealtimeSessionCreateRequest
 from openai.types.shared.responses_model import ResponsesModel
 
-from commands.options import add_run_arguments, settings_from_args
+from commands.options import add_common_arguments, settings_from_args
 from config.settings import (
     SETTINGS_FILE, Settings, SettingsError, UploadMode, default_upload_mode, default_workspace, require_api_key,
 )
@@ -269,6 +269,34 @@ def output_file_problem(path: Path, flag: str, example: str = "out.wav") -> str 
     return None
 
 
+def device_findings(settings: Settings) -> list[Finding]:
+    """The microphone and speaker `run` would open (none to find with --input-wav / --output-wav):
+    `check` said ok on a machine with neither, and `run` then failed."""
+    audio = settings.audio
+    wanted = [(kind, spec) for kind, spec, wav in (("input", audio.input_device, audio.input_wav),
+                                                   ("output", audio.output_device, audio.output_wav)) if wav is None]  # fmt: skip
+    if not wanted:
+        return []
+    from audio_io.interface import AudioDeviceError  # PortAudio: only when a device is to be found
+    from audio_io.portaudio import list_devices, open_portaudio, select_device
+
+    try:
+        pa = open_portaudio()
+    except AudioDeviceError as exc:
+        return [Finding(Severity.ERROR, f"{exc}.")]
+    try:
+        devices = list_devices(pa)
+    finally:
+        pa.terminate()
+    found = []
+    for kind, spec in wanted:
+        try:
+            select_device(devices, spec, kind)  # type: ignore[arg-type]
+        except AudioDeviceError as exc:
+            found.append(Finding(Severity.ERROR, str(exc).rstrip(".") + "."))
+    return found
+
+
 # -- background tasks -----------------------------------------------------------------------------
 
 
@@ -314,7 +342,11 @@ def template_problems(config: TaskConfig, search_path: str | None = None) -> lis
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    add_run_arguments(parser)  # the same flags as `run`, checked the same way
+    add_common_arguments(parser)  # the flags of `run` that choose what `run` needs, checked the same way
+    parser.add_argument("--input-device", help="the microphone `run` would open, by index or name part (see `handoff devices`)")
+    parser.add_argument("--output-device", help="the speaker `run` would open, by index or name part")
+    parser.add_argument("--input-wav", type=Path, help="check for `run --input-wav`: this file, and no microphone")
+    parser.add_argument("--output-wav", type=Path, help="check for `run --output-wav`: this file, and no speaker")
 
 
 def _settings_read() -> str:
@@ -325,6 +357,13 @@ def _settings_read() -> str:
         return f"Settings read from: command-line flags, the environment, then {env_file}."
     return (f"Settings read from: command-line flags and the environment; there is no .env in {Path.cwd()} "
             "(only the current folder's .env is read).")
+
+
+def _audio_checked(settings: Settings) -> str:
+    audio = settings.audio
+    mic = f"input {audio.input_wav}" if audio.input_wav else "microphone"
+    speaker = f"output {audio.output_wav}" if audio.output_wav else "speaker"
+    return f"{mic}, {speaker}"
 
 
 def validate(args: argparse.Namespace) -> tuple[Settings | None, list[Finding]]:
@@ -359,6 +398,8 @@ def print_errors(errors: list[Finding]) -> None:
 
 def run(args: argparse.Namespace) -> int:
     settings, findings = validate(args)
+    if settings is not None:
+        findings += device_findings(settings)
     failed = settings is None or any(f.severity in (Severity.ERROR, Severity.PROBLEM) for f in findings)
     if failed:  # first, so that what to fix follows and the count ends it
         print(_settings_read())
@@ -371,6 +412,6 @@ def run(args: argparse.Namespace) -> int:
     if wake_is_private(settings):  # (the less private fallback is a warning above)
         print(wake_mode_line(settings))
     templates = len(load_task_config(settings.tasks_config).templates)
-    print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir} and "
-          f"{templates} task template(s) checked{' (with warnings above)' if findings else ''}. {_settings_read()}")  # fmt: skip
+    print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir}, {_audio_checked(settings)} "
+          f"and {templates} task template(s) checked{' (with warnings above)' if findings else ''}. {_settings_read()}")  # fmt: skip
     return EXIT_OK

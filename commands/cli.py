@@ -21,9 +21,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "say": ("commands.say", "read a text aloud through the narrator, to try a voice, a speaker or a volume"),
     "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
-    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 3 not running, 4 unknown)"),
+    "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 2 no state folder there, 3 not running, 4 unknown)"),
     "history": ("commands.status", "what the assistant was asked and what it said"),
-    "wake-test": ("commands.wake_test", "say the wake phrase a few times: how well the on-device model hears you, and the cutoff that would"),
+    "wake-test": ("commands.wake_test", "say the wake phrase a few times: how well the on-device model hears you, and the WAKE_CUTOFF that would hear every one"),
     "web-url": ("commands.web_url", "the address of the running assistant's page (with its token, when it needs one)"),
     "satellite": ("commands.satellite", "be a satellite (mic, speaker, wake word) for a handoff hub on another machine"),
 }
@@ -48,7 +48,7 @@ def build_parser(argv: Sequence[str] | None = None) -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name, (module_name, help_text) in SUBCOMMANDS.items():
         sub_parser = sub.add_parser(name, help=help_text, description=help_text)
-        sub_parser.set_defaults(_module=module_name)
+        sub_parser.set_defaults(_module=module_name, _parser=sub_parser)
         if argv is not None and name != chosen:
             continue
         module = importlib.import_module(module_name)
@@ -73,7 +73,9 @@ def _main(argv: list[str]) -> int:
     from config.settings import SettingsError
 
     parser = build_parser(argv)
-    args = parser.parse_args(argv)
+    args, unknown = parser.parse_known_args(argv)
+    if unknown:  # said by the subcommand's parser: its usage, not the top-level one (`run --bogus`)
+        (args._parser if args.command else parser).error(f"unrecognized arguments: {' '.join(unknown)}")
     if not args.command:
         parser.print_help()
         return EXIT_USAGE

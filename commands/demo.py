@@ -50,6 +50,8 @@ class Utterance:
     notices: int = 0  # expect="notice": how many notices have been said by the end of this step
 
 
+# How the timeline shows an answer narrated before its command's words came (its "said" follows them).
+EARLY_ANSWER = "(an answer said before its command's transcript came"
 FOLLOW_UP_S = 3.0  # the demo's follow-up window (6 s by default), so its pauses stay short
 
 
@@ -155,6 +157,7 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         speaker = WavFileSpeaker(output_wav)
         print(f"simulator on {base_url}; the narration goes to {output_wav}\n")
         timed_out: BaseException | None = None
+        kept_home = 0  # chatter the wake model kept on the machine (it never reaches the timeline)
         try:
             async with assistant(settings, microphone, speaker, timeline) as coordinator:
                 async with asyncio.TaskGroup() as tg:
@@ -164,6 +167,7 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
                     for utterance in DEMO_SCRIPT:
                         await step(say(utterance, sim, microphone, timeline, wake_model, step_timeout_s),
                                    f"the assistant did not deal with {utterance.text or 'a notice'!r}", step_timeout_s)
+                        kept_home += wake_model and bool(utterance.text) and not addressed(utterance)
                     running.cancel()
         except* StepTimedOut as group:  # raised inside the TaskGroup: it comes wrapped in a group
             timed_out = group.exceptions[0]
@@ -172,8 +176,11 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
     if timed_out is not None:
         print(f"handoff demo: {timed_out}", file=sys.stderr)
         return 1
-    print(f"\ndone: {timeline.count('command')} commands handled, {timeline.count('ignored')} utterances ignored; "
-          f"narration written to {output_wav}")
+    ignored = timeline.count("ignored") + kept_home
+    uploaded = ignored - kept_home  # (speech_only mode: the transcript told them apart)
+    where = "none of them left this machine" if not uploaded else f"{uploaded} uploaded, and ignored by their transcript"
+    print(f"\ndone: {timeline.count('command')} commands handled, {ignored} sentences not addressed to it overheard "
+          f"({where}); narration written to {output_wav}")
     return 0
 
 
@@ -189,7 +196,7 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
     """Speak one utterance into the microphone and wait until the assistant has dealt with it."""
     if utterance.pause_s:
         await asyncio.sleep(utterance.pause_s)  # a person pausing: the demo's script, not a wait for state
-    before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening", "notice")}
+    before = {kind: timeline.count(kind) for kind in ("ignored", "wake", "narrated", "listening", "notice", "heard")}
     if wake_model and utterance.text and not addressed(utterance):
         # Overheard: the wake model hears no wake phrase, so nothing of it leaves the machine (the
         # simulator never hears it, and no transcript is queued for it).
@@ -212,10 +219,16 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
                 e.kind == "listening" for e in entries[said[utterance.notices - 1] + 1:]
             )
         if utterance.expect == "answer":
-            # Narrated, and a fresh listener session is ready for the next command.
+            # Narrated, and a fresh listener session is ready for the next command; its words
+            # came (a command routed by its audio is answered before them), and what was said is
+            # shown once they did: the demo does not end with a command that shows neither.
+            entries = list(t.entries)
+            early = [i for i, e in enumerate(entries) if e.kind == "narrating" and e.text.startswith(EARLY_ANSWER)]
             return (
                 t.count("narrated") > before["narrated"]
                 and t.count("listening") > before["listening"]
+                and t.count("heard") > before["heard"]
+                and (not early or any(e.kind == "said" for e in entries[early[-1] + 1:]))
             )
         return t.count(utterance.expect) > before[utterance.expect]
 

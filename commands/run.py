@@ -13,7 +13,7 @@ from assembly.build import assistant
 from commands.checks import Finding, errors_of, print_errors, validate, wake_is_private, wake_mode_line
 from config.logging_setup import configure_logging, redact
 from commands.options import add_run_arguments, settings_from_args
-from config.settings import Settings, SettingsError
+from config.settings import Settings, SettingsError, UploadMode
 from decisions.timeline import Timeline
 from safety.process import keep_key_private
 from safety.text import printable
@@ -49,12 +49,36 @@ async def run_live(settings: Settings) -> int:
     signals = StopSignals(stop)
     with signals.installed(asyncio.get_running_loop()):
         try:
-            return await main
+            code = await main
         except asyncio.CancelledError:
             if signals.received is None:
                 raise  # we were cancelled ourselves: not ours to swallow
             log.info("handoff stopped (%s)", signals.received.name)
-            return 0
+            code = 0
+    heard = nothing_heard(settings, timeline) if code == 0 and not settings.rooms.satellites else None
+    if heard:
+        print(f"handoff: {heard}", file=sys.stderr)
+    return code
+
+
+def nothing_heard(settings: Settings, timeline: Timeline) -> str | None:
+    """One sentence when a run ends without a command: what it did hear, and what to try (a run
+    that heard nothing ended without a word). None when it heard a command."""
+    if timeline.count("command") or timeline.count("heard"):
+        return None
+    source = f"in {settings.audio.input_wav}" if settings.audio.input_wav else "in this run"
+    phrase = settings.listener.wake_phrase
+    ignored = timeline.count("ignored")
+    if ignored:
+        return (f"no command was heard {source}: {ignored} utterance(s) were heard but none began with \"{phrase}\"; "
+                f"start each command with it (WAKE_PHRASE).")
+    if timeline.count("wake"):
+        return f"no command was heard {source}: \"{phrase}\" was heard, but no command came after it."
+    if settings.upload.mode is UploadMode.ON_DEVICE_WAKE:
+        wav = f" --input-wav {settings.audio.input_wav}" if settings.audio.input_wav else ""
+        return (f"no command was heard {source}: the wake phrase \"{phrase}\" was never heard on this machine, so "
+                f"nothing was uploaded; `handoff wake-test{wav}` shows how well it hears it.")
+    return f"no command was heard {source}: no speech reached the listener; check the microphone (or the recording)."
 
 
 async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:

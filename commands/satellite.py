@@ -17,7 +17,8 @@ from audio_io import (
 )
 from assembly.build import upload_filter
 from config.logging_setup import configure_logging
-from config.settings import SettingsError, UploadMode, load_settings
+from commands.options import flagged_settings
+from config.settings import SettingsError, UploadMode
 from service.signals import StopSignals
 
 if TYPE_CHECKING:
@@ -41,10 +42,11 @@ def run_satellite(args: argparse.Namespace) -> int:
     decide what is a command; only that crosses the network."""
     from rooms.satellite import SatelliteServer  # only here: see the module's docstring
 
-    cli = {"SATELLITE_LISTEN": args.listen, "SATELLITE_NAME": args.name, "AUDIO_INPUT_DEVICE": args.input_device,
-           "AUDIO_OUTPUT_DEVICE": args.output_device, "LOG_LEVEL": args.log_level}  # fmt: skip
+    flags = {"SATELLITE_LISTEN": ("--listen", args.listen), "SATELLITE_NAME": ("--name", args.name),
+             "AUDIO_INPUT_DEVICE": ("--input-device", args.input_device),
+             "AUDIO_OUTPUT_DEVICE": ("--output-device", args.output_device), "LOG_LEVEL": ("--log-level", args.log_level)}  # fmt: skip
     try:
-        settings = load_settings(cli)
+        settings = flagged_settings(flags)
         settings = settings.replace(upload=dataclasses.replace(settings.upload, mode=UploadMode.ON_DEVICE_WAKE))
         mic_filter = upload_filter(settings)
     except SettingsError as exc:

@@ -14,7 +14,8 @@ from pathlib import Path
 from audio_io import AudioDeviceError, AudioFileError, PyAudioSpeaker, SpeakerSink, WavFileSpeaker, with_volume
 from commands.checks import output_file_problem, voice_problem
 from config.logging_setup import configure_logging, redact
-from config.settings import Settings, SettingsError, load_settings
+from commands.options import flagged_settings
+from config.settings import Settings, SettingsError
 from reader_agent import Narrator
 from realtime_api.link import make_client
 
@@ -45,7 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings({key: getattr(args, flag, None) for flag, key in _FLAG_KEYS.items()})
+    settings = flagged_settings({key: (f"--{flag.replace('_', '-')}", getattr(args, flag, None))
+                                 for flag, key in _FLAG_KEYS.items()})  # fmt: skip
     text = " ".join(args.text).strip()
     if not text:
         print("handoff say: the text is empty; give the words to say.", file=sys.stderr)

@@ -13,7 +13,8 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from config.logging_setup import redact
-from config.settings import Settings, load_settings
+from config.read_only import readable_settings
+from config.settings import Settings
 from safety.text import map_strings, printable
 from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, read_history
 from commands.web_url import web_line
@@ -24,6 +25,7 @@ EXIT_RUNNING = 0
 EXIT_UNHEALTHY = 1
 EXIT_NOT_RUNNING = 3
 EXIT_UNKNOWN = 4  # the status file is damaged
+EXIT_USAGE = 2  # the state folder named is not a folder
 
 
 def add_status_arguments(parser: argparse.ArgumentParser) -> None:
@@ -47,7 +49,18 @@ def _limit(text: str) -> int:
 
 
 def _settings(args: argparse.Namespace) -> Settings:
-    return load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)})
+    return readable_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)}, args.command)
+
+
+def state_dir_problem(settings: Settings, args: argparse.Namespace) -> str | None:
+    """One sentence when the state folder named is a file (`--state-dir /etc/passwd`): not a
+    damaged status file, nor an empty history."""
+    path = settings.state_dir
+    if path.exists() and not path.is_dir():
+        named = f"--state-dir {path}" if getattr(args, "state_dir", None) else f"HANDOFF_STATE_DIR={path}"
+        return (f"handoff {args.command}: {named} is a file, not a folder; point it at the folder handoff keeps "
+                "its state in (default ~/.local/state/handoff).")
+    return None
 
 
 def shown(value: Any, secrets: Iterable[str] = ()) -> Any:
@@ -60,6 +73,10 @@ def shown(value: Any, secrets: Iterable[str] = ()) -> Any:
 
 def run_status(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    problem = state_dir_problem(settings, args)
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     path = settings.state_dir / STATUS_FILE
     try:
         status = read_status(path)
@@ -75,15 +92,10 @@ def run_status(args: argparse.Namespace) -> int:
     state = liveness(status, now)
     print(describe(status, state, now))
     if state in (Liveness.RUNNING, Liveness.UNHEALTHY):
-        print(_page_line(args), end="")
+        print(web_line(settings.web, settings.state_dir) or "", end="")
     if state is Liveness.RUNNING:
         return EXIT_RUNNING
     return EXIT_UNHEALTHY if state is Liveness.UNHEALTHY else EXIT_NOT_RUNNING
-
-
-def _page_line(args: argparse.Namespace) -> str:
-    settings = load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)})
-    return web_line(settings.web, settings.state_dir) or ""
 
 
 def describe(status: Status, state: Liveness, now: float) -> str:
@@ -155,6 +167,10 @@ def _usd(amount: float) -> str:
 
 def run_history(args: argparse.Namespace) -> int:
     settings = _settings(args)
+    problem = state_dir_problem(settings, args)
+    if problem:
+        print(problem, file=sys.stderr)
+        return EXIT_USAGE
     path = settings.state_dir / HISTORY_FILE
     if not path.exists():
         print(f"No history yet (nothing at {path}).")

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable
 
-from config.settings import SettingsError, UploadMode, load_settings
+from config.read_only import readable_settings
+from config.settings import SettingsError, UploadMode
 from config.wake_phrases import model_for, model_phrases
 
 if TYPE_CHECKING:
@@ -41,7 +42,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings({"WAKE_PHRASE": args.wake_phrase, "AUDIO_INPUT_DEVICE": args.input_device})
+    settings = readable_settings({"WAKE_PHRASE": args.wake_phrase, "AUDIO_INPUT_DEVICE": args.input_device}, "wake-test")
     phrase = settings.listener.wake_phrase
     model = model_for(phrase)
     if model is None:

@@ -85,13 +85,16 @@ def address_problem(address: str, allow_public: bool) -> str | None:
             "the internet unprotected); use the satellite's LAN address, or set SATELLITES_ALLOW_PUBLIC=true")
 
 
-def parse_uri(room: str, uri: str, allow_public: bool) -> tuple[SatelliteSpec | None, str | None]:
-    """`tcp://host:port` -> the satellite, or one sentence saying what to change."""
+def parse_uri(room: str, uri: str, allow_public: bool, any_port: bool = False) -> tuple[SatelliteSpec | None, str | None]:
+    """`tcp://host:port` -> the satellite, or one sentence saying what to change. `any_port`: port
+    0 is a port to listen on, picked by the system (SATELLITE_LISTEN); no port is DEFAULT_PORT."""
     try:
         parts = urlsplit(uri.strip())
-        port = parts.port or DEFAULT_PORT
+        port = DEFAULT_PORT if parts.port is None else parts.port
     except ValueError:
         return None, f"{room}={uri}: not a tcp://host:port address"
+    if port == 0 and not any_port:
+        return None, f"{room}={uri}: port 0 is no satellite's port (the default is {DEFAULT_PORT})"
     if parts.scheme != "tcp" or not parts.hostname or parts.path not in ("", "/"):
         return None, f"{room}={uri}: not a tcp://host:port address (for example tcp://192.168.1.20:10700)"
     try:
@@ -151,7 +154,7 @@ def room_settings(values: Mapping[str, str], problems: list[str]) -> RoomSetting
         notices_to, notices_room = NoticesTo.ROOM, notices
         if not any(s.room == notices for s in satellites):
             problems.append(f"NOTICES_TO={notices} is not origin, all or a room named in SATELLITES; set it in .env or the environment.")
-    listen, problem = parse_uri("SATELLITE_LISTEN", get("SATELLITE_LISTEN"), allow_public=True)
+    listen, problem = parse_uri("SATELLITE_LISTEN", get("SATELLITE_LISTEN"), allow_public=True, any_port=True)
     if problem:
         problems.append(f"{problem}; set it in .env or the environment.")
     name = get("SATELLITE_NAME").lower()

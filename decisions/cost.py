@@ -3,8 +3,9 @@
 A pure meter: the shells tell it what happened (a response's token usage, a transcription's
 length, audio uploaded, the brain's tokens), it prices each with the `PriceTable` and keeps
 today's totals. "Today" is the local date of the injected clock: totals start again at local
-midnight. Nothing here sleeps or does I/O; `seconds_to_rollover()` says when the day changes
-(when a paused budget frees up).
+midnight, never at a restart: what earlier runs spent today (`earlier`, from the cost-days file)
+counts in today's totals and against the budget. Nothing here sleeps or does I/O;
+`seconds_to_rollover()` says when the day changes (when a paused budget frees up).
 
 Uploaded audio costs nothing by itself: the listener never makes a response of its audio (it
 routes commands as text), so its audio is billed through transcription, which the server reports
@@ -71,6 +72,13 @@ class DayTotals:
         return {"listener": self.listener_usd, "narrator": self.narrator_usd,
                 "transcription": self.transcription_usd, "brain": self.brain_usd}  # fmt: skip
 
+    def plus(self, other: "DayTotals") -> "DayTotals":
+        """Both added up (the same day)."""
+        return DayTotals(self.day, **{name: getattr(self, name) + getattr(other, name) for name in _AMOUNTS})
+
+
+_AMOUNTS = ("listener_usd", "narrator_usd", "transcription_usd", "brain_usd", "uploaded_s", "transcribed_s")
+
 
 @dataclass(frozen=True)
 class CostSummary:
@@ -103,12 +111,17 @@ class CostMeter:
     one). Each priced report returns its own cost in USD, for a log line if wanted.
     """
 
-    def __init__(self, settings: CostSettings, clock: Callable[[], datetime]) -> None:
+    def __init__(self, settings: CostSettings, clock: Callable[[], datetime], earlier: DayTotals | None = None,
+                 on_spend: Callable[[], None] | None = None) -> None:  # fmt: skip
+        """`earlier`: what earlier runs spent (on its day: counted only while that day lasts).
+        `on_spend`: called after each report that cost something (the shell saves the day)."""
         self.prices = settings.prices
         self.budget_usd = settings.daily_budget_usd
         self._clock = clock
         self._started = clock()
-        self._today = DayTotals(self._started.date())
+        self._today = DayTotals(self._started.date())  # this run's own
+        self._earlier = earlier
+        self._on_spend = on_spend
         self._total_usd = 0.0  # since the start, for the estimate
 
     # --- reports ---------------------------------------------------------------------------------
@@ -141,7 +154,12 @@ class CostMeter:
     # --- questions -------------------------------------------------------------------------------
 
     def today(self) -> DayTotals:
-        """Today's totals; a new local date starts them again."""
+        """Today's totals, earlier runs' included; a new local date starts them again."""
+        own = self.own_today()
+        return own.plus(self._earlier) if self._earlier is not None and self._earlier.day == own.day else own
+
+    def own_today(self) -> DayTotals:
+        """What this run spent today (what it records for the day: earlier runs recorded theirs)."""
         day = self._clock().date()
         if day != self._today.day:
             self._today = DayTotals(day)
@@ -167,9 +185,11 @@ class CostMeter:
         return CostSummary(self.today(), self.estimate_per_day(), self.budget_usd, self.over_budget)
 
     def _add(self, cost: float, **amounts: float) -> None:
-        today = self.today()
+        today = self.own_today()
         self._today = replace(today, **{name: getattr(today, name) + value for name, value in amounts.items()})
         self._total_usd += cost
+        if cost > 0 and self._on_spend is not None:
+            self._on_spend()
 
 
 def _usd(amount: float) -> str:

@@ -577,7 +577,8 @@ class SessionCore:
             placed_start, placed_end = self._places.place(start_ms), self._places.place(end_ms, ending=True)
             if placed_start is None or placed_end is None:
                 placed_start, placed_end = offset + start_ms, offset + end_ms
-            segment = Segment(placed_start, placed_end, segment_pcm, hints, wake_words)
+            segment = Segment(placed_start, placed_end, segment_pcm, hints, wake_words,
+                              session=str(self._session.get("id", "")), session_start_ms=self._places.first_ms)
             self._out.append(Transcribe(item_id, segment))
         transcript = scripted or self._config.fallback_transcript
         pending = scripted is None and self._transcriber is not None

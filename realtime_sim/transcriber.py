@@ -68,6 +68,8 @@ class Segment:
     pcm: bytes = b""  # its audio, pcm16 24 kHz (only for a transcriber that wants it)
     hints: tuple[str, ...] = ()  # words the session names (its transcription prompt, its tools)
     wake_words: tuple[str, ...] = ()  # the wake word(s) its transcription prompt spells
+    session: str = ""  # the listener session it came in
+    session_start_ms: float | None = None  # where that session's audio starts in the recording (when named)
 
 
 class Transcriber(Protocol):
@@ -104,6 +106,11 @@ class StreamPlaces:
         if not self._shifts or abs(self._shifts[-1][1] - shift) > 0.5:
             self._shifts.append((input_ms, shift))
 
+    @property
+    def first_ms(self) -> float | None:
+        """Where the first named append lies in the stream (None: none named one)."""
+        return None if not self._shifts else self._shifts[0][0] + self._shifts[0][1]
+
     def place(self, input_ms: float, *, ending: bool = False) -> float | None:
         """The stream position of an input position (None when no append named one). An `ending`
         position belongs to the audio before it (a segment that ends where a burst ends)."""
@@ -129,11 +136,15 @@ class Cue:
 
 @dataclass
 class CueSheet:
-    """Cues in the order of their start; each is used by one segment at most."""
+    """Cues in the order of their start; each is used by one segment at most, until a listener
+    session starts at or before it: a new run of the recording (its positions start again) or
+    a replay of audio a lost session never answered hears the words again (issue 28, item 6:
+    the second run against one `handoff sim --transcripts` heard nothing)."""
 
     cues: list[Cue]
     used: set[int] = field(default_factory=set)
     needs_audio: bool = False
+    sessions: set[str] = field(default_factory=set)  # the listener sessions seen
 
     @classmethod
     def read(cls, path: Path) -> "CueSheet":
@@ -161,6 +172,11 @@ class CueSheet:
         return cls(sorted(cues, key=lambda c: c.start_ms))
 
     def transcribe(self, segment: Segment) -> str:
+        if segment.session not in self.sessions:
+            self.sessions.add(segment.session)
+            if segment.session_start_ms is not None:  # the recording from there on is heard afresh
+                start = segment.session_start_ms - CUE_TOLERANCE_MS
+                self.used = {i for i in self.used if self.cues[i].start_ms < start}
         found = [
             index for index, cue in enumerate(self.cues)
             if index not in self.used and segment.start_ms - CUE_TOLERANCE_MS <= cue.start_ms <= segment.end_ms

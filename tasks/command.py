@@ -19,7 +19,7 @@ import time
 from pathlib import Path
 from typing import BinaryIO
 
-from config.settings import load_settings
+from config.read_only import readable_settings
 from safety.text import printable
 from tasks import control
 from tasks.config import TaskSettings, load_task_config
@@ -53,14 +53,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "which announces its outcome. Prints the task's id.", parents=[state_dir],
     )  # fmt: skip
     start.add_argument("template", help="the template's name")
-    start.add_argument("params", nargs="*", metavar="PARAM=VALUE", help="the template's parameters")
+    # default=[]: argparse calls a "*" positional required without one ("tasks start" said so)
+    start.add_argument("params", nargs="*", default=[], metavar="PARAM=VALUE", help="the template's parameters")
     cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.",
                                 parents=[state_dir])
     cancel.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
 
 
 def run(args: argparse.Namespace) -> int:
-    settings = load_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)})
+    settings = readable_settings({"HANDOFF_STATE_DIR": getattr(args, "state_dir", None)}, "tasks")
     task_settings = TaskSettings.from_settings(settings)
     action = getattr(args, "tasks_action", None)
     if action == "start":

@@ -1,47 +1,113 @@
-"""The spend of the last days, for the page's bar chart. The cost meter counts today only, from
-this run's start; this file (`<state dir>/cost-days.json`, 0600, written whole and renamed) keeps
-each run's totals per day, so a day's bar is the sum of every run that day. Days older than
-`KEEP_DAYS` are dropped."""
+"""The spend of the last days (`<state dir>/cost-days.json`, 0600, written whole and renamed):
+each run's totals per day, so a day is the sum of every run that day. The cost meter starts
+from what earlier runs spent today (`earlier`: a restart does not reset today, nor the daily
+budget), and `saving` writes this run's share as it spends; the page's bar chart reads it.
+Days older than `KEEP_DAYS` are dropped."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import datetime
 import json
+import logging
 import os
 import tempfile
 from pathlib import Path
+from typing import AsyncIterator, Callable
+
+from concurrency.changes import Changes
 
 COST_DAYS_FILE = "cost-days.json"
 KEEP_DAYS = 31
 PARTS = ("listener", "narrator", "transcription", "brain")
+SAVE_EVERY_S = 5.0  # spending is written at most this often (and once more at the end)
+
+log = logging.getLogger("handoff.cost")
 
 
 class CostDays:
-    def __init__(self, path: Path, run: str) -> None:
+    def __init__(self, path: Path, run: str = "") -> None:
         self.path = path
-        self._run = run  # this run's key: its start time and pid
-        self._days: dict[str, dict[str, dict[str, float]]] = _read(path)
+        self._run = run  # this run's key: its start time and pid ("": only reads)
+        self._stamp: tuple[int, int] | None = None
+        self._days: dict[str, dict[str, dict[str, float]]] = {}
+        self._reread()
+
+    def earlier(self, day: datetime.date) -> dict[str, float]:
+        """What the other runs recorded for `day`, by part."""
+        runs = [parts for run, parts in self._days.get(day.isoformat(), {}).items() if run != self._run]
+        return {p: sum(float(run.get(p, 0.0)) for run in runs) for p in PARTS}
 
     def record(self, day: datetime.date, parts: dict[str, float]) -> None:
         """This run's totals for `day` so far (replacing what it recorded before), written out."""
+        self._reread()  # another run's days, if one wrote since (one daemon per state folder, but a day may hold several)
         self._days.setdefault(day.isoformat(), {})[self._run] = {p: float(parts.get(p, 0.0)) for p in PARTS}
         oldest = (day - datetime.timedelta(days=KEEP_DAYS)).isoformat()
         self._days = {d: runs for d, runs in self._days.items() if d > oldest}
         _write(self.path, {"version": 1, "days": self._days})
+        self._stamp = _stamp(self.path)
 
     def last_days(self, today: datetime.date, count: int, today_parts: dict[str, float] | None) -> list[dict[str, object]]:
         """`count` days up to `today`, oldest first: {"day", "parts", "total"} each; today's bar
-        counts this run's live totals (`today_parts`) in place of what was last written."""
+        is `today_parts` (the meter's live totals, earlier runs' included) when given."""
+        self._reread()
         rows = []
         for back in range(count - 1, -1, -1):
             day = today - datetime.timedelta(days=back)
-            runs = dict(self._days.get(day.isoformat(), {}))
             if back == 0 and today_parts is not None:
-                runs[self._run] = today_parts
-            parts = {p: round(sum(run.get(p, 0.0) for run in runs.values()), 6) for p in PARTS}
+                parts = {p: round(float(today_parts.get(p, 0.0)), 6) for p in PARTS}
+            else:
+                runs = self._days.get(day.isoformat(), {}).values()
+                parts = {p: round(sum(float(run.get(p, 0.0)) for run in runs), 6) for p in PARTS}
             rows.append({"day": day.isoformat(), "parts": parts, "total": round(sum(parts.values()), 6)})
         return rows
+
+    def _reread(self) -> None:
+        stamp = _stamp(self.path)
+        if stamp != self._stamp:
+            self._days, self._stamp = _read(self.path), stamp
+
+
+@contextlib.asynccontextmanager
+async def saving(days: CostDays, own_today: Callable[[], tuple[datetime.date, dict[str, float]]],
+                 spent: Changes) -> AsyncIterator[None]:  # fmt: skip
+    """While the block runs, this run's spend today (`own_today()`) is written after each change
+    `spent` reports (at most every SAVE_EVERY_S), and once more at the end: a restart, even after
+    a crash, loses a few seconds of spending at most."""
+
+    saved = own_today()
+
+    def save() -> None:
+        nonlocal saved
+        saved = own_today()
+        try:
+            days.record(*saved)
+        except OSError as exc:
+            log.warning("could not write %s: %s", days.path, exc)
+
+    async def forever() -> None:
+        while True:
+            await spent.wait_until(lambda: own_today() != saved)  # (spent while it slept: at once)
+            save()
+            await asyncio.sleep(SAVE_EVERY_S)  # a rate limit, not a poll: the next change waits
+
+    saver = asyncio.create_task(forever(), name="cost days")
+    try:
+        yield
+    finally:
+        saver.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await saver
+        save()
+
+
+def _stamp(path: Path) -> tuple[int, int] | None:
+    try:
+        stat = path.stat()
+    except OSError:
+        return None
+    return stat.st_mtime_ns, stat.st_size
 
 
 def _read(path: Path) -> dict[str, dict[str, dict[str, float]]]:
@@ -49,10 +115,12 @@ def _read(path: Path) -> dict[str, dict[str, dict[str, float]]]:
         data = json.loads(path.read_text(encoding="utf-8"))
         days = data["days"]
     except (OSError, ValueError, KeyError, TypeError):
-        return {}  # none yet, or not ours: start again (it only feeds a chart)
+        return {}  # none yet, or not ours: start again
     if not isinstance(days, dict):
         return {}
-    return {d: runs for d, runs in days.items() if isinstance(runs, dict)}
+    return {d: {run: {p: float(v) for p, v in parts.items() if p in PARTS and isinstance(v, (int, float))}
+                for run, parts in runs.items() if isinstance(parts, dict)}
+            for d, runs in days.items() if isinstance(runs, dict)}  # fmt: skip
 
 
 def _write(path: Path, data: object) -> None:

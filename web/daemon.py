@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import os
 import sqlite3
 import time
 from typing import TYPE_CHECKING, AsyncIterator, Callable
@@ -87,8 +86,8 @@ async def serving(settings: Settings, feed: WebFeed | None, coordinator: "Coordi
         cost=lambda: None if parts.cost is None else parts.cost.summary(),
         rooms=lambda: getattr(runtime.tracker.status, "rooms", None),  # once the status has them
     )  # fmt: skip
-    run_key = f"{int(time.time())}-{os.getpid()}"
-    page = WebPage(config, feed, probes, coordinator.changes, CostDays(settings.state_dir / COST_DAYS_FILE, run_key))
+    # The days the cost meter saves (assembly.build.cost_meter), read for the chart.
+    page = WebPage(config, feed, probes, coordinator.changes, CostDays(settings.state_dir / COST_DAYS_FILE))
     started = await page.start()
     try:
         yield page if started else None

@@ -18,7 +18,6 @@ sites cannot set) and, when the browser says where it comes from, our own origin
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import json
 import logging
 import secrets
@@ -46,7 +45,6 @@ COOKIE = "handoff_token"
 CSRF_HEADER = "X-CSRF-Token"
 KEEPALIVE_S = 20.0  # a comment line on a quiet stream, so proxies and phones keep it open
 BATCH_S = 0.1  # changes this close together go out as one update
-COST_SAVE_S = 600.0  # today's spend is written to the cost-days file this often (and at the end)
 CONTROL_TIMEOUT_S = 60.0
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _HEADERS = {
@@ -84,7 +82,6 @@ class WebPage:
         self.csrf = secrets.token_urlsafe(24)  # per run: a page from before a restart fetches the new one
         self._runner: web.AppRunner | None = None
         self._closing = False
-        self._saver: asyncio.Task[None] | None = None
         self.streams = 0  # event streams open now
         self._static = {name: (STATIC / name).read_bytes() for name in ("index.html", "app.js", "app.css")}
 
@@ -110,8 +107,6 @@ class WebPage:
                         "another port, or 0 for no page)", self.config.host, self.config.port, exc.strerror or exc)  # fmt: skip
             return False
         self._runner = runner
-        if self._cost_days is not None:
-            self._saver = asyncio.create_task(self._save_cost_forever(), name="web cost days")
         log.info("web page on http://%s:%d/%s", self.config.host, self.config.port,
                  " (token required: `handoff web-url` prints the address)" if self.config.token else "")  # fmt: skip
         return True
@@ -119,28 +114,9 @@ class WebPage:
     async def close(self) -> None:
         self._closing = True
         self.feed.changes.notify()  # open event streams end
-        if self._saver is not None:
-            self._saver.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._saver
-        self._save_cost()
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
-
-    async def _save_cost_forever(self) -> None:
-        while True:
-            await asyncio.sleep(COST_SAVE_S)  # a slow heartbeat: one small file, whoever looks
-            self._save_cost()
-
-    def _save_cost(self) -> None:
-        summary = self.probes.cost() if self._cost_days is not None else None
-        if summary is None or self._cost_days is None:
-            return
-        try:
-            self._cost_days.record(summary.today.day, summary.today.parts())
-        except OSError as exc:
-            log.warning("could not write %s: %s", self._cost_days.path, exc)
 
     # -- guard --------------------------------------------------------------------------------------
     @web.middleware

@@ -6,6 +6,7 @@ text, never as HTML."""
 from __future__ import annotations
 
 import datetime
+import json
 import math
 import statistics
 from dataclasses import dataclass
@@ -131,9 +132,45 @@ def _command(view: CommandView, clean: Callable[[str], str]) -> dict[str, Any]:
 
 
 def _result(text: str) -> dict[str, Any]:
-    """ "get_time ok: {...}" (the timeline's result line) as the page shows it."""
+    """ "get_time ok: {...}" (the timeline's result line) as the page shows it: JSON as lines of
+    "name: value" (raw JSON broke mid-word on a phone and read as code)."""
     head, _, rest = text.partition(": ")
+    rest = readable(rest)
     return {"ok": head.endswith(" ok"), "text": rest if len(rest) <= RESULT_CHARS else rest[: RESULT_CHARS - 1] + "…"}
+
+
+def readable(text: str) -> str:
+    """A JSON object or list as one "name: value" line per value (nested names joined by a space,
+    a list of plain values on one line); `"ok": true` left out (the line says ok already). Any
+    other text as it is."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        return text
+    if not isinstance(value, (dict, list)):
+        return text
+    if isinstance(value, dict) and value.get("ok") is True:
+        value = {k: v for k, v in value.items() if k != "ok"}
+    return "\n".join(_lines(value, "")) or "(nothing)"
+
+
+def _lines(value: Any, name: str) -> list[str]:
+    label = f"{name}: " if name else ""
+    if isinstance(value, dict):
+        return [line for key, item in value.items() for line in _lines(item, f"{name} {key}".strip().replace("_", " "))]
+    if isinstance(value, list):
+        if all(not isinstance(item, (dict, list)) for item in value):
+            return [label + ", ".join(_plain(item) for item in value)]
+        return [line for index, item in enumerate(value, 1) for line in _lines(item, f"{name} {index}".strip())]
+    return [label + _plain(value)] if value != "" else []  # an empty value says nothing
+
+
+def _plain(value: Any) -> str:
+    if value is None:
+        return "none"
+    if isinstance(value, bool):
+        return "yes" if value else "no"
+    return str(value)
 
 
 def _tasks(records: Any, clean: Callable[[str], str], now: float) -> list[dict[str, Any]]:

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import pytest
 
-from commands import cli
+from commands import checks, cli
 from commands.checks import BRAIN_MODELS, REALTIME_MODELS, TRANSCRIBE_MODELS, VOICES, template_problems
 from tasks.config import parse_task_config
+from tests.support.audio_helpers import alsa_without_devices
 
 REPO = Path(__file__).resolve().parents[2]
 KEY = "sk-check-test-0123456789"
@@ -29,6 +30,9 @@ def home(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.chdir(tmp_path)
     monkeypatch.setenv("HOME", str(tmp_path))  # the default workspace (~/handoff-workspace) is made here
     monkeypatch.setenv("HANDOFF_STATE_DIR", str(tmp_path / "state"))
+    # A microphone and a speaker, as on a user's machine (this one has no sound card: the test
+    # that `check` says so runs it as a subprocess on PortAudio as it is).
+    monkeypatch.setattr(checks, "device_findings", lambda settings: [], raising=False)
     return tmp_path
 
 
@@ -62,6 +66,11 @@ def test_sim_on_a_port_that_does_not_exist(home, capsys) -> None:
 def test_an_unknown_log_level(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     code, _, err = handoff(capsys, "run", "--log-level", "LOUD")
+    assert code == 2
+    # Given as a flag: said of the flag, as typed (issue 28, item 11).
+    assert one_line(err) == "handoff: --log-level LOUD is not one of DEBUG, INFO, WARNING, ERROR; change --log-level."
+    monkeypatch.setenv("LOG_LEVEL", "LOUD")
+    code, _, err = handoff(capsys, "run")
     assert code == 2
     assert one_line(err) == (
         "handoff: LOG_LEVEL=LOUD is not one of DEBUG, INFO, WARNING, ERROR; "
@@ -123,7 +132,7 @@ def test_a_base_url_that_is_no_url(home, capsys, monkeypatch, url: str) -> None:
     code, _, err = handoff(capsys, "run", "--base-url", url)
     assert code == 2
     assert one_line(err) == (
-        f"handoff: OPENAI_BASE_URL={url} is not an http(s) or ws(s) URL; "
+        f"handoff: --base-url {url} is not an http(s) or ws(s) URL; "
         "write it like http://127.0.0.1:8765/v1, or leave it empty for OpenAI."
     )
 
@@ -144,8 +153,8 @@ def test_every_problem_is_reported_at_once(home, capsys, monkeypatch) -> None:
     monkeypatch.setenv("NOISE_REDUCTION", "loud")
     code, _, err = handoff(capsys, "run", "--log-level", "LOUD", "--base-url", "nope")
     assert code == 2 and "Traceback" not in err
-    assert [line.split("=")[0] for line in err.strip().splitlines()] == [
-        "handoff: NOISE_REDUCTION", "handoff: LOG_LEVEL", "handoff: OPENAI_BASE_URL", "handoff: 3 errors to fix.",
+    assert [line.split("=")[0].split(" is ")[0] for line in err.strip().splitlines()] == [
+        "handoff: NOISE_REDUCTION", "handoff: --log-level LOUD", "handoff: --base-url nope", "handoff: 3 errors to fix.",
     ]  # fmt: skip
 
 
@@ -347,3 +356,25 @@ def test_check_refuses_a_wake_phrase_the_stop_spotter_does_not_know_as_run_does(
     assert check_lines(out)[0].startswith("error: the stop phrase 'zorblax' + ['stop', 'cancel'] has words the on-device spotter does not know")
     code, _, err = handoff(capsys, "run")
     assert code == 2 and one_line(err).startswith("handoff: the stop phrase 'zorblax'")
+
+
+def test_check_says_there_is_no_microphone_or_speaker(tmp_path: Path) -> None:
+    # Issue 28, item 13: `check` said ok on a machine with neither, and `run` then failed.
+    env = {**alsa_without_devices(tmp_path), "OPENAI_API_KEY": KEY, "HANDOFF_STATE_DIR": str(tmp_path / "state"),
+           "HOME": str(tmp_path)}  # fmt: skip
+    result = subprocess.run([sys.executable, "-m", "commands.cli", "check"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 2, result.stdout + result.stderr
+    lines = check_lines(result.stdout)
+    assert lines[:2] == [
+        "error: no audio input device found: connect a microphone, pick one with AUDIO_INPUT_DEVICE (see `./run devices`), "
+        "or use --input-wav.",
+        "error: no audio output device found: connect a speaker or headphones, pick one with AUDIO_OUTPUT_DEVICE (see "
+        "`./run devices`), or use --output-wav.",
+    ], lines
+    wav = tmp_path / "in.wav"
+    wav.write_bytes(b"")  # checked as a file `run` can read, not played
+    result = subprocess.run([sys.executable, "-m", "commands.cli", "check", "--input-wav", str(wav), "--output-wav",
+                             str(tmp_path / "out.wav")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert f"input {wav}, output {tmp_path / 'out.wav'} and 0 task template(s) checked" in result.stdout

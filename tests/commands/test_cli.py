@@ -71,6 +71,14 @@ async def test_demo_runs_offline_and_tells_the_whole_story(tmp_path):
     for tool in ("get_time", "list_files", "read_file_head", "ask_brain", "echo", "start_task", "set_timer"):
         assert f"{tool}(" in out, (tool, out)
     assert "notice" in out and "Your two-second timer is done." in out
+    # Issue 28, item 7: the last command shows what was heard and said before the demo ends, and
+    # the summary counts the chatter it overheard (three sentences, none uploaded).
+    story = out.split("\n\ndone: ")[0]
+    last = story[story.rindex("Hey Jarvis, echo the demo is complete."):]
+    assert " confirmed " in last and ("said        " in last or "narrating   the demo is complete" in last), last
+    assert out.strip().splitlines()[-1] == (
+        "done: 8 commands handled, 3 sentences not addressed to it overheard (none of them left this machine); "
+        "narration written to handoff-demo.wav")
     with wave.open(str(tmp_path / "handoff-demo.wav")) as wav:
         assert wav.getnframes() > 24000 * 5
 

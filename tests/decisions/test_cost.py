@@ -105,3 +105,22 @@ def test_the_summary_line_shows_amounts_and_the_budget_and_nothing_else():
     assert m.summary().line().endswith("daily budget $2.00 reached")
     unbudgeted, _ = meter(datetime(2026, 11, 22, 8, 0))
     assert unbudgeted.summary().line().endswith("a day at this rate")
+
+
+def test_what_earlier_runs_spent_today_counts_until_midnight():
+    # Issue 28, item 2: a restart started today's cost, and the budget, from zero.
+    clock = Clock(datetime(2026, 11, 24, 23, 0, tzinfo=timezone.utc))
+    spends = []
+    earlier = DayTotals(date(2026, 11, 24), narrator_usd=0.03, brain_usd=0.017)
+    cost = CostMeter(CostSettings(PriceTable(), 0.05), clock, earlier=earlier, on_spend=lambda: spends.append(1))
+    assert cost.today().spent_usd == pytest.approx(0.047) and not cost.over_budget
+    cost.brain_usage(1_000_000, 0)  # $1.75
+    assert cost.over_budget and cost.today().brain_usd == pytest.approx(1.767)
+    assert cost.own_today().spent_usd == pytest.approx(1.75)  # what this run records: earlier runs recorded theirs
+    assert spends == [1]
+    cost.uploaded(3.0)
+    assert spends == [1]  # counted, not spent
+    clock.advance(hours=2)  # the next day
+    assert cost.today().spent_usd == 0 and not cost.over_budget
+    stale = CostMeter(CostSettings(PriceTable(), 0.05), clock, earlier=earlier)  # a record of yesterday
+    assert stale.today().spent_usd == 0

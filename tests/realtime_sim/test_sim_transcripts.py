@@ -23,6 +23,17 @@ def test_a_cue_sheet_names_each_segment_once() -> None:
     assert cues.transcribe(Segment(6000, 8000)) == "Computer."
 
 
+def test_a_cue_is_heard_again_by_a_session_that_starts_before_it() -> None:
+    # A second run of the recording (its positions start again), or a replay into a new session
+    # of audio the lost one never answered.
+    cues = CueSheet.parse("0.5\tComputer, what time is it?\n2.5\tI think it's late\n")
+    assert cues.transcribe(Segment(200, 1400, session="a", session_start_ms=0)) == "Computer, what time is it?"
+    assert cues.transcribe(Segment(2100, 3000, session="a", session_start_ms=0)) == "I think it's late"
+    assert cues.transcribe(Segment(2100, 3000, session="b", session_start_ms=2000)) == "I think it's late"
+    assert cues.transcribe(Segment(200, 1400, session="b", session_start_ms=2000)) == ""  # before b: still used
+    assert cues.transcribe(Segment(200, 1400, session="c", session_start_ms=0)) == "Computer, what time is it?"
+
+
 @pytest.mark.parametrize(
     ("text", "message"),
     [
@@ -57,13 +68,17 @@ async def test_sim_with_a_cue_sheet_answers_the_recording_word_for_word(tmp_path
         line = await sim.wait_line(r"simulator listening on ")
         base_url = re.search(r"(http://\S+/v1)", line).group(1)
         # Read in real time, as a microphone would be: the file pauses while the narrator speaks.
-        async with running_daemon(tmp_path, daemon_env(tmp_path, base_url), "--input-wav", str(wav),
-                                  "--output-wav", str(tmp_path / "out.wav")) as handoff:  # fmt: skip
-            assert await handoff.exited(timeout=90) == 0, handoff.log
-    commands = [line.split("command: ", 1)[1] for line in handoff.lines if " command: " in line]
-    assert commands == ["echo hello from the cue sheet", "what time is it?"], handoff.log + "\nSIM:\n" + sim.log
-    assert "ignored an utterance not addressed to me (8 words)" in handoff.log
-    assert handoff.log.count("narrated: answer") == 2
+        # Twice against the same simulator (issue 28, item 6: the second run heard nothing, the
+        # cues were used up): each run is the recording from its start.
+        for run in (1, 2):
+            async with running_daemon(tmp_path, daemon_env(tmp_path, base_url), "--input-wav", str(wav),
+                                      "--output-wav", str(tmp_path / "out.wav")) as handoff:  # fmt: skip
+                assert await handoff.exited(timeout=90) == 0, handoff.log
+            commands = [line.split("command: ", 1)[1] for line in handoff.lines if " command: " in line]
+            assert commands == ["echo hello from the cue sheet", "what time is it?"], (run, handoff.log + "\nSIM:\n" + sim.log)
+            assert "ignored an utterance not addressed to me (8 words)" in handoff.log
+            assert handoff.log.count("narrated: answer") == 2
+    assert "response_cancel_not_active" not in sim.log
 
 
 @pytest.mark.parametrize("mode", ["speech_only", "continuous", "wake_word"])

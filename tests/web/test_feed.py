@@ -146,9 +146,13 @@ def test_cost_days_add_up_runs_and_forget_old_days(tmp_path: Path) -> None:
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
     second = CostDays(path, "run-2")  # a restart the same day
     second.record(today, {"narrator": 0.03})
-    days = CostDays(path, "run-3").last_days(today, 14, {"brain": 0.5})
+    third = CostDays(path, "run-3")
+    assert third.earlier(today) == {"listener": 0.01, "narrator": 0.05, "transcription": 0.0, "brain": 0.0}
+    assert second.earlier(today) == {"listener": 0.01, "narrator": 0.02, "transcription": 0.0, "brain": 0.0}  # not its own
+    days = third.last_days(today, 14, {"listener": 0.01, "narrator": 0.05, "brain": 0.5})  # the meter's today: all runs
     assert len(days) == 14 and days[-1]["day"] == "2026-11-24"
     assert days[-1]["parts"] == {"listener": 0.01, "narrator": 0.05, "transcription": 0.0, "brain": 0.5}
+    assert third.last_days(today, 2, None)[-1]["total"] == 0.06  # as recorded
     assert "2026-10-15" not in json.loads(path.read_text())["days"]
 
 
@@ -174,3 +178,33 @@ def test_a_crashed_tool_is_counted_and_a_notice_is_not_the_command_s_last_audio(
     timeline.emit(Narrated(NarrationKind.NOTICE, "The backup finished.", "similarity 1.00, attempts 1"))
     assert feed.counts["tool_runs", "read_file_head", "crashed"] == 1
     assert "last_audio" not in feed.commands[-1].stages() and not feed.commands[-1].done
+
+
+async def test_spending_is_saved_as_it_goes_even_while_the_saver_rests(tmp_path: Path, monkeypatch) -> None:
+    # Issue 28, item 2: what a run spends survives it (a crash loses seconds of it at most).
+    from concurrency.changes import Changes
+    from web import cost_days
+
+    monkeypatch.setattr(cost_days, "SAVE_EVERY_S", 0.05)
+    today = datetime.date(2026, 11, 24)
+    parts = {"brain": 0.0}
+    spent, recorded = Changes(), Changes()
+    days = CostDays(tmp_path / "cost-days.json", "run-1")
+    writes: list[float] = []
+    record = days.record
+
+    def recording(day: datetime.date, saved: dict[str, float]) -> None:
+        record(day, saved)
+        writes.append(saved["brain"])
+        recorded.notify()
+
+    monkeypatch.setattr(days, "record", recording)
+    async with cost_days.saving(days, lambda: (today, dict(parts)), spent):
+        parts["brain"] = 0.1
+        spent.notify()
+        await recorded.wait_until(lambda: writes == [0.1], timeout=5)
+        parts["brain"] = 0.2  # while it rests after that write: said once, not again
+        spent.notify()
+        await recorded.wait_until(lambda: writes == [0.1, 0.2], timeout=5)
+    assert writes == [0.1, 0.2, 0.2]  # and once more at the end
+    assert CostDays(tmp_path / "cost-days.json", "run-2").earlier(today)["brain"] == 0.2

@@ -73,17 +73,23 @@ function tickSession() {
 // -- commands ---------------------------------------------------------------------------------
 const SHOWN_COMMANDS = () => (window.matchMedia("(max-width: 40rem)").matches ? 6 : 12); // a phone: fewer
 
-function stageBar(stages, order) {
+function stageEnd(stages, order) {
+  // Where a command's bar ends: its last stage seen, in seconds from its first.
+  const times = order.map((s) => stages[s]).filter((t) => typeof t === "number");
+  return times.length ? Math.max(...times) : 0;
+}
+
+function stageBar(stages, order, scale) {
   // One segment per stage reached, from the one before it; a stage that did not happen (no tool,
-  // no timing yet) has no segment, and the label says so.
+  // no timing yet) has no segment, and the label says so. Every bar is drawn on one time scale
+  // (`scale` seconds: the longest command shown fills the track), so a slow command looks slow.
   const present = order.filter((s) => typeof stages[s] === "number");
-  const bar = el("div", { cls: "stagebar", role: "img" });
-  const total = present.length ? Math.max(...present.map((s) => stages[s])) : 0;
+  const bar = el("div", { cls: "stagebar", role: "img", "data-end": String(stageEnd(stages, order)) });
   let previous = 0;
   for (const stage of present) {
     const at = stages[stage];
     const seg = el("div", { cls: "seg", "data-stage": stage, title: STAGE_NAMES[stage] + " at " + secs(at) });
-    seg.style.width = (total > 0 ? Math.max(0, at - previous) / total * 100 : 0) + "%";
+    seg.style.width = (scale > 0 ? Math.max(0, at - previous) / scale * 100 : 0) + "%";
     seg.style.background = "var(--s-" + stage + ", #9ca3af)";
     bar.append(seg);
     previous = Math.max(previous, at);
@@ -125,7 +131,10 @@ function line(label, text, cls) {
 function renderCommands(commands, order) {
   renderLegend(order);
   const list = byId("commands");
-  list.replaceChildren(...commands.slice(0, SHOWN_COMMANDS()).map((c) => {
+  const shown = commands.slice(0, SHOWN_COMMANDS());
+  const scale = Math.max(0, ...shown.map((c) => stageEnd(c.stages, order)));
+  byId("stage-scale").textContent = scale > 0 ? "bars: 0 to " + secs(scale) : "";
+  list.replaceChildren(...shown.map((c) => {
     const item = el("li", { cls: "command" });
     item.append(el("div", { cls: "top" },
       el("span", { cls: "when", text: clock(c.at) }),
@@ -139,7 +148,7 @@ function renderCommands(commands, order) {
       if (result !== undefined) item.append(line(result.ok ? "got" : "failed", result.text, result.ok ? "result" : "result failed"));
     });
     if (c.said) item.append(line("said", c.said, "said"));
-    item.append(stageBar(c.stages, order));
+    item.append(stageBar(c.stages, order, scale));
     return item;
   }));
   byId("commands-empty").hidden = commands.length > 0;
@@ -337,5 +346,17 @@ document.addEventListener("DOMContentLoaded", () => {
   });
   setInterval(tickSession, 1000);
   window.matchMedia("(max-width: 40rem)").addEventListener("change", () => state && renderCommands(state.commands, state.stage_order));
-  connect();
+  if (new URLSearchParams(location.search).has("once")) once(); else connect();
 });
+
+async function once() {
+  // `/?once`: the state as it is now, without the live stream. The stream stays open for as long
+  // as the page does (that is what makes it live), so a headless browser's --virtual-time-budget,
+  // which waits for the network to go quiet, never ends on the live page; this one does.
+  try {
+    const response = await fetch("/api/state", { credentials: "same-origin" });
+    render(await response.json());
+  } catch (error) {
+    byId("conn").hidden = false;
+  }
+}
