@@ -24,7 +24,7 @@ from audio_io import BYTES_PER_SECOND, PushMicrophone, WavFileSpeaker
 from assembly.build import assistant
 from commands.checks import output_file_problem
 from concurrency.changes import wait_for
-from decisions.events import NarrationKind, Narrated
+from decisions.events import NarrationKind, Narrated, NarrationStarted
 from decisions.timeline import Timeline, TimelineEntry
 from speech.local_voice import flite_available, flite_speech, synthesize
 from config.logging_setup import configure_logging
@@ -50,8 +50,6 @@ class Utterance:
     notices: int = 0  # expect="notice": how many notices have been said by the end of this step
 
 
-# How the timeline shows an answer narrated before its command's words came (its "said" follows them).
-EARLY_ANSWER = "(an answer said before its command's transcript came"
 FOLLOW_UP_S = 3.0  # the demo's follow-up window (6 s by default), so its pauses stay short
 
 
@@ -223,7 +221,7 @@ async def say(utterance: Utterance, sim: SimServer, microphone: PushMicrophone, 
             # came (a command routed by its audio is answered before them), and what was said is
             # shown once they did: the demo does not end with a command that shows neither.
             entries = list(t.entries)
-            early = [i for i, e in enumerate(entries) if e.kind == "narrating" and e.text.startswith(EARLY_ANSWER)]
+            early = [i for i, e in enumerate(entries) if isinstance(e.event, NarrationStarted) and e.event.private]
             return (
                 t.count("narrated") > before["narrated"]
                 and t.count("listening") > before["listening"]
