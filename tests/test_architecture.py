@@ -322,3 +322,21 @@ def test_the_log_text_check_finds_what_it_is_for() -> None:
     assert text_parsing_in('kind = e.text.split(" ", 1)[0]') == [1]
     assert text_parsing_in('x = json.loads(entry.text)') == [1]
     assert text_parsing_in('words = utterance.text.split()') == []
+
+
+# What decisions/ may import from the project, as docs/HANDOFF.md's layout table says (its row is
+# checked against this set too).
+DECISIONS_MAY_IMPORT = frozenset({"realtime_api.wire", "realtime_api.fatal", "config.settings", "config.wake_phrases",
+                                  "safety.text", "speech.speakable"})
+
+
+def test_decisions_import_only_what_the_layout_table_allows() -> None:
+    graph = build_graph("every")
+    files = project_files()
+    offenders = sorted(f"{m} -> {d}" for m in graph if m.split(".")[0] == "decisions" for d in graph[m]
+                       if d.split(".")[0] != "decisions" and d not in DECISIONS_MAY_IMPORT
+                       and not (d in files and files[d].name == "__init__.py"))  # fmt: skip
+    assert not offenders, offenders
+    row = next(line for line in (REPO / "docs" / "HANDOFF.md").read_text().splitlines() if line.startswith("| `decisions/`"))
+    allowed_in_docs = row.rsplit("|", 2)[-2]
+    assert all(f"`{name}`" in allowed_in_docs for name in DECISIONS_MAY_IMPORT), allowed_in_docs

@@ -1017,3 +1017,14 @@ def test_silence_after_the_question_runs_nothing(clock):
     assert not [a for a in core.handle(Tick()) if isinstance(a, StartTools)]
     assert not [a for a in core.handle(CommandHeard("yes")) if isinstance(a, StartTools)]  # too late
     assert core.timeline.count("asking") == 2  # asked; no yes came
+
+
+def test_the_documented_lifecycle_is_the_lifecycle():
+    from pathlib import Path
+
+    from decisions.lifecycle import LIFECYCLE
+
+    doc = (Path(__file__).parents[2] / "docs" / "HANDOFF.md").read_text()
+    rows = {line for line in doc.splitlines() if line.startswith("| ") and line.count("|") == 5}
+    for (state, event), target in LIFECYCLE.rows.items():
+        assert f"| {type(state).__name__} | {state.value} | {event.value} | {target.value} |" in rows
