@@ -21,7 +21,7 @@ from concurrency.changes import Changes
 from decisions.coordinator import NarrationKind
 from decisions.stages import Stage, StageTimes
 from decisions.events import (
-    ConnectAttemptFailed, FatalError, ListenerLost, ListenerReady, LossCause, Narrated, ToolFinished, ToolOutcome,
+    CommandClosed, CommandRouted, ConnectAttemptFailed, FatalError, ListenerLost, ListenerReady, LossCause, Narrated, ToolFinished, ToolOutcome,
 )
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry, HistoryKind
@@ -50,6 +50,7 @@ class CommandView:
     observed: StageTimes = field(default_factory=StageTimes)
     results: list[str] = field(default_factory=list)
     done: bool = False
+    command_id: int | None = None  # the lifecycle's id (decisions.lifecycle), once routed here
 
     def stages(self) -> dict[str, float]:
         return dict(self.entry.stages) or self.observed.offsets()
@@ -127,6 +128,12 @@ class WebFeed:
             case TimelineKind.NARRATING if view is not None and Stage.CALL_RECEIVED in view.observed.times:
                 view.observed.mark(Stage.TOOL_DONE, entry.at)  # (a reply with no tool: the model's text)
         match entry.event:
+            case CommandRouted(command=record) if view is not None and view.command_id is None:
+                view.command_id = record.id
+            case CommandClosed(command=record) if not record.kept:
+                # Withdrawn (not addressed after all) or lost (its words route it again): not a
+                # command of the user's, so no row stays "in progress" for ever.
+                self.commands = deque((v for v in self.commands if v.command_id != record.id), maxlen=self.commands.maxlen)
             case Narrated(narration=kind):
                 self.counts["narrations", kind.value] += 1
                 answered = view or self._finished

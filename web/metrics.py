@@ -59,7 +59,7 @@ class FeedCollector:
         if summary is not None:
             cost = GaugeMetricFamily("handoff_cost_today_usd", "Today's estimated spend, by part.", labels=["part"])
             for part, usd in summary.today.parts().items():
-                cost.add_metric([part], usd)
+                cost.add_metric([part], round(usd, 6))  # (float sums: 0.00030000000000000003)
             yield cost
             uploaded = GaugeMetricFamily("handoff_uploaded_audio_today_seconds", "Microphone audio sent today.")
             uploaded.add_metric([], summary.today.uploaded_s)

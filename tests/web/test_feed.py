@@ -12,7 +12,7 @@ from pathlib import Path
 import dataclasses
 
 from decisions.events import (
-    CommandClosed, CommandRouted, FatalError, ListenerLost, ListenerReady, LossCause, NarrationKind, Narrated,
+    CommandClosed, CommandRouted, CommandWithdrawn, FatalError, ListenerLost, ListenerReady, LossCause, NarrationKind, Narrated,
     NarrationStarted, Note, StagesMeasured, ToolFinished, ToolOutcome, ToolRan,
 )
 from decisions.lifecycle import CommandRecord, RouteMode, Step, Verdict
@@ -208,3 +208,29 @@ async def test_spending_is_saved_as_it_goes_even_while_the_saver_rests(tmp_path:
         await recorded.wait_until(lambda: writes == [0.1, 0.2], timeout=5)
     assert writes == [0.1, 0.2, 0.2]  # and once more at the end
     assert CostDays(tmp_path / "cost-days.json", "run-2").earlier(today)["brain"] == 0.2
+
+
+def test_a_withdrawn_command_leaves_no_row_in_progress(tmp_path: Path) -> None:
+    # Issue 28, item 4: a route by audio that its transcript withdrew stayed a yellow row for ever.
+    timeline, _, feed, _ = fed(tmp_path)
+    unheard = CommandRecord(7, RouteMode.AUDIO, None, Step.ROUTED, Verdict.UNHEARD)
+    timeline.emit(CommandRouted(unheard))
+    assert len(feed.commands) == 1 and not feed.commands[0].done
+    withdrawn = dataclasses.replace(unheard, step=Step.WITHDRAWN, verdict=Verdict.WITHDRAWN)
+    timeline.emit(CommandWithdrawn(withdrawn, "not addressed after all"))
+    timeline.emit(CommandClosed(withdrawn))
+    assert not feed.commands
+
+
+def test_metrics_show_todays_cost_without_float_noise(tmp_path: Path) -> None:
+    from decisions.cost import CostMeter
+    from config.settings import CostSettings
+
+    _, _, feed, _ = fed(tmp_path)
+    import datetime as dt
+    meter = CostMeter(CostSettings(), clock=lambda: dt.datetime(2026, 11, 25, 12, 0))
+    for _ in range(3):
+        meter.transcription(0.1)
+    text = render(feed, meter.summary).decode()
+    line = next(l for l in text.splitlines() if l.startswith('handoff_cost_today_usd{part="transcription"}'))
+    assert len(line.rsplit(" ", 1)[1]) <= 12, line
