@@ -18,7 +18,7 @@ import functools
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
+from typing import Any, Callable
 
 from concurrency.changes import Changes
 from config.logging_setup import redact
@@ -131,7 +131,8 @@ class ServiceRuntime:
     def _observe(self, entry: TimelineEntry, history: HistoryTracker | None = None, room: str = "") -> None:
         history = history or self._history
         if self._files is not None and self._files.secrets:  # say, a key read out by the user
-            entry = dataclasses.replace(entry, text=redact(entry.text, self._files.secrets))
+            secrets = self._files.secrets
+            entry = dataclasses.replace(entry, text=redact(entry.text, secrets), event=redacted(entry.event, secrets))
         self._health.news()
         self.tracker.observe(entry)
         history.observe(entry)
@@ -193,3 +194,18 @@ class ServiceRuntime:
             log.error("could not write the status file %s: %s", files.status_path, exc)
         self.writes += 1
         self.changes.notify()
+
+
+def redacted(value: Any, secrets: tuple[str, ...]) -> Any:
+    """`value` (a typed event, its record, their strings, tuples and dicts) with every secret cut
+    out of every string in it: the history and the status file are written from the events."""
+    if isinstance(value, str):
+        return redact(value, secrets)
+    if isinstance(value, tuple):
+        return tuple(redacted(v, secrets) for v in value)
+    if isinstance(value, dict):
+        return {k: redacted(v, secrets) for k, v in value.items()}
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        changes = {f.name: redacted(getattr(value, f.name), secrets) for f in dataclasses.fields(value) if f.init}
+        return dataclasses.replace(value, **changes)
+    return value

@@ -15,6 +15,9 @@ import pytest
 from commands import cli
 from service.history import HISTORY_FILE, HistoryEntry, HistoryKind, HistoryStore, Outcome
 from service.status import STATUS_FILE, Status, write_status
+from decisions.coordinator import ToolDone, ToolStarted, ToolsFinished
+from decisions.listener_core import RunTools
+from realtime_api.wire import FunctionCall
 
 KEY = "handoff-test-key-Q7w9zXv3LmN2pR8t"
 HOSTILE = "\x1b]0;pwned\x07\x1b[2J\rsay\n2026-01-01 00:00:00  asked: FORGED"
@@ -61,20 +64,24 @@ def test_status_prints_the_last_command_escaped_and_without_the_key(state: Path,
 async def test_the_status_file_and_the_history_never_keep_the_key(tmp_path: Path) -> None:
     # The key said aloud ("computer, remember <key>") or come from anywhere else: what the
     # daemon writes for `handoff status` and `handoff history` has it cut out (issue 23, defect 1).
-    from decisions.timeline import Timeline, TimelineKind
+    from decisions.events import ToolOutcome
     from service.health import ListenerHealth
     from service.notify import SystemdNotifier
     from service.runtime import ServiceRuntime, StatusFiles
+    from tests.service.test_status import command, history_of, say
 
     state = tmp_path / "state"
     state.mkdir()
     files = StatusFiles(state / STATUS_FILE, HistoryStore(state / HISTORY_FILE, 10), secrets=(KEY,))
-    timeline = Timeline()
-    async with ServiceRuntime(timeline, SystemdNotifier({}), ListenerHealth(stuck_after_s=60.0), None, files):
-        timeline.add(TimelineKind.COMMAND, f"remember {KEY}")
-        timeline.add(TimelineKind.TOOL, f'echo({{"text": "{KEY}"}})')
-        timeline.add(TimelineKind.NARRATING, f"You said {KEY}.")
-        timeline.add(TimelineKind.NARRATED, "answer (similarity 1.00, attempts 1)")
+    _, _, core = history_of()  # a real coordinator core: the events the daemon's timeline carries
+    async with ServiceRuntime(core.timeline, SystemdNotifier({}), ListenerHealth(stuck_after_s=60.0), None, files):
+        route = command(core, f"remember {KEY}")
+        (start,) = core.handle(RunTools(f"remember {KEY}", (FunctionCall("c1", "echo", f'{{"text": "{KEY}"}}', "i1"),),
+                                        session=core.session))  # fmt: skip
+        core.handle(ToolStarted(start.command_id, "echo", f'{{"text": "{KEY}"}}'))
+        core.handle(ToolDone(start.command_id, "echo", ToolOutcome.OK, KEY))
+        core.handle(ToolsFinished(route, (f"You said {KEY}.",)))
+        say(core)
     written = (state / STATUS_FILE).read_text() + (state / HISTORY_FILE).read_bytes().decode("latin-1")
-    assert "remember [redacted]" in written and "You said [redacted]." in written
+    assert "remember [redacted]" in written and "You said [redacted]." in written and "echo(" in written
     assert KEY not in written
