@@ -189,6 +189,7 @@ class SatelliteLink:
         self.connections = 0
         self.unusable = 0  # events that did not fit
         self._unusable_logged = False  # the first of a connection is logged, the rest only counted
+        self.errors_reported = 0  # `error` events (the first, and every 1000th, logged)
         self.last_command_at: float | None = None
         self._alive_at = 0.0  # clock time the satellite was last heard from
         self._pipeline_until: float | None = None  # a woken satellite's command is due by then
@@ -297,6 +298,7 @@ class SatelliteLink:
         return next(iter(done)).result()
 
     async def _read(self, client: _Connection) -> str:
+        streamed, silence_at = False, -STOP_SILENCE_S  # audio came since the last audio-stop; when silence was added
         while True:
             event = await read(client.reader)
             if isinstance(event, Closed):
@@ -305,13 +307,19 @@ class SatelliteLink:
             match event:
                 case Audio(pcm=pcm, rate=rate, channels=channels):
                     self.microphone.push(pcm, rate, channels)
+                    streamed = True
                 case PipelineStarted() as started:
                     self.last_command_at = time.time()
                     if started.woken:
                         self._pipeline_until = self._clock() + self.settings.pipeline_timeout_s
                     self.on_pipeline(started)
                 case AudioEnds():
-                    self.microphone.silence(STOP_SILENCE_S)
+                    # At most one second of silence a second: a flood of audio-stops must not become
+                    # minutes of audio to upload.
+                    if streamed and self._clock() - silence_at >= STOP_SILENCE_S:
+                        silence_at = self._clock()
+                        self.microphone.silence(STOP_SILENCE_S)
+                    streamed = False
                 case Alive(snd_rate=rate):
                     if rate:
                         self.speaker.set_rate(rate)
@@ -320,7 +328,10 @@ class SatelliteLink:
                 case StopAsked(phrase=phrase):  # its own detector heard "computer, stop"
                     self.on_stop(phrase)
                 case Failed(text=text):
-                    log.warning("satellite %s reports an error: %s", self.spec.room, text)
+                    self.errors_reported += 1
+                    if self.errors_reported == 1 or self.errors_reported % 1000 == 0:
+                        log.warning("satellite %s reports an error: %s (%d so far)", self.spec.room, text[:200],
+                                    self.errors_reported)  # fmt: skip
                 case Unusable(type=kind, why=why):
                     self.unusable += 1
                     if why and not self._unusable_logged:
