@@ -37,6 +37,7 @@ log = logging.getLogger("handoff.rooms")
 STOP_SILENCE_S = 1.0  # after a satellite's audio-stop: silence, so the listener's VAD ends the utterance
 MAX_BUFFERED_S = 10.0  # mic audio not yet read by the room (bounded: oldest dropped)
 MAX_OUTBOX_BYTES = 8 * 1024 * 1024  # events the satellite has not read yet (3 min of its speaker's audio)
+MAX_OUTBOX_EVENTS = 4096  # (200 s of its speaker's audio in 50 ms chunks; a ping flood's pongs)
 
 
 class SatelliteMicrophone:
@@ -180,6 +181,7 @@ class SatelliteLink:
         self._outbox: deque[Event] = deque()
         self._outbox_bytes = 0
         self._stalled = False  # the satellite stopped reading: the outbox overflowed
+        self._client: _Connection | None = None  # the connection, while up
         self._outbox_changed = Changes()
         self.speaker = SatelliteSpeaker(self.send, settings.satellite_rate, clock)
         self.core = LinkCore(spec.room, settings.reconnect_initial_s, settings.reconnect_max_s, settings.announce_after_s)
@@ -203,10 +205,13 @@ class SatelliteLink:
             return  # the satellite is away: what it would play is not heard (logged by the room)
         self._outbox.append(event)
         self._outbox_bytes += len(event.payload or b"") + 64
-        if self._outbox_bytes > MAX_OUTBOX_BYTES:  # it does not read: drop the connection (bounded memory)
+        if self._outbox_bytes > MAX_OUTBOX_BYTES or len(self._outbox) > MAX_OUTBOX_EVENTS:
+            # It does not read: the connection is dropped (memory bounded).
             self._stalled = True
             self._outbox.clear()
             self._outbox_bytes = 0
+            if self._client is not None:
+                self._client.abort()  # the writer may be waiting on it: it ends now
         self._outbox_changed.notify()
 
     def _event(self, event: LinkEvent, error: str = "") -> None:
@@ -289,13 +294,16 @@ class SatelliteLink:
         parts = [asyncio.create_task(self._read(client), name=f"satellite {room} reader"),
                  asyncio.create_task(self._write(client), name=f"satellite {room} writer"),
                  asyncio.create_task(self._keep_alive(client), name=f"satellite {room} ping")]  # fmt: skip
+        self._client = client
         try:
             done, _pending = await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
         finally:
+            self._client = None
             for part in parts:
                 part.cancel()
             await asyncio.gather(*parts, return_exceptions=True)
-        return next(iter(done)).result()
+        reasons = [part.result() for part in done]
+        return "it stopped reading what the hub sends" if self._stalled else reasons[0]
 
     async def _read(self, client: _Connection) -> str:
         streamed, silence_at = False, -STOP_SILENCE_S  # audio came since the last audio-stop; when silence was added
@@ -351,7 +359,7 @@ class SatelliteLink:
         while True:
             await self._outbox_changed.wait_until(lambda: bool(self._outbox) or self._stalled)
             if self._stalled:
-                return f"it stopped reading (over {MAX_OUTBOX_BYTES // 1024 // 1024} MB waiting for it)"
+                return "it stopped reading what the hub sends"
             while self._outbox:
                 event = self._outbox.popleft()
                 self._outbox_bytes -= len(event.payload or b"") + 64
@@ -388,9 +396,12 @@ class _Connection:
     def close(self) -> None:
         """At once: what a satellite that stopped reading was not sent is dropped, not waited for."""
         if self.writer.transport.get_write_buffer_size():
-            self.writer.transport.abort()
+            self.abort()
         else:
             self.writer.close()
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
 
 
 class RefusedAddress(Exception):

@@ -8,11 +8,15 @@
   `handoff tasks start/cancel`;
 - `GET /metrics`: Prometheus.
 
-Security: bound to 127.0.0.1 unless WEB_HOST is set; with it set, every request needs the token
+Security: bound to 127.0.0.1 unless WEB_HOST is set; either way every request needs the token
 (`?token=` once, then an HttpOnly SameSite=Strict cookie; or `Authorization: Bearer`), compared
-in constant time. Without it, only a Host of this machine is served (a DNS-rebinding page
-cannot read it). Every POST carries the CSRF token the page got with its state (a header other
-sites cannot set) and, when the browser says where it comes from, our own origin.
+in constant time: on 127.0.0.1 too, or every user of this machine could read it and start tasks
+(the control socket it drives is 0600). Bound to 127.0.0.1, only a Host of this machine is
+served (a DNS-rebinding page cannot read it). `/metrics` without its token (WEB_METRICS_TOKEN
+false, for a scraper) answers only to a Host that is an IP address, localhost or this machine's
+name, never to a name a rebinding page controls. Every POST carries the CSRF token the page got
+with its state (a header other sites cannot set) and, when the browser says where it comes from,
+our own origin.
 """
 
 from __future__ import annotations
@@ -21,7 +25,9 @@ import asyncio
 import contextlib
 import json
 import logging
+import ipaddress
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -49,6 +55,7 @@ BATCH_S = 0.1  # changes this close together go out as one update
 COST_SAVE_S = 600.0  # today's spend is written to the cost-days file this often (and at the end)
 CONTROL_TIMEOUT_S = 60.0
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_LOOPBACK_BINDS = frozenset({"127.0.0.1", "localhost", "::1"})
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
     "frame-ancestors 'none'; form-action 'self'",
@@ -62,7 +69,7 @@ _HEADERS = {
 class PageConfig:
     host: str
     port: int
-    token: str | None  # None: no token needed (bound to 127.0.0.1)
+    token: str | None  # None: nothing but an open /metrics is served
     metrics_need_token: bool
     control_path: Path  # the task manager's control socket
     templates: tuple[TaskTemplate, ...]
@@ -162,13 +169,14 @@ class WebPage:
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         token = self.config.token
-        if token is None:
-            host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-            if host not in _LOOPBACK_HOSTS:
-                return _text(403, "This page answers only to 127.0.0.1 or localhost.")
-        elif not (request.path == "/metrics" and not self.config.metrics_need_token):
-            if not self._authorised(request, token):
-                return _text(401, "This page needs its token: open the address `handoff web-url` prints.")
+        host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+        if self.config.host in _LOOPBACK_BINDS and host not in _LOOPBACK_HOSTS:
+            return _text(403, "This page answers only to 127.0.0.1 or localhost.")
+        if request.path == "/metrics" and not self.config.metrics_need_token:
+            if not _names_this_machine(host):  # a rebinding page's own name: refused
+                return _text(403, "/metrics answers only to an IP address, localhost or this machine's name.")
+        elif token is None or not self._authorised(request, token):
+            return _text(401, "This page needs its token: open the address `handoff web-url` prints.")
         if request.method == "POST":
             if not same_token(request.headers.get(CSRF_HEADER), self.csrf):
                 return _text(403, "Refused: the request did not come from the page (no CSRF token). Reload the page.")
@@ -272,6 +280,17 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="The request was not a JSON object.")
     return body
+
+
+def _names_this_machine(host: str) -> bool:
+    """A Host header no DNS-rebinding page can send: an IP address, localhost, or this machine's
+    own name (a rebinding page is served under a name its author controls)."""
+    name = host.strip("[]").lower().rstrip(".")
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(name)
+        return True
+    machine = socket.gethostname().lower()
+    return name in ("localhost", machine, f"{machine}.local")
 
 
 def _text(status: int, text: str) -> web.Response:

@@ -15,7 +15,7 @@ import random
 from dataclasses import dataclass
 from typing import Any, Iterator
 
-from rooms.wire import MAX_HEADER_BYTES
+MAX_HEADER_BYTES = 64 * 1024  # asyncio's default StreamReader limit: the longest header line either side reads
 
 BREAK_SHARE = 0.01  # frames that lose the framing (each costs a reconnect)
 

@@ -20,9 +20,12 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "state"
 
 
-def test_by_default_the_page_is_on_this_machine_without_a_token(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_by_default_the_page_is_on_this_machine_with_its_token(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["web-url"]) == 1  # the daemon has not made one yet
+    assert "start it with `handoff run` first" in capsys.readouterr().err
+    token = load_or_create_token(state)
     assert main(["web-url"]) == 0
-    assert capsys.readouterr().out == "http://127.0.0.1:8788/\n"
+    assert capsys.readouterr().out == f"http://127.0.0.1:8788/?token={token}\n"
 
 
 def test_with_web_host_set_the_address_carries_the_token(state: Path, monkeypatch: pytest.MonkeyPatch,
