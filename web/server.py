@@ -40,6 +40,7 @@ from tasks import control
 from tasks.config import TaskTemplate
 from tasks.errors import TaskError
 from web import metrics, snapshot
+from web.connections import ConnectionGate
 from web.cost_days import CostDays
 from web.feed import WebFeed
 from web.snapshot import PageProbes
@@ -54,6 +55,10 @@ KEEPALIVE_S = 20.0  # a comment line on a quiet stream, so proxies and phones ke
 BATCH_S = 0.1  # changes this close together go out as one update
 COST_SAVE_S = 600.0  # today's spend is written to the cost-days file this often (and at the end)
 CONTROL_TIMEOUT_S = 60.0
+MAX_CONNECTIONS = 64  # open at once (a flood of half-sent requests took every file descriptor)
+FIRST_REQUEST_S = 10.0  # a connection's first request is due within this
+KEEPALIVE_IDLE_S = 15.0  # an idle keep-alive connection is closed after this (aiohttp's default: an hour)
+MAX_STREAMS = 16  # event streams at once (pages open); more are told to try again later
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
 _LOOPBACK_BINDS = frozenset({"127.0.0.1", "localhost", "::1"})
 _HEADERS = {
@@ -90,6 +95,8 @@ class WebPage:
         self._cost_days = cost_days
         self.csrf = secrets.token_urlsafe(24)  # per run: a page from before a restart fetches the new one
         self._runner: web.AppRunner | None = None
+        self._listening: asyncio.Server | None = None
+        self.gate: ConnectionGate | None = None
         self._closing = False
         self._saver: asyncio.Task[None] | None = None
         self.streams = 0  # event streams open now
@@ -106,11 +113,14 @@ class WebPage:
         app.router.add_post("/api/tasks/start", self._start_task)
         app.router.add_post("/api/tasks/cancel", self._cancel_task)
         app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=KEEPALIVE_IDLE_S,
+                               shutdown_timeout=1.0)  # fmt: skip
         await runner.setup()
-        site = web.TCPSite(runner, self.config.host, self.config.port, shutdown_timeout=1.0)
+        assert runner.server is not None
+        self.gate = ConnectionGate(runner.server, MAX_CONNECTIONS, FIRST_REQUEST_S)
         try:
-            await site.start()
+            self._listening = await asyncio.get_running_loop().create_server(
+                self.gate, self.config.host, self.config.port, reuse_address=True)
         except OSError as exc:
             await runner.cleanup()
             log.warning("the web page cannot listen on %s:%d (%s); handoff runs without it (set WEB_PORT to "
@@ -131,6 +141,9 @@ class WebPage:
             with contextlib.suppress(asyncio.CancelledError):
                 await self._saver
         self._save_cost()
+        if self._listening is not None:
+            self._listening.close()
+            self._listening = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -152,6 +165,8 @@ class WebPage:
     # -- guard --------------------------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if self.gate is not None:
+            self.gate.request_came(request.transport)
         refusal = self._refusal(request)
         if refusal is not None:
             response: web.StreamResponse = refusal
@@ -211,6 +226,8 @@ class WebPage:
         return web.json_response(self.state())
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
+        if self.streams >= MAX_STREAMS:
+            return _text(503, f"{MAX_STREAMS} pages are open already: close one, or try again later.")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
         response.headers.update(_HEADERS)
         await response.prepare(request)
