@@ -155,3 +155,20 @@ def test_a_crashed_tool_is_counted_and_a_notice_is_not_the_command_s_last_audio(
     timeline.add(TimelineKind.NARRATED, "notice (similarity 1.00, attempts 1)")  # said meanwhile: not this command's answer
     assert feed.counts["tool_runs", "read_file_head", "crashed"] == 1
     assert "last_audio" not in feed.commands[-1].stages() and not feed.commands[-1].done
+
+
+def test_metrics_tool_labels_are_bounded_whatever_names_a_model_makes_up(tmp_path: Path) -> None:
+    """Issue 27: 10,000 unknown tool names from a model made 10,002 series on /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from web.metrics import MAX_LABEL_VALUES
+
+    timeline, _runtime, feed, _clock = fed(tmp_path)
+    timeline.add(TimelineKind.RESULT, "get_time ok: 10:15")
+    for n in range(10_000):
+        timeline.add(TimelineKind.RESULT, f"invented_{n} failed: no such tool")
+    families = {f.name: f for f in text_string_to_metric_families(render(feed, lambda: None).decode())}
+    runs = [s for s in families["handoff_tool_runs"].samples if s.name == "handoff_tool_runs_total"]
+    assert len(runs) <= MAX_LABEL_VALUES * 2, len(runs)
+    assert sum(s.value for s in runs) == 10_001  # nothing lost: the rest counted as "other"
+    assert any(s.labels["tool"] == "other" for s in runs)
