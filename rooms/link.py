@@ -8,7 +8,6 @@ room's coordinator sees a room like any other.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -27,7 +26,7 @@ from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH, PcmConv
 from concurrency.changes import Changes
 from config.rooms import RoomSettings, SatelliteSpec, address_problem
 from decisions.errors import IllegalTransition
-from decisions.rooms import Announce, LinkCore, LinkEvent, LinkState
+from decisions.rooms import Announce, LinkCore, LinkEvent
 from rooms.wire import (
     Alive, Audio, AudioEnds, Closed, DescribeAsked, Failed, PingAsked, PipelineStarted, StopAsked, Unusable, read,
 )

@@ -10,17 +10,15 @@ import os
 from pathlib import Path
 from typing import AsyncIterator
 
-from wyoming.audio import AudioChunk, AudioStart
 from wyoming.event import Event, async_read_event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Ping
-from wyoming.satellite import RunSatellite
 
 from concurrency.changes import wait_for
 from tests.support.rooms_harness import (
     command_tone, handoff_satellite, hub_settings, running_hub, started, tone_sim,
 )
-from tests.support.wyoming_fuzz import frames
+from tests.support.wyoming_fuzz import Sender, frames
 
 TIMEOUT = 60.0  # safety net only
 SEED, FRAMES = 27, 10_000
@@ -43,27 +41,17 @@ async def _discard(reader: asyncio.StreamReader, pongs: asyncio.Queue[str] | Non
 async def test_the_hub_survives_10000_mutated_frames_and_the_other_room_keeps_answering(tmp_path: Path) -> None:
     fuzz = list(frames(SEED, FRAMES))
     go, finished = asyncio.Event(), asyncio.Event()
-    position = 0
+    sender = Sender(fuzz)
     pongs: asyncio.Queue[str] = asyncio.Queue()
 
     async def hostile(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        nonlocal position
         listening = asyncio.create_task(_discard(reader, pongs))
         try:
             await go.wait()
-            while position < len(fuzz):
-                frame = fuzz[position]
-                position += 1
-                writer.write(frame.raw)
-                if frame.breaks:
-                    break
-                if position % 50 == 0:
-                    await writer.drain()
-            else:  # everything sent: a ping whose pong says the hub read it all
+            if await sender.send(writer):  # everything sent: a ping whose pong says the hub read it all
                 await async_write_event(Ping(text="the end").event(), writer)
                 finished.set()
                 await listening
-            await writer.drain()
         except (ConnectionError, OSError):
             pass
         finally:
@@ -130,21 +118,13 @@ async def test_the_satellite_survives_10000_mutated_frames_and_still_serves_a_hu
         port = kitchen.server.port
         assert port is not None
         before = rss_bytes()
-        position = 0
-        while position < len(fuzz):  # a connection per lost framing; each begins as a hub would
+        sender = Sender(fuzz)
+        while not sender.done:  # a connection per lost framing; each begins as a hub would
             reader, writer = await asyncio.open_connection("127.0.0.1", port)
             listening = asyncio.create_task(_discard(reader))
             try:
                 await async_write_event(Describe().event(), writer)
-                while position < len(fuzz):
-                    frame = fuzz[position]
-                    position += 1
-                    writer.write(frame.raw)
-                    if frame.breaks:
-                        break
-                    if position % 50 == 0:
-                        await writer.drain()
-                await writer.drain()
+                await sender.send(writer)
             except (ConnectionError, OSError):
                 pass
             finally:

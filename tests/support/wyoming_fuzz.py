@@ -10,6 +10,7 @@ short; after one of those the connection must end, so the sender starts a new on
 
 from __future__ import annotations
 
+import asyncio
 import json
 import random
 from dataclasses import dataclass
@@ -116,3 +117,29 @@ def frames(seed: int, count: int) -> Iterator[Frame]:
             yield Frame(_encode(head, payload, extra), breaks=False)
             continue
         yield Frame(_encode(head, payload), breaks=False)
+
+
+class Sender:
+    """Sends `frames` over as many connections as their lost framings take."""
+
+    def __init__(self, frames: list[Frame]) -> None:
+        self.frames, self.position = frames, 0
+
+    @property
+    def done(self) -> bool:
+        return self.position >= len(self.frames)
+
+    async def send(self, writer: asyncio.StreamWriter) -> bool:
+        """From where the last connection stopped, until a frame loses the framing (False: this
+        connection is over) or all are sent (True)."""
+        while not self.done:
+            frame = self.frames[self.position]
+            self.position += 1
+            writer.write(frame.raw)
+            if frame.breaks:
+                await writer.drain()
+                return False
+            if self.position % 50 == 0:
+                await writer.drain()
+        await writer.drain()
+        return True
