@@ -55,7 +55,8 @@ KEEPALIVE_S = 20.0  # a comment line on a quiet stream, so proxies and phones ke
 BATCH_S = 0.1  # changes this close together go out as one update
 COST_SAVE_S = 600.0  # today's spend is written to the cost-days file this often (and at the end)
 CONTROL_TIMEOUT_S = 60.0
-MAX_CONNECTIONS = 64  # open at once (a flood of half-sent requests took every file descriptor)
+MAX_CONNECTIONS = 48  # open at once (a flood of half-sent requests took every file descriptor)
+ACCEPT_BATCH = 16  # connections accepted per wake-up (asyncio's default, 100, held that many open at once)
 FIRST_REQUEST_S = 10.0  # a connection's first request is due within this
 KEEPALIVE_IDLE_S = 15.0  # an idle keep-alive connection is closed after this (aiohttp's default: an hour)
 MAX_STREAMS = 16  # event streams at once (pages open); more are told to try again later
@@ -120,7 +121,7 @@ class WebPage:
         self.gate = ConnectionGate(runner.server, MAX_CONNECTIONS, FIRST_REQUEST_S)
         try:
             self._listening = await asyncio.get_running_loop().create_server(
-                self.gate, self.config.host, self.config.port, reuse_address=True)
+                self.gate, self.config.host, self.config.port, reuse_address=True, backlog=ACCEPT_BATCH)
         except OSError as exc:
             await runner.cleanup()
             log.warning("the web page cannot listen on %s:%d (%s); handoff runs without it (set WEB_PORT to "
