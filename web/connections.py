@@ -18,7 +18,7 @@ log = logging.getLogger("handoff.web")
 
 
 class ConnectionGate:
-    def __init__(self, factory: Callable[[], Any], limit: int = 64, first_request_s: float = 10.0) -> None:
+    def __init__(self, factory: Callable[[], Any], limit: int = 48, first_request_s: float = 10.0) -> None:
         self._factory, self.limit, self.first_request_s = factory, limit, first_request_s
         self.open = 0
         self.refused = 0  # closed at once: too many open
