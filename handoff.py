@@ -406,8 +406,13 @@ class Coordinator:
             return
         hit = self._stop.hear(raw, passed=gated == raw, narrating=self.core.narrating)
         if hit is not None:
-            self.stop_timings.append(StopTiming(hit, heard_at=self._clock()))
-            self._feed(StopHeard(hit.phrase))  # while narrating: CutNarration comes back at once
+            self.heard_stop(hit)
+
+    def heard_stop(self, hit: StopHit) -> None:
+        """"Computer, stop" was heard: by this room's detector, or by a satellite's own (whose
+        microphone does not leave it while the answer plays)."""
+        self.stop_timings.append(StopTiming(hit, heard_at=self._clock()))
+        self._feed(StopHeard(hit.phrase))  # while narrating: CutNarration comes back at once
 
     def _cut_narration(self) -> None:
         """Cut the narration being read: the speaker is flushed now (sync), the narrator stops

@@ -46,9 +46,12 @@ async def daemon(folder: Path, sim: SimServer, port: int, seconds: float) -> Asy
         yield running
 
 
-async def watch(port: int, stop: asyncio.Event) -> None:
-    """A page looking: one event stream, read until told to stop."""
-    async with aiohttp.ClientSession() as client, client.get(f"http://127.0.0.1:{port}/events") as response:
+async def watch(port: int, stop: asyncio.Event, state_dir: Path) -> None:
+    """A page looking: one event stream, read until told to stop (with the page's token)."""
+    token = (state_dir / "web-token").read_text().strip()
+    headers = {"Authorization": f"Bearer {token}"}
+    async with aiohttp.ClientSession() as client, client.get(f"http://127.0.0.1:{port}/events", headers=headers) as response:
+        response.raise_for_status()
         reader = asyncio.ensure_future(response.content.read())
         await stop.wait()
         reader.cancel()
@@ -69,7 +72,7 @@ async def one_round(seconds: float) -> dict[str, float]:
                 for running in (off, on, looked):
                     await running.wait_line(r"listener session 1 ready", timeout=120)
                 stop = asyncio.Event()
-                looker = asyncio.create_task(watch(looked_port, stop))
+                looker = asyncio.create_task(watch(looked_port, stop, root / "looked" / "state"))
                 await asyncio.sleep(2.0)  # past the start's own work
                 pids = {"off": off.process.pid, "on": on.process.pid, "looked": looked.process.pid}
                 before = {name: cpu_seconds(pid) for name, pid in pids.items()}

@@ -212,6 +212,22 @@ def state_dir_problem(path: Path) -> str | None:
         if exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG):
             return f"HANDOFF_STATE_DIR={path} has no room to write ({exc.strerror}); free some disk space there, or {fix}."
         return f"HANDOFF_STATE_DIR={path} cannot be written ({exc.strerror or exc}); {fix}."
+    return state_dir_owner_problem(path)
+
+
+def state_dir_owner_problem(path: Path) -> str | None:
+    """The folder must be ours and writable by nobody else: another user could plant a web-token
+    (then adopted: they would know the page's token) or replace the records."""
+    try:
+        info = path.stat()
+    except OSError as exc:
+        return f"HANDOFF_STATE_DIR={path} cannot be read ({exc.strerror or exc})."
+    if info.st_uid != os.geteuid():
+        return (f"HANDOFF_STATE_DIR={path} belongs to another user (uid {info.st_uid}): another user could change "
+                "handoff's records and its page's token; point it at a folder of your own.")
+    if info.st_mode & 0o002 or (info.st_mode & 0o020 and info.st_gid != os.getegid()):  # (a user's own group: fine)
+        return (f"HANDOFF_STATE_DIR={path} can be written by other users (mode {info.st_mode & 0o777:o}): run "
+                f"`chmod 700 {path}`.")
     return None
 
 

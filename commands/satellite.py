@@ -15,7 +15,7 @@ from audio_io import (
     AudioDeviceError, AudioFileError, MicrophoneSource, PyAudioMicrophone, PyAudioSpeaker, SpeakerSink, WavFileMicrophone,
     WavFileSpeaker, with_volume,
 )
-from assembly.build import upload_filter
+from assembly.build import build_stop_detector, upload_filter
 from config.logging_setup import configure_logging
 from commands.options import flagged_settings
 from config.settings import SettingsError, UploadMode
@@ -49,6 +49,7 @@ def run_satellite(args: argparse.Namespace) -> int:
         settings = flagged_settings(flags)
         settings = settings.replace(upload=dataclasses.replace(settings.upload, mode=UploadMode.ON_DEVICE_WAKE))
         mic_filter = upload_filter(settings)
+        stop = build_stop_detector(settings) if settings.stop.enabled else None  # "computer, stop" heard here
     except SettingsError as exc:
         for problem in exc.problems:
             print(f"handoff: {problem}", file=sys.stderr)
@@ -61,7 +62,8 @@ def run_satellite(args: argparse.Namespace) -> int:
     speaker: SpeakerSink = (WavFileSpeaker(args.output_wav, pace=1.0) if args.output_wav
                             else PyAudioSpeaker(settings.audio.output_device))  # fmt: skip
     server = SatelliteServer(rooms.listen, rooms.satellite_name, microphone,
-                             with_volume(speaker, settings.audio.volume_percent), mic_filter, woken=True)  # fmt: skip
+                             with_volume(speaker, settings.audio.volume_percent), mic_filter, woken=True,
+                             stop_detector=stop)  # fmt: skip
     return asyncio.run(_serve_satellite(server))
 
 

@@ -317,12 +317,13 @@ class ServiceSettings:
 
 @dataclass(frozen=True)
 class WebSettings:
-    """The page `handoff run` serves (web/): on 127.0.0.1 only, unless `host` is set, and then
-    behind a token."""
+    """The page `handoff run` serves (web/): on 127.0.0.1 only, unless `host` is set; behind a
+    token either way (on 127.0.0.1 every local user could open it otherwise: the page must be no
+    wider than the control socket, which is 0600)."""
 
     port: int = 8788  # 0: no page
-    host: str = ""  # "": 127.0.0.1, no token; any address set here requires the token
-    metrics_need_token: bool = False  # /metrics behind the token too (when there is one)
+    host: str = ""  # "": 127.0.0.1; an address set here opens it to the network (still behind the token)
+    metrics_need_token: bool = False  # /metrics behind the token too
 
     @property
     def bind_host(self) -> str:
@@ -330,7 +331,7 @@ class WebSettings:
 
     @property
     def needs_token(self) -> bool:
-        return bool(self.host)
+        return True  # (issue 27: on 127.0.0.1 too)
 
 
 @dataclass(frozen=True)

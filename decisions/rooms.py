@@ -62,7 +62,9 @@ class LinkCore:
     max_s: float = 4.0
     announce_after_s: float = 30.0
     state: LinkState = LinkState.NEVER
-    failures: int = 0  # attempts failed in a row
+    healthy_after_s: float = 2.0  # a connection that lasted less was a failure too (backoff, not at once)
+    failures: int = 0  # attempts failed in a row (and connections that ended at once)
+    up_since: float | None = None  # clock time of the current connection
     down_since: float | None = None  # clock time it went, or of the first failed attempt (None: up)
     last_error: str = ""
     illegal: int = 0  # transitions the table has no row for (a bug, counted)
@@ -76,9 +78,11 @@ class LinkCore:
         if event is LinkEvent.CONNECTED:
             if self.state is LinkState.UNREACHABLE:
                 said.append(Announce(self.room, f"The {self.room} satellite is back."))
-            self.failures, self.down_since = 0, None
+            self.up_since, self.down_since = now, None
         elif event is LinkEvent.LOST:
-            self.down_since, self.last_error = now, error or "the connection closed"
+            lasted = self.up_since is not None and now - self.up_since >= self.healthy_after_s
+            self.failures = 0 if lasted else self.failures + 1
+            self.up_since, self.down_since, self.last_error = None, now, error or "the connection closed"
         elif event is LinkEvent.FAILED:
             self.failures += 1
             if self.down_since is None:
@@ -91,7 +95,8 @@ class LinkCore:
         return said
 
     def retry_in(self) -> float:
-        """How long to wait before the next attempt: at once after a drop, then doubling."""
+        """How long to wait before the next attempt: at once after a connection that lasted,
+        then doubling (a satellite that accepts and closes at once is not hammered)."""
         if self.failures == 0:
             return 0.0
         return min(self.max_s, self.initial_s * 2 ** (self.failures - 1))

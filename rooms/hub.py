@@ -26,7 +26,7 @@ from config.settings import Settings
 from decisions.cost import RealtimeRole
 from decisions.rooms import Announce, NoticeTargets
 from decisions.timeline import Timeline, TimelineEntry, TimelineKind
-from detectors.stop_word import StopDetector
+from detectors.stop_word import StopDetector, StopHit
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import NarrationCut, Narrator
@@ -243,5 +243,6 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
     )
     coordinator = Coordinator(parts, timeline)
     link.on_pipeline = functools.partial(_open_window, coordinator)
+    link.on_stop = lambda phrase: coordinator.heard_stop(StopHit(phrase, end_s=0.0))  # a satellite heard it
     timeline.on_add.append(functools.partial(_tell_transcript, link))
     return Room(spec.room, link, coordinator, timeline)

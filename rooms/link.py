@@ -8,7 +8,6 @@ room's coordinator sees a room like any other.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import socket
 import time
@@ -18,8 +17,7 @@ from typing import AsyncIterator, Callable
 
 from wyoming.asr import Transcript
 from wyoming.audio import AudioChunk, AudioStart, AudioStop
-from wyoming.client import AsyncTcpClient
-from wyoming.event import Event
+from wyoming.event import Event, async_write_event
 from wyoming.info import Describe
 from wyoming.ping import Pong
 from wyoming.satellite import RunSatellite
@@ -28,13 +26,17 @@ from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH, PcmConv
 from concurrency.changes import Changes
 from config.rooms import RoomSettings, SatelliteSpec, address_problem
 from decisions.errors import IllegalTransition
-from decisions.rooms import Announce, LinkCore, LinkEvent, LinkState
-from rooms.wire import Alive, Audio, AudioEnds, DescribeAsked, Failed, PingAsked, PipelineStarted, Unusable, parse
+from decisions.rooms import Announce, LinkCore, LinkEvent
+from rooms.wire import (
+    Alive, Audio, AudioEnds, Closed, DescribeAsked, Failed, PingAsked, PipelineStarted, StopAsked, Unusable, read,
+)
 
 log = logging.getLogger("handoff.rooms")
 
 STOP_SILENCE_S = 1.0  # after a satellite's audio-stop: silence, so the listener's VAD ends the utterance
 MAX_BUFFERED_S = 10.0  # mic audio not yet read by the room (bounded: oldest dropped)
+MAX_OUTBOX_BYTES = 8 * 1024 * 1024  # events the satellite has not read yet (3 min of its speaker's audio)
+MAX_OUTBOX_EVENTS = 4096  # (200 s of its speaker's audio in 50 ms chunks; a ping flood's pongs)
 
 
 class SatelliteMicrophone:
@@ -171,18 +173,24 @@ class SatelliteLink:
     def __init__(self, spec: SatelliteSpec, settings: RoomSettings, chunk_ms: int = 20,
                  on_announce: Callable[[Announce], None] = lambda _a: None,
                  on_pipeline: Callable[[PipelineStarted], None] = lambda _p: None,
+                 on_stop: Callable[[str], None] = lambda _phrase: None,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.spec, self.settings = spec, settings
         self.microphone = SatelliteMicrophone(chunk_ms)
         self._outbox: deque[Event] = deque()
+        self._outbox_bytes = 0
+        self._stalled = False  # the satellite stopped reading: the outbox overflowed
+        self._client: _Connection | None = None  # the connection, while up
         self._outbox_changed = Changes()
         self.speaker = SatelliteSpeaker(self.send, settings.satellite_rate, clock)
         self.core = LinkCore(spec.room, settings.reconnect_initial_s, settings.reconnect_max_s, settings.announce_after_s)
-        self._on_announce, self.on_pipeline, self._clock = on_announce, on_pipeline, clock
+        self._on_announce, self.on_pipeline, self.on_stop, self._clock = on_announce, on_pipeline, on_stop, clock
         self.changes = Changes()  # the link's state changed
         self.connected = False
         self.connections = 0
         self.unusable = 0  # events that did not fit
+        self._unusable_logged = False  # the first of a connection is logged, the rest only counted
+        self.errors_reported = 0  # `error` events (the first, and every 1000th, logged)
         self.last_command_at: float | None = None
         self._alive_at = 0.0  # clock time the satellite was last heard from
         self._pipeline_until: float | None = None  # a woken satellite's command is due by then
@@ -192,9 +200,17 @@ class SatelliteLink:
                           self.core.last_error, max(0, self.connections - 1))  # fmt: skip
 
     def send(self, event: Event) -> None:
-        if not self.connected:
+        if not self.connected or self._stalled:
             return  # the satellite is away: what it would play is not heard (logged by the room)
         self._outbox.append(event)
+        self._outbox_bytes += len(event.payload or b"") + 64
+        if self._outbox_bytes > MAX_OUTBOX_BYTES or len(self._outbox) > MAX_OUTBOX_EVENTS:
+            # It does not read: the connection is dropped (memory bounded).
+            self._stalled = True
+            self._outbox.clear()
+            self._outbox_bytes = 0
+            if self._client is not None:
+                self._client.abort()  # the writer may be waiting on it: it ends now
         self._outbox_changed.notify()
 
     def _event(self, event: LinkEvent, error: str = "") -> None:
@@ -209,7 +225,8 @@ class SatelliteLink:
         self.changes.notify()
 
     async def run(self) -> None:
-        """Forever: connect, serve, and after a drop try again (at once, then with backoff)."""
+        """Forever: connect, serve, and after a drop try again (at once after a connection that
+        lasted, then with backoff). Ends only when cancelled."""
         while True:
             try:
                 client = await self._connect()
@@ -222,15 +239,19 @@ class SatelliteLink:
                 continue
             self.connections += 1
             log.info("satellite %s connected (%s)", self.spec.room, self.spec.uri)
-            self.connected = True
+            self.connected, self._stalled, self._unusable_logged = True, False, False
             self._event(LinkEvent.CONNECTED)
             why = await self._serve(client)
             self.connected = False
             self._outbox.clear()
+            self._outbox_bytes = 0
             self.speaker.flush()
             self.microphone.gap()
-            log.warning("satellite %s lost: %s; reconnecting", self.spec.room, why)
             self._event(LinkEvent.LOST, why)
+            retry = self.core.retry_in()
+            log.warning("satellite %s lost: %s; reconnecting%s", self.spec.room, why,
+                        f" in {retry:.1f} s" if retry else "")  # fmt: skip
+            await self._wait(retry)
 
     async def _wait(self, delay: float) -> None:
         """Sleep until the next attempt, waking for the core's announcement deadline."""
@@ -241,7 +262,7 @@ class SatelliteLink:
             await asyncio.sleep(max(0.0, step))
             self._event(LinkEvent.TICK)
 
-    async def _connect(self) -> AsyncTcpClient:
+    async def _connect(self) -> _Connection:
         loop = asyncio.get_running_loop()
         async with asyncio.timeout(self.settings.connect_timeout_s):
             infos = await loop.getaddrinfo(self.spec.host, self.spec.port, type=socket.SOCK_STREAM)
@@ -249,70 +270,81 @@ class SatelliteLink:
             problem = address_problem(address, self.settings.allow_public)
             if problem:
                 raise RefusedAddress(f"{self.spec.host} resolves to {problem}")
-            client = AsyncTcpClient(address, self.spec.port)
-            await client.connect()
+            reader, writer = await asyncio.open_connection(address, self.spec.port)
+        client = _Connection(reader, writer)
         await client.write_event(Describe().event())
         await client.write_event(RunSatellite().event())
         return client
 
-    async def _serve(self, client: AsyncTcpClient) -> str:
+    async def _serve(self, client: _Connection) -> str:
         """Until the connection ends; returns why."""
         reason = "the connection closed"
         try:
             reason = await self._serve_until_closed(client)
         finally:  # on a stop too (cancelled): the satellite sees the hub go at once
-            with contextlib.suppress(OSError, ConnectionError):
-                await client.disconnect()
+            client.close()
         return reason
 
-    async def _serve_until_closed(self, client: AsyncTcpClient) -> str:
-        reason = "the connection closed"
+    async def _serve_until_closed(self, client: _Connection) -> str:
+        """Read, write and keep alive until one of them ends (each returns why; none raises what
+        the connection may do). Not a TaskGroup: in one, a child's error raised while the link is
+        being stopped outranks the stop (Python 3.11), and the link would reconnect instead."""
+        room = self.spec.room
+        parts = [asyncio.create_task(self._read(client), name=f"satellite {room} reader"),
+                 asyncio.create_task(self._write(client), name=f"satellite {room} writer"),
+                 asyncio.create_task(self._keep_alive(client), name=f"satellite {room} ping")]  # fmt: skip
+        self._client = client
         try:
-            async with asyncio.TaskGroup() as tg:
-                writer = tg.create_task(self._write(client), name=f"satellite {self.spec.room} writer")
-                pinger = tg.create_task(self._keep_alive(client), name=f"satellite {self.spec.room} ping")
-                try:
-                    reason = await self._read(client)
-                finally:
-                    writer.cancel()
-                    pinger.cancel()
-        except* (OSError, ConnectionError, asyncio.IncompleteReadError) as group:
-            reason = str(group.exceptions[0]) or group.exceptions[0].__class__.__name__
-        except* (KeyError, AttributeError, TypeError) as group:
-            # JSON that is not a Wyoming event (no type, not an object): the framing is lost. (Lines
-            # that are not JSON at all the wyoming package reads as the end of the connection.)
-            reason = f"it sent something that is not Wyoming ({group.exceptions[0].__class__.__name__})"
-        except* _Silent:
-            reason = "it stopped answering"
-        return reason
+            done, _pending = await asyncio.wait(parts, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            self._client = None
+            for part in parts:
+                part.cancel()
+            await asyncio.gather(*parts, return_exceptions=True)
+        reasons = [part.result() for part in done]
+        return "it stopped reading what the hub sends" if self._stalled else reasons[0]
 
-    async def _read(self, client: AsyncTcpClient) -> str:
+    async def _read(self, client: _Connection) -> str:
+        streamed, silence_at = False, -STOP_SILENCE_S  # audio came since the last audio-stop; when silence was added
         while True:
-            event = await client.read_event()
-            if event is None:
-                return "the satellite closed the connection"
+            event = await read(client.reader)
+            if isinstance(event, Closed):
+                return event.why
             self._alive_at = self._clock()
-            match parse(event):
+            match event:
                 case Audio(pcm=pcm, rate=rate, channels=channels):
                     self.microphone.push(pcm, rate, channels)
+                    streamed = True
                 case PipelineStarted() as started:
                     self.last_command_at = time.time()
                     if started.woken:
                         self._pipeline_until = self._clock() + self.settings.pipeline_timeout_s
                     self.on_pipeline(started)
                 case AudioEnds():
-                    self.microphone.silence(STOP_SILENCE_S)
+                    # At most one second of silence a second: a flood of audio-stops must not become
+                    # minutes of audio to upload.
+                    if streamed and self._clock() - silence_at >= STOP_SILENCE_S:
+                        silence_at = self._clock()
+                        self.microphone.silence(STOP_SILENCE_S)
+                    streamed = False
                 case Alive(snd_rate=rate):
                     if rate:
                         self.speaker.set_rate(rate)
                 case PingAsked(text=text):
                     self.send(Pong(text=text).event())
+                case StopAsked(phrase=phrase):  # its own detector heard "computer, stop"
+                    self.on_stop(phrase)
                 case Failed(text=text):
-                    log.warning("satellite %s reports an error: %s", self.spec.room, text)
+                    self.errors_reported += 1
+                    if self.errors_reported == 1 or self.errors_reported % 1000 == 0:
+                        log.warning("satellite %s reports an error: %s (%d so far)", self.spec.room, text[:200],
+                                    self.errors_reported)  # fmt: skip
                 case Unusable(type=kind, why=why):
                     self.unusable += 1
-                    if why:
-                        log.debug("satellite %s: ignored %s (%s)", self.spec.room, kind, why)
+                    if why and not self._unusable_logged:
+                        self._unusable_logged = True
+                        log.warning("satellite %s sent an unusable %s (%s): ignored; more are counted, not logged",
+                                    self.spec.room, kind, why)  # fmt: skip
                 case DescribeAsked() | _:
                     pass
 
@@ -322,13 +354,20 @@ class SatelliteLink:
         self._pipeline_until = None
         self.send(Transcript(text=text).event())
 
-    async def _write(self, client: AsyncTcpClient) -> None:
+    async def _write(self, client: _Connection) -> str:
         while True:
-            await self._outbox_changed.wait_until(lambda: bool(self._outbox))
+            await self._outbox_changed.wait_until(lambda: bool(self._outbox) or self._stalled)
+            if self._stalled:
+                return "it stopped reading what the hub sends"
             while self._outbox:
-                await client.write_event(self._outbox.popleft())
+                event = self._outbox.popleft()
+                self._outbox_bytes -= len(event.payload or b"") + 64
+                try:
+                    await client.write_event(event)
+                except (OSError, ConnectionError) as exc:
+                    return str(exc) or exc.__class__.__name__
 
-    async def _keep_alive(self, client: AsyncTcpClient) -> None:
+    async def _keep_alive(self, client: _Connection) -> str:
         """A `describe` every ping_s; nothing heard for two of them: the satellite is gone (a
         machine that lost power sends no FIN). Also, on the same beat, the end of a woken
         pipeline that brought no command."""
@@ -336,16 +375,34 @@ class SatelliteLink:
         while True:
             await asyncio.sleep(self.settings.ping_s)
             if self._clock() - self._alive_at > 2 * self.settings.ping_s:
-                raise _Silent()
+                return "it stopped answering"
             self.send(Describe().event())
             if self._pipeline_until is not None and self._clock() >= self._pipeline_until:
                 log.info("satellite %s woke, but no command came: telling it to stop streaming", self.spec.room)
                 self.understood("")
 
 
+class _Connection:
+    """One connection to a satellite: frames are read by `rooms.wire.read`, written by the
+    wyoming package."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        self.reader, self.writer = reader, writer
+
+    async def write_event(self, event: Event) -> None:
+        await async_write_event(event, self.writer)
+
+    def close(self) -> None:
+        """At once: what a satellite that stopped reading was not sent is dropped, not waited for."""
+        if self.writer.transport.get_write_buffer_size():
+            self.abort()
+        else:
+            self.writer.close()
+
+    def abort(self) -> None:
+        self.writer.transport.abort()
+
+
 class RefusedAddress(Exception):
     """The satellite's name resolves outside the home network (and the override is off)."""
 
-
-class _Silent(Exception):
-    """The satellite stopped answering keep-alives."""

@@ -1,14 +1,22 @@
 """`handoff satellite`: this machine as a satellite for a hub on another machine (as
 wyoming-satellite is): its microphone, on-device wake word and VAD, and its speaker, served over
-the Wyoming protocol. The hub connects; one hub at a time (a new connection replaces the old:
-a rebooted hub's old connection may linger half-open).
+the Wyoming protocol. The hub connects; one hub at a time (a new connection replaces the old
+once it has sent a valid event: a rebooted hub's old connection may linger half-open, and a
+stray connection that sends nothing Wyoming must not take the room from its hub).
 
 It listens where SATELLITE_LISTEN says: 127.0.0.1 by default, so nothing outside this machine
 reaches it until the user names a LAN address. Wyoming has no authentication.
 
-The Wyoming framing is the `wyoming` package's (`async_read_event` / `async_write_event`, its event
-classes); the listening socket is asyncio's own: the package's `AsyncServer` starts tasks nobody
+Frames are read by `rooms.wire.read` (bounded, never raises) and written by the `wyoming`
+package; the listening socket is asyncio's own: the package's `AsyncServer` starts tasks nobody
 owns and installs its own SIGTERM handler, and handoff stops cleanly by its own.
+
+Only what passed the on-device wake word crosses the network: while the hub's voice plays here,
+the microphone goes to this satellite's own stop detector, and a hit is sent as `handoff-stop`.
+Everything is bounded: one frame (rooms.wire), the events the hub has not read
+(`MAX_OUTBOX_EVENTS`: a hub that stops reading is dropped), the audio queued ahead of the
+speaker (`MAX_AHEAD_S`: more is dropped), and connections not yet a hub (`MAX_NEWCOMERS`, each
+given `HELLO_S` to send its first event).
 """
 
 from __future__ import annotations
@@ -17,11 +25,12 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from wyoming.audio import AudioChunk, AudioFormat, AudioStop
-from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.event import Event, async_write_event
 from wyoming.info import Attribution, Info, Satellite, SndProgram
 from wyoming.ping import Pong
 from wyoming.pipeline import PipelineStage, RunPipeline
@@ -30,11 +39,18 @@ from audio_io import MicrophoneSource, SpeakerSink
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
-from rooms.wire import Audio, AudioBegins, AudioEnds, DescribeAsked, PingAsked, RunAsked, parse
+from detectors.stop_word import StopDetector, StopListener
+from rooms.wire import (
+    Audio, AudioBegins, AudioEnds, Closed, DescribeAsked, PingAsked, RunAsked, SatelliteEvent, Unusable, read, stop_event,
+)
 
 log = logging.getLogger("handoff.satellite")
 
 END_AFTER_S = 1.2  # nothing passed the detectors for this long: the command is over (audio-stop)
+MAX_OUTBOX_EVENTS = 1000  # events the hub has not read (20 s of commands' audio): more, and it is dropped
+MAX_AHEAD_S = 120.0  # audio queued ahead of the speaker: what comes beyond is dropped (counted)
+MAX_NEWCOMERS = 4  # connections at once that have not yet sent a valid event; more are closed at once
+HELLO_S = 10.0  # a newcomer's first event is due within this (else it is closed)
 
 
 class MicFilter(Protocol):
@@ -53,24 +69,32 @@ class SatelliteCounts:
     streams: list[int] = field(default_factory=list)  # bytes (24 kHz) of each stream the hub played here
     stream_starts: list[float] = field(default_factory=list)  # monotonic clock: each stream's first audio
     overlaps: int = 0  # a stream began while another still played: two voices at once
-    connections: int = 0
+    connections: int = 0  # hubs that took the room (sent a valid event)
+    refused: int = 0  # connections closed before they became the hub: nothing valid, too slow, too many
+    unusable: int = 0  # frames from the hub that did not fit (ignored)
+    dropped_audio_s: float = 0.0  # the hub's audio beyond MAX_AHEAD_S
+    stops: int = 0  # "computer, stop" heard here and sent to the hub
 
 
 class SatelliteServer:
     """Serves one room to a hub. `woken`: the filter passes audio only after the on-device wake
     word (the command follows as start stage asr); otherwise the hub decides (start stage wake).
-    While the hub's voice plays here, the microphone goes to the hub too (held muted there, for
-    its stop detector): "computer, stop" works in this room as at the hub's own microphone."""
+    While the hub's voice plays here, the microphone stays here: `stop_detector` (when given)
+    hears "computer, stop" and the hub is told (`handoff-stop`), so it works in this room as at
+    the hub's own microphone."""
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
-                 mic_filter: MicFilter, woken: bool = True) -> None:  # fmt: skip
+                 mic_filter: MicFilter, woken: bool = True, stop_detector: StopDetector | None = None) -> None:  # fmt: skip
         self.listen, self.name = listen, name
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
+        self._stop = StopListener(stop_detector) if stop_detector is not None else None
         self.counts = SatelliteCounts()
         self.changes = Changes()  # a hub came or went, a stream ended
         self._writer: asyncio.StreamWriter | None = None  # the hub's connection, while it runs us
-        self._outbox: list[Event] = []
+        self._newcomers = 0  # connections that have not sent a valid event yet
+        self._outbox: deque[Event] = deque()
         self._outbox_changed = Changes()
+        self._plays_until = 0.0  # monotonic clock: when the speaker will have played what it was given
         self._running = False  # run-satellite received
         self._streaming = False  # a command is being sent
         self._quiet_s = 0.0
@@ -104,27 +128,61 @@ class SatelliteServer:
 
     # -- the hub's side ------------------------------------------------------------------------
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        if self._writer is not None:
-            log.info("a new hub connection replaces the old one")
-            self._writer.close()
-        self._writer, self._running = writer, False
-        self._outbox.clear()
-        self.counts.connections += 1
-        self.changes.notify()
         try:
-            while (event := await async_read_event(reader)) is not None:
-                await self._from_hub(event)
-        except (OSError, asyncio.IncompleteReadError, ValueError) as exc:
-            log.info("the hub connection broke: %s", exc)
+            first = await self._hello(reader)
+            if first is None:
+                self.counts.refused += 1
+                self.changes.notify()
+                return
+            self._take_over(writer)
+            event: SatelliteEvent | Closed = first
+            unusable_logged = False
+            while not isinstance(event, Closed):
+                if isinstance(event, Unusable):
+                    self.counts.unusable += 1
+                    if event.why and not unusable_logged:
+                        unusable_logged = True
+                        log.warning("the hub sent an unusable %s (%s): ignored; more are counted, not logged",
+                                    event.type, event.why)  # fmt: skip
+                else:
+                    self._from_hub(event)
+                event = await read(reader)
+            log.info("the hub connection ended: %s", event.why)
         finally:
             if self._writer is writer:
                 self._writer, self._running, self._streaming = None, False, False
+                self._outbox.clear()
                 self._end_stream()
                 self.changes.notify()
             writer.close()
 
-    async def _from_hub(self, event: Event) -> None:
-        match parse(event):
+    async def _hello(self, reader: asyncio.StreamReader) -> SatelliteEvent | None:
+        """A newcomer's first event, if it sends a valid one in time (None: it is closed, and the
+        hub it would replace keeps the room)."""
+        if self._newcomers >= MAX_NEWCOMERS:
+            return None
+        self._newcomers += 1
+        try:
+            async with asyncio.timeout(HELLO_S):
+                first = await read(reader)
+        except TimeoutError:
+            return None
+        finally:
+            self._newcomers -= 1
+        return None if isinstance(first, (Closed, Unusable)) else first
+
+    def _take_over(self, writer: asyncio.StreamWriter) -> None:
+        if self._writer is not None:
+            log.info("a new hub connection replaces the old one")
+            self._writer.close()
+            self._end_stream()
+        self._writer, self._running, self._streaming = writer, False, False
+        self._outbox.clear()
+        self.counts.connections += 1
+        self.changes.notify()
+
+    def _from_hub(self, event: SatelliteEvent) -> None:
+        match event:
             case RunAsked(run=run):
                 self._running = run
                 self.changes.notify()
@@ -141,6 +199,11 @@ class SatelliteServer:
                 if converter is None or (converter.in_rate, converter.in_channels) != (rate, channels):
                     converter = self._converter = PcmConverter(rate, SAMPLE_RATE, channels, 1)
                 audio = converter.convert(pcm)
+                now = time.monotonic()
+                if self._plays_until - now > MAX_AHEAD_S:  # a burst far beyond real time: bounded
+                    self.counts.dropped_audio_s += len(audio) / BYTES_PER_SECOND
+                    return
+                self._plays_until = max(now, self._plays_until) + len(audio) / BYTES_PER_SECOND
                 self._stream_bytes += len(audio)
                 self.speaker.play(audio)
             case AudioEnds():
@@ -184,20 +247,27 @@ class SatelliteServer:
         ).event()
 
     def _send(self, event: Event) -> None:
-        if self._writer is not None:
-            self._outbox.append(event)
-            self._outbox_changed.notify()
+        writer = self._writer
+        if writer is None:
+            return
+        if len(self._outbox) >= MAX_OUTBOX_EVENTS:  # the hub stopped reading: it is dropped, memory bounded
+            log.warning("the hub stopped reading (%d events waiting): dropping its connection", len(self._outbox))
+            self._outbox.clear()
+            writer.transport.abort()
+            return
+        self._outbox.append(event)
+        self._outbox_changed.notify()
 
     async def _write_forever(self) -> None:
         while True:
             await self._outbox_changed.wait_until(lambda: bool(self._outbox))
             writer = self._writer
-            events, self._outbox = self._outbox, []
             if writer is None:
+                self._outbox.clear()
                 continue
             try:
-                for event in events:
-                    await async_write_event(event, writer)
+                while self._outbox and self._writer is writer:
+                    await async_write_event(self._outbox.popleft(), writer)
             except (OSError, ConnectionError) as exc:
                 log.info("could not write to the hub: %s", exc)
 
@@ -208,12 +278,10 @@ class SatelliteServer:
         chunk_s = 0.0
         async for chunk in self.microphone.chunks():
             chunk_s = len(chunk) / BYTES_PER_SECOND
+            if self._stop is not None:
+                self._listen_for_stop(chunk)
             if self._playing:
-                self.mic_filter.skip(chunk)
-                if self.hub_connected:
-                    # While the hub's voice plays here the hub holds this room muted: what it
-                    # hears goes only to its on-device stop detector ("computer, stop").
-                    self._send(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1, audio=chunk).event())
+                self.mic_filter.skip(chunk)  # the hub's voice: nothing of it leaves this machine
                 continue
             pieces = self.mic_filter.feed(chunk)
             if not self.hub_connected:
@@ -232,6 +300,19 @@ class SatelliteServer:
                 if self._quiet_s >= END_AFTER_S:
                     self._streaming = False
                     self._send(AudioStop().event())
+
+
+    def _listen_for_stop(self, chunk: bytes) -> None:
+        """While the hub's voice plays: "computer, stop" stops it here at once and tells the hub."""
+        assert self._stop is not None
+        hit = self._stop.hear(chunk, passed=True, narrating=self._playing)
+        if hit is None or not self.hub_connected:
+            return
+        self.counts.stops += 1
+        log.info("stop: %r heard; telling the hub", hit.phrase)
+        self.speaker.flush()
+        self._plays_until = time.monotonic()
+        self._send(stop_event(hit.phrase))
 
 
 def describe(counts: SatelliteCounts) -> dict[str, Any]:

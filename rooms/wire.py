@@ -1,19 +1,30 @@
-"""The one place that reads Wyoming events (the `wyoming` package's classes) into tagged events,
-for both sides: the hub reading a satellite, and `handoff satellite` reading its hub. A frame
-that does not fit becomes `Unusable`, never an exception."""
+"""The one place that reads Wyoming frames into tagged events, for both sides: the hub reading a
+satellite, and `handoff satellite` reading its hub.
+
+`read(reader)` reads one frame off the connection and never raises (but for cancellation): a
+frame whose fields do not fit (no `type`, a rate of 16000.5, audio that is not a whole number of
+frames, ...) becomes `Unusable` and the connection goes on; a frame whose framing is lost (a
+header that is not a JSON object, a length that is not a small whole number, a frame cut short,
+a header line over `MAX_HEADER_BYTES`) becomes `Closed`: the caller drops the connection. Every
+frame is bounded before it is read (`MAX_DATA_BYTES`, `MAX_PAYLOAD_BYTES`), so no peer can make
+either side hold more than one small frame. The events we send are built with the `wyoming`
+package's classes; its reader is not used (it raises on frames it was not written for).
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
 from dataclasses import dataclass
+from typing import Any
 
-from wyoming.audio import AudioChunk, AudioStart, AudioStop
 from wyoming.event import Event
-from wyoming.info import Describe, Info
-from wyoming.ping import Ping, Pong
-from wyoming.pipeline import PipelineStage, RunPipeline
-from wyoming.satellite import PauseSatellite, RunSatellite
-from wyoming.asr import Transcript
-from wyoming.error import Error
+
+MAX_HEADER_BYTES = 64 * 1024  # the header line (asyncio's default StreamReader limit)
+MAX_DATA_BYTES = 64 * 1024  # the JSON data after the header
+MAX_PAYLOAD_BYTES = 1024 * 1024  # an audio chunk: over 5 s of 48 kHz stereo (satellites send ~0.1 s)
+RATES = (8000, 48000)  # the audio rates either side accepts (inclusive)
+_STAGES_WOKEN = ("asr", "intent", "handle", "tts")  # run-pipeline start stages after the wake word
 
 
 @dataclass(frozen=True)
@@ -83,6 +94,21 @@ class Failed:
 
 
 @dataclass(frozen=True)
+class StopAsked:
+    """`handoff-stop`: `handoff satellite`'s own detector heard "computer, stop" while the hub's
+    voice played there (its microphone does not cross the network then)."""
+
+    phrase: str
+
+
+STOP_TYPE = "handoff-stop"  # ours: a Wyoming peer that does not know it ignores it
+
+
+def stop_event(phrase: str) -> Event:
+    return Event(STOP_TYPE, {"phrase": phrase})
+
+
+@dataclass(frozen=True)
 class Unusable:
     """Any other event, or one whose fields do not fit: ignored, counted."""
 
@@ -90,47 +116,160 @@ class Unusable:
     why: str = ""
 
 
+@dataclass(frozen=True)
+class Closed:
+    """The connection ended, or what came is not Wyoming framing (its next frame cannot be
+    found): the connection is over."""
+
+    why: str
+
+
 SatelliteEvent = (PipelineStarted | Audio | AudioBegins | AudioEnds | Alive | PingAsked | DescribeAsked | RunAsked
-                  | Heard | Failed | Unusable)
+                  | Heard | Failed | StopAsked | Unusable)
+
+
+class _Unfit(Exception):
+    """A field does not fit (internal to this module)."""
+
+
+async def read(reader: asyncio.StreamReader) -> SatelliteEvent | Closed:
+    """The next frame on the connection, as a tagged event; `Closed` when the connection is over.
+    Never raises (cancellation aside). `reader`'s limit must be at least `MAX_HEADER_BYTES`
+    (asyncio's default is)."""
+    try:
+        line = await reader.readline()
+    except ValueError:  # asyncio's LimitOverrunError, as readline reports it
+        return Closed(f"a header line over {MAX_HEADER_BYTES} bytes")
+    except (OSError, ConnectionError) as exc:
+        return Closed(str(exc) or exc.__class__.__name__)
+    if not line:
+        return Closed("the connection closed")
+    if not line.endswith(b"\n"):
+        return Closed("the connection closed in the middle of a frame")
+    head = header(line)
+    if isinstance(head, Closed):
+        return head
+    kind, data, data_length, payload_length = head
+    try:
+        extra = await reader.readexactly(data_length) if data_length else b""
+        payload = await reader.readexactly(payload_length) if payload_length else None
+    except asyncio.IncompleteReadError:
+        return Closed("the connection closed in the middle of a frame")
+    except (OSError, ConnectionError) as exc:
+        return Closed(str(exc) or exc.__class__.__name__)
+    more = _json_object(extra) if extra else {}
+    if data is None or more is None:
+        return Unusable((kind or "?")[:64], "its data is not a JSON object")
+    if kind is None:
+        return Unusable("?", "no type")
+    return parse(Event(kind, {**data, **more}, payload))
+
+
+def header(line: bytes) -> Closed | tuple[str | None, dict[str, Any] | None, int, int]:
+    """A frame's header line -> (type or None, data or None when it is not an object,
+    data_length, payload_length), or `Closed` when the lengths of what follows cannot be known.
+    Never raises."""
+    head = _json_object(line)
+    if head is None:
+        return Closed("it sent something that is not Wyoming (a header that is not a JSON object)")
+    lengths = []
+    for name, limit in (("data_length", MAX_DATA_BYTES), ("payload_length", MAX_PAYLOAD_BYTES)):
+        value = head.get(name)
+        if value is None:
+            value = 0
+        if type(value) is not int or not 0 <= value <= limit:
+            return Closed(f"it sent something that is not Wyoming ({name} {str(value)[:40]}, at most {limit})")
+        lengths.append(value)
+    kind = head.get("type")
+    data = head.get("data")
+    data = {} if data is None else data if isinstance(data, dict) else None
+    return (kind if isinstance(kind, str) and kind else None), data, lengths[0], lengths[1]
+
+
+def _json_object(raw: bytes) -> dict[str, Any] | None:
+    try:
+        value = json.loads(raw)
+    except (ValueError, RecursionError, UnicodeDecodeError):
+        return None
+    return value if isinstance(value, dict) else None
 
 
 def parse(event: Event) -> SatelliteEvent:
-    kind = event.type
+    """A Wyoming event -> a tagged event; `Unusable` when it is unknown or its fields do not fit.
+    Never raises."""
+    kind = event.type if isinstance(event.type, str) else "?"
+    data = event.data if isinstance(event.data, dict) else {}
+    reader = _PARSERS.get(kind)
+    if reader is None:
+        return Unusable(kind[:64])
     try:
-        if AudioChunk.is_type(kind):
-            chunk = AudioChunk.from_event(event)
-            if chunk.width != 2 or chunk.channels not in (1, 2) or not 8000 <= chunk.rate <= 48000:
-                return Unusable(kind, f"audio as {chunk.rate} Hz, {chunk.width} bytes, {chunk.channels} channels")
-            return Audio(chunk.audio, chunk.rate, chunk.width, chunk.channels)
-        if RunPipeline.is_type(kind):
-            return PipelineStarted(woken=RunPipeline.from_event(event).start_stage is not PipelineStage.WAKE)
-        if AudioStart.is_type(kind):
-            start = AudioStart.from_event(event)
-            return AudioBegins(start.rate, start.width, start.channels)
-        if AudioStop.is_type(kind):
-            return AudioEnds()
-        if Info.is_type(kind):
-            return Alive(_snd_rate(Info.from_event(event)))
-        if Pong.is_type(kind):
-            return Alive()
-        if Ping.is_type(kind):
-            return PingAsked(Ping.from_event(event).text)
-        if Describe.is_type(kind):
-            return DescribeAsked()
-        if RunSatellite.is_type(kind) or PauseSatellite.is_type(kind):
-            return RunAsked(RunSatellite.is_type(kind))
-        if Transcript.is_type(kind):
-            return Heard(Transcript.from_event(event).text)
-        if Error.is_type(kind):
-            return Failed(Error.from_event(event).text)
-    except (KeyError, TypeError, ValueError, AttributeError) as exc:
-        return Unusable(kind, f"{exc.__class__.__name__}: {exc}")
-    return Unusable(kind)
+        return reader(data, event.payload)
+    except _Unfit as exc:
+        return Unusable(kind, str(exc))
 
 
-def _snd_rate(info: Info) -> int | None:
-    for snd in info.snd or ():
-        rate = snd.snd_format.rate if snd.snd_format is not None else None
-        if rate and 8000 <= rate <= 48000:
-            return rate
-    return None
+def _audio_format(data: dict[str, Any]) -> tuple[int, int, int]:
+    rate, width, channels = data.get("rate"), data.get("width"), data.get("channels")
+    if type(rate) is not int or not RATES[0] <= rate <= RATES[1] or width != 2 or type(width) is not int \
+            or channels not in (1, 2) or type(channels) is not int:  # fmt: skip
+        raise _Unfit(f"audio as {_short(rate)} Hz, {_short(width)} bytes, {_short(channels)} channels")
+    return rate, width, channels
+
+
+def _short(value: object) -> str:
+    return repr(value)[:24]
+
+
+def _chunk(data: dict[str, Any], payload: bytes | None) -> Audio:
+    rate, width, channels = _audio_format(data)
+    pcm = payload or b""
+    if len(pcm) % (width * channels):
+        raise _Unfit(f"{len(pcm)} bytes of audio is not a whole number of {width * channels}-byte frames")
+    return Audio(pcm, rate, width, channels)
+
+
+def _begins(data: dict[str, Any], _payload: bytes | None) -> AudioBegins:
+    return AudioBegins(*_audio_format(data))
+
+
+def _pipeline(data: dict[str, Any], _payload: bytes | None) -> PipelineStarted:
+    start = data.get("start_stage")
+    if start != "wake" and start not in _STAGES_WOKEN:
+        raise _Unfit(f"start stage {_short(start)}")
+    return PipelineStarted(woken=start != "wake")
+
+
+def _info(data: dict[str, Any], _payload: bytes | None) -> Alive:
+    snd = data.get("snd")
+    for program in snd if isinstance(snd, list) else ():
+        fmt = program.get("snd_format") if isinstance(program, dict) else None
+        rate = fmt.get("rate") if isinstance(fmt, dict) else None
+        if type(rate) is int and RATES[0] <= rate <= RATES[1]:
+            return Alive(rate)
+    return Alive()
+
+
+def _text(data: dict[str, Any], optional: bool = False, key: str = "text") -> str | None:
+    text = data.get(key)
+    if text is None and optional:
+        return None
+    if not isinstance(text, str):
+        raise _Unfit(f"{key} {_short(text)}")
+    return text[:4000]
+
+
+_PARSERS: dict[str, Any] = {
+    "audio-chunk": _chunk,
+    "run-pipeline": _pipeline,
+    "audio-start": _begins,
+    "audio-stop": lambda _d, _p: AudioEnds(),
+    "info": _info,
+    "pong": lambda _d, _p: Alive(),
+    "ping": lambda d, _p: PingAsked(_text(d, optional=True)),
+    "describe": lambda _d, _p: DescribeAsked(),
+    "run-satellite": lambda _d, _p: RunAsked(True),
+    "pause-satellite": lambda _d, _p: RunAsked(False),
+    "transcript": lambda d, _p: Heard(_text(d) or ""),
+    "error": lambda d, _p: Failed(_text(d) or ""),
+    STOP_TYPE: lambda d, _p: StopAsked(_text(d, key="phrase") or ""),
+}

@@ -21,6 +21,7 @@ class UnitSettings:
     start_limit_burst: int = 5
     stop_timeout_s: int = 20  # handoff stops within 10 s; after this systemd kills what is left
     start_timeout_s: int = 300  # READY=1 comes with the first listener session: network and OpenAI must answer
+    nofile: int = 65536  # open files: the page's connections are capped far below it (a reserve for the rest)
 
 
 def unit_path(environ: dict[str, str] | None = None) -> Path:
@@ -56,6 +57,9 @@ TimeoutStartSec={unit.start_timeout_s}
 # SIGTERM to handoff alone: it stops its background tasks itself and records them as stopped.
 KillMode=mixed
 TimeoutStopSec={unit.stop_timeout_s}
+# Open files: systemd's default of 1,024 ran out under a flood of half-sent requests to the page
+# (EMFILE for the listener's and narrator's own connections). The page takes at most a few dozen.
+LimitNOFILE={unit.nofile}
 
 [Install]
 WantedBy=default.target

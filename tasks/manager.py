@@ -100,6 +100,7 @@ class TaskManager:
         self.internal_errors = 0  # bugs caught while running tasks (each logged with its traceback)
         self._live: dict[int, _LiveTask] = {}
         self._queue: deque[int] = deque()  # ids waiting for a slot, first come first served
+        self._admitting = 0  # starts being stored (between the bound's check and the queue)
         self._workers: set[asyncio.Task[None]] = set()
         self._timers: dict[int, TaskRecord] = {}  # pending timers and reminders by id
         self._timers_changed = Changes()
@@ -340,9 +341,17 @@ class TaskManager:
 
     async def _admit(self, draft: TaskRecord, env: tuple[str, ...], **details: object) -> TaskRecord:
         """Store the new task, queue it, and start it if a slot is free."""
-        if len(self._queue) >= MAX_QUEUED_TASKS:
+        # Those being stored count too: the check and the queueing are an await apart, and 40 starts
+        # at once queued 22. (A free slot takes one at once: it does not wait.)
+        free = max(0, self.settings.max_concurrent - len(self._workers))
+        if len(self._queue) + self._admitting >= MAX_QUEUED_TASKS + free:
             raise TooMany(f"{MAX_QUEUED_TASKS} tasks are already waiting to start; try again when some have finished.")
-        record = await self._io.call(self._store.create_task, dataclasses.replace(draft, **details), self.settings.log_path)
+        self._admitting += 1
+        try:
+            record = await self._io.call(self._store.create_task, dataclasses.replace(draft, **details),
+                                         self.settings.log_path)  # fmt: skip
+        finally:
+            self._admitting -= 1
         live = _LiveTask(
             record=record,
             tail=OutputTail(self.settings.tail_lines, self.settings.max_line_chars),

@@ -216,11 +216,17 @@ def parse_due(text: str, now: datetime) -> datetime:
         except ValueError:
             raise WhenError(f"I didn't understand the date '{raw[:40]}'; say it like tomorrow at 9 AM.") from None
         if moment.tzinfo is not None:
-            moment = moment.astimezone().replace(tzinfo=None)  # local wall-clock time, like the rest
+            try:
+                moment = moment.astimezone().replace(tzinfo=None)  # local wall-clock time, like the rest
+            except OverflowError:  # 0001-01-01T00:00:00+14:00: before the first day there is
+                raise WhenError(f"The date '{raw[:40]}' is not one I can keep; say it like tomorrow at 9 AM.") from None
         if moment <= now:
             raise _passed(moment, now)
     elif raw.upper().startswith("P") or _amounts(raw) is not None:
-        moment = now + timedelta(seconds=parse_length(raw, "the reminder").total_s)
+        seconds = parse_length(raw, "the reminder").total_s
+        if seconds > MAX_REMINDER_AHEAD_S:  # (checked before the sum: 99999999999 days overflow a date)
+            raise WhenError("I can only keep reminders for the coming year.")
+        moment = now + timedelta(seconds=seconds)
     else:
         moment = next_clock_time(raw, now)
     if (moment - now).total_seconds() > MAX_REMINDER_AHEAD_S:

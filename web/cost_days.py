@@ -118,9 +118,27 @@ def _read(path: Path) -> dict[str, dict[str, dict[str, float]]]:
         return {}  # none yet, or not ours: start again
     if not isinstance(days, dict):
         return {}
-    return {d: {run: {p: float(v) for p, v in parts.items() if p in PARTS and isinstance(v, (int, float))}
-                for run, parts in runs.items() if isinstance(parts, dict)}
-            for d, runs in days.items() if isinstance(runs, dict)}  # fmt: skip
+    # Every level checked: a damaged file ({"<today>": {"old-run": 5}}) once made every /api/state
+    # answer 500, in that run and the next. What does not fit is left out.
+    kept: dict[str, dict[str, dict[str, float]]] = {}
+    for day, runs in days.items():
+        if not isinstance(runs, dict) or not _is_day(day):
+            continue
+        kept[day] = {run: {p: float(parts[p]) for p in PARTS if _is_amount(parts.get(p))}
+                     for run, parts in runs.items() if isinstance(run, str) and isinstance(parts, dict)}  # fmt: skip
+    return kept
+
+
+def _is_day(value: object) -> bool:
+    try:
+        datetime.date.fromisoformat(value)  # type: ignore[arg-type]
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _is_amount(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and 0 <= value < 1e9
 
 
 def _write(path: Path, data: object) -> None:

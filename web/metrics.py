@@ -16,6 +16,8 @@ from decisions.cost import CostSummary
 from web.feed import STAGE_BUCKETS, WebFeed
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+MAX_LABEL_VALUES = 32  # per label (a tool's name comes from a model: 10,000 made 10,000 series); the rest: "other"
+OTHER = "other"
 
 # feed counter key -> (metric name, help, label names)
 _COUNTERS: dict[str, tuple[str, str, tuple[str, ...]]] = {
@@ -39,7 +41,7 @@ class FeedCollector:
         counts = self._feed.counts
         for key, (name, help_text, labels) in _COUNTERS.items():
             family = CounterMetricFamily(name, help_text, labels=list(labels))
-            rows = [(k[1:], n) for k, n in counts.items() if k[0] == key]
+            rows = _bounded([(k[1:], n) for k, n in counts.items() if k[0] == key])
             if not labels:
                 family.add_metric([], sum(n for _, n in rows))
             for values, n in sorted(rows):
@@ -68,6 +70,26 @@ class FeedCollector:
                 budget = GaugeMetricFamily("handoff_budget_today_usd", "The daily budget.")
                 budget.add_metric([], summary.budget_usd)
                 yield budget
+
+
+def _bounded(rows: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
+    """At most MAX_LABEL_VALUES values of each label, the most counted; the others summed as "other"."""
+    if not rows or not rows[0][0]:
+        return rows
+    for position in range(len(rows[0][0])):
+        totals: dict[object, int] = {}
+        for values, n in rows:
+            totals[values[position]] = totals.get(values[position], 0) + n
+        if len(totals) <= MAX_LABEL_VALUES:
+            continue
+        kept = set(sorted(totals, key=lambda v: (-totals[v], str(v)))[: MAX_LABEL_VALUES - 1])
+        merged: dict[tuple, int] = {}
+        for values, n in rows:
+            if values[position] not in kept:
+                values = (*values[:position], OTHER, *values[position + 1:])
+            merged[values] = merged.get(values, 0) + n
+        rows = list(merged.items())
+    return rows
 
 
 def render(feed: WebFeed, cost: Callable[[], CostSummary | None]) -> bytes:

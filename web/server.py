@@ -8,19 +8,26 @@
   `handoff tasks start/cancel`;
 - `GET /metrics`: Prometheus.
 
-Security: bound to 127.0.0.1 unless WEB_HOST is set; with it set, every request needs the token
+Security: bound to 127.0.0.1 unless WEB_HOST is set; either way every request needs the token
 (`?token=` once, then an HttpOnly SameSite=Strict cookie; or `Authorization: Bearer`), compared
-in constant time. Without it, only a Host of this machine is served (a DNS-rebinding page
-cannot read it). Every POST carries the CSRF token the page got with its state (a header other
-sites cannot set) and, when the browser says where it comes from, our own origin.
+in constant time: on 127.0.0.1 too, or every user of this machine could read it and start tasks
+(the control socket it drives is 0600). Bound to 127.0.0.1, only a Host of this machine is
+served (a DNS-rebinding page cannot read it). `/metrics` without its token (WEB_METRICS_TOKEN
+false, for a scraper) answers only to a Host that is an IP address, localhost or this machine's
+name, never to a name a rebinding page controls. Every POST carries the CSRF token the page got
+with its state (a header other sites cannot set) and, when the browser says where it comes from,
+our own origin.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
+import ipaddress
 import secrets
+import socket
 import time
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +40,7 @@ from tasks import control
 from tasks.config import TaskTemplate
 from tasks.errors import TaskError
 from web import metrics, snapshot
+from web.connections import ConnectionGate
 from web.cost_days import CostDays
 from web.feed import WebFeed
 from web.snapshot import PageProbes
@@ -46,7 +54,13 @@ CSRF_HEADER = "X-CSRF-Token"
 KEEPALIVE_S = 20.0  # a comment line on a quiet stream, so proxies and phones keep it open
 BATCH_S = 0.1  # changes this close together go out as one update
 CONTROL_TIMEOUT_S = 60.0
+MAX_CONNECTIONS = 48  # open at once (a flood of half-sent requests took every file descriptor)
+ACCEPT_BATCH = 16  # connections accepted per wake-up (asyncio's default, 100, held that many open at once)
+FIRST_REQUEST_S = 10.0  # a connection's first request is due within this
+KEEPALIVE_IDLE_S = 15.0  # an idle keep-alive connection is closed after this (aiohttp's default: an hour)
+MAX_STREAMS = 16  # event streams at once (pages open); more are told to try again later
 _LOOPBACK_HOSTS = frozenset({"127.0.0.1", "localhost", "[::1]"})
+_LOOPBACK_BINDS = frozenset({"127.0.0.1", "localhost", "::1"})
 _HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; object-src 'none'; base-uri 'none'; "
     "frame-ancestors 'none'; form-action 'self'",
@@ -60,7 +74,7 @@ _HEADERS = {
 class PageConfig:
     host: str
     port: int
-    token: str | None  # None: no token needed (bound to 127.0.0.1)
+    token: str | None  # None: nothing but an open /metrics is served
     metrics_need_token: bool
     control_path: Path  # the task manager's control socket
     templates: tuple[TaskTemplate, ...]
@@ -81,6 +95,8 @@ class WebPage:
         self._cost_days = cost_days
         self.csrf = secrets.token_urlsafe(24)  # per run: a page from before a restart fetches the new one
         self._runner: web.AppRunner | None = None
+        self._listening: asyncio.Server | None = None
+        self.gate: ConnectionGate | None = None
         self._closing = False
         self.streams = 0  # event streams open now
         self._static = {name: (STATIC / name).read_bytes() for name in ("index.html", "app.js", "app.css")}
@@ -96,11 +112,14 @@ class WebPage:
         app.router.add_post("/api/tasks/start", self._start_task)
         app.router.add_post("/api/tasks/cancel", self._cancel_task)
         app.router.add_get("/metrics", self._metrics)
-        runner = web.AppRunner(app, access_log=None, handle_signals=False)
+        runner = web.AppRunner(app, access_log=None, handle_signals=False, keepalive_timeout=KEEPALIVE_IDLE_S,
+                               shutdown_timeout=1.0)  # fmt: skip
         await runner.setup()
-        site = web.TCPSite(runner, self.config.host, self.config.port, shutdown_timeout=1.0)
+        assert runner.server is not None
+        self.gate = ConnectionGate(runner.server, MAX_CONNECTIONS, FIRST_REQUEST_S)
         try:
-            await site.start()
+            self._listening = await asyncio.get_running_loop().create_server(
+                self.gate, self.config.host, self.config.port, reuse_address=True, backlog=ACCEPT_BATCH)
         except OSError as exc:
             await runner.cleanup()
             log.warning("the web page cannot listen on %s:%d (%s); handoff runs without it (set WEB_PORT to "
@@ -114,6 +133,9 @@ class WebPage:
     async def close(self) -> None:
         self._closing = True
         self.feed.changes.notify()  # open event streams end
+        if self._listening is not None:
+            self._listening.close()
+            self._listening = None
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
@@ -121,12 +143,15 @@ class WebPage:
     # -- guard --------------------------------------------------------------------------------------
     @web.middleware
     async def _guard(self, request: web.Request, handler: Callable[[web.Request], Awaitable[web.StreamResponse]]) -> web.StreamResponse:
+        if self.gate is not None:
+            self.gate.request_came(request.transport)
         refusal = self._refusal(request)
         if refusal is not None:
             response: web.StreamResponse = refusal
         elif self.config.token and request.query.get("token") and request.method == "GET" and request.path == "/":
             # The address with the token: set the cookie, and take the token out of the address bar.
-            response = web.HTTPSeeOther("/")
+            rest = {k: v for k, v in request.query.items() if k != "token"}  # (`&once`: the state without the stream)
+            response = web.HTTPSeeOther(str(request.rel_url.with_query(rest)))
             response.set_cookie(COOKIE, self.config.token, httponly=True, samesite="Strict", path="/")
         else:
             try:
@@ -138,13 +163,14 @@ class WebPage:
 
     def _refusal(self, request: web.Request) -> web.Response | None:
         token = self.config.token
-        if token is None:
-            host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
-            if host not in _LOOPBACK_HOSTS:
-                return _text(403, "This page answers only to 127.0.0.1 or localhost.")
-        elif not (request.path == "/metrics" and not self.config.metrics_need_token):
-            if not self._authorised(request, token):
-                return _text(401, "This page needs its token: open the address `handoff web-url` prints.")
+        host = request.host.rsplit(":", 1)[0] if not request.host.endswith("]") else request.host
+        if self.config.host in _LOOPBACK_BINDS and host not in _LOOPBACK_HOSTS:
+            return _text(403, "This page answers only to 127.0.0.1 or localhost.")
+        if request.path == "/metrics" and not self.config.metrics_need_token:
+            if not _names_this_machine(host):  # a rebinding page's own name: refused
+                return _text(403, "/metrics answers only to an IP address, localhost or this machine's name.")
+        elif token is None or not self._authorised(request, token):
+            return _text(401, "This page needs its token: open the address `handoff web-url` prints.")
         if request.method == "POST":
             if not same_token(request.headers.get(CSRF_HEADER), self.csrf):
                 return _text(403, "Refused: the request did not come from the page (no CSRF token). Reload the page.")
@@ -179,6 +205,8 @@ class WebPage:
         return web.json_response(self.state())
 
     async def _events(self, request: web.Request) -> web.StreamResponse:
+        if self.streams >= MAX_STREAMS:
+            return _text(503, f"{MAX_STREAMS} pages are open already: close one, or try again later.")
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "X-Accel-Buffering": "no"})
         response.headers.update(_HEADERS)
         await response.prepare(request)
@@ -248,6 +276,17 @@ async def _json_body(request: web.Request) -> dict[str, Any]:
     if not isinstance(body, dict):
         raise web.HTTPBadRequest(text="The request was not a JSON object.")
     return body
+
+
+def _names_this_machine(host: str) -> bool:
+    """A Host header no DNS-rebinding page can send: an IP address, localhost, or this machine's
+    own name (a rebinding page is served under a name its author controls)."""
+    name = host.strip("[]").lower().rstrip(".")
+    with contextlib.suppress(ValueError):
+        ipaddress.ip_address(name)
+        return True
+    machine = socket.gethostname().lower()
+    return name in ("localhost", machine, f"{machine}.local")
 
 
 def _text(status: int, text: str) -> web.Response:

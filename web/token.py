@@ -19,10 +19,23 @@ def token_path(state_dir: Path) -> Path:
 
 
 def read_token(state_dir: Path) -> str | None:
+    """The token, if the file is ours (not a link, not another user's: one planted there would be
+    a token its planter knows)."""
     try:
-        token = token_path(state_dir).read_text(encoding="ascii").strip()
+        fd = os.open(token_path(state_dir), os.O_RDONLY | os.O_NOFOLLOW)
+    except OSError:
+        return None
+    try:
+        if os.fstat(fd).st_uid != os.geteuid():
+            return None
+        with os.fdopen(fd, "r", encoding="ascii") as handle:
+            fd = -1
+            token = handle.read(4096).strip()
     except (OSError, UnicodeDecodeError):
         return None
+    finally:
+        if fd >= 0:
+            os.close(fd)
     return token or None
 
 
@@ -37,7 +50,7 @@ def load_or_create_token(state_dir: Path) -> str:
     token = secrets.token_urlsafe(32)
     path = token_path(state_dir)
     with contextlib.suppress(FileNotFoundError):
-        path.unlink()  # an empty or unreadable one
+        path.unlink()  # an empty or unreadable one, or one that is not ours
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     with os.fdopen(fd, "w", encoding="ascii") as handle:
         handle.write(token + "\n")

@@ -49,6 +49,19 @@ def test_backoff_doubles_up_to_its_cap() -> None:
     assert waits == [0.25, 0.5, 1.0, 2.0, 4.0, 4.0, 4.0, 4.0]
 
 
+def test_a_connection_that_ends_at_once_backs_off_and_one_that_lasted_retries_at_once() -> None:
+    core = LinkCore("kitchen", initial_s=0.25, max_s=4.0, healthy_after_s=2.0)
+    waits = []
+    for t in range(4):  # accepted, then closed at once (a bad frame): each counts as a failure
+        core.handle(LinkEvent.CONNECTED, 10.0 * t)
+        core.handle(LinkEvent.LOST, 10.0 * t + 0.01)
+        waits.append(core.retry_in())
+    assert waits == [0.25, 0.5, 1.0, 2.0]
+    core.handle(LinkEvent.CONNECTED, 100.0)
+    core.handle(LinkEvent.LOST, 160.0)  # up for a minute: a reboot, found again at once
+    assert core.retry_in() == 0.0
+
+
 def test_a_notice_goes_to_its_origin_and_is_done_once_heard_there() -> None:
     targets = NoticeTargets(("kitchen", "office"))
     targets.started(7, "kitchen")

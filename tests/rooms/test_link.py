@@ -36,8 +36,8 @@ async def linked(satellite: Handler | None, settings: RoomSettings, host: str = 
             server.close()
 
 
-@pytest.mark.parametrize(("line", "why"), [(b"this is not json\n", "closed"), (b"{}\n", "not Wyoming"),
-                                          (b"[1, 2]\n", "not Wyoming")])
+@pytest.mark.parametrize(("line", "why"), [(b"this is not json\n", "not Wyoming"), (b"[1, 2]\n", "not Wyoming"),
+                                          (b'{"type": "x", "payload_length": 8000000000}\n', "not Wyoming")])
 async def test_a_satellite_that_sends_garbage_is_dropped_and_tried_again(line: bytes, why: str) -> None:
     async def garbage(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         writer.write(line)

@@ -143,13 +143,16 @@ async def test_computer_stop_in_one_room_stops_that_room_only(tmp_path: Path) ->
 
     long = "the quick brown fox jumps over the lazy dog and runs far away into the woods"
     phrases = [f"computer, echo kitchen {long}", f"computer, echo office {long}"]
+    # Each satellite's own detector hears it (its microphone stays there while the answer plays).
     detectors = {"kitchen": LoudStopDetector(), "office": LoudStopDetector()}
+    satellites = [handoff_satellite(room, stop_detector=detectors[room]) for room in ("kitchen", "office")]
     async with tone_sim(phrases) as sim:
-        async with started([handoff_satellite("kitchen"), handoff_satellite("office")]) as (kitchen, office):
+        async with started(satellites) as (kitchen, office):
             settings = hub_settings(sim, tmp_path, [kitchen.spec, office.spec])
             settings = settings.replace(stop=dataclasses.replace(StopSettings(), enabled=True))
             timelines = {"kitchen": Timeline(), "office": Timeline()}
-            async with hub(settings, timelines, stop_detectors=detectors) as the_hub:
+            hub_detectors = {"kitchen": LoudStopDetector(), "office": LoudStopDetector()}
+            async with hub(settings, timelines, stop_detectors=hub_detectors) as the_hub:
                 running = asyncio.create_task(the_hub.run())
                 try:
                     for satellite in (kitchen, office):
@@ -168,6 +171,7 @@ async def test_computer_stop_in_one_room_stops_that_room_only(tmp_path: Path) ->
                     except asyncio.CancelledError:
                         pass
     assert detectors["kitchen"].hits and not detectors["office"].hits
+    assert kitchen.server.counts.stops == 1 and office.server.counts.stops == 0
     assert timelines["office"].count("stopped") == 0
     office_said = [e.text for e in timelines["office"].entries if e.kind == "narrated"]
     assert "stopped after" not in office_said[0], office_said

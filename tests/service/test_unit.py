@@ -29,6 +29,7 @@ def test_the_unit_has_what_a_service_needs(tmp_path: Path) -> None:
     assert (unit["StartLimitIntervalSec"], unit["StartLimitBurst"], unit["WatchdogSec"]) == ("600", "5", "60")
     assert unit["TimeoutStartSec"] == "300"  # ready comes with the first listener session
     assert unit["KillMode"] == "mixed"  # SIGTERM to handoff alone: it stops its tasks itself
+    assert int(unit["LimitNOFILE"]) >= 65536  # systemd's 1,024 ran out under a connection flood (issue 27)
     assert unit["WantedBy"] == "default.target"
 
 

@@ -24,6 +24,7 @@ from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from config.rooms import RoomSettings, SatelliteSpec
 from config.settings import ConversationSettings, Settings
 from decisions.timeline import Timeline
+from detectors.stop_word import StopDetector
 from realtime_sim import SimServer
 from realtime_sim.transcriber import Segment
 from rooms.hub import Hub, hub
@@ -117,10 +118,11 @@ class HandoffSatellite:
         self.microphone.feed(pcm)
 
 
-def handoff_satellite(room: str, pace: float = 1.0) -> HandoffSatellite:
+def handoff_satellite(room: str, pace: float = 1.0, stop_detector: StopDetector | None = None) -> HandoffSatellite:
     microphone = PushMicrophone(chunk_ms=20, pace=pace)
     speaker = MemorySpeaker(pace=pace)
-    server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, speaker, ToneGate(), woken=True)
+    server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, speaker, ToneGate(), woken=True,
+                             stop_detector=stop_detector)  # fmt: skip
     return HandoffSatellite(room, server, microphone, speaker)
 
 

@@ -208,6 +208,20 @@ async def test_the_queue_of_waiting_tasks_is_bounded(tmp_path: Path) -> None:
         await manager.cancel("first")
 
 
+async def test_the_bound_on_waiting_tasks_holds_for_starts_at_the_same_moment(tmp_path: Path) -> None:
+    """Issue 27: the bound was checked before an await, so 40 starts at once queued 22."""
+    from tasks.errors import TooMany
+    from tasks.manager import MAX_QUEUED_TASKS
+
+    templates = (sh("first", "echo ready; sleep 30"), sh("later", "true"))
+    async with running_manager(tmp_path, templates, max_concurrent=1) as manager:
+        await manager.start_task("first")
+        results = await asyncio.gather(*(manager.start_task("later") for _ in range(40)), return_exceptions=True)
+        refused = [r for r in results if isinstance(r, TooMany)]
+        assert manager.queued_count == MAX_QUEUED_TASKS and len(refused) == 40 - MAX_QUEUED_TASKS, manager.queued_count
+        await manager.cancel("first")
+
+
 async def test_programs_that_leave_children_behind_do_not_leak_them(tmp_path: Path) -> None:
     script = "sh -c 'echo $$ > orphan; exec sleep 30' & while [ ! -s orphan ]; do sleep 0.01; done; echo done"
     async with running_manager(tmp_path, (sh("leaky", script, cwd=tmp_path),)) as manager:

@@ -306,6 +306,12 @@ async def test_bad_lengths_and_times_are_spoken_not_stored(tmp_path: Path) -> No
         assert spoken == "I didn't understand the time '25:00'; say it like 5 PM or 17:30."
         _, spoken = await call(registry, "set_reminder", {"at": "17:00", "text": " . "})
         assert spoken == "Say what to remind you of."
+        # Issue 27: these overflowed a date ("The set reminder tool failed: OverflowError").
+        for at in ("P99999999999D", "PT99999999999M", "99999999999 minutes"):
+            _, spoken = await call(registry, "set_reminder", {"at": at, "text": "call"})
+            assert spoken == "I can only keep reminders for the coming year.", (at, spoken)
+        _, spoken = await call(registry, "set_reminder", {"at": "0001-01-01T00:00:00+14:00", "text": "call"})
+        assert spoken.startswith("The date '0001-01-01T00:00:00+14:00' is not one I can keep"), spoken
         assert await manager.list_tasks() == []
 
 

@@ -234,3 +234,20 @@ def test_metrics_show_todays_cost_without_float_noise(tmp_path: Path) -> None:
     text = render(feed, meter.summary).decode()
     line = next(l for l in text.splitlines() if l.startswith('handoff_cost_today_usd{part="transcription"}'))
     assert len(line.rsplit(" ", 1)[1]) <= 12, line
+
+
+def test_metrics_tool_labels_are_bounded_whatever_names_a_model_makes_up(tmp_path: Path) -> None:
+    """Issue 27: 10,000 unknown tool names from a model made 10,002 series on /metrics."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    from web.metrics import MAX_LABEL_VALUES
+
+    timeline, _runtime, feed, _clock = fed(tmp_path)
+    timeline.emit(ToolFinished(1, "get_time", ToolOutcome.OK, "10:15"))
+    for n in range(10_000):
+        timeline.emit(ToolFinished(1, f"invented_{n}", ToolOutcome.FAILED, "no such tool"))
+    families = {f.name: f for f in text_string_to_metric_families(render(feed, lambda: None).decode())}
+    runs = [s for s in families["handoff_tool_runs"].samples if s.name == "handoff_tool_runs_total"]
+    assert len(runs) <= MAX_LABEL_VALUES * 2, len(runs)
+    assert sum(s.value for s in runs) == 10_001  # nothing lost: the rest counted as "other"
+    assert any(s.labels["tool"] == "other" for s in runs)

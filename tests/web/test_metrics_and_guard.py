@@ -112,18 +112,51 @@ async def test_with_web_host_set_the_token_is_required_and_a_post_needs_the_csrf
         assert await daemon.exited(timeout=20) == 0, daemon.log
 
 
-async def test_without_web_host_only_this_machine_s_names_are_served(tmp_path: Path, sim: SimServer) -> None:
+async def test_without_web_host_the_token_is_needed_too_and_only_this_machine_s_names_are_served(
+        tmp_path: Path, sim: SimServer) -> None:  # fmt: skip
+    """On 127.0.0.1 every user of this machine reaches the port: without the token one could read
+    the transcripts and start tasks (issue 27), where the control socket (0600) refuses them."""
     port = free_port()
-    env = daemon_env(tmp_path, sim.base_url, WEB_PORT=str(port))
+    (tmp_path / "tasks.toml").write_text(TASKS)
+    env = daemon_env(tmp_path, sim.base_url, WEB_PORT=str(port), HANDOFF_TASKS_CONFIG=str(tmp_path / "tasks.toml"))
+    wav = wav_with_commands(tmp_path / "mic.wav", utterances=0, lead_s=0.5, seconds_after=120)
+    base = f"http://127.0.0.1:{port}"
+    async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
+        await daemon.wait_line(rf"web page on http://127.0.0.1:{port}/ \(token required")
+        token = (tmp_path / "state" / "web-token").read_text().strip()
+        code, url = await handoff(env, "web-url")
+        assert code == 0 and url.strip() == f"{base}/?token={token}"
+        async with aiohttp.ClientSession() as client:
+            for path in ("/", "/api/state", "/events"):
+                async with client.get(base + path) as response:
+                    assert response.status == 401, path
+            async with client.post(base + "/api/tasks/start", json={"name": "hello"}) as response:
+                assert response.status == 401
+            bearer = {"Authorization": f"Bearer {token}"}
+            async with client.get(base + "/api/state", headers=bearer) as response:
+                assert response.status == 200
+            # A page on another name resolving here (DNS rebinding) gets nothing, even with the token.
+            async with client.get(base + "/api/state", headers={**bearer, "Host": f"evil.example:{port}"}) as response:
+                assert response.status == 403
+        assert "task 1" not in daemon.log
+        daemon.signal(signal.SIGTERM)
+        assert await daemon.exited(timeout=20) == 0, daemon.log
+
+
+async def test_an_open_metrics_answers_only_to_this_machine_s_names(tmp_path: Path, sim: SimServer) -> None:
+    """WEB_HOST set, WEB_METRICS_TOKEN false: a DNS-rebinding page could read the counters and
+    today's cost (issue 27). 127.0.0.2 is a loopback address that is not the default bind."""
+    port = free_port()
+    env = daemon_env(tmp_path, sim.base_url, WEB_PORT=str(port), WEB_HOST="127.0.0.2")
     wav = wav_with_commands(tmp_path / "mic.wav", utterances=0, lead_s=0.5, seconds_after=120)
     async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
-        await daemon.wait_line(rf"web page on http://127.0.0.1:{port}/")
+        await daemon.wait_line(r"web page on ")
         async with aiohttp.ClientSession() as client:
-            async with client.get(f"http://127.0.0.1:{port}/api/state") as response:
+            async with client.get(f"http://127.0.0.2:{port}/metrics") as response:
+                assert response.status == 200  # the scraper, by address
+            async with client.get(f"http://127.0.0.2:{port}/metrics", headers={"Host": f"localhost:{port}"}) as response:
                 assert response.status == 200
-            # A page on another name resolving here (DNS rebinding) gets nothing.
-            async with client.get(f"http://127.0.0.1:{port}/api/state", headers={"Host": f"evil.example:{port}"}) as response:
+            async with client.get(f"http://127.0.0.2:{port}/metrics", headers={"Host": f"evil.example:{port}"}) as response:
                 assert response.status == 403
-        assert not (tmp_path / "state" / "web-token").exists()  # no token needed, none made
         daemon.signal(signal.SIGTERM)
         assert await daemon.exited(timeout=20) == 0, daemon.log

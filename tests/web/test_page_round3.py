@@ -11,6 +11,7 @@ from pathlib import Path
 from selenium.webdriver.common.by import By
 
 from realtime_sim import SimServer
+from web.token import load_or_create_token
 from tests.support.daemon import daemon_env, running_daemon
 from tests.web.support import free_port, handoff, wav_with_commands
 from tests.web.test_page_in_a_browser import CHROMIUM, chromium, earlier_history, text_of, until
@@ -33,10 +34,10 @@ async def test_the_page_reads_well_on_one_scale_and_on_a_phone(tmp_path: Path, s
     sim.script.push_transcript("Computer, set a timer for two minutes")
     sim.script.push_tool_call("set_timer", {"duration": "PT2M"})
     wav = wav_with_commands(tmp_path / "mic.wav", utterances=1, lead_s=3, seconds_after=300)
-    url = f"http://127.0.0.1:{port}/"
     with chromium() as driver:
         async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
             await daemon.wait_line(r"web page on ")
+            url = f"http://127.0.0.1:{port}/?token={load_or_create_token(state)}"  # (the page needs it on loopback too)
             await asyncio.to_thread(driver.get, url)
             await until(driver, lambda d: "set_timer" in text_of(d, "#commands") and "got" in text_of(d, "#commands .result"))
 
@@ -67,5 +68,5 @@ async def test_the_page_reads_well_on_one_scale_and_on_a_phone(tmp_path: Path, s
             shot = tmp_path / "once.png"
             done = await asyncio.to_thread(subprocess.run, [
                 CHROMIUM, "--headless=new", "--no-sandbox", "--disable-gpu", "--window-size=390,1200",
-                f"--screenshot={shot}", "--virtual-time-budget=3000", url + "?once"], capture_output=True, timeout=90)  # fmt: skip
+                f"--screenshot={shot}", "--virtual-time-budget=3000", url + "&once"], capture_output=True, timeout=90)  # fmt: skip
             assert done.returncode == 0 and shot.stat().st_size > 10_000, done.stderr.decode()[-2000:]

@@ -31,10 +31,13 @@ def state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     return tmp_path / "state"
 
 
-def test_by_default_the_page_is_on_this_machine_without_a_token(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_by_default_the_page_is_on_this_machine_with_its_token(state: Path, capsys: pytest.CaptureFixture[str]) -> None:
     running(state)
+    assert main(["web-url"]) == 1  # the daemon has not made one yet
+    assert "start it with `handoff run` first" in capsys.readouterr().err
+    token = load_or_create_token(state)
     assert main(["web-url"]) == 0
-    assert capsys.readouterr().out == "http://127.0.0.1:8788/\n"
+    assert capsys.readouterr().out == f"http://127.0.0.1:8788/?token={token}\n"
 
 
 def test_with_web_host_set_the_address_carries_the_token(state: Path, monkeypatch: pytest.MonkeyPatch,
@@ -74,9 +77,10 @@ def test_a_bad_port_in_env_is_one_sentence_and_the_default_is_read(state: Path, 
     # Issue 28, item 5: a typo made while the daemon runs must not hide its page.
     (state.parent / ".env").write_text("WEB_PORT=abc\n")
     running(state)
+    token = load_or_create_token(state)
     assert main(["web-url"]) == 0
     out, err = capsys.readouterr()
-    assert out == "http://127.0.0.1:8788/\n"
+    assert out == f"http://127.0.0.1:8788/?token={token}\n"
     assert err == ("handoff: WEB_PORT=abc is not a whole number of at least 0; set it in .env or the environment "
                    "(`handoff web-url` reads it as its default meanwhile; `handoff run` refuses it).\n")
 
