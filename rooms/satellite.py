@@ -30,7 +30,7 @@ from audio_io import MicrophoneSource, SpeakerSink
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
-from rooms.wire import Audio, AudioBegins, AudioEnds, DescribeAsked, PingAsked, RunAsked, parse
+from rooms.wire import Audio, AudioBegins, AudioEnds, DescribeAsked, Heard, PingAsked, RunAsked, parse
 
 log = logging.getLogger("handoff.satellite")
 
@@ -53,6 +53,7 @@ class SatelliteCounts:
     streams: list[int] = field(default_factory=list)  # bytes (24 kHz) of each stream the hub played here
     stream_starts: list[float] = field(default_factory=list)  # monotonic clock: each stream's first audio
     overlaps: int = 0  # a stream began while another still played: two voices at once
+    stopped_by_hub: int = 0  # commands the hub ended early (a transcript: another room took it)
     connections: int = 0
 
 
@@ -74,6 +75,7 @@ class SatelliteServer:
         self._running = False  # run-satellite received
         self._streaming = False  # a command is being sent
         self._quiet_s = 0.0
+        self._told_to_stop = False  # the hub said stop (a transcript): nothing more of this command
         self._playing = False
         self._converter: PcmConverter | None = None
         self._stream_bytes = 0
@@ -145,6 +147,8 @@ class SatelliteServer:
                 self.speaker.play(audio)
             case AudioEnds():
                 self._end_stream()
+            case Heard(text=""):
+                self._stop_streaming()
             case _:
                 pass  # transcripts, errors, anything newer: nothing to do here
 
@@ -159,6 +163,7 @@ class SatelliteServer:
             self._drained.cancel()
             self._drained = None
         self._playing, self._stream_bytes, self._converter = True, 0, None
+        self._told_to_stop = False
         self.counts.stream_starts.append(time.monotonic())
         self.changes.notify()
 
@@ -201,6 +206,16 @@ class SatelliteServer:
             except (OSError, ConnectionError) as exc:
                 log.info("could not write to the hub: %s", exc)
 
+    def _stop_streaming(self) -> None:
+        """An empty `transcript`: the hub wants none of this command (another room took it, or
+        it was a false wake). The rest of what the detectors pass now is not sent: the next
+        command needs the next wake (or comes after END_AFTER_S with nothing passed, or after
+        the hub played something here)."""
+        if self._streaming:
+            self._streaming, self._told_to_stop, self._quiet_s = False, True, 0.0
+            self._send(AudioStop().event())
+            self.counts.stopped_by_hub += 1
+
     # -- the microphone ------------------------------------------------------------------------
     async def _listen(self) -> None:
         """Every chunk through the detectors; what they pass is a command for the hub. The mic is
@@ -217,6 +232,10 @@ class SatelliteServer:
                 continue
             pieces = self.mic_filter.feed(chunk)
             if not self.hub_connected:
+                continue
+            if self._told_to_stop:  # until the detectors have passed nothing for END_AFTER_S
+                self._quiet_s = 0.0 if pieces else self._quiet_s + chunk_s
+                self._told_to_stop = self._quiet_s < END_AFTER_S
                 continue
             if pieces:
                 if not self._streaming:

@@ -32,7 +32,7 @@ from tests.support.pipeline_harness import fast_settings
 from tests.support.sim import FAST
 
 WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-BASE_HZ, STEP_HZ = 300.0, 40.0
+BASE_HZ, STEP_HZ = 300.0, 150.0  # 150 Hz apart: two rooms' tones at once never sound like one
 
 
 def pitch(index: int) -> float:
