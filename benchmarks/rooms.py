@@ -98,7 +98,7 @@ async def measure(n: int, commands: int, seed: int) -> Run:
         async with started([handoff_satellite(room) for room in rooms]) as satellites:
             settings = fast_settings(sim.base_url, (tmp / "workspace").resolve(), tmp / "state",
                                      conversation=ConversationSettings(follow_up_s=0, working_sound_after_s=600.0))  # fmt: skip
-            settings = settings.replace(rooms=RoomSettings(satellites=tuple(SatelliteSpec(s.room, "127.0.0.1", s.server.port or 0)
+            settings = settings.replace(rooms=RoomSettings(satellites=tuple(s.spec
                                                                             for s in satellites), max_sessions=n))  # fmt: skip
             parent, child = multiprocessing.get_context("spawn").Pipe()
             process = multiprocessing.get_context("spawn").Process(target=_hub_process, args=(settings, child))

@@ -1,6 +1,10 @@
 """Rooms settings: the satellites the hub connects to, and `handoff satellite`'s own address.
 
-    SATELLITES=kitchen=tcp://kitchen.local:10700,office=tcp://10.0.0.7:10700
+    SATELLITES=kitchen=tcp://kitchen.local:10700,office=unauthenticated:tcp://10.0.0.7:10700
+
+A room is a paired `handoff satellite` (TLS, both keys pinned: rooms.keys, rooms.pairing) unless
+marked `unauthenticated:`: a plain Wyoming satellite (wyoming-satellite, Home Assistant's), whose
+connection carries the room's audio in the clear.
 
 Wyoming has no authentication (as in Home Assistant): a satellite connection carries a room's
 audio in the clear, so a satellite must be on the home network. An address that is not private,
@@ -13,7 +17,7 @@ from __future__ import annotations
 import enum
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -34,6 +38,7 @@ class SatelliteSpec:
     room: str  # lower case, the name people say and history shows
     host: str
     port: int = DEFAULT_PORT
+    unauthenticated: bool = False  # plain Wyoming (marked so in SATELLITES): no pairing, no encryption
 
     @property
     def uri(self) -> str:
@@ -102,6 +107,9 @@ def parse_uri(room: str, uri: str, allow_public: bool) -> tuple[SatelliteSpec | 
     return (None, f"{room}: {problem}") if problem else (SatelliteSpec(room, parts.hostname, port), None)
 
 
+UNAUTHENTICATED = "unauthenticated:"
+
+
 def parse_satellites(raw: str, allow_public: bool) -> tuple[tuple[SatelliteSpec, ...], list[str]]:
     satellites: list[SatelliteSpec] = []
     problems: list[str] = []
@@ -116,11 +124,12 @@ def parse_satellites(raw: str, allow_public: bool) -> tuple[tuple[SatelliteSpec,
         if any(s.room == room for s in satellites):
             problems.append(f"SATELLITES: the room {room} is named twice")
             continue
-        spec, problem = parse_uri(room, uri, allow_public)
+        plain = uri.strip().lower().startswith(UNAUTHENTICATED)
+        spec, problem = parse_uri(room, uri.strip()[len(UNAUTHENTICATED):] if plain else uri, allow_public)
         if problem:
             problems.append(f"SATELLITES: {problem}")
         elif spec is not None:
-            satellites.append(spec)
+            satellites.append(replace(spec, unauthenticated=plain))
     return tuple(satellites), problems
 
 

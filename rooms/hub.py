@@ -33,6 +33,7 @@ from main_agent import Listener
 from reader_agent import NarrationCut, Narrator
 from rooms.arbiter import Arbiter, similarity
 from rooms.link import SatelliteLink
+from rooms.pairing import hub_keys
 from rooms.wire import PipelineStarted
 from speech.local_voice import speak_locally
 from speech.sounds import load_sounds
@@ -227,7 +228,8 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
           sounds: Any, targets: NoticeTargets, the_hub: Hub, timeline: Timeline | None,
           stop: StopDetector | None) -> Room:
     timeline = timeline or Timeline(log_overheard=settings.log.overheard)
-    link = SatelliteLink(spec, settings.rooms, settings.audio.chunk_ms, on_announce=the_hub.announce)
+    link = SatelliteLink(spec, settings.rooms, settings.audio.chunk_ms, on_announce=the_hub.announce,
+                         keys=hub_keys(settings))  # fmt: skip
     on_win: list[Callable[[PipelineStarted], None]] = []  # the room's coordinator, once it exists
     microphone: Any = link.microphone
     if the_hub.arbiter is not None:

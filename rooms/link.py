@@ -29,6 +29,8 @@ from concurrency.changes import Changes
 from config.rooms import RoomSettings, SatelliteSpec, address_problem
 from decisions.errors import IllegalTransition
 from decisions.rooms import Announce, LinkCore, LinkEvent, LinkState
+from rooms.keys import NotPaired, exposure, paired_client
+from rooms.pairing import HubKeys
 from rooms.wire import Alive, Audio, AudioEnds, DescribeAsked, Failed, PingAsked, PipelineStarted, Unusable, parse
 
 log = logging.getLogger("handoff.rooms")
@@ -163,6 +165,7 @@ class LinkStatus:
     last_command_at: float | None = None  # wall clock
     last_error: str = ""
     reconnects: int = 0
+    security: str = ""  # what the link protects (rooms.keys.exposure)
 
 
 class SatelliteLink:
@@ -171,8 +174,9 @@ class SatelliteLink:
     def __init__(self, spec: SatelliteSpec, settings: RoomSettings, chunk_ms: int = 20,
                  on_announce: Callable[[Announce], None] = lambda _a: None,
                  on_pipeline: Callable[[PipelineStarted], None] = lambda _p: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, keys: HubKeys | None = None) -> None:  # fmt: skip
         self.spec, self.settings = spec, settings
+        self.keys = keys  # the hub's key and pinned satellites (a paired room: not unauthenticated)
         self.microphone = SatelliteMicrophone(chunk_ms)
         self._outbox: deque[Event] = deque()
         self._outbox_changed = Changes()
@@ -189,7 +193,7 @@ class SatelliteLink:
 
     def status(self) -> LinkStatus:
         return LinkStatus(self.spec.room, self.spec.uri, self.core.state.value, self.last_command_at,
-                          self.core.last_error, max(0, self.connections - 1))  # fmt: skip
+                          self.core.last_error, max(0, self.connections - 1), exposure(self.spec))  # fmt: skip
 
     def send(self, event: Event) -> None:
         if not self.connected:
@@ -213,7 +217,7 @@ class SatelliteLink:
         while True:
             try:
                 client = await self._connect()
-            except (OSError, TimeoutError, ConnectionRefusedError, RefusedAddress) as exc:
+            except (OSError, TimeoutError, ConnectionRefusedError, RefusedAddress, NotPaired) as exc:
                 why = str(exc) or exc.__class__.__name__
                 if self.core.failures == 0:
                     log.info("satellite %s (%s) cannot be reached: %s; trying again", self.spec.room, self.spec.uri, why)
@@ -249,7 +253,7 @@ class SatelliteLink:
             problem = address_problem(address, self.settings.allow_public)
             if problem:
                 raise RefusedAddress(f"{self.spec.host} resolves to {problem}")
-            client = AsyncTcpClient(address, self.spec.port)
+            client = paired_client(self.spec, address, self.keys) if not self.spec.unauthenticated else AsyncTcpClient(address, self.spec.port)
             await client.connect()
         await client.write_event(Describe().event())
         await client.write_event(RunSatellite().event())

@@ -30,6 +30,8 @@ from audio_io import MicrophoneSource, SpeakerSink
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
+from rooms.keys import SatelliteContexts
+from rooms.pairing import SatelliteKeys, answer_pairing
 from rooms.wire import Audio, AudioBegins, AudioEnds, DescribeAsked, Heard, PingAsked, RunAsked, parse
 
 log = logging.getLogger("handoff.satellite")
@@ -53,6 +55,7 @@ class SatelliteCounts:
     streams: list[int] = field(default_factory=list)  # bytes (24 kHz) of each stream the hub played here
     stream_starts: list[float] = field(default_factory=list)  # monotonic clock: each stream's first audio
     overlaps: int = 0  # a stream began while another still played: two voices at once
+    pairings: int = 0  # hubs paired while it ran
     stopped_by_hub: int = 0  # commands the hub ended early (a transcript: another room took it)
     connections: int = 0
 
@@ -64,8 +67,9 @@ class SatelliteServer:
     its stop detector): "computer, stop" works in this room as at the hub's own microphone."""
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
-                 mic_filter: MicFilter, woken: bool = True) -> None:  # fmt: skip
+                 mic_filter: MicFilter, woken: bool = True, keys: SatelliteKeys | None = None) -> None:  # fmt: skip
         self.listen, self.name = listen, name
+        self.keys = keys  # paired: TLS, only the pinned hub (None: plain Wyoming, as wyoming-satellite)
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
         self.counts = SatelliteCounts()
         self.changes = Changes()  # a hub came or went, a stream ended
@@ -89,9 +93,11 @@ class SatelliteServer:
     async def run(self) -> None:
         await self.microphone.start()
         await self.speaker.start()
+        contexts = SatelliteContexts(self.keys.identity, self.keys.hub_pem()) if self.keys is not None else None
         async with asyncio.TaskGroup() as tg:
             server = await asyncio.start_server(
-                lambda r, w: tg.create_task(self._serve(r, w), name="hub connection"), self.listen.host, self.listen.port)
+                lambda r, w: tg.create_task(self._accept(r, w, contexts), name="hub connection"), self.listen.host,
+                self.listen.port, ssl=contexts.listening if contexts is not None else None)  # fmt: skip
             self.port = server.sockets[0].getsockname()[1]
             log.info("satellite %s waiting for its hub on tcp://%s:%d", self.name, self.listen.host, self.port)
             self.changes.notify()
@@ -105,6 +111,20 @@ class SatelliteServer:
                 await self.microphone.close()
 
     # -- the hub's side ------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      contexts: SatelliteContexts | None) -> None:  # fmt: skip
+        """A connection that passed TLS (paired) is the pinned hub, or one that asked to pair:
+        that one gets pairing and nothing else. (One that failed TLS never gets here.)"""
+        connection = writer.get_extra_info("ssl_object")
+        if contexts is not None and self.keys is not None and contexts.is_pairing(connection):
+            if await answer_pairing(reader, writer, self.keys, on_paired=contexts.pin):
+                self.counts.pairings += 1
+            return
+        if contexts is not None and not contexts.verified(connection):
+            writer.close()  # no certificate: nothing read, nothing sent
+            return
+        await self._serve(reader, writer)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         if self._writer is not None:
             log.info("a new hub connection replaces the old one")

@@ -27,6 +27,7 @@ from decisions.timeline import Timeline
 from realtime_sim import SimServer
 from realtime_sim.transcriber import Segment
 from rooms.hub import Hub, hub
+from rooms.pairing import SatelliteKeys
 from rooms.satellite import SatelliteServer
 from tests.support.pipeline_harness import fast_settings
 from tests.support.sim import FAST
@@ -111,16 +112,18 @@ class HandoffSatellite:
     @property
     def spec(self) -> SatelliteSpec:
         assert self.server.port is not None
-        return SatelliteSpec(self.room, "127.0.0.1", self.server.port)
+        return SatelliteSpec(self.room, "127.0.0.1", self.server.port, unauthenticated=self.server.keys is None)
 
     def say(self, pcm: bytes) -> None:
         self.microphone.feed(pcm)
 
 
-def handoff_satellite(room: str, pace: float = 1.0) -> HandoffSatellite:
+def handoff_satellite(room: str, pace: float = 1.0, keys: SatelliteKeys | None = None) -> HandoffSatellite:
+    """`keys`: paired (TLS); None: plain Wyoming (a room marked unauthenticated)."""
     microphone = PushMicrophone(chunk_ms=20, pace=pace)
     speaker = MemorySpeaker(pace=pace)
-    server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, speaker, ToneGate(), woken=True)
+    server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, speaker, ToneGate(), woken=True,
+                             keys=keys)  # fmt: skip
     return HandoffSatellite(room, server, microphone, speaker)
 
 
