@@ -18,6 +18,7 @@ import enum
 import ipaddress
 import re
 from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -108,6 +109,16 @@ def parse_uri(room: str, uri: str, allow_public: bool) -> tuple[SatelliteSpec | 
 
 
 UNAUTHENTICATED = "unauthenticated:"
+
+
+def hub_keys_folder(state_dir: Path) -> Path:
+    """The hub's key and its paired satellites' certificates (rooms.pairing.HubKeys)."""
+    return state_dir / "rooms" / "hub"
+
+
+def pinned_satellite(state_dir: Path, room: str) -> Path:
+    """The certificate of the room's paired satellite: present once `handoff rooms pair` worked."""
+    return hub_keys_folder(state_dir) / "paired" / f"{room}.pem"
 
 
 def parse_satellites(raw: str, allow_public: bool) -> tuple[tuple[SatelliteSpec, ...], list[str]]:

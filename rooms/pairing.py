@@ -29,6 +29,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from config.rooms import hub_keys_folder, pinned_satellite
 from rooms.keys import (
     PAIR_NAME, Identity, fingerprint, hub_context, identity, peer_pem, short_fingerprint, write_private, write_public,
 )
@@ -118,24 +119,24 @@ class SatelliteKeys:
 
 @dataclass
 class HubKeys:
-    """The hub's keys and its paired satellites, in `folder`."""
+    """The hub's keys and its paired satellites, under the state directory."""
 
-    folder: Path
+    state_dir: Path
 
     @property
     def identity(self) -> Identity:
-        return identity(self.folder, "hub")
+        return identity(hub_keys_folder(self.state_dir), "hub")
 
     def satellite_pem(self, room: str) -> str | None:
-        path = self.folder / "paired" / f"{room}.pem"
+        path = pinned_satellite(self.state_dir, room)
         return path.read_text() if path.exists() else None
 
     def pin(self, room: str, pem: str) -> None:
-        write_public(self.folder / "paired" / f"{room}.pem", pem)
+        write_public(pinned_satellite(self.state_dir, room), pem)
 
 
 def hub_keys(settings: Any) -> HubKeys:
-    return HubKeys(settings.state_dir / "rooms" / "hub")
+    return HubKeys(settings.state_dir)
 
 
 def satellite_keys(settings: Any) -> SatelliteKeys:

@@ -138,3 +138,20 @@ async def test_a_paired_hub_works_after_either_side_restarts(tmp_path: Path) -> 
                     await wait_for(running.timelines["kitchen"], lambda t: t.count("narrated") >= 1, TIMEOUT)
                     heard += running.scripts("kitchen")
     assert heard == ["kitchen one", "kitchen two", "kitchen three"]
+
+
+def test_check_and_status_say_what_each_room_exposes(tmp_path: Path) -> None:
+    from commands.checks import Severity, room_findings
+    from config.rooms import RoomSettings, SatelliteSpec
+    from config.settings import Settings
+    from rooms.keys import exposure
+
+    specs = (SatelliteSpec("kitchen", "10.0.0.5"), SatelliteSpec("pi", "10.0.0.6", unauthenticated=True))
+    settings = Settings(state_dir=tmp_path).replace(rooms=RoomSettings(satellites=specs))
+    findings = room_findings(settings)
+    assert [(f.severity, f.message.split(" satellite ")[0]) for f in findings] == [
+        (Severity.PROBLEM, "the kitchen"), (Severity.WARNING, "the pi")]
+    assert "handoff rooms pair kitchen CODE" in findings[0].message and "hear its audio" in findings[1].message
+    HubKeys(tmp_path).pin("kitchen", HubKeys(tmp_path / "other").identity.cert_pem)
+    assert [f.severity for f in room_findings(settings)] == [Severity.WARNING]
+    assert exposure(specs[0]).startswith("paired") and exposure(specs[1]).startswith("unauthenticated")
