@@ -51,6 +51,7 @@ class Announce:
 
     room: str
     text: str
+    reachable: bool = False  # it is back (else: it is gone)
 
 
 @dataclass
@@ -75,7 +76,7 @@ class LinkCore:
         said: list[Announce] = []
         if event is LinkEvent.CONNECTED:
             if self.state is LinkState.UNREACHABLE:
-                said.append(Announce(self.room, f"The {self.room} satellite is back."))
+                said.append(Announce(self.room, f"The {self.room} satellite is back.", reachable=True))
             self.failures, self.down_since = 0, None
         elif event is LinkEvent.LOST:
             self.down_since, self.last_error = now, error or "the connection closed"
@@ -114,6 +115,7 @@ class NoticeTargets:
     origins: dict[int, str] = field(default_factory=dict)  # task id -> the room that started it
     heard: dict[int, set[str]] = field(default_factory=dict)  # notice id -> rooms that heard it
     addressed: dict[int, frozenset[str]] = field(default_factory=dict)  # notice id -> its rooms, when named
+    gone: set[str] = field(default_factory=set)  # rooms whose satellite was announced unreachable
 
     def started(self, task_id: int, room: str) -> None:
         self.origins[task_id] = room
@@ -130,6 +132,8 @@ class NoticeTargets:
         origin = self.origins.get(task_id)
         if self.to_all or origin is None:  # from before this run, or `handoff tasks start`: everyone
             return frozenset(self.rooms)
+        if origin in self.gone:  # its room is gone (a timer must ring somewhere): every room still here
+            return frozenset(self.rooms) - self.gone or frozenset(self.rooms)
         return frozenset({origin})
 
     def wants(self, room: str, notice_id: int, task_id: int) -> bool:

@@ -141,8 +141,19 @@ class Hub:
         self.rooms, self.targets, self._notices = rooms, targets, notices
         self.arbiter = arbiter  # with two rooms or more: one command heard in several is taken by one
 
+    def say(self, text: str, room: str) -> str | None:
+        """`handoff say --room ROOM|all TEXT`: said in that room (or every room) as a notice; None,
+        or why not (one sentence)."""
+        if room != "all" and room not in self.rooms:
+            return f"There is no room {room!r} in SATELLITES (rooms: {', '.join(self.rooms)}, or all)."
+        if not text.strip():
+            return "The text is empty; give the words to say."
+        self.targets.address(self._notices.announce(text.strip()), frozenset(self.rooms) if room == "all" else frozenset({room}))
+        return None
+
     def announce(self, announce: Announce) -> None:
         """A satellite went away or came back: said in the other rooms (the log has it already)."""
+        (self.targets.gone.discard if announce.reachable else self.targets.gone.add)(announce.room)
         others = frozenset(name for name in self.rooms if name != announce.room and self.rooms[name].link.connected)
         if others:
             self.targets.address(self._notices.announce(announce.text), others)
@@ -221,6 +232,8 @@ async def hub(
         for spec in rooms_settings.satellites:
             rooms[spec.room] = _room(settings, spec, shared, narrator, slots, sounds, targets, the_hub,
                                      (timelines or {}).get(spec.room), (stop_detectors or {}).get(spec.room))  # fmt: skip
+        if shared.control is not None:
+            shared.control.on_announce = the_hub.say
         yield the_hub
 
 
