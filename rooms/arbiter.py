@@ -12,8 +12,8 @@ length until their speech ends, and their satellites are told to stop streaming 
 
 The winner's audio is late by the verdict (`join_s`, 0.35 s after its wake), then goes up in one
 burst: its end of speech, and so its answer, is not later, as long as the command is longer
-than that. Held audio is released with the satellite's next chunk (a woken satellite streams
-without pause until it is told to stop; after `audio-stop` the link pushes a second of silence).
+than that. Held audio is released at the verdict (the link's microphone is nudged to wake its
+reader).
 """
 
 from __future__ import annotations
@@ -138,10 +138,12 @@ class ArbitratedMicrophone:
             self._on_win(self._started)
         self._ready.extend(self._held)
         self._held, self.state = [], Gate.FREE
+        self._inner.nudge()
 
     def lost(self) -> None:
         self._ready.extend(bytes(len(chunk)) for chunk in self._held)  # the stream's time goes on
         self._held, self.state, self._quiet_s = [], Gate.DROPPING, 0.0
+        self._inner.nudge()
         self._on_lose()
 
     # -- the coordinator's side ---------------------------------------------------------------------
@@ -153,7 +155,8 @@ class ArbitratedMicrophone:
 
     async def chunks(self) -> AsyncIterator[bytes]:
         async for chunk in self._inner.chunks():
-            self._take(chunk)
+            if chunk:  # (empty: a nudge, the verdict released what was held)
+                self._take(chunk)
             while self._ready:
                 yield self._ready.popleft()
 

@@ -54,6 +54,7 @@ class SatelliteMicrophone:
         self._changes = Changes()
         self._converter: PcmConverter | None = None
         self._closed = False
+        self._nudged = False
         self.dropped_bytes = 0
 
     async def start(self) -> None:
@@ -79,10 +80,18 @@ class SatelliteMicrophone:
         """The stream broke (a reconnect): the resampler's history is not the next audio's."""
         self._converter = None
 
+    def nudge(self) -> None:
+        """Wake the reader now with an empty chunk (rooms.arbiter: a verdict released held audio)."""
+        self._nudged = True
+        self._changes.notify()
+
     async def chunks(self) -> AsyncIterator[bytes]:
         size = self._chunk_bytes
         while not self._closed:
-            await self._changes.wait_until(lambda: self._closed or len(self._buffer) >= size)
+            await self._changes.wait_until(lambda: self._closed or len(self._buffer) >= size or self._nudged)
+            if self._nudged:
+                self._nudged = False
+                yield b""
             while len(self._buffer) >= size:
                 chunk = bytes(self._buffer[:size])
                 del self._buffer[:size]

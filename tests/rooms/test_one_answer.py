@@ -123,3 +123,32 @@ def test_the_same_sound_next_door_is_alike_and_another_persons_is_not() -> None:
     words = sweep(300, 1200)
     assert similarity(signature(words), signature(heard_next_door(words, -6, 60))) > 0.9
     assert similarity(signature(words), signature(sweep(1500, 500))) < 0.6
+
+
+async def test_held_audio_goes_on_at_the_verdict_without_waiting_for_more() -> None:
+    """A woken room's command that ends before the verdict is not stuck until the next audio."""
+    import contextlib
+
+    from rooms.arbiter import Arbiter
+    from rooms.link import SatelliteMicrophone
+    from rooms.wire import PipelineStarted
+
+    arbiter = Arbiter(ArbitrationCore(join_s=0.2, measure_s=0.1))
+    opened: list[bool] = []
+    mic = arbiter.microphone("kitchen", SatelliteMicrophone(20), lambda started: opened.append(True), lambda: None)
+    running = asyncio.create_task(arbiter.run())
+    try:
+        mic.pipeline(PipelineStarted(woken=True))
+        tone = command_tone(0)[: 2 * SAMPLE_RATE * 3 // 10]  # 0.3 s, then nothing more comes
+        mic._inner.push(tone, SAMPLE_RATE, 1)
+        got = bytearray()
+        async with asyncio.timeout(10):
+            async for chunk in mic.chunks():
+                got += chunk
+                if len(got) >= len(tone):
+                    break
+    finally:
+        running.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await running
+    assert bytes(got) == tone and opened == [True]
