@@ -60,6 +60,8 @@ def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-d
                 message = conn.recv()
                 if message == "stop":
                     stop.set_result(None)
+                elif message == "merged":  # episodes where one room's wake silenced another's
+                    conn.send(the_hub.arbiter.core.contested if the_hub.arbiter is not None else 0)
                 else:
                     conn.send(time.process_time())
 
@@ -82,6 +84,7 @@ class Run:
     active_cpu: float  # ... while commands run
     lost: int
     paired: bool = False  # TLS with pinned keys (else plain Wyoming)
+    merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
 
 
 async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
@@ -142,12 +145,14 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False) -> Run
                 await asyncio.gather(*(talk(i) for i in range(n)))
                 cpu2, t2 = await _cpu(parent), time.monotonic()
                 active = (cpu2 - cpu1) / (t2 - t1)
+                parent.send("merged")
+                merged = await asyncio.to_thread(parent.recv)
             finally:
                 parent.send("stop")
                 await asyncio.to_thread(process.join, 30)
                 if process.is_alive():
                     process.kill()
-        return Run(n, latencies, idle, active, lost, paired)
+        return Run(n, latencies, idle, active, lost, paired, merged)
     finally:
         await sim.stop()
 
@@ -184,7 +189,7 @@ def main(argv: list[str] | None = None) -> int:
     runs = []
     for paired, n in [(link == "paired", n) for link in args.links.split(",") for n in sizes]:
         run = asyncio.run(measure(n, commands, seed=n, paired=paired))
-        print(f"{'paired' if paired else 'plain'} N={n}: {len(run.latencies_s)} answered, {run.lost} lost, median "
+        print(f"{'paired' if paired else 'plain'} N={n}: {len(run.latencies_s)} answered, {run.lost} lost, {run.merged} merged, median "
               f"{statistics.median(run.latencies_s) if run.latencies_s else float('nan'):.3f} s", flush=True)
         runs.append(run)
     print(report(runs))

@@ -86,6 +86,8 @@ class Candidate:
 class ArbitrationCore:
     join_s: float = 0.35  # rooms waking this long after the first are the same command
     measure_s: float = 0.25  # each candidate's loudness over this much of its speech
+    grace_s: float = 1.5  # ... arriving this much later at worst (a busy hub, a slow network): decided
+    # as soon as every level is in, so this only holds the winner back while audio is late
     tie_db: float = 3.0  # louder by less than this: not nearer, the first wins
     same_above: float = 0.6  # signatures this alike: the same sound, heard in two rooms
     similar: Similarity | None = None  # None: every candidate heard the same (nothing to compare with)
@@ -93,6 +95,7 @@ class ArbitrationCore:
     state: EpisodeState = EpisodeState.IDLE
     opened_at: float = 0.0
     candidates: dict[str, Candidate] = field(default_factory=dict)
+    queued: dict[str, Candidate] = field(default_factory=dict)  # woke too late for the open episode
     decided: int = 0  # episodes decided
     contested: int = 0  # ... of them with more than one room
     illegal: int = 0
@@ -107,19 +110,22 @@ class ArbitrationCore:
 
     def woke(self, room: str, now: float) -> list[Verdict]:
         """`room` woke now: it joins the episode open, or opens one. One that wakes after the
-        open episode stopped taking rooms (still measuring) ends that episode now: its own
-        command is another."""
-        said: list[Verdict] = []
-        if self.state is C and room not in self.candidates and now > self.opened_at + self.join_s:
-            said.extend(self._verdicts())
-        if self._move(ArbitrationEvent.WOKE) is C and not self.candidates:
+        open episode stopped taking rooms (still measuring) is another command: it waits (its
+        level measured meanwhile) and opens the next episode once this one is decided."""
+        self._move(ArbitrationEvent.WOKE)
+        if room in self.candidates or room in self.queued:
+            return self._decide(now)
+        if not self.candidates:
             self.opened_at = now
-        self.candidates.setdefault(room, Candidate(room, now))
-        return said + self._decide(now)
+        if now > self.opened_at + self.join_s:
+            self.queued[room] = Candidate(room, now)
+        else:
+            self.candidates[room] = Candidate(room, now)
+        return self._decide(now)
 
     def level(self, room: str, level_db: float, now: float, signature: Signature = ()) -> list[Verdict]:
         self._move(ArbitrationEvent.LEVEL)
-        candidate = self.candidates.get(room)
+        candidate = self.candidates.get(room) or self.queued.get(room)
         if candidate is not None and candidate.level_db is None:
             candidate.level_db, candidate.signature = level_db, signature
         return self._decide(now)
@@ -130,23 +136,31 @@ class ArbitrationCore:
 
     def pending(self, room: str) -> bool:
         """`room` woke and waits for the verdict."""
-        return room in self.candidates
+        return room in self.candidates or room in self.queued
 
     def next_deadline(self) -> float | None:
-        """When the episode is decided at the latest (a level never measured counts as silence)."""
+        """When the episode is decided at the latest: once every candidate has had its measure_s
+        and `grace_s` more for its audio to arrive (one still not measured then counts as silence,
+        and as the same sound: run once rather than twice)."""
         if self.state is C:
-            return self.opened_at + self.join_s + self.measure_s
+            last = max([self.opened_at] + [c.woke_at for c in self.candidates.values()])
+            return max(self.opened_at + self.join_s, last + self.measure_s + self.grace_s)
         return None
 
     def _decide(self, now: float) -> list[Verdict]:
-        if self.state is not C:
-            return []
-        joined = now >= self.opened_at + self.join_s
-        measured = all(c.level_db is not None for c in self.candidates.values())
-        due = self.next_deadline()
-        if not (joined and measured) and (due is None or now < due):
-            return []
-        return self._verdicts()
+        said: list[Verdict] = []
+        while self.state is C:
+            joined = now >= self.opened_at + self.join_s
+            measured = all(c.level_db is not None for c in self.candidates.values())
+            due = self.next_deadline()
+            if not (joined and measured) and (due is None or now < due):
+                break
+            said += self._verdicts()
+            if self.queued:  # the rooms that woke meanwhile: the next episode, from the first of them
+                self.candidates, self.queued = self.queued, {}
+                self.opened_at = min(c.woke_at for c in self.candidates.values())
+                self.state = EpisodeState.COLLECTING
+        return said
 
     def _verdicts(self) -> list[Verdict]:
         """One verdict per sound: the winner among all, with the rooms that heard the same; then

@@ -70,10 +70,10 @@ def _pearson(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def similarity(first: Signature, second: Signature) -> float:
-    """How alike two rooms' sounds are, -1 to 1, the best over lags. A sound that changes (speech)
-    is compared by how each band rises and falls (each band's mean over time removed: all speech
-    shares a spectrum's shape); a steady one (a tone, a hum) by where its energy is (each frame
-    within TOP_DB of its loudest band). A level difference between rooms changes neither."""
+    """How alike two rooms' sounds are, -1 to 1, the best over lags: where each frame's energy is
+    (within TOP_DB of its loudest band), and for a sound that changes (speech) also how each band
+    rises and falls (each band's mean over time removed), the lower of the two. A level
+    difference between rooms changes neither."""
     a, b = np.asarray(first, dtype=np.float64), np.asarray(second, dtype=np.float64)
     best = -1.0
     for lag in range(-MAX_LAG_FRAMES, MAX_LAG_FRAMES + 1):
@@ -82,12 +82,11 @@ def similarity(first: Signature, second: Signature) -> float:
         if n < MIN_FRAMES:
             continue
         fa, fb = xa[:n], xb[:n]
+        score = _pearson(np.maximum(fa, fa.max(axis=1, keepdims=True) - TOP_DB),
+                         np.maximum(fb, fb.max(axis=1, keepdims=True) - TOP_DB))  # fmt: skip
         da, db = fa - fa.mean(axis=0), fb - fb.mean(axis=0)
         if min(float((da * da).mean()), float((db * db).mean())) > MOVING_DB ** 2:
-            score = _pearson(da, db)
-        else:
-            score = _pearson(np.maximum(fa, fa.max(axis=1, keepdims=True) - TOP_DB),
-                             np.maximum(fb, fb.max(axis=1, keepdims=True) - TOP_DB))  # fmt: skip
+            score = min(score, _pearson(da, db))  # and it must move alike (an onset alone is not the same sound)
         best = max(best, score)
     return best
 

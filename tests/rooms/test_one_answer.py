@@ -96,9 +96,12 @@ def test_the_core_takes_the_loudest_room_and_the_first_when_they_are_alike() -> 
     assert verdict.winner == "office"
     # A room waking after the episode stopped taking rooms is a command of its own.
     core.woke("kitchen", 2.0)
-    [first] = core.woke("office", 2.4)
+    assert core.woke("office", 2.4) == []  # too late to join: it waits for the kitchen's verdict
+    [first] = core.level("kitchen", -10.0, 2.45)
     assert (first.winner, first.losers) == ("kitchen", frozenset())
-    assert core.next_deadline() == 2.4 + 0.35 + 0.25
+    assert core.next_deadline() == 2.4 + 0.25 + 1.5  # the office's own episode
+    [second] = core.level("office", -30.0, 2.8)
+    assert (second.winner, second.losers) == ("office", frozenset())
 
 
 def test_the_same_sound_next_door_is_alike_and_another_persons_is_not() -> None:
