@@ -85,6 +85,7 @@ class Run:
     lost: int
     paired: bool = False  # TLS with pinned keys (else plain Wyoming)
     merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
+    one_answer: bool = True  # the arbitration between rooms on (the shipped way)
 
 
 async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
@@ -92,7 +93,7 @@ async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
     return await asyncio.to_thread(conn.recv)
 
 
-async def measure(n: int, commands: int, seed: int, paired: bool = False) -> Run:
+async def measure(n: int, commands: int, seed: int, paired: bool = False, one_answer: bool = True) -> Run:
     rooms = [f"room{i}" for i in range(n)]
     phrases = [f"computer, echo {room} number {k}" for room in rooms for k in range(commands)]
     sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
@@ -109,7 +110,8 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False) -> Run
                 if keys[s.room] is not None:
                     await pair_with("127.0.0.1", s.spec.port, s.room, HubKeys(settings.state_dir), keys[s.room].open_window())
             settings = settings.replace(rooms=RoomSettings(satellites=tuple(s.spec
-                                                                            for s in satellites), max_sessions=n))  # fmt: skip
+                                                                            for s in satellites), max_sessions=n,
+                                                           one_answer=one_answer))  # fmt: skip
             parent, child = multiprocessing.get_context("spawn").Pipe()
             process = multiprocessing.get_context("spawn").Process(target=_hub_process, args=(settings, child))
             process.start()
@@ -152,7 +154,7 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False) -> Run
                 await asyncio.to_thread(process.join, 30)
                 if process.is_alive():
                     process.kill()
-        return Run(n, latencies, idle, active, lost, paired, merged)
+        return Run(n, latencies, idle, active, lost, paired, merged, one_answer)
     finally:
         await sim.stop()
 
@@ -171,7 +173,7 @@ def report(runs: list[Run]) -> str:
         base_latency = statistics.median(base.latencies_s) if base.latencies_s else float("nan")
         median = statistics.median(run.latencies_s) if run.latencies_s else float("nan")
         lines.append(
-            f"| {'paired (TLS)' if run.paired else 'plain'} | {run.rooms} | {len(run.latencies_s)} | {run.lost} | {median:.3f} | {_p90(run.latencies_s):.3f} "
+            f"| {'paired (TLS)' if run.paired else 'plain'}{'' if run.one_answer else ', no arbitration'} | {run.rooms} | {len(run.latencies_s)} | {run.lost} | {median:.3f} | {_p90(run.latencies_s):.3f} "
             f"| {median / base_latency:.2f} | {100 * run.idle_cpu:.2f} | {100 * run.active_cpu:.1f} "
             f"| {run.active_cpu / base.active_cpu:.2f} |")
     return "\n".join(lines)
@@ -183,12 +185,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--commands", type=int, default=6, help="commands per satellite")
     parser.add_argument("--rooms", default="1,2,4,8", help="the N to measure, comma-separated")
     parser.add_argument("--links", default="plain,paired", help="plain (Wyoming as it is), paired (TLS, pinned keys), or both")
+    parser.add_argument("--without-arbitration", action="store_true", help="also measure plain links without one-answer arbitration")
     args = parser.parse_args(argv)
     sizes = [1, 2] if args.quick else [int(n) for n in args.rooms.split(",")]
     commands = 2 if args.quick else args.commands
     runs = []
-    for paired, n in [(link == "paired", n) for link in args.links.split(",") for n in sizes]:
-        run = asyncio.run(measure(n, commands, seed=n, paired=paired))
+    plan = [(link == "paired", n, True) for link in args.links.split(",") for n in sizes]
+    plan += [(False, n, False) for n in sizes if n > 1 and args.without_arbitration]
+    for paired, n, one_answer in plan:
+        run = asyncio.run(measure(n, commands, seed=n, paired=paired, one_answer=one_answer))
         print(f"{'paired' if paired else 'plain'} N={n}: {len(run.latencies_s)} answered, {run.lost} lost, {run.merged} merged, median "
               f"{statistics.median(run.latencies_s) if run.latencies_s else float('nan'):.3f} s", flush=True)
         runs.append(run)

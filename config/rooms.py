@@ -62,6 +62,7 @@ class RoomSettings:
     # long with none (a false wake), the hub says so (an empty transcript) and it stops.
     pipeline_timeout_s: float = 15.0
     announce_after_s: float = 30.0  # a satellite gone this long is announced in the other rooms (a blip is not)
+    one_answer: bool = True  # with two rooms or more, a command heard in several is taken by one (rooms.arbiter)
     # `handoff satellite`: where it listens for its hub. Loopback by default: nothing reaches it
     # from outside until the user names the address (SATELLITE_LISTEN=tcp://0.0.0.0:10700).
     listen: SatelliteSpec = field(default_factory=lambda: SatelliteSpec("satellite", "127.0.0.1", DEFAULT_PORT))

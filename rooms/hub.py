@@ -227,7 +227,7 @@ async def hub(
             refusal=shared.refusal))
         slots = asyncio.Semaphore(rooms_settings.max_sessions)
         rooms: dict[str, Room] = {}
-        arbiter = Arbiter(ArbitrationCore(similar=similarity)) if len(names) > 1 else None
+        arbiter = Arbiter(ArbitrationCore(similar=similarity)) if len(names) > 1 and rooms_settings.one_answer else None
         the_hub = Hub(rooms, targets, shared.task_manager.notices, arbiter)
         for spec in rooms_settings.satellites:
             rooms[spec.room] = _room(settings, spec, shared, narrator, slots, sounds, targets, the_hub,
