@@ -29,11 +29,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 from wyoming.client import AsyncTcpClient
+from wyoming.event import Event, async_read_event, async_write_event
+from wyoming.info import Describe
 
 from config.rooms import SatelliteSpec
 
 PAIR_NAME = "pair.handoff"  # the server name a hub asks for to pair (the satellite's SNI switch)
 LINK_NAME = "link.handoff"  # ... for a paired link
+CONFIRM_S = 5.0  # a paired satellite answers the first describe within this
 
 
 def fingerprint(cert_pem: str | bytes) -> str:
@@ -172,10 +175,32 @@ class TlsClient(AsyncTcpClient):
     def __init__(self, host: str, port: int, context: ssl.SSLContext) -> None:
         super().__init__(host, port)
         self._context = context
+        self._first: Event | None = None  # the satellite's answer to the hub's first describe
 
     async def connect(self) -> None:
-        self._reader, self._writer = await asyncio.open_connection(self.host, self.port, ssl=self._context,
-                                                                   server_hostname=LINK_NAME)  # fmt: skip
+        """Connected once the satellite has answered: in TLS 1.3 the client's handshake ends
+        before the server has checked the client's certificate, so a satellite paired with
+        another hub is found out by its first answer (a refusal), not by the handshake."""
+        try:
+            self._reader, self._writer = await asyncio.open_connection(self.host, self.port, ssl=self._context,
+                                                                       server_hostname=LINK_NAME)  # fmt: skip
+            await async_write_event(Describe().event(), self._writer)
+            async with asyncio.timeout(CONFIRM_S):
+                self._first = await async_read_event(self._reader)
+            if self._first is None:
+                raise ConnectionResetError("the satellite closed the connection at once")
+        except (ssl.SSLError, ConnectionResetError, asyncio.IncompleteReadError) as exc:  # a key it did not pin
+            await self.disconnect()
+            why = exc.reason if isinstance(exc, ssl.SSLError) and exc.reason else str(exc) or exc.__class__.__name__
+            raise NotPaired(f"the satellite at {self.host}:{self.port} and this hub do not know each other's keys "
+                            f"({why}): pair them again (`handoff satellite pair` there, `handoff rooms pair ROOM CODE` "
+                            "here)") from None
+
+    async def read_event(self) -> Event | None:
+        if self._first is not None:
+            first, self._first = self._first, None
+            return first
+        return await super().read_event()
 
 
 def paired_client(spec: SatelliteSpec, address: str, keys: Any) -> TlsClient:

@@ -155,3 +155,23 @@ def test_check_and_status_say_what_each_room_exposes(tmp_path: Path) -> None:
     HubKeys(tmp_path).pin("kitchen", HubKeys(tmp_path / "other").identity.cert_pem)
     assert [f.severity for f in room_findings(settings)] == [Severity.WARNING]
     assert exposure(specs[0]).startswith("paired") and exposure(specs[1]).startswith("unauthenticated")
+
+
+async def test_a_satellite_keeps_its_hub_until_a_newly_paired_hub_connects(tmp_path: Path) -> None:
+    (tmp_path / "old").mkdir(), (tmp_path / "new").mkdir()
+    async with tone_sim(["computer, echo kitchen one"]) as sim:
+        old_settings = hub_settings(sim, tmp_path / "old", [])
+        satellite_keys, old_keys = await paired(tmp_path, old_settings)
+        async with started([handoff_satellite("kitchen", keys=satellite_keys)]) as (kitchen,):
+            await pair_with("127.0.0.1", kitchen.spec.port, "kitchen", old_keys, satellite_keys.open_window())
+            async with running_hub(hub_settings(sim, tmp_path / "old", [kitchen.spec])) as old:
+                new_settings = hub_settings(sim, tmp_path / "new", [kitchen.spec])
+                await pair_with("127.0.0.1", kitchen.spec.port, "kitchen", hub_keys(new_settings), satellite_keys.open_window())
+                old_link = old.hub.rooms["kitchen"].link
+                assert old_link.connected and kitchen.server.hub_connected  # paired elsewhere, not yet replaced
+                async with running_hub(new_settings) as new:
+                    await old_link.changes.wait_until(lambda: "do not know each other's keys" in old_link.status().last_error, TIMEOUT)
+                    kitchen.say(command_tone(0))
+                    await wait_for(new.timelines["kitchen"], lambda t: t.count("narrated") >= 1, TIMEOUT)
+                    old_heard = old.timelines["kitchen"].count("command")
+    assert old_heard == 0 and not old_link.connected
