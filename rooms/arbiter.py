@@ -113,6 +113,9 @@ class ArbitratedMicrophone:
         self.room, self._inner, self._arbiter = room, inner, arbiter
         self._on_win, self._on_lose = on_win, on_lose
         self.state = Gate.FREE
+        # The room is muted (its answer plays): its sound is its own echo, or "computer, stop",
+        # which must reach the stop detector at once: no onset is a wake then. (The hub sets it.)
+        self.muted: Callable[[], bool] = lambda: False
         self.streams_always = False  # its run-pipeline started at the wake stage: onsets are its wakes
         self._held: list[bytes] = []
         self._ready: deque[bytes] = deque()  # released, not yet read
@@ -162,7 +165,8 @@ class ArbitratedMicrophone:
     def _take(self, chunk: bytes) -> None:
         seconds = len(chunk) / BYTES_PER_SECOND
         level = dbfs(chunk)
-        if self.state is Gate.FREE and self.streams_always and self._quiet_s >= QUIET_S and level >= ONSET_DBFS:
+        if (self.state is Gate.FREE and self.streams_always and self._quiet_s >= QUIET_S and level >= ONSET_DBFS
+                and not self.muted()):
             self._wake(None)
         self._quiet_s = self._quiet_s + seconds if level < QUIET_DBFS else 0.0
         match self.state:

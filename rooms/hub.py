@@ -270,6 +270,8 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
     )
     coordinator = Coordinator(parts, timeline)
     on_win.append(functools.partial(_open_window, coordinator))
+    if the_hub.arbiter is not None:
+        microphone.muted = lambda: coordinator.core.mute.muted
     link.on_pipeline = microphone.pipeline if the_hub.arbiter is not None else on_win[0]
     timeline.on_add.append(functools.partial(_tell_transcript, link))
     return Room(spec.room, link, coordinator, timeline)

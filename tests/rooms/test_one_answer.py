@@ -155,3 +155,22 @@ async def test_held_audio_goes_on_at_the_verdict_without_waiting_for_more() -> N
         with contextlib.suppress(asyncio.CancelledError):
             await running
     assert bytes(got) == tone and opened == [True]
+
+
+async def test_a_streaming_room_whose_answer_plays_is_not_held() -> None:
+    """"computer, stop" said while the answer plays goes to the stop detector at once."""
+    from rooms.arbiter import Arbiter, Gate
+    from rooms.link import SatelliteMicrophone
+    from rooms.wire import PipelineStarted
+
+    arbiter = Arbiter(ArbitrationCore())
+    mic = arbiter.microphone("kitchen", SatelliteMicrophone(20), lambda started: None, lambda: None)
+    mic.pipeline(PipelineStarted(woken=False))  # wyoming-satellite streaming all the time
+    mic.muted = lambda: True
+    loud = command_tone(0)[: 2 * SAMPLE_RATE // 50]
+    mic._take(loud)
+    assert mic.state is Gate.FREE and list(mic._ready) == [loud] and arbiter.core.decided == 0
+    mic.muted = lambda: False
+    mic._take(bytes(2 * SAMPLE_RATE * 4 // 10))  # quiet, then speech: a wake
+    mic._take(loud)
+    assert mic.state is Gate.HELD
