@@ -95,6 +95,7 @@ class SharedParts:
     cost: CostMeter
     tools: ToolRegistry
     task_manager: TaskManager
+    control: ControlServer | None = None  # its socket (the hub answers `handoff say --room` on it)
 
 
 @contextlib.asynccontextmanager
@@ -122,7 +123,7 @@ async def shared_parts(
         control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
         await control.start()
         stack.push_async_callback(control.close)
-        yield SharedParts(client, Refusal(), cost, tools, task_manager)
+        yield SharedParts(client, Refusal(), cost, tools, task_manager, control)
 
 
 @contextlib.asynccontextmanager

@@ -38,7 +38,9 @@ from config.rooms import RoomSettings, SatelliteSpec
 from config.settings import ConversationSettings, Settings
 from realtime_sim import SimConfig, SimServer
 from tests.support.pipeline_harness import fast_settings
+from rooms.pairing import HubKeys, SatelliteKeys, pair_with
 from tests.support.rooms_harness import ToneTranscriber, command_tone, handoff_satellite, started
+from benchmarks.link_cost import link_cost
 
 IDLE_S = 5.0
 TONE_S = 0.6  # command_tone's sound, before its silence
@@ -58,6 +60,8 @@ def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-d
                 message = conn.recv()
                 if message == "stop":
                     stop.set_result(None)
+                elif message == "merged":  # episodes where one room's wake silenced another's
+                    conn.send(the_hub.arbiter.core.contested if the_hub.arbiter is not None else 0)
                 else:
                     conn.send(time.process_time())
 
@@ -79,6 +83,9 @@ class Run:
     idle_cpu: float  # hub CPU seconds per second, all rooms idle
     active_cpu: float  # ... while commands run
     lost: int
+    paired: bool = False  # TLS with pinned keys (else plain Wyoming)
+    merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
+    one_answer: bool = True  # the arbitration between rooms on (the shipped way)
 
 
 async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
@@ -86,7 +93,7 @@ async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
     return await asyncio.to_thread(conn.recv)
 
 
-async def measure(n: int, commands: int, seed: int) -> Run:
+async def measure(n: int, commands: int, seed: int, paired: bool = False, one_answer: bool = True) -> Run:
     rooms = [f"room{i}" for i in range(n)]
     phrases = [f"computer, echo {room} number {k}" for room in rooms for k in range(commands)]
     sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
@@ -95,11 +102,16 @@ async def measure(n: int, commands: int, seed: int) -> Run:
     tmp = Path(tempfile.mkdtemp(prefix="handoff-rooms-bench-"))
     (tmp / "workspace").mkdir()
     try:
-        async with started([handoff_satellite(room) for room in rooms]) as satellites:
+        keys = {room: SatelliteKeys(tmp / f"keys-{room}", room) if paired else None for room in rooms}
+        async with started([handoff_satellite(room, keys=keys[room]) for room in rooms]) as satellites:
             settings = fast_settings(sim.base_url, (tmp / "workspace").resolve(), tmp / "state",
                                      conversation=ConversationSettings(follow_up_s=0, working_sound_after_s=600.0))  # fmt: skip
-            settings = settings.replace(rooms=RoomSettings(satellites=tuple(SatelliteSpec(s.room, "127.0.0.1", s.server.port or 0)
-                                                                            for s in satellites), max_sessions=n))  # fmt: skip
+            for s in satellites:  # `handoff satellite pair` there, `handoff rooms pair` here
+                if keys[s.room] is not None:
+                    await pair_with("127.0.0.1", s.spec.port, s.room, HubKeys(settings.state_dir), keys[s.room].open_window())
+            settings = settings.replace(rooms=RoomSettings(satellites=tuple(s.spec
+                                                                            for s in satellites), max_sessions=n,
+                                                           one_answer=one_answer))  # fmt: skip
             parent, child = multiprocessing.get_context("spawn").Pipe()
             process = multiprocessing.get_context("spawn").Process(target=_hub_process, args=(settings, child))
             process.start()
@@ -135,12 +147,14 @@ async def measure(n: int, commands: int, seed: int) -> Run:
                 await asyncio.gather(*(talk(i) for i in range(n)))
                 cpu2, t2 = await _cpu(parent), time.monotonic()
                 active = (cpu2 - cpu1) / (t2 - t1)
+                parent.send("merged")
+                merged = await asyncio.to_thread(parent.recv)
             finally:
                 parent.send("stop")
                 await asyncio.to_thread(process.join, 30)
                 if process.is_alive():
                     process.kill()
-        return Run(n, latencies, idle, active, lost)
+        return Run(n, latencies, idle, active, lost, paired, merged, one_answer)
     finally:
         await sim.stop()
 
@@ -151,15 +165,15 @@ def _p90(values: list[float]) -> float:
 
 
 def report(runs: list[Run]) -> str:
-    base = runs[0]
-    base_latency = statistics.median(base.latencies_s) if base.latencies_s else float("nan")
-    lines = ["| satellites | commands | lost | latency median (s) | p90 (s) | latency vs N=1 | hub CPU idle (% of a core) "
+    lines = ["| link | satellites | commands | lost | latency median (s) | p90 (s) | latency vs N=1 | hub CPU idle (% of a core) "
              "| hub CPU active (% of a core) | active CPU vs N=1 |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
+        base = next(r for r in runs if r.paired == run.paired)  # N=1 of the same kind of link
+        base_latency = statistics.median(base.latencies_s) if base.latencies_s else float("nan")
         median = statistics.median(run.latencies_s) if run.latencies_s else float("nan")
         lines.append(
-            f"| {run.rooms} | {len(run.latencies_s)} | {run.lost} | {median:.3f} | {_p90(run.latencies_s):.3f} "
+            f"| {'paired (TLS)' if run.paired else 'plain'}{'' if run.one_answer else ', no arbitration'} | {run.rooms} | {len(run.latencies_s)} | {run.lost} | {median:.3f} | {_p90(run.latencies_s):.3f} "
             f"| {median / base_latency:.2f} | {100 * run.idle_cpu:.2f} | {100 * run.active_cpu:.1f} "
             f"| {run.active_cpu / base.active_cpu:.2f} |")
     return "\n".join(lines)
@@ -170,16 +184,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="N = 1 and 2, two commands each")
     parser.add_argument("--commands", type=int, default=6, help="commands per satellite")
     parser.add_argument("--rooms", default="1,2,4,8", help="the N to measure, comma-separated")
+    parser.add_argument("--links", default="plain,paired", help="plain (Wyoming as it is), paired (TLS, pinned keys), or both")
+    parser.add_argument("--without-arbitration", action="store_true", help="also measure plain links without one-answer arbitration")
     args = parser.parse_args(argv)
     sizes = [1, 2] if args.quick else [int(n) for n in args.rooms.split(",")]
     commands = 2 if args.quick else args.commands
     runs = []
-    for n in sizes:
-        run = asyncio.run(measure(n, commands, seed=n))
-        print(f"N={n}: {len(run.latencies_s)} answered, {run.lost} lost, median "
+    plan = [(link == "paired", n, True) for link in args.links.split(",") for n in sizes]
+    plan += [(False, n, False) for n in sizes if n > 1 and args.without_arbitration]
+    for paired, n, one_answer in plan:
+        run = asyncio.run(measure(n, commands, seed=n, paired=paired, one_answer=one_answer))
+        print(f"{'paired' if paired else 'plain'} N={n}: {len(run.latencies_s)} answered, {run.lost} lost, {run.merged} merged, median "
               f"{statistics.median(run.latencies_s) if run.latencies_s else float('nan'):.3f} s", flush=True)
         runs.append(run)
     print(report(runs))
+    print()
+    print(link_cost())
     return 0
 
 

@@ -28,6 +28,7 @@ from openai.types.realtime.realtime_session_create_request import RealtimeSessio
 from openai.types.shared.responses_model import ResponsesModel
 
 from commands.options import add_common_arguments, settings_from_args
+from config.rooms import pinned_satellite
 from config.settings import (
     SETTINGS_FILE, Settings, SettingsError, UploadMode, default_upload_mode, default_workspace, require_api_key,
 )
@@ -81,6 +82,22 @@ def preflight(settings: Settings) -> list[Finding]:
     findings += [Finding(Severity.ERROR, problem) for problem in sound_problems(settings.audio)]
     findings += _detectors(settings)
     findings += task_findings(settings)
+    findings += room_findings(settings)
+    return findings
+
+
+def room_findings(settings: Settings) -> list[Finding]:
+    """What each satellite's link protects: a room to pair, a room in the clear."""
+    findings = []
+    for spec in settings.rooms.satellites:
+        if spec.unauthenticated:
+            findings.append(Finding(Severity.WARNING, f"the {spec.room} satellite is unauthenticated (plain Wyoming): anyone "
+                                    "on the network can hear its audio and play sounds in it; pair a `handoff satellite` "
+                                    "there instead where you can."))  # fmt: skip
+        elif not pinned_satellite(settings.state_dir, spec.room).exists():
+            findings.append(Finding(Severity.PROBLEM, f"the {spec.room} satellite is not paired: run `handoff satellite pair` "
+                                    f"there and `handoff rooms pair {spec.room} CODE` here (or mark it unauthenticated: in "
+                                    "SATELLITES for a plain Wyoming satellite)."))  # fmt: skip
     return findings
 
 

@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "wake-test": ("commands.wake_test", "say the wake phrase a few times: how well the on-device model hears you, and the WAKE_CUTOFF that would hear every one"),
     "web-url": ("commands.web_url", "the address of the running assistant's page (with its token, when it needs one)"),
     "satellite": ("commands.satellite", "be a satellite (mic, speaker, wake word) for a handoff hub on another machine"),
+    "rooms": ("commands.pairing", "pair this hub with a room's satellite: handoff rooms pair ROOM CODE"),
 }
 
 EXIT_USAGE = 2

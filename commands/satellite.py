@@ -28,6 +28,8 @@ log = logging.getLogger("handoff")
 
 
 def add_satellite_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("action", nargs="?", choices=["pair"],
+                        help="pair: show a code to pair this satellite with a hub (`handoff rooms pair ROOM CODE` there)")
     parser.add_argument("--listen", help="where the hub may connect, tcp://host:port (SATELLITE_LISTEN; default tcp://127.0.0.1:10700)")
     parser.add_argument("--name", help="the room this satellite is in (SATELLITE_NAME)")
     parser.add_argument("--input-device", help="microphone by index or name part (see `handoff devices`)")
@@ -40,6 +42,7 @@ def add_satellite_arguments(parser: argparse.ArgumentParser) -> None:
 def run_satellite(args: argparse.Namespace) -> int:
     """This machine's microphone and speaker as a satellite: the on-device wake word and VAD
     decide what is a command; only that crosses the network."""
+    from rooms.pairing import satellite_keys
     from rooms.satellite import SatelliteServer  # only here: see the module's docstring
 
     flags = {"SATELLITE_LISTEN": ("--listen", args.listen), "SATELLITE_NAME": ("--name", args.name),
@@ -54,8 +57,15 @@ def run_satellite(args: argparse.Namespace) -> int:
         for problem in exc.problems:
             print(f"handoff: {problem}", file=sys.stderr)
         return 2
+    if args.action == "pair":
+        from commands.pairing import pair_satellite
+
+        return pair_satellite(settings)
     configure_logging(settings.log_level)
     rooms = settings.rooms
+    keys = satellite_keys(settings)
+    if keys.hub_pem() is None:
+        log.warning("this satellite is not paired with a hub yet: run `handoff satellite pair` and type its code on the hub")
     microphone: MicrophoneSource = (
         WavFileMicrophone(args.input_wav, chunk_ms=settings.audio.chunk_ms, pace=1.0, then="silence", silence_s=None)
         if args.input_wav else PyAudioMicrophone(settings.audio.input_device, chunk_ms=settings.audio.chunk_ms))
@@ -63,7 +73,7 @@ def run_satellite(args: argparse.Namespace) -> int:
                             else PyAudioSpeaker(settings.audio.output_device))  # fmt: skip
     server = SatelliteServer(rooms.listen, rooms.satellite_name, microphone,
                              with_volume(speaker, settings.audio.volume_percent), mic_filter, woken=True,
-                             stop_detector=stop)  # fmt: skip
+                             stop_detector=stop, keys=keys)  # fmt: skip
     return asyncio.run(_serve_satellite(server))
 
 

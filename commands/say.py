@@ -43,6 +43,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--output-wav", type=Path, help="write the speech to this WAV file instead of playing it")
     parser.add_argument("--base-url", help="OpenAI-compatible base URL, e.g. the simulator's http://127.0.0.1:8765/v1")
     parser.add_argument("--log-level", help="DEBUG, INFO, WARNING or ERROR")
+    parser.add_argument("--room", help="announce it in this room of the running hub (a name in SATELLITES, or all)")
+
+
+def _announce(settings: Settings, text: str, room: str) -> int:
+    """`--room`: the running hub says it there, as a notice (between answers, never over one)."""
+    from tasks.config import TaskSettings
+    from tasks.control import NotRunning, ask
+    from tasks.errors import TaskError
+
+    try:
+        reply = ask(TaskSettings.from_settings(settings).control_path, {"op": "announce", "text": text, "room": room}, 10.0)
+    except (NotRunning, TaskError, TimeoutError, OSError, ValueError) as exc:
+        print(f"handoff say: {str(exc).replace('nothing was started or cancelled', 'nothing was said')}", file=sys.stderr)
+        return EXIT_FAILED
+    if not reply.get("ok"):
+        print(f"handoff say: {reply.get('error', 'the hub refused it')}", file=sys.stderr)
+        return EXIT_USAGE
+    print(f"Said in {'every room' if room == 'all' else 'the ' + room} (as soon as nothing else is being said there).")
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -52,6 +71,8 @@ def run(args: argparse.Namespace) -> int:
     if not text:
         print("handoff say: the text is empty; give the words to say.", file=sys.stderr)
         return EXIT_USAGE
+    if args.room:
+        return _announce(settings, text, args.room.lower())
     if not settings.realtime.api_key and not settings.realtime.base_url:
         raise SettingsError(
             "`handoff say` needs OPENAI_API_KEY (in .env or the environment), or OPENAI_BASE_URL "

@@ -129,7 +129,8 @@ def describe(status: Status, state: Liveness, now: float) -> str:
         lines.append(f"satellite {satellite['room']} ({satellite['uri']}): {satellite['state']}, "
                      f"{satellite.get('reconnects', 0)} reconnect(s); last command "
                      f"{_clock(last) if last else 'none yet'}"
-                     + (f"; last error: {satellite['last_error']}" if satellite.get("last_error") else ""))
+                     + (f"; last error: {satellite['last_error']}" if satellite.get("last_error") else "")
+                     + (f"; {satellite['security']}" if satellite.get("security") else ""))
     lines.append(f"narrations: {status.narrations} ({status.weak_matches} weak match(es), {status.inexact_reads} inexact read(s))")
     lines.append(f"tasks: {status.tasks_running} running, {status.tasks_queued} queued")
     lines.append(f"failures today: {status.failures_today}")

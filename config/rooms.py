@@ -1,6 +1,10 @@
 """Rooms settings: the satellites the hub connects to, and `handoff satellite`'s own address.
 
-    SATELLITES=kitchen=tcp://kitchen.local:10700,office=tcp://10.0.0.7:10700
+    SATELLITES=kitchen=tcp://kitchen.local:10700,office=unauthenticated:tcp://10.0.0.7:10700
+
+A room is a paired `handoff satellite` (TLS, both keys pinned: rooms.keys, rooms.pairing) unless
+marked `unauthenticated:`: a plain Wyoming satellite (wyoming-satellite, Home Assistant's), whose
+connection carries the room's audio in the clear.
 
 Wyoming has no authentication (as in Home Assistant): a satellite connection carries a room's
 audio in the clear, so a satellite must be on the home network. An address that is not private,
@@ -13,7 +17,8 @@ from __future__ import annotations
 import enum
 import ipaddress
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from pathlib import Path
 from typing import Mapping
 from urllib.parse import urlsplit
 
@@ -34,6 +39,7 @@ class SatelliteSpec:
     room: str  # lower case, the name people say and history shows
     host: str
     port: int = DEFAULT_PORT
+    unauthenticated: bool = False  # plain Wyoming (marked so in SATELLITES): no pairing, no encryption
 
     @property
     def uri(self) -> str:
@@ -56,6 +62,7 @@ class RoomSettings:
     # long with none (a false wake), the hub says so (an empty transcript) and it stops.
     pipeline_timeout_s: float = 15.0
     announce_after_s: float = 30.0  # a satellite gone this long is announced in the other rooms (a blip is not)
+    one_answer: bool = True  # with two rooms or more, a command heard in several is taken by one (rooms.arbiter)
     # `handoff satellite`: where it listens for its hub. Loopback by default: nothing reaches it
     # from outside until the user names the address (SATELLITE_LISTEN=tcp://0.0.0.0:10700).
     listen: SatelliteSpec = field(default_factory=lambda: SatelliteSpec("satellite", "127.0.0.1", DEFAULT_PORT))
@@ -105,6 +112,19 @@ def parse_uri(room: str, uri: str, allow_public: bool, any_port: bool = False) -
     return (None, f"{room}: {problem}") if problem else (SatelliteSpec(room, parts.hostname, port), None)
 
 
+UNAUTHENTICATED = "unauthenticated:"
+
+
+def hub_keys_folder(state_dir: Path) -> Path:
+    """The hub's key and its paired satellites' certificates (rooms.pairing.HubKeys)."""
+    return state_dir / "rooms" / "hub"
+
+
+def pinned_satellite(state_dir: Path, room: str) -> Path:
+    """The certificate of the room's paired satellite: present once `handoff rooms pair` worked."""
+    return hub_keys_folder(state_dir) / "paired" / f"{room}.pem"
+
+
 def parse_satellites(raw: str, allow_public: bool) -> tuple[tuple[SatelliteSpec, ...], list[str]]:
     satellites: list[SatelliteSpec] = []
     problems: list[str] = []
@@ -119,11 +139,12 @@ def parse_satellites(raw: str, allow_public: bool) -> tuple[tuple[SatelliteSpec,
         if any(s.room == room for s in satellites):
             problems.append(f"SATELLITES: the room {room} is named twice")
             continue
-        spec, problem = parse_uri(room, uri, allow_public)
+        plain = uri.strip().lower().startswith(UNAUTHENTICATED)
+        spec, problem = parse_uri(room, uri.strip()[len(UNAUTHENTICATED):] if plain else uri, allow_public)
         if problem:
             problems.append(f"SATELLITES: {problem}")
         elif spec is not None:
-            satellites.append(spec)
+            satellites.append(replace(spec, unauthenticated=plain))
     return tuple(satellites), problems
 
 

@@ -51,6 +51,7 @@ class Announce:
 
     room: str
     text: str
+    reachable: bool = False  # it is back (else: it is gone)
 
 
 @dataclass
@@ -77,7 +78,7 @@ class LinkCore:
         said: list[Announce] = []
         if event is LinkEvent.CONNECTED:
             if self.state is LinkState.UNREACHABLE:
-                said.append(Announce(self.room, f"The {self.room} satellite is back."))
+                said.append(Announce(self.room, f"The {self.room} satellite is back.", reachable=True))
             self.up_since, self.down_since = now, None
         elif event is LinkEvent.LOST:
             lasted = self.up_since is not None and now - self.up_since >= self.healthy_after_s
@@ -99,7 +100,7 @@ class LinkCore:
         then doubling (a satellite that accepts and closes at once is not hammered)."""
         if self.failures == 0:
             return 0.0
-        return min(self.max_s, self.initial_s * 2 ** (self.failures - 1))
+        return min(self.max_s, self.initial_s * 2 ** min(self.failures - 1, 30))  # (no overflow however many)
 
     def next_deadline(self) -> float | None:
         """When a TICK may announce the room unreachable (None: nothing due)."""
@@ -119,6 +120,7 @@ class NoticeTargets:
     origins: dict[int, str] = field(default_factory=dict)  # task id -> the room that started it
     heard: dict[int, set[str]] = field(default_factory=dict)  # notice id -> rooms that heard it
     addressed: dict[int, frozenset[str]] = field(default_factory=dict)  # notice id -> its rooms, when named
+    gone: set[str] = field(default_factory=set)  # rooms whose satellite was announced unreachable
 
     def started(self, task_id: int, room: str) -> None:
         self.origins[task_id] = room
@@ -135,6 +137,8 @@ class NoticeTargets:
         origin = self.origins.get(task_id)
         if self.to_all or origin is None:  # from before this run, or `handoff tasks start`: everyone
             return frozenset(self.rooms)
+        if origin in self.gone:  # its room is gone (a timer must ring somewhere): every room still here
+            return frozenset(self.rooms) - self.gone or frozenset(self.rooms)
         return frozenset({origin})
 
     def wants(self, room: str, notice_id: int, task_id: int) -> bool:

@@ -23,6 +23,7 @@ from audio_io import SpeakerSink, with_volume
 from assembly.build import build_stop_detector, shared_parts, upload_filter
 from config.rooms import NoticesTo, SatelliteSpec
 from config.settings import Settings
+from decisions.arbitration import ArbitrationCore
 from decisions.cost import RealtimeRole
 from decisions.rooms import Announce, NoticeTargets
 from decisions.timeline import Timeline, TimelineEntry, TimelineKind
@@ -30,7 +31,9 @@ from detectors.stop_word import StopDetector, StopHit
 from handoff import Coordinator, CoordinatorParts
 from main_agent import Listener
 from reader_agent import NarrationCut, Narrator
+from rooms.arbiter import Arbiter, similarity
 from rooms.link import SatelliteLink
+from rooms.pairing import hub_keys
 from rooms.wire import PipelineStarted
 from speech.local_voice import speak_locally
 from speech.sounds import load_sounds
@@ -133,11 +136,24 @@ ROOM: contextvars.ContextVar[str] = contextvars.ContextVar("handoff_room", defau
 class Hub:
     """Every room, run together: `await hub.run()` until a fatal error (exit code 3)."""
 
-    def __init__(self, rooms: dict[str, Room], targets: NoticeTargets, notices: Any) -> None:
+    def __init__(self, rooms: dict[str, Room], targets: NoticeTargets, notices: Any,
+                 arbiter: Arbiter | None = None) -> None:  # fmt: skip
         self.rooms, self.targets, self._notices = rooms, targets, notices
+        self.arbiter = arbiter  # with two rooms or more: one command heard in several is taken by one
+
+    def say(self, text: str, room: str) -> str | None:
+        """`handoff say --room ROOM|all TEXT`: said in that room (or every room) as a notice; None,
+        or why not (one sentence)."""
+        if room != "all" and room not in self.rooms:
+            return f"There is no room {room!r} in SATELLITES (rooms: {', '.join(self.rooms)}, or all)."
+        if not text.strip():
+            return "The text is empty; give the words to say."
+        self.targets.address(self._notices.announce(text.strip()), frozenset(self.rooms) if room == "all" else frozenset({room}))
+        return None
 
     def announce(self, announce: Announce) -> None:
         """A satellite went away or came back: said in the other rooms (the log has it already)."""
+        (self.targets.gone.discard if announce.reachable else self.targets.gone.add)(announce.room)
         others = frozenset(name for name in self.rooms if name != announce.room and self.rooms[name].link.connected)
         if others:
             self.targets.address(self._notices.announce(announce.text), others)
@@ -153,6 +169,8 @@ class Hub:
         try:
             async with asyncio.TaskGroup() as tg:
                 runs = []
+                if self.arbiter is not None:
+                    tg.create_task(self.arbiter.run(), name="arbiter")
                 for room in self.rooms.values():
                     token = ROOM.set(room.name)  # the tasks created now (and theirs) log as this room's
                     tg.create_task(room.link.run(), name=f"satellite {room.name}")
@@ -209,10 +227,13 @@ async def hub(
             refusal=shared.refusal))
         slots = asyncio.Semaphore(rooms_settings.max_sessions)
         rooms: dict[str, Room] = {}
-        the_hub = Hub(rooms, targets, shared.task_manager.notices)
+        arbiter = Arbiter(ArbitrationCore(similar=similarity)) if len(names) > 1 and rooms_settings.one_answer else None
+        the_hub = Hub(rooms, targets, shared.task_manager.notices, arbiter)
         for spec in rooms_settings.satellites:
             rooms[spec.room] = _room(settings, spec, shared, narrator, slots, sounds, targets, the_hub,
                                      (timelines or {}).get(spec.room), (stop_detectors or {}).get(spec.room))  # fmt: skip
+        if shared.control is not None:
+            shared.control.on_announce = the_hub.say
         yield the_hub
 
 
@@ -220,7 +241,13 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
           sounds: Any, targets: NoticeTargets, the_hub: Hub, timeline: Timeline | None,
           stop: StopDetector | None) -> Room:
     timeline = timeline or Timeline(log_overheard=settings.log.overheard)
-    link = SatelliteLink(spec, settings.rooms, settings.audio.chunk_ms, on_announce=the_hub.announce)
+    link = SatelliteLink(spec, settings.rooms, settings.audio.chunk_ms, on_announce=the_hub.announce,
+                         keys=hub_keys(settings))  # fmt: skip
+    on_win: list[Callable[[PipelineStarted], None]] = []  # the room's coordinator, once it exists
+    microphone: Any = link.microphone
+    if the_hub.arbiter is not None:
+        microphone = the_hub.arbiter.microphone(spec.room, link.microphone, lambda started: on_win[0](started),
+                                                lambda: link.understood(""))  # fmt: skip
     if stop is None and settings.stop.enabled:
         stop = build_stop_detector(settings)  # one per room: "computer, stop" stops that room only
     tools = RoomTools(shared.tools, spec.room, targets)
@@ -229,7 +256,7 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
         listener_factory=lambda on_event: Listener(settings, shared.client, tools.session_tools(), on_event,
                                                    refusal=shared.refusal),
         narrator=BoundedNarrator(narrator, slots, sounds.working),  # type: ignore[arg-type]
-        microphone=link.microphone,
+        microphone=microphone,
         speaker=with_volume(link.speaker, settings.audio.volume_percent),
         tools=tools,
         local_voice=speak_locally,
@@ -242,7 +269,10 @@ def _room(settings: Settings, spec: SatelliteSpec, shared: Any, narrator: Narrat
         stop_detector=stop if settings.stop.enabled else None,
     )
     coordinator = Coordinator(parts, timeline)
-    link.on_pipeline = functools.partial(_open_window, coordinator)
+    on_win.append(functools.partial(_open_window, coordinator))
+    if the_hub.arbiter is not None:
+        microphone.muted = lambda: coordinator.core.mute.muted
+    link.on_pipeline = microphone.pipeline if the_hub.arbiter is not None else on_win[0]
     link.on_stop = lambda phrase: coordinator.heard_stop(StopHit(phrase, end_s=0.0))  # a satellite heard it
     timeline.on_add.append(functools.partial(_tell_transcript, link))
     return Room(spec.room, link, coordinator, timeline)

@@ -26,7 +26,9 @@ from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH, PcmConv
 from concurrency.changes import Changes
 from config.rooms import RoomSettings, SatelliteSpec, address_problem
 from decisions.errors import IllegalTransition
-from decisions.rooms import Announce, LinkCore, LinkEvent
+from decisions.rooms import Announce, LinkCore, LinkEvent, LinkState
+from rooms.keys import NotPaired, exposure, open_paired
+from rooms.pairing import HubKeys
 from rooms.wire import (
     Alive, Audio, AudioEnds, Closed, DescribeAsked, Failed, PingAsked, PipelineStarted, StopAsked, Unusable, read,
 )
@@ -54,6 +56,7 @@ class SatelliteMicrophone:
         self._changes = Changes()
         self._converter: PcmConverter | None = None
         self._closed = False
+        self._nudged = False
         self.dropped_bytes = 0
 
     async def start(self) -> None:
@@ -79,10 +82,18 @@ class SatelliteMicrophone:
         """The stream broke (a reconnect): the resampler's history is not the next audio's."""
         self._converter = None
 
+    def nudge(self) -> None:
+        """Wake the reader now with an empty chunk (rooms.arbiter: a verdict released held audio)."""
+        self._nudged = True
+        self._changes.notify()
+
     async def chunks(self) -> AsyncIterator[bytes]:
         size = self._chunk_bytes
         while not self._closed:
-            await self._changes.wait_until(lambda: self._closed or len(self._buffer) >= size)
+            await self._changes.wait_until(lambda: self._closed or len(self._buffer) >= size or self._nudged)
+            if self._nudged:
+                self._nudged = False
+                yield b""
             while len(self._buffer) >= size:
                 chunk = bytes(self._buffer[:size])
                 del self._buffer[:size]
@@ -165,6 +176,7 @@ class LinkStatus:
     last_command_at: float | None = None  # wall clock
     last_error: str = ""
     reconnects: int = 0
+    security: str = ""  # what the link protects (rooms.keys.exposure)
 
 
 class SatelliteLink:
@@ -174,8 +186,9 @@ class SatelliteLink:
                  on_announce: Callable[[Announce], None] = lambda _a: None,
                  on_pipeline: Callable[[PipelineStarted], None] = lambda _p: None,
                  on_stop: Callable[[str], None] = lambda _phrase: None,
-                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
+                 clock: Callable[[], float] = time.monotonic, keys: HubKeys | None = None) -> None:  # fmt: skip
         self.spec, self.settings = spec, settings
+        self.keys = keys  # the hub's key and pinned satellites (a paired room: not unauthenticated)
         self.microphone = SatelliteMicrophone(chunk_ms)
         self._outbox: deque[Event] = deque()
         self._outbox_bytes = 0
@@ -197,7 +210,7 @@ class SatelliteLink:
 
     def status(self) -> LinkStatus:
         return LinkStatus(self.spec.room, self.spec.uri, self.core.state.value, self.last_command_at,
-                          self.core.last_error, max(0, self.connections - 1))  # fmt: skip
+                          self.core.last_error, max(0, self.connections - 1), exposure(self.spec))  # fmt: skip
 
     def send(self, event: Event) -> None:
         if not self.connected or self._stalled:
@@ -230,7 +243,7 @@ class SatelliteLink:
         while True:
             try:
                 client = await self._connect()
-            except (OSError, TimeoutError, ConnectionRefusedError, RefusedAddress) as exc:
+            except (OSError, TimeoutError, ConnectionRefusedError, RefusedAddress, NotPaired) as exc:
                 why = str(exc) or exc.__class__.__name__
                 if self.core.failures == 0:
                     log.info("satellite %s (%s) cannot be reached: %s; trying again", self.spec.room, self.spec.uri, why)
@@ -270,7 +283,10 @@ class SatelliteLink:
             problem = address_problem(address, self.settings.allow_public)
             if problem:
                 raise RefusedAddress(f"{self.spec.host} resolves to {problem}")
-            reader, writer = await asyncio.open_connection(address, self.spec.port)
+            if self.spec.unauthenticated:
+                reader, writer = await asyncio.open_connection(address, self.spec.port)
+            else:  # paired: TLS with both keys pinned (rooms.keys)
+                reader, writer = await open_paired(self.spec, address, self.keys)
         client = _Connection(reader, writer)
         await client.write_event(Describe().event())
         await client.write_event(RunSatellite().event())

@@ -40,8 +40,11 @@ from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
 from detectors.stop_word import StopDetector, StopListener
+from rooms.keys import SatelliteContexts
+from rooms.pairing import SatelliteKeys, answer_pairing
 from rooms.wire import (
-    Audio, AudioBegins, AudioEnds, Closed, DescribeAsked, PingAsked, RunAsked, SatelliteEvent, Unusable, read, stop_event,
+    Audio, AudioBegins, AudioEnds, Closed, DescribeAsked, Heard, PingAsked, RunAsked, SatelliteEvent, Unusable, read,
+    stop_event,
 )
 
 log = logging.getLogger("handoff.satellite")
@@ -74,6 +77,8 @@ class SatelliteCounts:
     unusable: int = 0  # frames from the hub that did not fit (ignored)
     dropped_audio_s: float = 0.0  # the hub's audio beyond MAX_AHEAD_S
     stops: int = 0  # "computer, stop" heard here and sent to the hub
+    pairings: int = 0  # hubs paired while it ran
+    stopped_by_hub: int = 0  # commands the hub ended early (a transcript: another room took it)
 
 
 class SatelliteServer:
@@ -84,8 +89,10 @@ class SatelliteServer:
     the hub's own microphone."""
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
-                 mic_filter: MicFilter, woken: bool = True, stop_detector: StopDetector | None = None) -> None:  # fmt: skip
+                 mic_filter: MicFilter, woken: bool = True, stop_detector: StopDetector | None = None,
+                 keys: SatelliteKeys | None = None) -> None:  # fmt: skip
         self.listen, self.name = listen, name
+        self.keys = keys  # paired: TLS, only the pinned hub (None: plain Wyoming, as wyoming-satellite)
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
         self._stop = StopListener(stop_detector) if stop_detector is not None else None
         self.counts = SatelliteCounts()
@@ -98,6 +105,7 @@ class SatelliteServer:
         self._running = False  # run-satellite received
         self._streaming = False  # a command is being sent
         self._quiet_s = 0.0
+        self._told_to_stop = False  # the hub said stop (a transcript): nothing more of this command
         self._playing = False
         self._converter: PcmConverter | None = None
         self._stream_bytes = 0
@@ -111,9 +119,11 @@ class SatelliteServer:
     async def run(self) -> None:
         await self.microphone.start()
         await self.speaker.start()
+        contexts = SatelliteContexts(self.keys.identity, self.keys.hub_pem()) if self.keys is not None else None
         async with asyncio.TaskGroup() as tg:
             server = await asyncio.start_server(
-                lambda r, w: tg.create_task(self._serve(r, w), name="hub connection"), self.listen.host, self.listen.port)
+                lambda r, w: tg.create_task(self._accept(r, w, contexts), name="hub connection"), self.listen.host,
+                self.listen.port, ssl=contexts.listening if contexts is not None else None)  # fmt: skip
             self.port = server.sockets[0].getsockname()[1]
             log.info("satellite %s waiting for its hub on tcp://%s:%d", self.name, self.listen.host, self.port)
             self.changes.notify()
@@ -127,6 +137,20 @@ class SatelliteServer:
                 await self.microphone.close()
 
     # -- the hub's side ------------------------------------------------------------------------
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                      contexts: SatelliteContexts | None) -> None:  # fmt: skip
+        """A connection that passed TLS (paired) is the pinned hub, or one that asked to pair:
+        that one gets pairing and nothing else. (One that failed TLS never gets here.)"""
+        connection = writer.get_extra_info("ssl_object")
+        if contexts is not None and self.keys is not None and contexts.is_pairing(connection):
+            if await answer_pairing(reader, writer, self.keys, on_paired=contexts.pin):
+                self.counts.pairings += 1
+            return
+        if contexts is not None and not contexts.verified(connection):
+            writer.close()  # no certificate: nothing read, nothing sent
+            return
+        await self._serve(reader, writer)
+
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
             first = await self._hello(reader)
@@ -208,6 +232,8 @@ class SatelliteServer:
                 self.speaker.play(audio)
             case AudioEnds():
                 self._end_stream()
+            case Heard(text=""):
+                self._stop_streaming()
             case _:
                 pass  # transcripts, errors, anything newer: nothing to do here
 
@@ -222,6 +248,7 @@ class SatelliteServer:
             self._drained.cancel()
             self._drained = None
         self._playing, self._stream_bytes, self._converter = True, 0, None
+        self._told_to_stop = False
         self.counts.stream_starts.append(time.monotonic())
         self.changes.notify()
 
@@ -271,6 +298,16 @@ class SatelliteServer:
             except (OSError, ConnectionError) as exc:
                 log.info("could not write to the hub: %s", exc)
 
+    def _stop_streaming(self) -> None:
+        """An empty `transcript`: the hub wants none of this command (another room took it, or
+        it was a false wake). The rest of what the detectors pass now is not sent: the next
+        command needs the next wake (or comes after END_AFTER_S with nothing passed, or after
+        the hub played something here)."""
+        if self._streaming:
+            self._streaming, self._told_to_stop, self._quiet_s = False, True, 0.0
+            self._send(AudioStop().event())
+            self.counts.stopped_by_hub += 1
+
     # -- the microphone ------------------------------------------------------------------------
     async def _listen(self) -> None:
         """Every chunk through the detectors; what they pass is a command for the hub. The mic is
@@ -285,6 +322,10 @@ class SatelliteServer:
                 continue
             pieces = self.mic_filter.feed(chunk)
             if not self.hub_connected:
+                continue
+            if self._told_to_stop:  # until the detectors have passed nothing for END_AFTER_S
+                self._quiet_s = 0.0 if pieces else self._quiet_s + chunk_s
+                self._told_to_stop = self._quiet_s < END_AFTER_S
                 continue
             if pieces:
                 if not self._streaming:

@@ -23,7 +23,7 @@ import logging
 import os
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tasks.errors import AmbiguousTask, TaskError
 from tasks.identify import written_candidates
@@ -68,6 +68,8 @@ class ControlServer:
         self._manager = manager
         self._path = Path(path)
         self._server: asyncio.AbstractServer | None = None
+        # `handoff say --room ROOM TEXT`: (text, room or "all") -> None, or why not (the hub sets it).
+        self.on_announce: Callable[[str, str], str | None] | None = None
 
     async def start(self) -> None:
         """Listen, unless another assistant already serves this state folder (then log it: two
@@ -128,6 +130,11 @@ class ControlServer:
             if op == "start" and isinstance(request.get("name"), str) and isinstance(params, dict):
                 record = await self._manager.start_task(request["name"], params)
                 return {"ok": True, "task": record_data(record)}
+            if op == "announce" and isinstance(request.get("text"), str) and isinstance(request.get("room"), str):
+                if self.on_announce is None:
+                    return {"ok": False, "error": "The running handoff has no rooms (SATELLITES is empty there)."}
+                problem = self.on_announce(request["text"], request["room"])
+                return {"ok": problem is None, **({"error": problem} if problem else {})}
             if op == "cancel" and isinstance(request.get("task"), (str, int)):
                 outcome = await self._manager.cancel(request["task"])
                 return {"ok": True, "task": record_data(outcome.record), "cancelled": outcome.stopped}

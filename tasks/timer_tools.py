@@ -29,6 +29,7 @@ if TYPE_CHECKING:
 MAX_LABEL_CHARS = 200
 # Words that say which kind of thing is meant but not which one ("cancel my timer").
 _ARTICLE = re.compile(r"^(the|my|a|an)\s+", re.IGNORECASE)
+_ALL = re.compile(r"\b(?:all|every|everything)\b", re.I)
 _GENERIC = re.compile(r"\b(my|your|the|a|an|timers?|reminders?)\b")
 _NAME = {"type": "string", "description": "Which one, if the user said: a label or words of the reminder.",
          "maxLength": MAX_LABEL_CHARS}  # fmt: skip
@@ -87,7 +88,7 @@ def register_timer_tools(registry: "ToolRegistry", manager: "TaskManager") -> No
     )
     registry.register(
         "cancel_timer",
-        "Cancel a timer or a reminder.",
+        "Cancel a timer or a reminder; name 'all timers' (or 'all reminders', 'all') cancels every one.",
         {"type": "object", "properties": {"name": _NAME}, "additionalProperties": False},
         handlers.cancel_timer,
         format_cancel_timer,
@@ -161,12 +162,24 @@ class _TimerToolHandlers:
         return {"timers": [timer_data(r, now) for r in pending[:MAX_LISTED]], "more": max(0, len(pending) - MAX_LISTED)}
 
     async def cancel_timer(self, args: dict) -> dict:
+        if _ALL.search(_clean(args.get("name")).lower()):  # "cancel all timers", from any room
+            return await self._cancel_all(_ALL.sub(" ", _clean(args.get("name"))))
         record = self._pick(args.get("name"), self._manager.pending_timers())
         now = self._manager.now()
         left = timer_data(record, now)["remaining_s"]
         with spoken_errors():
             outcome = await self._manager.cancel(record.id)
         return {"timer": {**timer_data(outcome.record, now), "remaining_s": left}, "cancelled": outcome.stopped}
+
+    async def _cancel_all(self, kinds_said: str) -> dict:
+        now = self._manager.now()
+        cancelled = []
+        for record in self._matching(kinds_said, self._manager.pending_timers()):
+            with spoken_errors():
+                outcome = await self._manager.cancel(record.id)
+            if outcome.stopped:
+                cancelled.append(timer_data(outcome.record, now))
+        return {"timers": cancelled, "all": True}
 
     def _pick(self, name: str | None, pending: list[TaskRecord]) -> TaskRecord:
         """The one pending timer `name` means; with no name (or just "timer"), the only one there is."""
@@ -239,6 +252,9 @@ def format_time_left(result: ToolResult) -> str:
 def format_cancel_timer(result: ToolResult) -> str:
     if not result.ok:
         return result.error or "I couldn't cancel that."
+    if result.data.get("all"):
+        names = [t["spoken"] for t in result.data["timers"]]
+        return sentence(f"I cancelled {and_list(names)}" if names else "there was nothing to cancel")
     timer = result.data["timer"]
     if not result.data.get("cancelled"):
         return sentence(f"there was nothing to cancel: {timer['spoken']} is already done")

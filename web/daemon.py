@@ -84,7 +84,7 @@ async def serving(settings: Settings, feed: WebFeed | None, coordinator: "Coordi
         upload_mode=settings.upload.mode.value,
         upload_state=lambda: (parts.mic_filter.gate.state if parts.mic_filter is not None else GateState.STREAMING).value,
         cost=lambda: None if parts.cost is None else parts.cost.summary(),
-        rooms=lambda: getattr(runtime.tracker.status, "rooms", None),  # once the status has them
+        rooms=lambda: getattr(runtime.tracker.status, "satellites", None) or None,  # the hub's satellites, once there are any
     )  # fmt: skip
     # The days the cost meter saves (assembly.build.cost_meter), read for the chart.
     page = WebPage(config, feed, probes, coordinator.changes, CostDays(settings.state_dir / COST_DAYS_FILE))

@@ -41,3 +41,10 @@ def test_room_settings_defaults_and_problems() -> None:
     problems = []
     rooms = room_settings({"SATELLITES": "kitchen=tcp://10.0.0.1", "NOTICES_TO": "kitchen"}, problems)
     assert problems == [] and rooms.notices_to is NoticesTo.ROOM and rooms.notices_room == "kitchen"
+
+
+def test_a_room_is_paired_unless_marked_unauthenticated() -> None:
+    satellites, problems = parse_satellites("kitchen=tcp://10.0.0.5,pi=unauthenticated:tcp://10.0.0.6:10700", False)
+    assert problems == []
+    assert [(s.room, s.unauthenticated) for s in satellites] == [("kitchen", False), ("pi", True)]
+    assert satellites[1].uri == "tcp://10.0.0.6:10700"

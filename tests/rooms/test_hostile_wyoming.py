@@ -64,7 +64,7 @@ async def test_the_hub_survives_10000_mutated_frames_and_the_other_room_keeps_an
             async with started([handoff_satellite("kitchen")]) as (kitchen,):
                 from config.rooms import SatelliteSpec
 
-                attic = SatelliteSpec("attic", "127.0.0.1", server.sockets[0].getsockname()[1])
+                attic = SatelliteSpec("attic", "127.0.0.1", server.sockets[0].getsockname()[1], unauthenticated=True)
                 settings = hub_settings(sim, tmp_path, [kitchen.spec, attic], reconnect_initial_s=0.001,
                                         reconnect_max_s=0.005)  # fmt: skip
                 async with running_hub(settings) as running:

@@ -24,7 +24,7 @@ async def linked(satellite: Handler | None, settings: RoomSettings, host: str = 
     """A link running against `satellite` (a fake served on loopback), or against `host` alone."""
     server = await asyncio.start_server(satellite, "127.0.0.1", 0) if satellite else None
     port = server.sockets[0].getsockname()[1] if server else 10700
-    link = SatelliteLink(SatelliteSpec("kitchen", host, port), settings)
+    link = SatelliteLink(SatelliteSpec("kitchen", host, port, unauthenticated=True), settings)
     task = asyncio.create_task(link.run())
     try:
         yield link

@@ -57,9 +57,12 @@ async def test_a_command_spoken_into_wyoming_satellite_is_answered_on_that_satel
 
 
 async def test_a_command_spoken_into_handoff_satellite_with_its_own_wake_word_is_answered_there(tmp_path: Path) -> None:
-    """`handoff satellite` as its own process: its WAV microphone says "computer, what time is
-    it" (espeak-ng) after 4 s of quiet, its on-device wake word (pocketsphinx) and VAD pick the
-    command out, the hub answers, the satellite writes what it played to a WAV file."""
+    """`handoff satellite` as its own process, paired with the hub by its code: its WAV
+    microphone says "computer, what time is it" (espeak-ng) after 4 s of quiet, its on-device
+    wake word (pocketsphinx) and VAD pick the command out, the hub answers over TLS, the
+    satellite writes what it played to a WAV file."""
+    from rooms.pairing import PairingError, SatelliteKeys, hub_keys, pair_with
+
     import subprocess
     import sys
     import wave
@@ -72,11 +75,12 @@ async def test_a_command_spoken_into_handoff_satellite_with_its_own_wake_word_is
         file.setnchannels(1), file.setsampwidth(2), file.setframerate(24000)
         file.writeframes(bytes(2 * 24000 * 4) + command)
     port = free_port()
+    code = SatelliteKeys(tmp_path / "satellite-state" / "rooms" / "satellite").open_window()  # `handoff satellite pair`
     satellite = subprocess.Popen(
         [sys.executable, "-m", "commands.cli", "satellite", "--name", "kitchen", "--listen", f"tcp://127.0.0.1:{port}",
          "--input-wav", str(mic), "--output-wav", str(out)], cwd=Path(__file__).resolve().parents[2],
         # espeak-ng's "computer": pocketsphinx's phrase (the shipped models hear flite's voices, not this one).
-        env={**os.environ, "WAKE_PHRASE": "computer"},
+        env={**os.environ, "WAKE_PHRASE": "computer", "HANDOFF_STATE_DIR": str(tmp_path / "satellite-state")},
         stdout=subprocess.DEVNULL, stderr=open(tmp_path / "satellite.log", "wb"))
     try:
         async with running_sim() as sim:
@@ -84,6 +88,15 @@ async def test_a_command_spoken_into_handoff_satellite_with_its_own_wake_word_is
             settings = fast_settings(sim.base_url, (tmp_path / "ws").resolve(), tmp_path / "state")
             settings = with_rooms(settings, [])
             settings = settings.replace(rooms=dataclasses.replace(settings.rooms, satellites=(SatelliteSpec("kitchen", "127.0.0.1", port),)))
+            async with asyncio.timeout(TIMEOUT):
+                while True:  # until the process listens
+                    try:
+                        await pair_with("127.0.0.1", port, "kitchen", hub_keys(settings), code)  # `handoff rooms pair`
+                        break
+                    except PairingError as exc:
+                        if "refused the code" in str(exc):
+                            raise
+                        await asyncio.sleep(0.2)  # another process starting: nothing to await on
             timeline = Timeline()
             sim.script.push_transcript("computer, what time is it")
             async with hub(settings, {"kitchen": timeline}) as the_hub:

@@ -28,12 +28,13 @@ from detectors.stop_word import StopDetector
 from realtime_sim import SimServer
 from realtime_sim.transcriber import Segment
 from rooms.hub import Hub, hub
+from rooms.pairing import SatelliteKeys
 from rooms.satellite import SatelliteServer
 from tests.support.pipeline_harness import fast_settings
 from tests.support.sim import FAST
 
 WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
-BASE_HZ, STEP_HZ = 300.0, 40.0
+BASE_HZ, STEP_HZ = 300.0, 150.0  # 150 Hz apart: two rooms' tones at once never sound like one
 
 
 def pitch(index: int) -> float:
@@ -112,17 +113,19 @@ class HandoffSatellite:
     @property
     def spec(self) -> SatelliteSpec:
         assert self.server.port is not None
-        return SatelliteSpec(self.room, "127.0.0.1", self.server.port)
+        return SatelliteSpec(self.room, "127.0.0.1", self.server.port, unauthenticated=self.server.keys is None)
 
     def say(self, pcm: bytes) -> None:
         self.microphone.feed(pcm)
 
 
-def handoff_satellite(room: str, pace: float = 1.0, stop_detector: StopDetector | None = None) -> HandoffSatellite:
+def handoff_satellite(room: str, pace: float = 1.0, stop_detector: StopDetector | None = None,
+                      keys: SatelliteKeys | None = None) -> HandoffSatellite:
+    """`keys`: paired (TLS); None: plain Wyoming (a room marked unauthenticated)."""
     microphone = PushMicrophone(chunk_ms=20, pace=pace)
     speaker = MemorySpeaker(pace=pace)
     server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, speaker, ToneGate(), woken=True,
-                             stop_detector=stop_detector)  # fmt: skip
+                             stop_detector=stop_detector, keys=keys)  # fmt: skip
     return HandoffSatellite(room, server, microphone, speaker)
 
 

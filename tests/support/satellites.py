@@ -57,7 +57,7 @@ class RealSatellite:
 
     @property
     def spec(self) -> SatelliteSpec:
-        return SatelliteSpec(self.room, "127.0.0.1", self.port)
+        return SatelliteSpec(self.room, "127.0.0.1", self.port, unauthenticated=True)  # plain Wyoming
 
     def start(self) -> None:
         mic = f"{sys.executable} {HERE / 'satellite_mic.py'} {self.folder / 'mic'}"

@@ -56,7 +56,8 @@ function renderNow(now) {
     el("span", { id: "now-uploading", text: "sending: " + now.uploading }),
   ];
   if (Array.isArray(now.rooms) && now.rooms.length) {
-    const names = now.rooms.map((r) => (typeof r === "string" ? r : (r.name || r.room || "") + (r.state ? " " + r.state : "")));
+    const names = now.rooms.map((r) => (typeof r === "string" ? r : (r.name || r.room || "") + (r.state ? " " + r.state : "")
+      + (typeof r.security === "string" && r.security.startsWith("unauthenticated") ? " (unauthenticated: its audio crosses the network in the clear)" : "")));
     items.push(el("span", { id: "now-rooms", text: "rooms: " + names.join(", ") }));
   }
   details.replaceChildren(...items);
