@@ -30,6 +30,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp_types import CallToolResult, Tool
 from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
+from concurrency.changes import Changes
 from hands.config import ServerConfig
 
 log = logging.getLogger("handoff.hands")
@@ -74,14 +75,20 @@ class ServerLink:
         self.tool_count = 0
         self.first_listing = asyncio.Event()  # set once the first attempt has succeeded or failed
         self.last_error = ""
+        self.changes = Changes()  # notified when it comes up, goes down or lists its tools again
+        self._stopping = asyncio.Event()  # `stop`: leave the connection the SDK's way, not by a task cancel
 
     # -- the connection's task -----------------------------------------------------------------
+    def stop(self) -> None:
+        """Leave: `run` closes the connection (the SDK stops a stdio server: stdin closed, then
+        terminated, then killed) and returns. (A task cancel could skip that and leak the process.)"""
+        self._stopping.set()
+        self._wake.set()
+
     async def run(self) -> None:
-        """Keep the server connected until cancelled."""
+        """Keep the server connected until `stop`."""
         delay = self.timing.backoff_initial_s
-        attempts = 0
-        while True:
-            attempts += 1
+        while not self._stopping.is_set():
             served = False
             try:
                 async with self._connected() as client:
@@ -89,6 +96,7 @@ class ServerLink:
                     served = True
                     self.up = True
                     self.first_listing.set()
+                    self.changes.notify()
                     log.info("MCP server %s is up: %d tool(s)%s", self.config.name, self.tool_count,
                              f" (restart {self.restarts})" if self.restarts else "")
                     await self._serve(client)
@@ -100,7 +108,10 @@ class ServerLink:
             finally:
                 self._client = None
                 was_up, self.up = self.up, False  # (its tools stay listed: they answer that it is down)
+                self.changes.notify()
             self.first_listing.set()
+            if self._stopping.is_set():
+                return
             if was_up:
                 self._on_down(self.config.name)  # once per outage: it was up, now it is not
                 delay = self.timing.backoff_initial_s
@@ -109,7 +120,8 @@ class ServerLink:
             self.restarts += 1
             wait = delay * (1 + random.uniform(0, self.timing.jitter))
             log.info("MCP server %s: trying again in %.1f s", self.config.name, wait)
-            await asyncio.sleep(wait)  # the backoff's deadline, not a poll
+            with contextlib.suppress(TimeoutError):  # the backoff's deadline (or `stop`), not a poll
+                await asyncio.wait_for(self._stopping.wait(), wait)
             delay = min(self.timing.backoff_max_s, delay * 2)
 
     @contextlib.asynccontextmanager
@@ -149,7 +161,7 @@ class ServerLink:
             while True:
                 await self._wake.wait()
                 self._wake.clear()
-                if self._broken:
+                if self._broken or self._stopping.is_set():
                     group.cancel_scope.cancel()
                     return
                 if self._relist:
@@ -178,6 +190,7 @@ class ServerLink:
         allowed = [t for t in tools if self.config.allows(t.name)]
         self.tool_count = len(allowed)
         self._on_tools(allowed)
+        self.changes.notify()
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, Exception):  # the transport failed (HTTP: the server stopped answering)

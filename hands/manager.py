@@ -35,6 +35,7 @@ from tools.result import ToolError
 log = logging.getLogger("handoff.hands")
 
 START_WAIT_S = 5.0  # how long the daemon's start waits for the servers' first listings
+CLOSE_WAIT_S = 10.0  # how long closing waits for the servers to stop (a stdio server: up to 2 s each, then killed)
 
 
 @dataclass(frozen=True)
@@ -84,6 +85,12 @@ class Hands:
             log.info("MCP servers up at start: %s of %d", ", ".join(ready) or "none", len(self._links))
 
     async def close(self) -> None:
+        """Stop every server (each link leaves its connection the SDK's way); a link still busy
+        connecting after CLOSE_WAIT_S is cancelled."""
+        for link in self._links.values():
+            link.stop()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=CLOSE_WAIT_S)
         for task in self._tasks:
             task.cancel()
         for task in self._tasks:
