@@ -53,13 +53,14 @@ class LinkTiming:
 
 class ServerLink:
     """The live connection to one server. `on_tools(tools)` is told its tool list whenever it is
-    listed (at each start, and when the server says it changed); `on_down(name)` once per outage."""
+    listed (at each start, and when the server says it changed); `on_down(name, said)` once per
+    outage (`said`: a call's answer has told the user already: it died during that call)."""
 
     def __init__(
         self,
         config: ServerConfig,
         on_tools: Callable[[list[Tool]], None],
-        on_down: Callable[[str], None],
+        on_down: Callable[[str, bool], None],
         timing: LinkTiming = LinkTiming(),
     ) -> None:
         self.config = config
@@ -70,6 +71,8 @@ class ServerLink:
         self._wake = asyncio.Event()  # the server ended, broke, or changed its tools
         self._relist = False
         self._broken = False
+        self._said = False  # a call's answer told the user this connection died
+        self._in_flight = 0  # calls under way: if it dies now, their answers say so
         self.up = False
         self.restarts = 0  # connections after the first
         self.tool_count = 0
@@ -113,7 +116,8 @@ class ServerLink:
             if self._stopping.is_set():
                 return
             if was_up:
-                self._on_down(self.config.name)  # once per outage: it was up, now it is not
+                # Once per outage: it was up, now it is not (a call under way says it in its answer).
+                self._on_down(self.config.name, self._said or self._in_flight > 0)
                 delay = self.timing.backoff_initial_s
             elif served:
                 delay = self.timing.backoff_initial_s
@@ -127,7 +131,7 @@ class ServerLink:
     @contextlib.asynccontextmanager
     async def _connected(self) -> AsyncIterator[Client]:
         self._wake.clear()
-        self._relist = self._broken = False
+        self._relist = self._broken = self._said = False
         async with contextlib.AsyncExitStack() as stack:
             transport = await stack.enter_async_context(self._transport())
             client = Client(
@@ -218,6 +222,7 @@ class ServerLink:
         name = self.config.name
         if client is None or not self.up:
             raise Unreachable(f"The {name} server is not reachable right now.")
+        self._in_flight += 1
         try:
             async with asyncio.timeout(self.timing.call_timeout_s):
                 return await client.call_tool(tool, arguments, read_timeout_seconds=self.timing.call_timeout_s)
@@ -225,14 +230,18 @@ class ServerLink:
             raise Unreachable(f"The {name} server did not answer within {self.timing.call_timeout_s:g} seconds.") from None
         except MCPError as exc:
             if exc.code == mcp_types.CONNECTION_CLOSED:
+                self._said = True
                 self._break()
                 raise Unreachable(f"The {name} server stopped while doing that; I'm starting it again.") from None
             if exc.code == mcp_types.REQUEST_TIMEOUT:
                 raise Unreachable(f"The {name} server did not answer in time.") from None
             raise Unreachable(f"The {name} server refused the call: {' '.join(exc.error.message.split())[:200]}") from None
         except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream, httpx2.HTTPError, OSError):
+            self._said = True
             self._break()
             raise Unreachable(f"The {name} server is not reachable right now.") from None
+        finally:
+            self._in_flight -= 1
 
 
 class _Watched:

@@ -119,7 +119,10 @@ class Hands:
             raise ToolError(str(exc), data={"server": server}) from None
 
     # -- announcements (a server went down) ------------------------------------------------------
-    def _down(self, name: str) -> None:
+    def _down(self, name: str, said: bool) -> None:
+        """Announced once, unless it died during a call whose answer said so already."""
+        if said:
+            return
         self._notices[next(self._ids)] = f"The {name} server stopped; I'm starting it again."
         self._posted.notify()
 
@@ -142,6 +145,10 @@ class CombinedNotices:
 
     def __init__(self, tasks: Any, hands: Hands) -> None:
         self._tasks, self._hands = tasks, hands
+
+    @property
+    def hands(self) -> Hands:
+        return self._hands
 
     async def wait_pending(self) -> None:
         waits = [asyncio.create_task(self._tasks.wait_pending()), asyncio.create_task(self._hands.wait_pending())]

@@ -112,9 +112,16 @@ async def test_a_crashed_server_is_said_restarted_announced_once_and_works_again
         await link.changes.wait_until(lambda: link.up, START_S)
         again = await registry.run("set_light", '{"area": "hall", "on": true}', "c3")
         assert again.ok and calls_made(log) == [{"tool": "set_light", "area": "hall", "on": True}]
+        assert hands.next_batch() is None  # the call's answer said it: not announced again
+
+        # A death outside any call is announced, once.
+        assert (await registry.run("reboot_hub_later", '{"seconds": 0.2}', "c4")).ok
+        await link.changes.wait_until(lambda: link.restarts >= 2, START_S)
         batch = hands.next_batch()
         assert batch is not None and batch.script == "The home server stopped; I'm starting it again."
         hands.ack(batch.ids)
+        assert hands.next_batch() is None
+        await link.changes.wait_until(lambda: link.up, START_S)
         assert hands.next_batch() is None
 
 

@@ -79,6 +79,13 @@ def crash_hub() -> str:
     os._exit(3)
 
 
+@home.tool(description="Reboot the hub in a moment (it crashes after answering).",
+           annotations=ToolAnnotations(read_only_hint=True))
+async def reboot_hub_later(seconds: float = 0.2) -> str:
+    asyncio.get_running_loop().call_later(seconds, os._exit, 4)
+    return "Rebooting soon."
+
+
 @home.tool(description="The energy log of the whole year.", annotations=ToolAnnotations(read_only_hint=True))
 def energy_log() -> str:
     return "kitchen 1 kWh. " * (MEGABYTE // 15 + 1)
