@@ -70,7 +70,7 @@ def load_servers(path: Path | None, named: bool = False) -> tuple[list[ServerCon
         return [], []
     try:
         text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # (a state folder that is no folder is said elsewhere)
         return [], ([f"MCP_CONFIG={path} does not exist; create it or unset MCP_CONFIG."] if named else [])
     except (OSError, UnicodeDecodeError) as exc:
         reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else "it is not UTF-8 text"
