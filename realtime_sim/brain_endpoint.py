@@ -15,7 +15,8 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from realtime_sim.ids import IdFactory
-from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, SimScript
+from realtime_sim import web_search
+from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, BrainSearch, SimScript
 
 MISSING_KEY_MESSAGE = (
     "You didn't provide an API key. You need to provide your API key in an Authorization header "
@@ -125,6 +126,13 @@ class BrainEndpoint:
                 400, "The simulator does not stream Responses API replies; call responses.create without stream."
             )
         step = self._script.take_brain_step()
+        question = " ".join(last_user_text(body.get("input")).split())
+        if web_search.offered(body) and (isinstance(step, BrainSearch) or (step is None and web_search.wants_search(question))):
+            found = step if isinstance(step, BrainSearch) else web_search.default_search(question.rstrip("?.! "))
+            output = web_search.searched_output(self._ids, body, question, found)
+            return web.json_response(self._response_object(body, found.text, output))
+        if isinstance(step, BrainSearch):  # scripted, but the request offered no search: a plain answer
+            step = BrainAnswer(step.text)
         if isinstance(step, BrainDelay):
             await asyncio.sleep(step.seconds)
             text = step.text if step.text is not None else default_answer(body.get("input"))
@@ -136,8 +144,9 @@ class BrainEndpoint:
             text = default_answer(body.get("input"))
         return web.json_response(self._response_object(body, text))
 
-    def _response_object(self, body: dict[str, Any], text: str) -> dict[str, Any]:
-        input_tokens = len(json.dumps(body.get("input", ""))) // 4 + 1
+    def _response_object(self, body: dict[str, Any], text: str, output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        # Tools are input too (the real API bills their definitions on every request).
+        input_tokens = (len(json.dumps(body.get("input", ""))) + len(json.dumps(body.get("tools") or []))) // 4 + 1
         output_tokens = len(text) // 4 + 1
         now = int(time.time())
         return {
@@ -152,7 +161,7 @@ class BrainEndpoint:
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),
             "model": body.get("model") or "gpt-5.2",
-            "output": [
+            "output": output or [
                 {
                     "id": self._ids.new("msg", 48),
                     "type": "message",
@@ -168,7 +177,7 @@ class BrainEndpoint:
             "temperature": 1.0,
             "text": {"format": {"type": "text"}},
             "tool_choice": "auto",
-            "tools": [],
+            "tools": body.get("tools") or [],
             "top_p": 1.0,
             "truncation": "disabled",
             "usage": {

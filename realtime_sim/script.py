@@ -143,7 +143,16 @@ class BrainDelay:
     text: str | None = None  # None: the default answer
 
 
-BrainStep = BrainAnswer | BrainError | BrainDelay
+@dataclass(frozen=True)
+class BrainSearch:
+    """An answer found by the web search tool (when the request offers it): its text and the
+    pages it cites, as (title, url)."""
+
+    text: str
+    sources: tuple[tuple[str, str], ...] = ()
+
+
+BrainStep = BrainAnswer | BrainError | BrainDelay | BrainSearch
 
 
 class SimScript:
@@ -189,6 +198,11 @@ class SimScript:
     def push_brain_answer(self, text: str) -> None:
         """The next `POST /v1/responses` answers with this text."""
         self._brain_steps.append(BrainAnswer(text))
+
+    def push_brain_search(self, text: str, sources: list[tuple[str, str]]) -> None:
+        """The next `POST /v1/responses` that offers the web search tool searches, and answers
+        `text` citing `sources` (title, url) as the real API does (realtime_sim.web_search)."""
+        self._brain_steps.append(BrainSearch(text, tuple(sources)))
 
     def push_brain_error(
         self, status: int = 429, message: str | None = None, code: str | None = None, error_type: str | None = None
