@@ -24,6 +24,7 @@ from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from hands.config import load_servers
 from hands.manager import CombinedNotices, Hands
+from hands.routing import Routing, brain_picker
 from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import Refusal, make_client
@@ -121,18 +122,20 @@ async def shared_parts(
         control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
         await control.start()
         stack.push_async_callback(control.close)
-        hands = await stack.enter_async_context(mcp_servers(settings, tools))
+        routing = Routing(tools, brain_picker(client, settings.brain.model, settings.brain.timeout_s, cost.brain_usage),
+                          mode=settings.mcp_routing)
+        hands = await stack.enter_async_context(mcp_servers(settings, tools, routing))
         yield SharedParts(client, Refusal(), cost, tools, task_manager, hands)
 
 
 @contextlib.asynccontextmanager
-async def mcp_servers(settings: Settings, tools: ToolRegistry) -> AsyncIterator[Hands]:
+async def mcp_servers(settings: Settings, tools: ToolRegistry, routing: Routing | None = None) -> AsyncIterator[Hands]:
     """The MCP servers of MCP_CONFIG, started (their tools in `tools`), stopped on exit. A file
     with any problem stops the start with every problem said."""
     servers, problems = load_servers(settings.mcp_config, settings.mcp_config_named)
     if problems:
         raise SettingsError(*problems)
-    hands = Hands(servers, tools)
+    hands = Hands(servers, tools, routing=routing)
     try:
         await hands.start()
         yield hands

@@ -37,6 +37,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "BRAIN_MODEL": "gpt-5.2",
     "BRAIN_WEB_SEARCH": "true",  # the brain may search the web (the Responses API's web_search tool)
     "MCP_CONFIG": "",  # "" = <state dir>/mcp.json: MCP servers whose tools the assistant may call (hands/)
+    "MCP_ROUTING": "auto",  # auto | direct | brain: how commands reach MCP tools (hands/routing.py)
     "WAKE_PHRASE": DEFAULT_PHRASE,  # a phrase with a shipped model (config/wake_phrases.py) is heard on the machine
     "WAKE_ALIASES": "",
     "STOP_WORDS": "",  # "" = ListenerSettings' default (stop, cancel)
@@ -355,6 +356,7 @@ class Settings:
     tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
     mcp_config: Path | None = None  # the MCP servers' JSON file (hands.config); None: none
     mcp_config_named: bool = False  # the user named it (MCP_CONFIG): it must exist
+    mcp_routing: str = "auto"  # auto: direct while few, else through the brain; direct; brain
     log_level: LogLevel = LogLevel.INFO
     log: LogSettings = field(default_factory=LogSettings)
     service: ServiceSettings = field(default_factory=ServiceSettings)
@@ -406,6 +408,9 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     tasks_config = values.get("HANDOFF_TASKS_CONFIG") or ""
     mcp_config = values.get("MCP_CONFIG", "").strip()
     brain_web_search = _flag(values, "BRAIN_WEB_SEARCH", problems)
+    mcp_routing = values.get("MCP_ROUTING", "auto").strip().lower() or "auto"
+    if mcp_routing not in ("auto", "direct", "brain"):
+        problems.append(f"MCP_ROUTING={mcp_routing} is not auto, direct or brain; {where}.")
     noise_reduction = _choice(values, "NOISE_REDUCTION", NoiseReduction, str.lower, problems)
     log_level = _choice(values, "LOG_LEVEL", LogLevel, str.upper, problems, flag="--log-level")
     api_key = values.get("OPENAI_API_KEY", "")
@@ -475,6 +480,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         tasks_config_named=bool(tasks_config),
         mcp_config=Path(mcp_config).expanduser() if mcp_config else state_dir / "mcp.json",
         mcp_config_named=bool(mcp_config),
+        mcp_routing=mcp_routing,
         log_level=log_level,
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),

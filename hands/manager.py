@@ -27,6 +27,7 @@ from concurrency.changes import Changes
 from config.logging_setup import add_secrets
 from hands.config import ServerConfig
 from hands.link import LinkTiming, ServerLink, Unreachable
+from hands.routing import Routing
 from hands.tools import function_name, spec_for
 from tasks.notices import NoticeBatch
 from tools.registry import ToolRegistry
@@ -51,8 +52,11 @@ class ServerState:
 
 
 class Hands:
-    def __init__(self, servers: list[ServerConfig], registry: ToolRegistry, timing: LinkTiming = LinkTiming()) -> None:
+    def __init__(self, servers: list[ServerConfig], registry: ToolRegistry, timing: LinkTiming = LinkTiming(),
+                 routing: Routing | None = None) -> None:
+        """`routing`: offers the MCP tools directly or through the brain (None: always directly)."""
         self._registry = registry
+        self.routing = routing
         self._servers = {s.name: s for s in servers}
         for server in servers:
             add_secrets(server.secrets)
@@ -111,6 +115,8 @@ class Hands:
                 self._registry.add(spec_for(server, tool, name, call))
             except ValueError as exc:  # its input schema is no JSON schema: not offered
                 log.warning("MCP server %s: tool %r skipped: %s", server.name, tool.name, exc)
+        if self.routing is not None:
+            self.routing.update()
 
     async def _call(self, server: str, tool: str, arguments: dict) -> CallToolResult:
         try:

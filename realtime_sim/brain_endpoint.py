@@ -15,8 +15,8 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from realtime_sim.ids import IdFactory
-from realtime_sim import web_search
-from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, BrainSearch, SimScript
+from realtime_sim import tool_choice, web_search
+from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, BrainSearch, BrainToolCall, SimScript
 
 MISSING_KEY_MESSAGE = (
     "You didn't provide an API key. You need to provide your API key in an Authorization header "
@@ -131,8 +131,15 @@ class BrainEndpoint:
             found = step if isinstance(step, BrainSearch) else web_search.default_search(question.rstrip("?.! "))
             output = web_search.searched_output(self._ids, body, question, found)
             return web.json_response(self._response_object(body, found.text, output))
+        functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+        if functions and (isinstance(step, BrainToolCall) or step is None):
+            call = (step.name, step.arguments) if isinstance(step, BrainToolCall) else self._chosen(question, functions)
+            if call is not None:
+                return web.json_response(self._response_object(body, "", [self._function_call(*call)]))
         if isinstance(step, BrainSearch):  # scripted, but the request offered no search: a plain answer
             step = BrainAnswer(step.text)
+        elif isinstance(step, BrainToolCall):  # scripted, but no function was offered
+            step = None
         if isinstance(step, BrainDelay):
             await asyncio.sleep(step.seconds)
             text = step.text if step.text is not None else default_answer(body.get("input"))
@@ -143,6 +150,16 @@ class BrainEndpoint:
         else:
             text = default_answer(body.get("input"))
         return web.json_response(self._response_object(body, text))
+
+    @staticmethod
+    def _chosen(question: str, functions: list[dict[str, Any]]) -> tuple[str, str] | None:
+        chosen = tool_choice.choose(question, functions)
+        return None if chosen is None else (chosen[0], json.dumps(chosen[1]))
+
+    def _function_call(self, name: str, arguments: str) -> dict[str, Any]:
+        """A `function_call` output item, as the Responses API returns one."""
+        return {"id": self._ids.new("fc", 48), "type": "function_call", "status": "completed",
+                "call_id": self._ids.new("call", 24), "name": name, "arguments": arguments}  # fmt: skip
 
     def _response_object(self, body: dict[str, Any], text: str, output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         # Tools are input too (the real API bills their definitions on every request).

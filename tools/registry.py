@@ -68,6 +68,7 @@ class ToolSpec:
     effect: Effect = Effect.ACTS  # unmarked: treated as changing something (it waits)
     source: str = BUILT_IN  # built-in, tasks, timers, or "mcp:<server>"
     title: str = ""  # how to say what it does, for the question asked before a CONFIRMS tool runs
+    offered: bool = True  # in `session_tools` (the listener may call it); False: run by name only (hands.routing)
     validator: Validator | None = field(default=None, compare=False, repr=False)
 
     @property
@@ -82,6 +83,11 @@ class ToolSpec:
         values = [str(v) for v in arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
         said = f"{action} ({', '.join(values)})" if values else action
         return said[:1].upper() + said[1:] + "?"
+
+
+def function_tool(spec: ToolSpec) -> dict:
+    """A tool as the Realtime session and the Responses API declare a function."""
+    return {"type": "function", "name": spec.name, "description": spec.description, "parameters": spec.parameters}
 
 
 class _LiveNames(Set):
@@ -133,11 +139,17 @@ class ToolRegistry:
             self._changed()
         return gone
 
+    def set_offered(self, names: Iterable[str], offered: bool) -> None:
+        """Offer these tools to the listener, or keep them registered but unoffered (routed to
+        through another tool: hands.routing)."""
+        for name in names:
+            spec = self._tools.get(name)
+            if spec is not None and spec.offered != offered:
+                self._tools[name] = dataclasses.replace(spec, offered=offered)
+        self._changed()
+
     def _changed(self) -> None:
-        self._session_tools[:] = [
-            {"type": "function", "name": s.name, "description": s.description, "parameters": s.parameters}
-            for s in self._tools.values()
-        ]
+        self._session_tools[:] = [function_tool(s) for s in self._tools.values() if s.offered]
 
     def names(self) -> list[str]:
         return list(self._tools)

@@ -29,6 +29,12 @@ def home_config(tmp_path: Path) -> tuple[Path, Path]:
     return config, log
 
 
+async def home_up(p) -> None:
+    """The daemon's start waits a few seconds for its servers; a busy machine may need longer."""
+    link = p.coordinator.parts.notices.hands.link("home")
+    await link.changes.wait_until(lambda: link.up, START_S)
+
+
 def calls_made(log: Path) -> list[dict]:
     return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
@@ -45,7 +51,9 @@ def routes(p) -> list[dict]:
 async def test_turn_off_the_kitchen_light_runs_once_after_the_command_is_confirmed(tmp_path, sim):
     config, log = home_config(tmp_path)
     wake = ScriptedWake()
-    async with running_pipeline(tmp_path, sim, mic_filter=scripted_wake_filter(wake), mcp_config=config) as p:
+    async with running_pipeline(tmp_path, sim, mic_filter=scripted_wake_filter(wake), mcp_config=config,
+                                mcp_routing="direct") as p:
+        await home_up(p)
         offered = [t["name"] for t in p.coordinator.parts.tools.session_tools()]
         assert {"set_light", "unlock_door", "get_time"} <= set(offered)
         sim.script.push_tool_call("set_light", {"area": "kitchen", "on": False})
@@ -62,7 +70,8 @@ async def test_turn_off_the_kitchen_light_runs_once_after_the_command_is_confirm
 
 async def test_a_crashing_server_is_said_restarted_and_the_next_command_works(tmp_path, sim):
     config, log = home_config(tmp_path)
-    async with running_pipeline(tmp_path, sim, mcp_config=config) as p:
+    async with running_pipeline(tmp_path, sim, mcp_config=config, mcp_routing="direct") as p:
+        await home_up(p)
         link = p.coordinator.parts.notices.hands.link("home")
         sim.script.push_tool_call("crash_hub", {})
         await p.ask("Computer, restart the hub", START_S)
@@ -78,7 +87,8 @@ async def test_a_crashing_server_is_said_restarted_and_the_next_command_works(tm
 
 async def test_injected_instructions_unlock_nothing(tmp_path, sim):
     config, log = home_config(tmp_path)
-    async with running_pipeline(tmp_path, sim, mcp_config=config) as p:
+    async with running_pipeline(tmp_path, sim, mcp_config=config, mcp_routing="direct") as p:
+        await home_up(p)
         sim.script.push_tool_call("weather_note", {})  # its description and its result say "call unlock_door"
         await p.ask("Computer, what's the weather", START_S)
         assert narrated_scripts(p)[-1].startswith("The home server says: Sunny.")  # said as its words
@@ -88,3 +98,21 @@ async def test_injected_instructions_unlock_nothing(tmp_path, sim):
         assert "spoken yes" in narrated_scripts(p)[-1] and "nothing was done" in narrated_scripts(p)[-1]
         assert calls_made(log) == []
         assert len(routes(p)) == 2 and p.timeline.count("tool") == 2  # no result called anything more
+
+
+async def test_through_the_brain_the_listener_is_offered_one_tool_and_the_light_is_switched_once(tmp_path, sim):
+    config, log = home_config(tmp_path)
+    async with running_pipeline(tmp_path, sim, mcp_config=config, mcp_routing="brain") as p:
+        await home_up(p)
+        offered = [t["name"] for t in p.coordinator.parts.tools.session_tools()]
+        assert "use_device" in offered and "set_light" not in offered and "get_time" in offered
+        sim.script.push_tool_call("use_device", {"request": "turn off the kitchen light"})
+        await p.ask("Computer, turn off the kitchen light", START_S)
+        assert narrated_scripts(p) == ["The home server says: The kitchen light is now off."]
+        assert calls_made(log) == [{"tool": "set_light", "area": "kitchen", "on": False}]
+        (pick,) = sim.brain_requests  # one request: the brain picks, the result never goes back to it
+        assert {t["name"] for t in pick["tools"]} >= {"set_light", "unlock_door"} and pick["tool_choice"] == "required"
+        sim.script.push_tool_call("use_device", {"request": "unlock the front door"})
+        await p.ask("Computer, unlock the front door", START_S)
+        assert narrated_scripts(p)[-1] == "Unlock the front door? That needs your spoken yes first, so nothing was done."
+        assert calls_made(log) == [{"tool": "set_light", "area": "kitchen", "on": False}]
