@@ -101,12 +101,16 @@ class BrainEndpoint:
     """Handles `POST /v1/responses`, taking one scripted step per request."""
 
     def __init__(
-        self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]], read_timeout_s: float
+        self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]], read_timeout_s: float,
+        network_delay_s: float = 0.0,
     ) -> None:
         self._script = script
         self._ids = ids
         self._record = record
         self._read_timeout_s = read_timeout_s
+        # Behind the configured network a request and its reply cross it once each (a kept-alive
+        # connection: no handshake): 1 RTT, as the WebSocket's frames are held back.
+        self._rtt_s = 2 * network_delay_s
 
     async def handle(self, request: web.Request) -> web.Response:
         if bearer_token(request) is None:
@@ -121,6 +125,8 @@ class BrainEndpoint:
         if not isinstance(body, dict):
             return error_response(400, "The request body must be a JSON object.")
         await self._record(body)
+        if self._rtt_s:
+            await asyncio.sleep(self._rtt_s)
         if body.get("stream"):
             return error_response(
                 400, "The simulator does not stream Responses API replies; call responses.create without stream."
