@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,39}$")
+EFFECT_WORDS = ("reads", "acts", "confirms")  # tools.registry.Effect's values
 MIN_SECRET_CHARS = 4  # shorter values ("1", "on") are no secret worth cutting out of every line
 
 
@@ -39,6 +40,9 @@ class ServerConfig:
     url: str | None = None
     headers: Mapping[str, str] = field(default_factory=lambda: _EMPTY, repr=False)  # secrets: never shown
     allowed_tools: frozenset[str] | None = None  # None: every tool it lists
+    # The user's word on what a tool does ("reads", "acts" or "confirms"), over its annotations:
+    # for a server that says nothing about its tools (Home Assistant's), or says too little.
+    effects: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
 
     @property
     def transport(self) -> str:
@@ -114,6 +118,10 @@ def _server(name: str, entry: Any, path: Path) -> tuple[ServerConfig | None, str
     if allowed is not None and not _strings(allowed):
         return None, f"{where} has an \"allowedTools\" that is not a list of tool names; fix it."
     allowed_tools = frozenset(allowed) if allowed is not None else None
+    effects = entry.get("effects", {})
+    if not isinstance(effects, dict) or any(v not in EFFECT_WORDS for v in effects.values()):
+        return None, f"{where} has \"effects\" that are not an object of tool names to reads, acts or confirms; fix them."
+    effects = MappingProxyType(dict(effects))
     if command is not None:
         if not isinstance(command, str) or not command.strip():
             return None, f"{where} has an empty \"command\"; name the program that starts it."
@@ -123,13 +131,14 @@ def _server(name: str, entry: Any, path: Path) -> tuple[ServerConfig | None, str
         if not isinstance(env, dict) or not _strings(list(env.values())):
             return None, f"{where} has an \"env\" that is not an object of strings; fix it."
         return ServerConfig(name, command=command, args=tuple(args), env=MappingProxyType(dict(env)),
-                            allowed_tools=allowed_tools), None  # fmt: skip
+                            allowed_tools=allowed_tools, effects=effects), None  # fmt: skip
     if not isinstance(url, str) or urlsplit(url).scheme not in ("http", "https") or not urlsplit(url).hostname:
         return None, f"{where} has a \"url\" that is not an http:// or https:// address; fix it."
     headers = entry.get("headers", {})
     if not isinstance(headers, dict) or not _strings(list(headers.values())):
         return None, f"{where} has \"headers\" that are not an object of strings; fix them."
-    return ServerConfig(name, url=url, headers=MappingProxyType(dict(headers)), allowed_tools=allowed_tools), None
+    return ServerConfig(name, url=url, headers=MappingProxyType(dict(headers)), allowed_tools=allowed_tools,
+                        effects=effects), None
 
 
 def _strings(value: Any) -> bool:

@@ -10,7 +10,8 @@ server the user configured):
 | not read-only, `destructiveHint` true or unset, or no annotations at all | `Effect.CONFIRMS` | only after a spoken yes |
 
 (MCP's own default for `destructiveHint` is true: a tool that does not say it is harmless is
-asked about.)
+asked about.) The user may say otherwise per tool in mcp.json (`"effects": {"HassTurnOff": "acts"}`):
+their word wins over the server's hints.
 
 A server's descriptions and results are untrusted text: a description is framed as the server's
 and cut short; a result is data the narrator reads out as the server's words (never instructions:
@@ -40,7 +41,10 @@ MAX_NAME_CHARS = 64  # a function name the Realtime and Responses APIs take: ^[A
 Caller = Callable[[str, dict], Awaitable[CallToolResult]]  # (the server's tool name, arguments)
 
 
-def effect_of(tool: Tool) -> Effect:
+def effect_of(tool: Tool, said: str | None = None) -> Effect:
+    """`said`: the user's word for this tool in mcp.json ("effects"), which wins over its hints."""
+    if said is not None:
+        return Effect(said)
     hints = tool.annotations
     if hints is None:
         return Effect.CONFIRMS
@@ -75,7 +79,7 @@ def spec_for(server: ServerConfig, tool: Tool, name: str, call: Caller) -> ToolS
         parameters=_object_schema(tool.input_schema),
         handler=handler,
         formatter=format_mcp,
-        effect=effect_of(tool),
+        effect=effect_of(tool, server.effects.get(tool.name)),
         source=server.source,
         title=" ".join(title.split())[:80],
     )

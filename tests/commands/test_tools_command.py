@@ -103,3 +103,19 @@ def test_no_file_is_no_servers_unless_it_was_named(tmp_path: Path) -> None:
     (server,), problems = load_servers(path)
     assert problems == [] and server.transport == "http" and server.allows("HassTurnOff") and not server.allows("HassTurnOn")
     assert "abcdefgh" in server.secrets and "abcdefgh" not in repr(server)
+
+
+def test_the_users_word_on_a_tools_effect_wins_over_its_hints(tmp_path: Path) -> None:
+    from mcp_types import Tool
+
+    from hands.tools import effect_of
+    from tools.registry import Effect
+
+    path = write_config(tmp_path / "mcp.json", {"hass": {"url": "http://h:8123/api/mcp",
+                                                         "effects": {"HassTurnOff": "acts", "GetLiveContext": "reads"}}})
+    (server,), _ = load_servers(path)
+    bare = Tool(name="HassTurnOff", input_schema={"type": "object"})  # Home Assistant's say nothing about themselves
+    assert effect_of(bare) is Effect.CONFIRMS
+    assert effect_of(bare, server.effects.get("HassTurnOff")) is Effect.ACTS
+    bad = write_config(tmp_path / "bad.json", {"hass": {"url": "http://h/", "effects": {"HassTurnOff": "safe"}}})
+    assert "has \"effects\" that are not an object of tool names to reads, acts or confirms" in load_servers(bad)[1][0]
