@@ -16,10 +16,7 @@ that asks the brain, measured in one run against today's routing (no MCP tools).
 
 from __future__ import annotations
 
-import argparse
-import asyncio
 import contextlib
-import dataclasses
 import json
 import statistics
 import sys
@@ -29,26 +26,19 @@ from typing import AsyncIterator
 
 from mcp_types import Tool, ToolAnnotations
 
-from assembly.build import assistant
 from openai import AsyncOpenAI
 
 from brain import Brain
 from config.settings import BrainSettings, Settings
 from tasks import TaskConfig, TaskManager, TaskSettings, TaskStore, register_task_tools, register_timer_tools
 from tools.builtin import build_listener_tools
-from tools.registry import ToolRegistry
-from benchmarks.voice_to_voice import SPEECH, FirstPlaySpeaker, SpeechClockMicrophone, _settings, _sim_config
-from concurrency.changes import wait_for
-from decisions.timeline import Timeline
+from tools.registry import ToolRegistry, function_tool
+from benchmarks.voice_to_voice import _running, _sim_config, one_command, quick_or_full
 from hands.config import ServerConfig
 from hands.routing import PICK_INSTRUCTIONS, Routing
-from tools.registry import function_tool
 from hands.tools import spec_for
-from reader_agent import SpareState
 from realtime_api.sessions import LISTENER_INSTRUCTIONS
 from realtime_sim import SimServer
-from speech.synth import silence
-from tests.support.scripted_wake import ScriptedWake, scripted_wake_filter
 
 REPO = Path(__file__).resolve().parents[1]
 TOOL_COUNTS = (5, 40, 150)
@@ -135,51 +125,30 @@ async def _never_pick(request: str, tools: list[dict]):
 
 
 @contextlib.asynccontextmanager
-async def _running(sim: SimServer, root: Path, routing: str) -> AsyncIterator[tuple]:
+async def _with_home(sim: SimServer, root: Path, routing: str) -> AsyncIterator[tuple]:
+    """The assistant as voice_to_voice runs it, with the test home server (stdio), once it is up."""
     config = root / "mcp.json"
     root.mkdir(parents=True, exist_ok=True)
     config.write_text(json.dumps({"mcpServers": {"home": {
         "command": sys.executable, "args": ["-m", "tests.support.home_server"], "env": {"PYTHONPATH": str(REPO)}}}}))  # fmt: skip
-    settings = dataclasses.replace(_settings(sim, root, 500, "device"), mcp_config=config, mcp_routing=routing)
-    microphone, speaker, timeline, wake = SpeechClockMicrophone(), FirstPlaySpeaker(), Timeline(), ScriptedWake()
-    async with assistant(settings, microphone, speaker, timeline) as coordinator:
-        turn_end_s = settings.listener.turn_end_ms / 1000
-        coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=scripted_wake_filter(wake, turn_end_s=turn_end_s))
-        task = asyncio.create_task(coordinator.run(), name="mcp routing")
-        try:
-            link = coordinator.parts.notices.hands.link("home")
-            await link.changes.wait_until(lambda: link.up, 60)
-            await wait_for(timeline, lambda t: t.count("listening") >= 1, 30)
-            yield coordinator, microphone, speaker, timeline, wake
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
+    async with _running(sim, root, 500, "device", mcp_config=config, mcp_routing=routing) as running:
+        link = running[0].parts.notices.hands.link("home")
+        await link.changes.wait_until(lambda: link.up, 60)
+        yield running
 
 
 async def voice_to_voice(rtt_ms: int, routing: str, command: str, trials: int, root: Path) -> list[float]:
     found: list[float] = []
     async with SimServer(_sim_config(rtt_ms)) as sim:
-        async with _running(sim, root, routing) as (coordinator, microphone, speaker, timeline, wake):
+        async with _with_home(sim, root, routing) as running:
             for _ in range(trials):
-                before = {k: timeline.count(k) for k in ("narrated", "listening")}
-                await coordinator.parts.narrator.wait_spare(SpareState.READY, 30)
-                await asyncio.sleep(0.2)
-                sim.script.push_transcript(f"Computer, {command}")
                 if command == "what time is it":
-                    sim.script.push_tool_call("get_time", {})
+                    call: tuple[str, dict] = ("get_time", {})
                 elif routing == "direct":
-                    sim.script.push_tool_call("set_light", {"area": "kitchen", "on": False})
+                    call = ("set_light", {"area": "kitchen", "on": False})
                 else:
-                    sim.script.push_tool_call("use_device", {"request": command})
-                wake.wake_next()
-                plays = len(speaker.plays)
-                microphone.feed(silence(600) + SPEECH + silence(1500))
-                await wait_for(timeline, lambda t: t.count("narrated") > before["narrated"]
-                               and t.count("listening") > before["listening"], 60)
-                await microphone.emitted()
-                assert microphone.last_voiced_at is not None
-                found.append((speaker.plays[plays] - microphone.last_voiced_at) * 1000)
+                    call = ("use_device", {"request": command})
+                found.append(await one_command(sim, running, f"Computer, {command}", call, 60))
     return found
 
 
@@ -207,12 +176,7 @@ async def measure(quick: bool, trials: int) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.mcp_routing", description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="RTT 50 only, two trials")
-    parser.add_argument("--trials", type=int, default=None, help="commands per cell (default 5; 2 with --quick)")
-    args = parser.parse_args(argv)
-    print(asyncio.run(measure(args.quick, args.trials or (2 if args.quick else 5))))
-    return 0
+    return quick_or_full(argv, "benchmarks.mcp_routing", __doc__, measure, 5)
 
 
 if __name__ == "__main__":

@@ -11,7 +11,6 @@ import argparse
 import asyncio
 import json
 import logging
-import sys
 import tempfile
 from pathlib import Path
 
