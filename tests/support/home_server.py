@@ -131,6 +131,7 @@ async def serve_http() -> None:
 
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
+    sock.listen(16)  # connections wait in the backlog until uvicorn takes them: the port is usable once printed
     print(sock.getsockname()[1], flush=True)
     config = uvicorn.Config(_guarded(home.streamable_http_app(host="127.0.0.1")), log_level="warning")
     await uvicorn.Server(config).serve(sockets=[sock])

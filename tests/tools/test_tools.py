@@ -48,6 +48,7 @@ class FakeAnswer:
     ok: bool
     attempts: int
     error: str | None
+    citations: tuple = ()
 
 
 class FakeBrain:
