@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlsplit
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9 _.-]{0,39}$")
@@ -56,9 +56,14 @@ class ServerConfig:
     @property
     def secrets(self) -> list[str]:
         """Every value to cut out of logs, results and errors: env and header values (and a
-        header's token without its "Bearer ")."""
+        header's token without its "Bearer "), and a URL's password and query values (a token
+        passed as `?token=...`)."""
         found: list[str] = []
-        for value in [*self.env.values(), *self.headers.values()]:
+        url_values: list[str] = []
+        if self.url:
+            parts = urlsplit(self.url)
+            url_values = [v for _, v in parse_qsl(parts.query)] + ([parts.password] if parts.password else [])
+        for value in [*self.env.values(), *self.headers.values(), *url_values]:
             found.append(value)
             found.extend(part for part in value.split() if len(part) >= MIN_SECRET_CHARS)
         return [s for s in found if len(s) >= MIN_SECRET_CHARS]

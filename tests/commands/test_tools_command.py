@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from hands.config import load_servers
+from hands.config import ServerConfig, load_servers
 from tests.commands.test_checks import KEY, check_lines, handoff, home  # noqa: F401 (a fixture)
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,6 +103,7 @@ def test_no_file_is_no_servers_unless_it_was_named(tmp_path: Path) -> None:
     (server,), problems = load_servers(path)
     assert problems == [] and server.transport == "http" and server.allows("HassTurnOff") and not server.allows("HassTurnOn")
     assert "abcdefgh" in server.secrets and "abcdefgh" not in repr(server)
+    assert "tok-in-the-query" in ServerConfig("q", url="https://h/mcp?token=tok-in-the-query").secrets
 
 
 def test_the_users_word_on_a_tools_effect_wins_over_its_hints(tmp_path: Path) -> None:
