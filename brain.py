@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import re
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -53,6 +54,7 @@ class BrainAnswer:
     ok: bool
     attempts: int
     error: str | None = None  # why it failed, for logs; None when ok
+    citations: tuple[dict[str, str], ...] = ()  # {"url", "title"} of the pages a web search used: kept, never said
 
 
 class Brain:
@@ -115,18 +117,21 @@ class Brain:
                 with attempt:
                     attempts = attempt.retry_state.attempt_number
                     remaining = settings.retry_budget_s - (time.monotonic() - started)
-                    raw = await self._request(query, timeout=max(0.001, min(settings.timeout_s, remaining)))
+                    raw, citations = await self._request(query, timeout=max(0.001, min(settings.timeout_s, remaining)))
         except Exception as exc:  # every failure becomes an answer; only cancellation propagates
             return self._failure(exc, attempts)
         text = speakable_text(raw, self._max_answer_chars)
         if not text:
             log.warning("brain returned no speakable text (attempt %d)", attempts)
             return BrainAnswer(APOLOGY_EMPTY, ok=False, attempts=attempts, error="the answer had no speakable text")
-        log.info("brain answered after %d attempt(s), %d characters", attempts, len(text))
-        return BrainAnswer(text, ok=True, attempts=attempts, error=None)
+        log.info("brain answered after %d attempt(s), %d characters, %d source(s)", attempts, len(text), len(citations))
+        return BrainAnswer(text, ok=True, attempts=attempts, error=None, citations=citations)
 
-    async def _request(self, query: str, timeout: float) -> str:
+    async def _request(self, query: str, timeout: float) -> tuple[str, tuple[dict[str, str], ...]]:
         log.debug("asking brain (model=%s, %d characters, timeout %.3fs)", self._settings.model, len(query), timeout)
+        # The web search tool (BRAIN_WEB_SEARCH): the model searches when the question needs it
+        # (news, scores, weather); its sources come back as url_citation annotations.
+        tools = [{"type": "web_search"}] if self._settings.web_search else []
         # The SDK's timeout applies per network phase; this one bounds the whole call.
         async with asyncio.timeout(timeout):
             response = await self._client.responses.create(
@@ -134,10 +139,11 @@ class Brain:
                 instructions=INSTRUCTIONS,
                 input=query,
                 timeout=timeout,
+                **({"tools": tools} if tools else {}),
             )
         if response.usage is not None:
             self._on_usage(response.usage.input_tokens, response.usage.output_tokens)
-        return response.output_text
+        return without_citations(response)
 
     def _wait(self, state: RetryCallState) -> float:
         """Exponential backoff with jitter, stretched to a server's Retry-After, capped at backoff_max_s."""
@@ -228,3 +234,31 @@ def retry_after_s(exc: BaseException | None) -> float:
         if value >= 0:
             return value * scale
     return 0.0
+
+
+def without_citations(response: object) -> tuple[str, tuple[dict[str, str], ...]]:
+    """The answer's text with each cited span cut out (the inline "([site](url))" a search answer
+    carries: never read aloud), and the cited pages, each once, in order."""
+    texts: list[str] = []
+    citations: dict[str, dict[str, str]] = {}
+    for item in getattr(response, "output", None) or []:
+        if getattr(item, "type", None) != "message":
+            continue  # a web_search_call, reasoning: nothing to say
+        for part in getattr(item, "content", None) or []:
+            if getattr(part, "type", None) != "output_text":
+                continue
+            text = part.text
+            spans = []
+            for note in getattr(part, "annotations", None) or []:
+                if getattr(note, "type", None) != "url_citation":
+                    continue
+                citations.setdefault(note.url, {"url": note.url, "title": note.title})
+                if 0 <= note.start_index < note.end_index <= len(text):
+                    spans.append((note.start_index, note.end_index))
+            for start, end in sorted(set(spans), reverse=True):
+                text = text[:start] + text[end:]
+            texts.append(_CITATION_GAP.sub(r"\1", text))
+    return "".join(texts), tuple(citations.values())
+
+
+_CITATION_GAP = re.compile(r"\s+([.,;:!?])")  # "won 2-1 ." after its citation was cut: "won 2-1."

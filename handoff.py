@@ -180,7 +180,7 @@ class Coordinator:
             clock,
             on_mute_change=self.changes.notify,
             cost=parts.cost,
-            read_only_tools=frozenset(getattr(parts.tools, "read_only_names", frozenset)()),  # (a fake: none)
+            read_only_tools=getattr(parts.tools, "read_only_names", frozenset)(),  # live (MCP tools come and go); a fake: none
         )
         self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()

@@ -25,6 +25,9 @@ from detectors.pipeline import UploadFilter, build_upload_filter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
+from hands.config import load_servers
+from hands.manager import CombinedNotices, Hands
+from hands.routing import Routing, brain_picker
 from main_agent import Listener
 from reader_agent import Narrator
 from realtime_api.link import Refusal, make_client
@@ -78,7 +81,7 @@ async def assistant(
             chime=sounds.wake,
             follow_up_sound=sounds.done,  # "your turn again": a follow-up needs no wake phrase
             working_sound=sounds.working,
-            notices=task_manager,
+            notices=CombinedNotices(task_manager, shared.hands) if shared.hands.servers else task_manager,
             mic_filter=mic_filter,
             cost=cost,
             stop_detector=stop_detector if settings.stop.enabled else None,
@@ -95,6 +98,7 @@ class SharedParts:
     cost: CostMeter
     tools: ToolRegistry
     task_manager: TaskManager
+    hands: Hands  # the MCP servers whose tools are in `tools`
     control: ControlServer | None = None  # its socket (the hub answers `handoff say --room` on it)
 
 
@@ -123,7 +127,10 @@ async def shared_parts(
         control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
         await control.start()
         stack.push_async_callback(control.close)
-        yield SharedParts(client, Refusal(), cost, tools, task_manager, control)
+        routing = Routing(tools, brain_picker(client, settings.brain.model, settings.brain.timeout_s, cost.brain_usage),
+                          mode=settings.mcp_routing)
+        hands = await stack.enter_async_context(mcp_servers(settings, tools, routing))
+        yield SharedParts(client, Refusal(), cost, tools, task_manager, hands, control)
 
 
 @contextlib.asynccontextmanager
@@ -143,6 +150,21 @@ async def cost_meter(settings: Settings) -> AsyncIterator[CostMeter]:
 
     async with saving(days, own_today, spent):
         yield meter
+
+
+@contextlib.asynccontextmanager
+async def mcp_servers(settings: Settings, tools: ToolRegistry, routing: Routing | None = None) -> AsyncIterator[Hands]:
+    """The MCP servers of MCP_CONFIG, started (their tools in `tools`), stopped on exit. A file
+    with any problem stops the start with every problem said."""
+    servers, problems = load_servers(settings.mcp_config, settings.mcp_config_named)
+    if problems:
+        raise SettingsError(*problems)
+    hands = Hands(servers, tools, routing=routing)
+    try:
+        await hands.start()
+        yield hands
+    finally:
+        await hands.close()
 
 
 def build_stop_detector(settings: Settings) -> StopPhraseDetector:

@@ -103,10 +103,11 @@ def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settin
 
 
 @contextlib.asynccontextmanager
-async def _running(sim: SimServer, root: Path, silence_ms: int, route: str
+async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, **changes: object
                    ) -> AsyncIterator[tuple[object, SpeechClockMicrophone, FirstPlaySpeaker, Timeline, ScriptedWake]]:
+    """`changes`: settings to change (benchmarks/mcp_routing.py: its MCP servers)."""
     microphone, speaker, timeline, wake = SpeechClockMicrophone(), FirstPlaySpeaker(), Timeline(), ScriptedWake()
-    settings = _settings(sim, root, silence_ms, route)
+    settings = dataclasses.replace(_settings(sim, root, silence_ms, route), **changes)
     turn_end_s = DEVICE_TURN_END_MS / 1000 if route == "device" else None
     async with assistant(settings, microphone, speaker, timeline) as coordinator:
         coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=scripted_wake_filter(wake, turn_end_s=turn_end_s))
@@ -128,24 +129,32 @@ async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int,
     async with SimServer(_sim_config(rtt_ms, **extra)) as sim:
         async with _running(sim, root, silence_ms, route) as (coordinator, microphone, speaker, timeline, wake):
             for _ in range(trials):
-                before = {k: timeline.count(k) for k in ("narrated", "listening")}
-                # Commands come seconds apart: the narrator's spare is ready by then.
-                await coordinator.parts.narrator.wait_spare(SpareState.READY, 30)
-                await asyncio.sleep(0.2)
-                sim.script.push_transcript("Computer, what time is it")
-                sim.script.push_tool_call("get_time", {})
-                wake.wake_next()
-                plays = len(speaker.plays)
-                microphone.feed(silence(600) + SPEECH + silence(1500))
-                await wait_for(timeline, lambda t: t.count("narrated") > before["narrated"]
-                               and t.count("listening") > before["listening"], 30)
-                await microphone.emitted()
-                assert microphone.last_voiced_at is not None
-                cell.v2v_ms.append((speaker.plays[plays] - microphone.last_voiced_at) * 1000)
+                running = (coordinator, microphone, speaker, timeline, wake)
+                cell.v2v_ms.append(await one_command(sim, running, "Computer, what time is it", ("get_time", {})))
                 cell.stages.append(dict(coordinator.core.stage_log[-1]))
                 # Wait out the transcript of a route by audio, so the next command starts clean.
                 await wait_for(timeline, lambda t: t.count("confirmed") + t.count("heard") > 0, 30)
     return cell
+
+
+async def one_command(sim: SimServer, running: tuple, transcript: str, call: tuple[str, dict], timeout: float = 30) -> float:
+    """Say one command (woken on the device) that the listener routes to `call`: its voice to
+    voice, in ms, once it is answered and a fresh listener session is ready."""
+    coordinator, microphone, speaker, timeline, wake = running
+    before = {k: timeline.count(k) for k in ("narrated", "listening")}
+    # Commands come seconds apart: the narrator's spare is ready by then.
+    await coordinator.parts.narrator.wait_spare(SpareState.READY, 30)
+    await asyncio.sleep(0.2)
+    sim.script.push_transcript(transcript)
+    sim.script.push_tool_call(*call)
+    wake.wake_next()
+    plays = len(speaker.plays)
+    microphone.feed(silence(600) + SPEECH + silence(1500))
+    await wait_for(timeline, lambda t: t.count("narrated") > before["narrated"]
+                   and t.count("listening") > before["listening"], timeout)
+    await microphone.emitted()
+    assert microphone.last_voiced_at is not None
+    return (speaker.plays[plays] - microphone.last_voiced_at) * 1000
 
 
 def _median(values: list[float]) -> float:
@@ -192,13 +201,19 @@ async def measure(quick: bool, trials: int) -> str:
     return "\n".join(lines)
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m benchmarks.voice_to_voice", description=__doc__.splitlines()[0])
+def quick_or_full(argv: list[str] | None, module: str, doc: str, run, trials: int) -> int:
+    """The command line these voice benchmarks share: `--quick` (RTT 50 only, two trials) or
+    `--trials N`; prints what `run(quick, trials)` measured."""
+    parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="RTT 50 only, two trials")
-    parser.add_argument("--trials", type=int, default=None, help="commands per cell (default 7; 2 with --quick)")
+    parser.add_argument("--trials", type=int, default=None, help=f"commands per cell (default {trials}; 2 with --quick)")
     args = parser.parse_args(argv)
-    print(asyncio.run(measure(args.quick, args.trials or (2 if args.quick else 7))))
+    print(asyncio.run(run(args.quick, args.trials or (2 if args.quick else trials))))
     return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    return quick_or_full(argv, "benchmarks.voice_to_voice", __doc__, measure, 7)
 
 
 if __name__ == "__main__":

@@ -11,6 +11,7 @@ move with the pinned SDK instead of going stale in our code.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import difflib
 import enum
 import errno
@@ -35,6 +36,7 @@ from config.settings import (
 from config.wake_phrases import model_for, model_phrases
 from decisions.words import words
 from detectors.wake_confirm import confirm_available
+from hands.check import command_problems, file_problems, unreachable
 from speech.sounds import sound_problems
 from tasks import TaskConfigError, load_task_config
 from tasks.config import TaskConfig
@@ -83,6 +85,7 @@ def preflight(settings: Settings) -> list[Finding]:
     findings += _detectors(settings)
     findings += task_findings(settings)
     findings += room_findings(settings)
+    findings += mcp_findings(settings)
     return findings
 
 
@@ -99,6 +102,19 @@ def room_findings(settings: Settings) -> list[Finding]:
                                     f"there and `handoff rooms pair {spec.room} CODE` here (or mark it unauthenticated: in "
                                     "SATELLITES for a plain Wyoming satellite)."))  # fmt: skip
     return findings
+
+
+def mcp_findings(settings: Settings) -> list[Finding]:
+    """The MCP servers' file (errors: the assistant will not start) and their programs (problems)."""
+    servers, errors = file_problems(settings.mcp_config, settings.mcp_config_named)
+    findings = [Finding(Severity.ERROR, message) for message in errors]
+    return findings + [Finding(Severity.PROBLEM, message) for message in command_problems(servers)]
+
+
+def mcp_url_findings(settings: Settings) -> list[Finding]:
+    """MCP servers nothing answers at (`handoff check` only: it uses the network)."""
+    servers, _ = file_problems(settings.mcp_config, settings.mcp_config_named)
+    return [Finding(Severity.PROBLEM, message) for message in asyncio.run(unreachable(servers))]
 
 
 def errors_of(findings: list[Finding]) -> list[Finding]:
@@ -433,6 +449,7 @@ def run(args: argparse.Namespace) -> int:
     settings, findings = validate(args)
     if settings is not None:
         findings += device_findings(settings)
+        findings += mcp_url_findings(settings)
     failed = settings is None or any(f.severity in (Severity.ERROR, Severity.PROBLEM) for f in findings)
     if failed:  # first, so that what to fix follows and the count ends it
         print(_settings_read())
@@ -445,6 +462,7 @@ def run(args: argparse.Namespace) -> int:
     if wake_is_private(settings):  # (the less private fallback is a warning above)
         print(wake_mode_line(settings))
     templates = len(load_task_config(settings.tasks_config).templates)
-    print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir}, {_audio_checked(settings)} "
-          f"and {templates} task template(s) checked{' (with warnings above)' if findings else ''}. {_settings_read()}")  # fmt: skip
+    servers = len(file_problems(settings.mcp_config, settings.mcp_config_named)[0])
+    print(f"ok: settings, voice, models, wake phrase, sounds, state folder {settings.state_dir}, {_audio_checked(settings)}, "
+          f"{templates} task template(s) and {servers} MCP server(s) checked{' (with warnings above)' if findings else ''}. {_settings_read()}")  # fmt: skip
     return EXIT_OK

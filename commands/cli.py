@@ -19,6 +19,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "devices": ("commands.devices", "list audio input and output devices"),
     "tasks": ("tasks.command", "list background tasks, show one's output, start or cancel one"),
     "say": ("commands.say", "read a text aloud through the narrator, to try a voice, a speaker or a volume"),
+    "tools": ("commands.tools", "every tool the assistant can call, where it comes from and whether it needs a spoken yes"),
     "check": ("commands.checks", "check settings, voice, models, folders and task templates, then exit"),
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
     "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 2 no state folder there, 3 not running, 4 unknown)"),

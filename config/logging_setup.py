@@ -23,9 +23,19 @@ _SECRET_PATTERNS = (
 )
 
 
+_ADDED_SECRETS: set[str] = set()  # found at run time (an MCP server's env values and headers)
+
+
+def add_secrets(values: Iterable[str]) -> None:
+    """Secrets read after logging was set up (hands.config: MCP `env` and `headers` values): from
+    now on `redact` cuts them out too, everywhere it cuts out the API key (log lines, tool results,
+    scripts, errors)."""
+    _ADDED_SECRETS.update(v for v in values if v and len(v) >= 4)
+
+
 def redact(text: str, secrets: Iterable[str] = ()) -> str:
     """Replace known secret values and anything shaped like a key with a placeholder."""
-    for secret in secrets:
+    for secret in sorted({*secrets, *_ADDED_SECRETS}, key=len, reverse=True):  # longest first: a token inside its header
         if secret and len(secret) >= 4:
             text = text.replace(secret, "[redacted]")
     for pattern in _SECRET_PATTERNS:

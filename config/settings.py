@@ -35,6 +35,9 @@ ENV_DEFAULTS: dict[str, str] = {
     "NOISE_REDUCTION": "far_field",
     "READER_VOICE": "marin",
     "BRAIN_MODEL": "gpt-5.2",
+    "BRAIN_WEB_SEARCH": "true",  # the brain may search the web (the Responses API's web_search tool)
+    "MCP_CONFIG": "",  # "" = <state dir>/mcp.json: MCP servers whose tools the assistant may call (hands/)
+    "MCP_ROUTING": "auto",  # auto | direct | brain: how commands reach MCP tools (hands/routing.py)
     "WAKE_PHRASE": DEFAULT_PHRASE,  # a phrase with a shipped model (config/wake_phrases.py) is heard on the machine
     "WAKE_ALIASES": "",
     "STOP_WORDS": "",  # "" = ListenerSettings' default (stop, cancel)
@@ -267,6 +270,7 @@ class BrainSettings:
     max_attempts: int = 4
     backoff_initial_s: float = 1.0
     backoff_max_s: float = 8.0
+    web_search: bool = True  # may use the Responses API's built-in web search (live answers)
 
 
 @dataclass(frozen=True)
@@ -351,6 +355,9 @@ class Settings:
     state_dir: Path = field(default_factory=lambda: Path.home() / ".local" / "state" / "handoff")
     tasks_config: Path | None = None  # TOML file of task templates
     tasks_config_named: bool = False  # the user named the file (HANDOFF_TASKS_CONFIG): it must exist
+    mcp_config: Path | None = None  # the MCP servers' JSON file (hands.config); None: none
+    mcp_config_named: bool = False  # the user named it (MCP_CONFIG): it must exist
+    mcp_routing: str = "auto"  # auto: direct while few, else through the brain; direct; brain
     log_level: LogLevel = LogLevel.INFO
     log: LogSettings = field(default_factory=LogSettings)
     service: ServiceSettings = field(default_factory=ServiceSettings)
@@ -400,6 +407,11 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     if not wake_phrase:
         problems.append(f"WAKE_PHRASE is empty; {where} (default: {DEFAULT_PHRASE}).")
     tasks_config = values.get("HANDOFF_TASKS_CONFIG") or ""
+    mcp_config = values.get("MCP_CONFIG", "").strip()
+    brain_web_search = _flag(values, "BRAIN_WEB_SEARCH", problems)
+    mcp_routing = values.get("MCP_ROUTING", "auto").strip().lower() or "auto"
+    if mcp_routing not in ("auto", "direct", "brain"):
+        problems.append(f"MCP_ROUTING={mcp_routing} is not auto, direct or brain; {where}.")
     noise_reduction = _choice(values, "NOISE_REDUCTION", NoiseReduction, str.lower, problems)
     log_level = _choice(values, "LOG_LEVEL", LogLevel, str.upper, problems, flag="--log-level")
     api_key = values.get("OPENAI_API_KEY", "")
@@ -454,7 +466,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words,
                                   end_of_turn=end_of_turn, turn_end_ms=turn_end_ms),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
-        brain=BrainSettings(model=values["BRAIN_MODEL"]),
+        brain=BrainSettings(model=values["BRAIN_MODEL"], web_search=brain_web_search),
         audio=AudioSettings(
             input_device=values.get("AUDIO_INPUT_DEVICE") or None,
             output_device=values.get("AUDIO_OUTPUT_DEVICE") or None,
@@ -467,6 +479,9 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         state_dir=state_dir,
         tasks_config=Path(tasks_config).expanduser() if tasks_config else state_dir / "tasks.toml",
         tasks_config_named=bool(tasks_config),
+        mcp_config=Path(mcp_config).expanduser() if mcp_config else state_dir / "mcp.json",
+        mcp_config_named=bool(mcp_config),
+        mcp_routing=mcp_routing,
         log_level=log_level,
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),

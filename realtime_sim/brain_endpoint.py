@@ -15,7 +15,8 @@ from typing import Any, Awaitable, Callable, Mapping
 from aiohttp import web
 
 from realtime_sim.ids import IdFactory
-from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, SimScript
+from realtime_sim import tool_choice, web_search
+from realtime_sim.script import BrainAnswer, BrainDelay, BrainError, BrainSearch, BrainToolCall, SimScript
 
 MISSING_KEY_MESSAGE = (
     "You didn't provide an API key. You need to provide your API key in an Authorization header "
@@ -100,12 +101,16 @@ class BrainEndpoint:
     """Handles `POST /v1/responses`, taking one scripted step per request."""
 
     def __init__(
-        self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]], read_timeout_s: float
+        self, script: SimScript, ids: IdFactory, record: Callable[[dict[str, Any]], Awaitable[None]], read_timeout_s: float,
+        network_delay_s: float = 0.0,
     ) -> None:
         self._script = script
         self._ids = ids
         self._record = record
         self._read_timeout_s = read_timeout_s
+        # Behind the configured network a request and its reply cross it once each (a kept-alive
+        # connection: no handshake): 1 RTT, as the WebSocket's frames are held back.
+        self._rtt_s = 2 * network_delay_s
 
     async def handle(self, request: web.Request) -> web.Response:
         if bearer_token(request) is None:
@@ -120,11 +125,27 @@ class BrainEndpoint:
         if not isinstance(body, dict):
             return error_response(400, "The request body must be a JSON object.")
         await self._record(body)
+        if self._rtt_s:
+            await asyncio.sleep(self._rtt_s)
         if body.get("stream"):
             return error_response(
                 400, "The simulator does not stream Responses API replies; call responses.create without stream."
             )
         step = self._script.take_brain_step()
+        question = " ".join(last_user_text(body.get("input")).split())
+        if web_search.offered(body) and (isinstance(step, BrainSearch) or (step is None and web_search.wants_search(question))):
+            found = step if isinstance(step, BrainSearch) else web_search.default_search(question.rstrip("?.! "))
+            output = web_search.searched_output(self._ids, body, question, found)
+            return web.json_response(self._response_object(body, found.text, output))
+        functions = [t for t in body.get("tools") or [] if isinstance(t, dict) and t.get("type") == "function"]
+        if functions and (isinstance(step, BrainToolCall) or step is None):
+            call = (step.name, step.arguments) if isinstance(step, BrainToolCall) else self._chosen(question, functions)
+            if call is not None:
+                return web.json_response(self._response_object(body, "", [self._function_call(*call)]))
+        if isinstance(step, BrainSearch):  # scripted, but the request offered no search: a plain answer
+            step = BrainAnswer(step.text)
+        elif isinstance(step, BrainToolCall):  # scripted, but no function was offered
+            step = None
         if isinstance(step, BrainDelay):
             await asyncio.sleep(step.seconds)
             text = step.text if step.text is not None else default_answer(body.get("input"))
@@ -136,8 +157,19 @@ class BrainEndpoint:
             text = default_answer(body.get("input"))
         return web.json_response(self._response_object(body, text))
 
-    def _response_object(self, body: dict[str, Any], text: str) -> dict[str, Any]:
-        input_tokens = len(json.dumps(body.get("input", ""))) // 4 + 1
+    @staticmethod
+    def _chosen(question: str, functions: list[dict[str, Any]]) -> tuple[str, str] | None:
+        chosen = tool_choice.choose(question, functions)
+        return None if chosen is None else (chosen[0], json.dumps(chosen[1]))
+
+    def _function_call(self, name: str, arguments: str) -> dict[str, Any]:
+        """A `function_call` output item, as the Responses API returns one."""
+        return {"id": self._ids.new("fc", 48), "type": "function_call", "status": "completed",
+                "call_id": self._ids.new("call", 24), "name": name, "arguments": arguments}  # fmt: skip
+
+    def _response_object(self, body: dict[str, Any], text: str, output: list[dict[str, Any]] | None = None) -> dict[str, Any]:
+        # Tools are input too (the real API bills their definitions on every request).
+        input_tokens = (len(json.dumps(body.get("input", ""))) + len(json.dumps(body.get("tools") or []))) // 4 + 1
         output_tokens = len(text) // 4 + 1
         now = int(time.time())
         return {
@@ -152,7 +184,7 @@ class BrainEndpoint:
             "instructions": body.get("instructions"),
             "max_output_tokens": body.get("max_output_tokens"),
             "model": body.get("model") or "gpt-5.2",
-            "output": [
+            "output": output or [
                 {
                     "id": self._ids.new("msg", 48),
                     "type": "message",
@@ -168,7 +200,7 @@ class BrainEndpoint:
             "temperature": 1.0,
             "text": {"format": {"type": "text"}},
             "tool_choice": "auto",
-            "tools": [],
+            "tools": body.get("tools") or [],
             "top_p": 1.0,
             "truncation": "disabled",
             "usage": {

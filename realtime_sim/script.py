@@ -143,7 +143,24 @@ class BrainDelay:
     text: str | None = None  # None: the default answer
 
 
-BrainStep = BrainAnswer | BrainError | BrainDelay
+@dataclass(frozen=True)
+class BrainSearch:
+    """An answer found by the web search tool (when the request offers it): its text and the
+    pages it cites, as (title, url)."""
+
+    text: str
+    sources: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True)
+class BrainToolCall:
+    """A function call the next request offering function tools makes (`arguments`: JSON text)."""
+
+    name: str
+    arguments: str
+
+
+BrainStep = BrainAnswer | BrainError | BrainDelay | BrainSearch | BrainToolCall
 
 
 class SimScript:
@@ -189,6 +206,16 @@ class SimScript:
     def push_brain_answer(self, text: str) -> None:
         """The next `POST /v1/responses` answers with this text."""
         self._brain_steps.append(BrainAnswer(text))
+
+    def push_brain_search(self, text: str, sources: list[tuple[str, str]]) -> None:
+        """The next `POST /v1/responses` that offers the web search tool searches, and answers
+        `text` citing `sources` (title, url) as the real API does (realtime_sim.web_search)."""
+        self._brain_steps.append(BrainSearch(text, tuple(sources)))
+
+    def push_brain_tool_call(self, name: str, arguments: dict[str, Any] | str) -> None:
+        """The next `POST /v1/responses` that offers function tools calls `name` (scripted calls
+        skip the declared-tools check, as `push_tool_call` does)."""
+        self._brain_steps.append(BrainToolCall(name, arguments if isinstance(arguments, str) else json.dumps(arguments)))
 
     def push_brain_error(
         self, status: int = 429, message: str | None = None, code: str | None = None, error_type: str | None = None

@@ -112,7 +112,7 @@ class SimServer:
         )
         self._brain = BrainEndpoint(
             self.script, IdFactory(random.Random(self._rng.random())), self._record_brain_request,
-            read_timeout_s=config.request_read_timeout_s,
+            read_timeout_s=config.request_read_timeout_s, network_delay_s=config.network_delay_s,
         )  # fmt: skip
         self._changed = Changes()
         self._live: set[_Connection] = set()

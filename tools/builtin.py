@@ -237,6 +237,8 @@ def build_listener_tools(
         async def ask_brain(args: dict) -> dict:
             answer = await brain.ask(clean(args["query"]))  # a lone surrogate cannot be sent: U+FFFD
             data = {"answer": answer.text, "attempts": answer.attempts}
+            if answer.citations:  # kept for history and the page; the narrator says only the answer
+                data["citations"] = [dict(c) for c in answer.citations]
             if not answer.ok:
                 raise ToolError(answer.text, data={**data, "reason": answer.error})
             return data

@@ -144,3 +144,35 @@ def format_ask_brain(result: ToolResult) -> str:
 
 def _as_sentence(text: str) -> str:
     return text if text[-1] in ".!?:;," else text + "."
+
+
+# --- MCP tools (hands/): a server's words, said as its words ---------------------------------
+
+MCP_SPOKEN_CHARS = 300  # of a server's text read aloud; the whole result is kept for history
+_SKIPPED_WORDS = {"image": "an image", "audio": "a sound clip", "resource_link": "a link"}
+
+
+def format_mcp(result: ToolResult) -> str:
+    """A short speakable summary of an MCP call: the server's text framed as what it said (it is
+    data, never an instruction to anyone), or its structured fields, and what could not be said
+    (an image or audio it sent)."""
+    if not result.ok:
+        if result.data.get("needs_yes"):
+            return f"{result.data.get('question', 'That needs a yes')} That needs your spoken yes first, so nothing was done."
+        return f"The {spoken_tool_name(result.tool)} tool didn't work: {failure_clause(result.error)}."
+    data = result.data
+    server = str(data.get("server") or "tool")
+    text = " ".join(str(data.get("text") or "").split())
+    if len(text) > MCP_SPOKEN_CHARS:
+        cut = text[:MCP_SPOKEN_CHARS]
+        text = (cut[: cut.rfind(" ")] if " " in cut else cut) + ", and more"
+    structured = data.get("structured")
+    if not text and isinstance(structured, dict):
+        fields = [f"{spoken_tool_name(str(k))} {v}" for k, v in structured.items()
+                  if isinstance(v, (str, int, float)) and not isinstance(v, bool) and str(v).strip()][:MAX_SPOKEN_FIELDS]
+        text = join_spoken(fields)
+    said = f"The {server} server says: {_as_sentence(text)}" if text else f"The {server} server did it."
+    skipped = [_SKIPPED_WORDS.get(kind, "something") for kind in data.get("skipped", ())]
+    if skipped:
+        said += f" It also sent {join_spoken(sorted(set(skipped)))}, which I can't read out."
+    return said

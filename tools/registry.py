@@ -1,5 +1,9 @@
 """The tool registry: named tools with JSON-schema arguments, an async handler and a formatter.
 
+Tools come and go while it runs (an MCP server's tools are listed again when it says they
+changed, and taken away while it is down): `session_tools()` and `read_only_names()` are live
+views that always show the tools registered now.
+
 `run` is the only way a tool is called: it parses and validates the arguments the model sent,
 calls the handler, and always returns a `ToolResult` (never raises for bad input), so the listener
 can answer every function call, however malformed. `format` turns a result into a script for the
@@ -18,91 +22,22 @@ import dataclasses
 import enum
 import json
 import logging
-from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Iterable
+from collections.abc import Set
+from dataclasses import dataclass, field
+from typing import Any, Awaitable, Callable, Iterable, Iterator
+
+from jsonschema.protocols import Validator
 
 from config.logging_setup import redact
 from safety.text import clean, map_strings
 from speech.speakable import DEFAULT_MAX_CHARS, speakable_text
+from tools.arguments import compile_schema, validate_arguments
 from tools.formatters import Formatter, Speakable, format_generic
 from tools.result import ToolError, ToolResult
 
 log = logging.getLogger(__name__)
 
 Handler = Callable[[dict], Awaitable[dict]]
-
-
-# --- argument validation (the JSON-schema subset our tools use) -------------------------
-
-_SCHEMA_KEYS = {"type", "properties", "required", "additionalProperties", "description"}
-_PROPERTY_KEYS = {"type", "description", "default", "minimum", "maximum", "minLength", "maxLength"}
-_PROPERTY_TYPES = {"string", "integer", "boolean"}
-_TYPE_WORDS = {"string": "text", "integer": "a whole number", "boolean": "true or false"}
-
-
-def check_schema(parameters: dict) -> None:
-    """Refuse schemas using keywords the validator does not implement, so none is silently ignored."""
-    if parameters.get("type") != "object":
-        raise ValueError("a tool's parameters must be a JSON schema of type 'object'")
-    unknown = set(parameters) - _SCHEMA_KEYS
-    if unknown:
-        raise ValueError(f"unsupported schema keywords: {sorted(unknown)}")
-    properties = parameters.get("properties", {})
-    for name, prop in properties.items():
-        if prop.get("type") not in _PROPERTY_TYPES or set(prop) - _PROPERTY_KEYS:
-            raise ValueError(f"property {name!r} uses an unsupported type or keyword")
-    missing = set(parameters.get("required", ())) - set(properties)
-    if missing:
-        raise ValueError(f"required properties {sorted(missing)} are not defined")
-
-
-def validate_arguments(tool: str, parameters: dict, arguments: object) -> dict:
-    """Return the arguments with defaults filled in, or raise ToolError saying what is wrong."""
-    if not isinstance(arguments, dict):
-        raise ToolError(f"The arguments for {tool} must be a JSON object.")
-    properties: dict = parameters.get("properties", {})
-    if parameters.get("additionalProperties") is False:
-        extra = sorted(set(arguments) - set(properties))
-        if extra and not properties:
-            raise ToolError(f"The {tool} tool takes no arguments, but got {_quoted_list(extra)}.")
-        if extra:
-            raise ToolError(f"The {tool} tool has no argument called {_quoted_list(extra)}.")
-    for name in parameters.get("required", ()):
-        if name not in arguments:
-            raise ToolError(f"The {tool} tool needs the argument '{name}'.")
-    validated = dict(arguments)
-    for name, prop in properties.items():
-        if name not in validated:
-            if "default" in prop:
-                validated[name] = prop["default"]
-            continue
-        _check_value(tool, name, prop, validated[name])
-    return validated
-
-
-def _check_value(tool: str, name: str, prop: dict, value: object) -> None:
-    kind = prop["type"]
-    # bool is a subclass of int in Python; JSON true is not a number.
-    matches = {
-        "string": isinstance(value, str),
-        "integer": isinstance(value, int) and not isinstance(value, bool),
-        "boolean": isinstance(value, bool),
-    }[kind]
-    if not matches:
-        raise ToolError(f"The argument '{name}' of {tool} must be {_TYPE_WORDS[kind]}.")
-    if kind == "integer":
-        low, high = prop.get("minimum"), prop.get("maximum")
-        if (low is not None and value < low) or (high is not None and value > high):
-            raise ToolError(f"The argument '{name}' of {tool} must be between {low} and {high}.")
-    if kind == "string":
-        if len(value) < prop.get("minLength", 0):
-            raise ToolError(f"The argument '{name}' of {tool} must not be empty.")
-        if "maxLength" in prop and len(value) > prop["maxLength"]:
-            raise ToolError(f"The argument '{name}' of {tool} is longer than {prop['maxLength']} characters.")
-
-
-def _quoted_list(names: list[str]) -> str:
-    return ", ".join(f"'{n}'" for n in names)
 
 
 # --- the registry ---------------------------------------------------------------------------
@@ -114,6 +49,13 @@ class Effect(enum.Enum):
 
     READS = "reads"  # only reads (the time, files, the brain, task and timer state): may run at once
     ACTS = "acts"  # changes something (starts or cancels a task, sets a timer): waits for the transcript
+    # May do what cannot be undone (unlock a door; an MCP tool marked destructive, or one that
+    # says nothing about itself): waits for the transcript AND a spoken yes. `ToolRegistry.run`
+    # never runs it; only `run_confirmed` does, after the yes.
+    CONFIRMS = "confirms"
+
+
+BUILT_IN = "built-in"  # the source of the tools this program ships
 
 
 @dataclass(frozen=True)
@@ -124,6 +66,45 @@ class ToolSpec:
     handler: Handler
     formatter: Formatter = format_generic  # ToolResult -> words for the narrator
     effect: Effect = Effect.ACTS  # unmarked: treated as changing something (it waits)
+    source: str = BUILT_IN  # built-in, tasks, timers, or "mcp:<server>"
+    title: str = ""  # how to say what it does, for the question asked before a CONFIRMS tool runs
+    offered: bool = True  # in `session_tools` (the listener may call it); False: run by name only (hands.routing)
+    validator: Validator | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def needs_yes(self) -> bool:
+        """Runs only after a spoken yes (`ToolRegistry.run_confirmed`)."""
+        return self.effect is Effect.CONFIRMS
+
+    def question(self, arguments: dict) -> str:
+        """What is asked before it runs: "Unlock the front door?" (its title, or its name, and the
+        simple values it was given)."""
+        action = (self.title or self.name.replace("_", " ")).strip().rstrip("?.")
+        values = [str(v) for v in arguments.values() if isinstance(v, (str, int, float)) and not isinstance(v, bool)]
+        said = f"{action} ({', '.join(values)})" if values else action
+        return said[:1].upper() + said[1:] + "?"
+
+
+def function_tool(spec: ToolSpec) -> dict:
+    """A tool as the Realtime session and the Responses API declare a function."""
+    return {"type": "function", "name": spec.name, "description": spec.description, "parameters": spec.parameters}
+
+
+class _LiveNames(Set):
+    """The names of the tools that only read, as they are now (not a copy)."""
+
+    def __init__(self, tools: dict[str, ToolSpec]) -> None:
+        self._tools = tools
+
+    def __contains__(self, name: object) -> bool:
+        spec = self._tools.get(name) if isinstance(name, str) else None
+        return spec is not None and spec.effect is Effect.READS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter([n for n, spec in self._tools.items() if spec.effect is Effect.READS])
+
+    def __len__(self) -> int:
+        return sum(1 for spec in self._tools.values() if spec.effect is Effect.READS)
 
 
 class ToolRegistry:
@@ -133,31 +114,73 @@ class ToolRegistry:
         self._tools: dict[str, ToolSpec] = {}
         self._max_chars = max_chars  # the longest script `format` returns
         self._secrets = tuple(s for s in secrets if s)  # cut out of every result
+        self._session_tools: list[dict] = []  # one list, changed in place: whoever holds it sees changes
+        self._read_only = _LiveNames(self._tools)
 
     def register(
         self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic,
-        effect: Effect = Effect.ACTS,
+        effect: Effect = Effect.ACTS, source: str = BUILT_IN, title: str = "",
     ) -> None:
-        if name in self._tools:
-            raise ValueError(f"a tool called {name!r} is already registered")
-        check_schema(parameters)
-        self._tools[name] = ToolSpec(name, description, parameters, handler, formatter, effect)
+        self.add(ToolSpec(name, description, parameters, handler, formatter, effect, source, title))
+
+    def add(self, spec: ToolSpec) -> None:
+        """Register a spec; ValueError if its name is taken or its parameters are no JSON schema."""
+        if spec.name in self._tools:
+            raise ValueError(f"a tool called {spec.name!r} is already registered")
+        self._tools[spec.name] = dataclasses.replace(spec, validator=compile_schema(spec.parameters))
+        self._changed()
+
+    def remove_source(self, source: str) -> list[str]:
+        """Take away every tool from `source` (an MCP server that went away); their names."""
+        gone = [n for n, spec in self._tools.items() if spec.source == source]
+        for name in gone:
+            del self._tools[name]
+        if gone:
+            self._changed()
+        return gone
+
+    def set_offered(self, names: Iterable[str], offered: bool) -> None:
+        """Offer these tools to the listener, or keep them registered but unoffered (routed to
+        through another tool: hands.routing)."""
+        for name in names:
+            spec = self._tools.get(name)
+            if spec is not None and spec.offered != offered:
+                self._tools[name] = dataclasses.replace(spec, offered=offered)
+        self._changed()
+
+    def _changed(self) -> None:
+        self._session_tools[:] = [function_tool(s) for s in self._tools.values() if s.offered]
 
     def names(self) -> list[str]:
         return list(self._tools)
 
-    def read_only_names(self) -> frozenset[str]:
-        """The tools that only read (Effect.READS)."""
-        return frozenset(n for n, spec in self._tools.items() if spec.effect is Effect.READS)
+    def specs(self) -> list[ToolSpec]:
+        return list(self._tools.values())
+
+    def get(self, name: str) -> ToolSpec | None:
+        return self._tools.get(name)
+
+    def read_only_names(self) -> Set[str]:
+        """The tools that only read (Effect.READS), live: a tool registered or taken away later
+        is in or out of it at once (a copy taken at start would let a tool that stopped being
+        read-only run before the command is confirmed)."""
+        return self._read_only
 
     def session_tools(self) -> list[dict]:
-        """The tools in the shape `session.update {session: {tools: [...]}}` expects."""
-        return [
-            {"type": "function", "name": s.name, "description": s.description, "parameters": s.parameters}
-            for s in self._tools.values()
-        ]
+        """The tools in the shape `session.update {session: {tools: [...]}}` expects: one list,
+        kept up to date in place."""
+        return self._session_tools
 
     async def run(self, name: str, arguments_json: str, call_id: str) -> ToolResult:
+        """Run a call; a tool that needs a spoken yes is not run: its result says so, with the
+        question to ask and the call to make after the yes (`data["needs_yes"]`)."""
+        return await self._run(name, arguments_json, call_id, confirmed=False)
+
+    async def run_confirmed(self, name: str, arguments_json: str, call_id: str) -> ToolResult:
+        """Run a call the user said yes to (the only way a CONFIRMS tool runs). Call it once per yes."""
+        return await self._run(name, arguments_json, call_id, confirmed=True)
+
+    async def _run(self, name: str, arguments_json: str, call_id: str, confirmed: bool) -> ToolResult:
         spec = self._tools.get(name)
         if spec is None:
             return self._failed(name, call_id, f"There is no tool called {name}.")
@@ -167,7 +190,14 @@ class ToolRegistry:
         except (ValueError, RecursionError, AttributeError, TypeError):  # JSONDecodeError is a ValueError
             return self._failed(name, call_id, f"The arguments for {name} were not valid JSON.")
         try:
-            validated = validate_arguments(name, spec.parameters, arguments)
+            assert spec.validator is not None  # (set by `add`)
+            validated = validate_arguments(name, spec.validator, arguments)
+            if spec.needs_yes and not confirmed:
+                question = self._safe(spec.question(validated))
+                log.info("tool %s (call %s) waits for a spoken yes", name, call_id)
+                return ToolResult(tool=name, call_id=call_id, ok=False, error="That needs a spoken yes first; nothing was done.",
+                                  data={"needs_yes": True, "question": question, "tool": name,
+                                        "arguments": self._safe(validated)})
             data = await spec.handler(validated)
         except ToolError as exc:
             return self._failed(name, call_id, self._safe(str(exc)), self._safe(exc.data))

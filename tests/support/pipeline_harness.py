@@ -53,6 +53,8 @@ def fast_settings(
     cost: CostSettings = CostSettings(),
     narrator_warm: bool = False,
     stop_while_talking: bool = False,
+    mcp_config: Path | None = None,
+    mcp_routing: str = "auto",
     **listener: object,
 ) -> Settings:
     """Millisecond timeouts. The narrator starts cold unless `narrator_warm`: most tests script
@@ -74,6 +76,8 @@ def fast_settings(
         workspace_root=workspace,
         state_dir=state_dir,
         tasks_config=tasks_config,
+        mcp_config=mcp_config,
+        mcp_routing=mcp_routing,
     )
 
 
@@ -170,6 +174,8 @@ async def running_pipeline(
     acoustic_stop: bool = False,
     hostile: bool = False,  # the server sends mistyped frames: errors about the ids they name are expected
     mic_filter: object | None = None,
+    mcp_config: Path | None = None,
+    mcp_routing: str = "auto",
     **listener: object,
 ) -> AsyncIterator[Pipeline]:
     """`mic_filter`: the upload filter to use instead of the one the settings build (a scripted
@@ -184,7 +190,7 @@ async def running_pipeline(
     settings = fast_settings(
         sim.base_url, workspace.resolve(), tmp_path / "state", tasks_config, connect_timeout_s, healthy_after_s, upload_mode,
         conversation, cost, narrator_warm=narrator_warm, stop_while_talking=stop_detector is not None or acoustic_stop,
-        **listener
+        mcp_config=mcp_config, mcp_routing=mcp_routing, **listener
     )
     timeline = Timeline()
     microphone = microphone or PushMicrophone(chunk_ms=20, pace=mic_pace)

@@ -84,8 +84,10 @@ async def test_the_answered_request_reports_its_usage_and_failed_attempts_none(
     usages: list[tuple[int, int]] = []
     answer = await Brain(FAST, client, on_usage=lambda i, o: usages.append((i, o))).ask("what is six times seven")
     assert answer.ok and answer.attempts == 2
-    # The simulator counts a token per four characters, plus one: the JSON-quoted question, the answer.
-    assert usages == [(len('"what is six times seven"') // 4 + 1, len("Forty two.") // 4 + 1)]
+    # The simulator counts a token per four characters, plus one: the JSON-quoted question and the
+    # tools offered (the web search tool), the answer.
+    question, tools = '"what is six times seven"', '[{"type": "web_search"}]'
+    assert usages == [((len(question) + len(tools)) // 4 + 1, len("Forty two.") // 4 + 1)]
 
 
 async def test_server_errors_are_retried(sim: SimServer, client: openai.AsyncOpenAI) -> None:

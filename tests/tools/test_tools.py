@@ -48,6 +48,7 @@ class FakeAnswer:
     ok: bool
     attempts: int
     error: str | None
+    citations: tuple = ()
 
 
 class FakeBrain:
@@ -105,10 +106,12 @@ def test_register_refuses_duplicates_and_unsupported_schemas() -> None:
     registry.register("t", "d", {"type": "object", "properties": {}}, handler)
     with pytest.raises(ValueError):
         registry.register("t", "d", {"type": "object", "properties": {}}, handler)
-    with pytest.raises(ValueError):
-        registry.register("u", "d", {"type": "object", "properties": {"x": {"type": "array"}}}, handler)
-    with pytest.raises(ValueError):
+    with pytest.raises(ValueError):  # not a JSON schema: no such type
+        registry.register("u", "d", {"type": "object", "properties": {"x": {"type": "list"}}}, handler)
+    with pytest.raises(ValueError):  # not a JSON schema: oneOf must be a non-empty array
         registry.register("v", "d", {"type": "object", "oneOf": []}, handler)
+    with pytest.raises(ValueError):
+        registry.register("w", "d", {"type": "array"}, handler)
 
 
 async def test_handler_tool_error_and_unexpected_exception_become_results() -> None:

@@ -1,0 +1,177 @@
+"""`Hands`: every configured MCP server, started with the daemon, its tools in the registry.
+
+- At start each server is connected in its own task; `start` waits a moment (`start_wait_s`) for
+  their first listings, so the first command can use them; a slow server's tools come when it is up.
+- A listing (at each connect, and when the server says its tools changed) replaces that server's
+  tools in the registry (`ToolSpec.source` is `mcp:<server>`).
+- A server that dies keeps its tools listed: they answer "The home server is not reachable right
+  now." while it is started again with backoff (`hands.link`); its death is announced once, as a
+  notice (`wait_pending` / `next_batch` / `ack`, merged with the task notices by `CombinedNotices`).
+- Its `env` and `headers` values are added to the secrets every log line, result and script is
+  cleaned of (`config.logging_setup.add_secrets`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+from mcp_types import CallToolResult, Tool
+
+from concurrency.changes import Changes
+from config.logging_setup import add_secrets
+from hands.config import ServerConfig
+from hands.link import LinkTiming, ServerLink, Unreachable
+from hands.routing import Routing, warm_sdk
+from hands.tools import function_name, spec_for
+from tasks.notices import NoticeBatch
+from tools.registry import ToolRegistry
+from tools.result import ToolError
+
+log = logging.getLogger("handoff.hands")
+
+START_WAIT_S = 5.0  # how long the daemon's start waits for the servers' first listings
+CLOSE_WAIT_S = 10.0  # how long closing waits for the servers to stop (a stdio server: up to 2 s each, then killed)
+
+
+@dataclass(frozen=True)
+class ServerState:
+    """What `handoff tools`, the status and the page show about one server."""
+
+    name: str
+    transport: str  # stdio | http
+    up: bool
+    tools: int
+    restarts: int
+    error: str  # the last thing that went wrong ("" if nothing did)
+
+
+class Hands:
+    def __init__(self, servers: list[ServerConfig], registry: ToolRegistry, timing: LinkTiming = LinkTiming(),
+                 routing: Routing | None = None) -> None:
+        """`routing`: offers the MCP tools directly or through the brain (None: always directly)."""
+        self._registry = registry
+        self.routing = routing
+        self._servers = {s.name: s for s in servers}
+        for server in servers:
+            add_secrets(server.secrets)
+        self._links = {
+            s.name: ServerLink(s, functools.partial(self._listed, s), self._down, timing) for s in servers
+        }
+        self._tasks: list[asyncio.Task[None]] = []
+        self._notices: dict[int, str] = {}  # id (negative: apart from the task notices) -> script
+        self._ids = itertools.count(-1, -1)
+        self._posted = Changes()
+
+    @property
+    def servers(self) -> list[ServerState]:
+        return [ServerState(name, link.config.transport, link.up, link.tool_count, link.restarts, link.last_error)
+                for name, link in self._links.items()]  # fmt: skip
+
+    def link(self, name: str) -> ServerLink:
+        return self._links[name]
+
+    async def start(self, wait_s: float = START_WAIT_S) -> None:
+        """Start every server; return once each has been listed or has failed once, or after `wait_s`."""
+        for name, link in self._links.items():
+            self._tasks.append(asyncio.create_task(link.run(), name=f"mcp:{name}"))
+        if self._links:
+            waits = [asyncio.create_task(link.first_listing.wait()) for link in self._links.values()]
+            await asyncio.wait(waits, timeout=wait_s)
+            for wait in waits:
+                wait.cancel()
+            ready = [n for n, link in self._links.items() if link.up]
+            log.info("MCP servers up at start: %s of %d", ", ".join(ready) or "none", len(self._links))
+        if self.routing is not None and self.routing.through_brain:
+            self._tasks.append(asyncio.create_task(warm_sdk(), name="warm the Responses SDK"))
+
+    async def close(self) -> None:
+        """Stop every server (each link leaves its connection the SDK's way); a link still busy
+        connecting after CLOSE_WAIT_S is cancelled."""
+        for link in self._links.values():
+            link.stop()
+        if self._tasks:
+            await asyncio.wait(self._tasks, timeout=CLOSE_WAIT_S)
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks.clear()
+
+    # -- the registry ------------------------------------------------------------------------------
+    def _listed(self, server: ServerConfig, tools: list[Tool]) -> None:
+        self._registry.remove_source(server.source)
+        call = functools.partial(self._call, server.name)
+        for tool in tools:
+            name = function_name(server.name, tool.name, lambda n: self._registry.get(n) is not None)
+            if name is None:
+                log.warning("MCP server %s: tool %r skipped: its name is taken", server.name, tool.name)
+                continue
+            try:
+                self._registry.add(spec_for(server, tool, name, call))
+            except ValueError as exc:  # its input schema is no JSON schema: not offered
+                log.warning("MCP server %s: tool %r skipped: %s", server.name, tool.name, exc)
+        if self.routing is not None:
+            self.routing.update()
+
+    async def _call(self, server: str, tool: str, arguments: dict) -> CallToolResult:
+        try:
+            return await self._links[server].call(tool, arguments)
+        except Unreachable as exc:
+            raise ToolError(str(exc), data={"server": server}) from None
+
+    # -- announcements (a server went down) ------------------------------------------------------
+    def _down(self, name: str, said: bool) -> None:
+        """Announced once, unless it died during a call whose answer said so already."""
+        if said:
+            return
+        self._notices[next(self._ids)] = f"The {name} server stopped; I'm starting it again."
+        self._posted.notify()
+
+    async def wait_pending(self) -> None:
+        await self._posted.wait_until(lambda: bool(self._notices))
+
+    def next_batch(self, now: float | None = None) -> NoticeBatch | None:
+        if not self._notices:
+            return None
+        return NoticeBatch(ids=list(self._notices), script=" ".join(self._notices.values()))
+
+    def ack(self, ids: list[int]) -> None:
+        for notice in ids:
+            self._notices.pop(notice, None)
+
+
+class CombinedNotices:
+    """The coordinator's one notice source: the hands' announcements (negative ids) first, then
+    the task manager's notices."""
+
+    def __init__(self, tasks: Any, hands: Hands) -> None:
+        self._tasks, self._hands = tasks, hands
+
+    @property
+    def hands(self) -> Hands:
+        return self._hands
+
+    async def wait_pending(self) -> None:
+        waits = [asyncio.create_task(self._tasks.wait_pending()), asyncio.create_task(self._hands.wait_pending())]
+        try:
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for wait in waits:
+                wait.cancel()
+
+    def next_batch(self, now: float) -> Any:
+        return self._hands.next_batch(now) or self._tasks.next_batch(now)
+
+    def ack(self, ids: list[int]) -> None:
+        mine = [i for i in ids if i < 0]
+        if mine:
+            self._hands.ack(mine)
+        if len(mine) < len(ids):
+            self._tasks.ack([i for i in ids if i >= 0])
