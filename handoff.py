@@ -19,6 +19,7 @@ Every task is owned by one TaskGroup. Nothing here polls: each loop waits for a 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import time
 from collections import deque
@@ -34,13 +35,14 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, AudioHeard, ChimeFinished, ConfirmHeard, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
-    StartTools, ToolDone, ToolStarted, TurnEnded,
+    StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
 from decisions.listener_core import Fatal, ListenerEvent
 from decisions.events import NarratorFailed, ToolOutcome
+from realtime_api.wire import FunctionCall
 from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
 from main_agent import Listener
@@ -181,6 +183,8 @@ class Coordinator:
             on_mute_change=self.changes.notify,
             cost=parts.cost,
             read_only_tools=getattr(parts.tools, "read_only_names", frozenset)(),  # live (MCP tools come and go); a fake: none
+            needs_yes_tools=getattr(parts.tools, "needs_yes_names", frozenset)(),  # those that cannot be undone: a spoken yes first
+            ask_about=getattr(parts.tools, "question_for", lambda name, arguments: None),
         )
         self.echo, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
@@ -253,8 +257,8 @@ class Coordinator:
         match action:
             case SendRoute(route=route, command=command, item=item, audio=audio):
                 self._spawn(self._send_route(route, command, item, audio), "route")
-            case StartTools(route=route, calls=calls, session=session, command_id=command_id):
-                self._spawn(self._run_tools(route, calls, session, command_id), f"tools:{calls[0].call_id}")
+            case StartTools(route=route, calls=calls, session=session, command_id=command_id, confirmed=confirmed):
+                self._spawn(self._run_tools(route, calls, session, command_id, confirmed), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
                 # the mic switches to it the moment the narration's mute lifts.
                 self._spawn(self.listener.warm_up(), "warm listener")
@@ -323,14 +327,17 @@ class Coordinator:
         sent = await self.listener.route(command)
         self._feed(RouteSent(route) if sent else RouteNotSent(route))
 
-    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int, command: int) -> None:
+    async def _run_tools(self, route: int, calls: tuple[Any, ...], session: int, command: int,
+                         confirmed: bool = False) -> None:  # fmt: skip
         """Each call once; the core logs and keeps what it may of them (a command whose words are
-        not known yet may turn out overheard: only the tool's name is kept then)."""
+        not known yet may turn out overheard: only the tool's name is kept then). `confirmed`:
+        the user said yes to these calls (the only way a tool that cannot be undone runs)."""
         scripts: list[str] = []
         for call in calls:
             self._feed(ToolStarted(command, call.name, call.arguments))
             try:
-                result = await self.parts.tools.run(call.name, call.arguments, call.call_id)
+                run = self.parts.tools.run_confirmed if confirmed else self.parts.tools.run
+                result = await run(call.name, call.arguments, call.call_id)
                 speakable = self.parts.tools.format(result)
             except Exception as exc:  # a bug in a tool: logged with its traceback, counted, and said
                 self.bugs += 1
@@ -340,6 +347,10 @@ class Coordinator:
                 continue
             self._feed(ToolDone(command, call.name, ToolOutcome.OK if result.ok else ToolOutcome.FAILED,
                                 result.short_output()))
+            asked = result.data if isinstance(result.data, dict) and result.data.get("needs_yes") else None
+            if asked is not None and not confirmed:  # (a tool the brain picked: asked once these are done)
+                yes_call = FunctionCall(f"{call.call_id}-yes", str(asked["tool"]), json.dumps(asked["arguments"]), call.item_id)
+                self._feed(ToolNeedsYes(command, yes_call, str(asked["question"])))
             await self.listener.send_tool_output(call, result.short_output(), session)
             scripts.append(speakable.script)
         self._feed(ToolsFinished(route, tuple(scripts)))

@@ -51,6 +51,7 @@ class CommandRouting:
     timings: CoordinatorTimings
     read_only_tools: frozenset[str]
     needs_yes_tools: Container[str]
+    ask_about: Callable[[str, str], str | None]
     _session: int
     _narrations: list[NarrationRequest]
     _route_deadline: float | None
@@ -81,6 +82,7 @@ class CommandRouting:
         self._executed_calls: OrderedDict[str, None] = OrderedDict()
         self._asking: Command | None = None  # a command waiting for a spoken yes
         self._asking_until: float | None = None  # from when its question was said
+        self._pending_question = ""  # asked once a command's tools are done (a call the brain picked)
 
     # -- what others read ---------------------------------------------------------------------------
     @property
@@ -240,10 +242,21 @@ class CommandRouting:
         command.held = calls
         self._move(command, Move.ASK)
         self._asking, self._asking_until = command, None  # (the wait starts once the question was said)
-        question = question_for(command.words or "")
+        asked = [q for c in calls.calls if c.name in self.needs_yes_tools and (q := self.ask_about(c.name, c.arguments))]
+        question = f"Just to be sure: {asked[0][:1].lower()}{asked[0][1:]}" if len(asked) == 1 else question_for(command.words or "")
         self.timeline.add(TimelineKind.ASKING, f"{', '.join(c.name for c in calls.calls)} needs a spoken yes: {question!r}")
         self._queue(question, NarrationKind.ANSWER)
         return []
+
+    def _tool_needs_yes(self, command_id: int, call: FunctionCall, question: str) -> None:
+        """A call the brain picked needs a yes: asked once its command's tools are done."""
+        command = self._open.get(command_id)
+        if command is None or self._asking is not None or not self.book.allows(command, Move.ASK):
+            return  # (its result already says nothing was done; it is said as it is)
+        self._move(command, Move.ASK)
+        command.held = RunTools(command.words or "", (call,), self._session)
+        self._asking, self._asking_until = command, None
+        self._pending_question = f"Just to be sure: {question[:1].lower()}{question[1:]}"
 
     def _question_said(self, now: float) -> None:
         if self._asking is not None and self._asking_until is None:
@@ -264,7 +277,7 @@ class CommandRouting:
         self._move(command, Move.RUN)
         self._fire(E.TOOLS_REQUESTED, "")
         self._tools_at = now
-        return [StartTools(command.route, calls.command, calls.calls, calls.session, command_id=command.id)]
+        return [StartTools(command.route, calls.command, calls.calls, calls.session, confirmed=True, command_id=command.id)]
 
     def _no_reply(self, now: float) -> None:
         if self._asking is not None and self._asking_until is not None and now >= self._asking_until:
@@ -300,6 +313,11 @@ class CommandRouting:
                 self._fire(E.ROUTE_CANCELLED, "")
                 return
             self._fire(E.TOOLS_FINISHED, "")
+            if command.step is Step.ASKING:  # a call it ran needs a yes: ask (nothing else was done)
+                question, self._pending_question = self._pending_question, ""
+                self.timeline.add(TimelineKind.ASKING, f"a call needs a spoken yes: {question!r}")
+                self._queue(question, NarrationKind.ANSWER)
+                return
         self._answer(command, " ".join(scripts), NarrationKind.ANSWER)
 
     def _route_answered(self) -> Command | None:

@@ -28,7 +28,7 @@ from decisions.coordinator_messages import (
     ChimeStarted, ConfirmHeard, CoordinatorEvent, CoordinatorTimings, CutNarration, DeviceFailed, Earcon, FetchNotices,
     InputEnded, NarrationDone, NarrationRequest, NarrationsFinished, NoticeBatchFetched, NoticesPending, OpenFollowUp,
     PlayChime, Priority, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, Stop, StopHeard, Tick, ToolDone,
-    ToolStarted, ToolsFinished, TurnEnded, CommandTaken, UtteranceRejected, asks_the_user,
+    ToolNeedsYes, ToolStarted, ToolsFinished, TurnEnded, CommandTaken, UtteranceRejected, asks_the_user,
 )
 from decisions.coordinator_table import *  # noqa: F403
 from decisions.coordinator_table import (
@@ -71,6 +71,7 @@ class CoordinatorCore(CommandRouting):
         read_only_tools: frozenset[str] = frozenset(),
         strict: bool | None = None,
         needs_yes_tools: Container[str] = frozenset(),
+        ask_about: Callable[[str, str], str | None] = lambda name, arguments: None,
     ) -> None:
         """`read_only_tools`: the tools that only read (tools.registry Effect.READS): they may run
         before the transcript confirms a command routed by its audio; any other waits for it.
@@ -79,6 +80,7 @@ class CoordinatorCore(CommandRouting):
         self.timings = timings
         self.read_only_tools = read_only_tools
         self.needs_yes_tools = needs_yes_tools  # (a live view: MCP servers add and drop tools)
+        self.ask_about = ask_about  # (tool, arguments) -> the question asked before it runs
         self.gate = gate
         self.timeline = timeline
         self.uplink = uplink
@@ -252,6 +254,8 @@ class CoordinatorCore(CommandRouting):
                 self._route_withdrawn(route)
             case ToolStarted(command=command, name=name, arguments=arguments):
                 self._tool_ran(command, name, arguments)
+            case ToolNeedsYes(command=command, call=call, question=question):
+                self._tool_needs_yes(command, call, question)
             case ToolDone(command=command, name=name, outcome=outcome, found=found):
                 self._tool_done(command, name, outcome, found)
             case Fatal(message=message) | DeviceFailed(message=message):

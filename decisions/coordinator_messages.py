@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import enum
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from config.settings import FollowUp
 from decisions.coordinator_table import Event
@@ -18,8 +18,7 @@ from decisions.listener_core import (
 )
 from realtime_api.fatal import SPOKEN, ErrorKind
 
-if TYPE_CHECKING:
-    from realtime_api.wire import FunctionCall
+from realtime_api.wire import FunctionCall
 
 
 # --- events the shell reports (besides the listener's own, from decisions.listener_core) -----------
@@ -78,6 +77,16 @@ class ToolStarted:
     command: int
     name: str
     arguments: str
+
+
+@dataclass(frozen=True)
+class ToolNeedsYes:
+    """A call the shell ran answered that it needs a spoken yes first (a tool the brain picked:
+    `use_device`): `call` is what runs after the yes, `question` what is asked."""
+
+    command: int
+    call: FunctionCall
+    question: str
 
 
 @dataclass(frozen=True)
@@ -150,7 +159,7 @@ CoordinatorEvent = (
     | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn | TurnEnded
     | CommandCommitted | CommandConfirmed | CommandRejected | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
-    | AudioHeard | ToolStarted | ToolDone
+    | AudioHeard | ToolStarted | ToolDone | ToolNeedsYes
 )
 
 
@@ -174,6 +183,7 @@ class StartTools:
     # Read-only calls of a route by audio before its transcript: it may have been overheard (a
     # false local wake), so their arguments and results are neither logged nor kept.
     unconfirmed: bool = False
+    confirmed: bool = False  # the user said yes to these calls (tools.registry run_confirmed)
     command_id: int = field(default=0, compare=False)  # the command's id (decisions.lifecycle), for the tools' events
 
 

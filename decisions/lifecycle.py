@@ -88,6 +88,7 @@ LIFECYCLE = Table(
         (R, M.HOLD): H,
         (R, M.ASK): A,
         (H, M.ASK): A,
+        (U, M.ASK): A,  # a call the brain picked answered that it needs a yes (the listener could not know)
         (R, M.RUN): U,
         (H, M.RUN): U,
         (A, M.RUN): U,  # the spoken yes

@@ -91,20 +91,21 @@ def function_tool(spec: ToolSpec) -> dict:
 
 
 class _LiveNames(Set):
-    """The names of the tools that only read, as they are now (not a copy)."""
+    """The names of the tools of one effect, as they are now (not a copy)."""
 
-    def __init__(self, tools: dict[str, ToolSpec]) -> None:
+    def __init__(self, tools: dict[str, ToolSpec], effect: Effect = Effect.READS) -> None:
         self._tools = tools
+        self._effect = effect
 
     def __contains__(self, name: object) -> bool:
         spec = self._tools.get(name) if isinstance(name, str) else None
-        return spec is not None and spec.effect is Effect.READS
+        return spec is not None and spec.effect is self._effect
 
     def __iter__(self) -> Iterator[str]:
-        return iter([n for n, spec in self._tools.items() if spec.effect is Effect.READS])
+        return iter([n for n, spec in self._tools.items() if spec.effect is self._effect])
 
     def __len__(self) -> int:
-        return sum(1 for spec in self._tools.values() if spec.effect is Effect.READS)
+        return sum(1 for spec in self._tools.values() if spec.effect is self._effect)
 
 
 class ToolRegistry:
@@ -116,6 +117,7 @@ class ToolRegistry:
         self._secrets = tuple(s for s in secrets if s)  # cut out of every result
         self._session_tools: list[dict] = []  # one list, changed in place: whoever holds it sees changes
         self._read_only = _LiveNames(self._tools)
+        self._needs_yes = _LiveNames(self._tools, Effect.CONFIRMS)
 
     def register(
         self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic,
@@ -165,6 +167,21 @@ class ToolRegistry:
         is in or out of it at once (a copy taken at start would let a tool that stopped being
         read-only run before the command is confirmed)."""
         return self._read_only
+
+    def needs_yes_names(self) -> Set[str]:
+        """The tools that run only after a spoken yes (Effect.CONFIRMS), live."""
+        return self._needs_yes
+
+    def question_for(self, name: str, arguments_json: str) -> str | None:
+        """What is asked before the call runs ("Unlock the front door?"), or None when its
+        arguments do not even validate (the command's own words are asked about then)."""
+        spec = self._tools.get(name)
+        try:
+            arguments = json.loads(arguments_json) if arguments_json.strip() else {}
+            assert spec is not None and spec.validator is not None
+            return self._safe(spec.question(validate_arguments(name, spec.validator, arguments)))
+        except (AssertionError, ValueError, RecursionError, TypeError, ToolError):
+            return None
 
     def session_tools(self) -> list[dict]:
         """The tools in the shape `session.update {session: {tools: [...]}}` expects: one list,

@@ -95,9 +95,10 @@ async def test_injected_instructions_unlock_nothing(tmp_path, sim):
         # Even a model that obeyed them, routing a command to the lock, opens nothing without a yes.
         sim.script.push_tool_call("unlock_door", {})
         await p.ask("Computer, what's the weather like", START_S)
-        assert "spoken yes" in narrated_scripts(p)[-1] and "nothing was done" in narrated_scripts(p)[-1]
+        assert narrated_scripts(p)[-1].startswith("Just to be sure: unlock")  # asked, not done
+        await p.ask("Computer, what's the weather", START_S)  # no yes: the question lapses unanswered
         assert calls_made(log) == []
-        assert len(routes(p)) == 2 and p.timeline.count("tool") == 2  # no result called anything more
+        assert p.timeline.count("tool") == 2  # no result called anything more
 
 
 async def test_through_the_brain_the_listener_is_offered_one_tool_and_the_light_is_switched_once(tmp_path, sim):
@@ -114,5 +115,25 @@ async def test_through_the_brain_the_listener_is_offered_one_tool_and_the_light_
         assert {t["name"] for t in pick["tools"]} >= {"set_light", "unlock_door"} and pick["tool_choice"] == "required"
         sim.script.push_tool_call("use_device", {"request": "unlock the front door"})
         await p.ask("Computer, unlock the front door", START_S)
-        assert narrated_scripts(p)[-1] == "Unlock the front door? That needs your spoken yes first, so nothing was done."
+        assert narrated_scripts(p)[-1].startswith("Just to be sure: unlock")  # the brain's pick, asked about
         assert calls_made(log) == [{"tool": "set_light", "area": "kitchen", "on": False}]
+        await p.ask("Computer, yes", START_S)
+        assert calls_made(log)[1:] == [{"tool": "unlock_door"}]
+
+
+@pytest.mark.parametrize(("reply", "unlocked"), [("Computer, yes please", True), ("Computer, no", False)])
+async def test_unlock_the_front_door_asks_and_only_a_spoken_yes_unlocks_once(tmp_path, sim, reply, unlocked):
+    config, log = home_config(tmp_path)
+    async with running_pipeline(tmp_path, sim, mcp_config=config, mcp_routing="direct") as p:
+        await home_up(p)
+        sim.script.push_tool_call("unlock_door", {})
+        await p.ask("Computer, unlock the front door", START_S)
+        assert narrated_scripts(p)[-1].startswith("Just to be sure: unlock")
+        assert calls_made(log) == []  # asked, nothing done
+        await p.ask(reply, START_S)
+        assert calls_made(log) == ([{"tool": "unlock_door"}] if unlocked else [])
+        if not unlocked:
+            assert narrated_scripts(p)[-1] == "Okay, I won't."
+        sim.script.push_tool_call("get_time", {})
+        await p.ask("Computer, yes", START_S)  # a later yes is a command of its own: it unlocks nothing
+        assert calls_made(log) == ([{"tool": "unlock_door"}] if unlocked else [])
