@@ -98,7 +98,7 @@ async def test_injected_instructions_unlock_nothing(tmp_path, sim):
         assert narrated_scripts(p)[-1].startswith("Just to be sure: unlock")  # asked, not done
         await p.ask("Computer, what's the weather", START_S)  # no yes: the question lapses unanswered
         assert calls_made(log) == []
-        assert p.timeline.count("tool") == 2  # no result called anything more
+        assert p.timeline.count("tool") == 1  # the note ran; the lock was asked about, not run; no result called more
 
 
 async def test_through_the_brain_the_listener_is_offered_one_tool_and_the_light_is_switched_once(tmp_path, sim):
