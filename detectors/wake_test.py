@@ -169,7 +169,7 @@ class WakeReport:
         for number, take in enumerate(self.takes, 1):
             what = f'"{phrase}"' if take.is_phrase else "not the phrase"
             verdict = ("heard" if take.heard else "not heard") if take.is_phrase else ("FALSE WAKE" if take.heard else "ignored")
-            score = f"  score {take.score:.3f}" if take.score is not None else ""
+            score = f" score {take.score:.3f}" if take.score is not None else ""
             out.append(f"  {number:>2}. at {take.start_s:6.1f} s  {what:<16}{score}  {verdict}")
         out.append(f"wake rule in use: {self.rule.describe}")
         if self.phrases:
