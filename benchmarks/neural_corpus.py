@@ -196,7 +196,7 @@ def neural_wake_specs(phrase: str, per_variant: int = 12) -> list[NeuralSpec]:
 
 def neural_near_specs(phrase: str, per_variant: int = 12) -> list[NeuralSpec]:
     """The phrase's sound-alikes, each line through the sound variants in turn."""
-    lines = EXTRA_NEAR_MISSES.get(phrase, ()) + NEAR_MISS_LINES[phrase]
+    lines = tuple(dict.fromkeys(EXTRA_NEAR_MISSES.get(phrase, ()) + NEAR_MISS_LINES[phrase]))
     return [NeuralSpec((f"{lines[(i + k) % len(lines)]}, {WAKE_COMMANDS[i % len(WAKE_COMMANDS)]}",), (), variant, False, take=i)
             for k, variant in enumerate(SOUND_VARIANTS) for i in range(per_variant)]
 
