@@ -297,7 +297,7 @@ def neural_table(phrase: str, per_variant: int, cache: str) -> list[str]:
     )
     from config.settings import UploadMode, UploadSettings
     from detectors.pipeline import build_upload_filter
-    from detectors.wake_test import TryJudge
+    from detectors.wake_test import TryJudge, heard_in
 
     corpus = NeuralCorpus(cache, Corpus(cache))
     judge = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), phrase, 8.0, RATE * WIDTH))
@@ -308,7 +308,7 @@ def neural_table(phrase: str, per_variant: int, cache: str) -> list[str]:
         for spec in specs:
             clip = corpus.clip(spec)
             start = time.process_time()
-            heard = judge(clip.pcm).heard
+            heard = heard_in(judge, clip.pcm)
             cpu_s += time.process_time() - start
             audio_s += clip.seconds
             tallies[(kind, spec.variant.value)].add(heard)

@@ -33,7 +33,7 @@ TAKE_S = 3.0  # seconds recorded for each take when live
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--input-wav", type=Path, help="judge every try of this recording instead of the microphone (leave 3 s of silence between tries)")
+    parser.add_argument("--input-wav", type=Path, help="judge every try of this recording instead of the microphone (leave 4 s of silence between tries)")
     parser.add_argument("--not-phrase", action="store_true",
                         help="the recording holds sentences that are NOT the wake phrase: count false wakes")
     parser.add_argument("--times", type=int, default=5, help="live: how many times to say the phrase (default 5)")

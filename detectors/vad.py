@@ -45,6 +45,7 @@ class VadSettings:
     quiet_floor_rms: int = 20  # -64 dBFS: a microphone's own hiss is under it
     quiet_target_rms: int = 1000
     max_gain: float = 32.0
+    quiet_threshold: float = 0.8  # Silero's probability that makes an amplified chunk speech (noise amplified fools it more)
 
 
 @dataclass(frozen=True)
@@ -90,7 +91,9 @@ class SileroVad:
         if quiet:
             gained = self._far_speech(pcm16k, rms)
             if gained is not None:
-                return self._run_model(gained)
+                verdict = self._run_model(gained)
+                return VadVerdict(verdict.probability, verdict.probability >= max(self.settings.threshold,
+                                                                                  self.settings.quiet_threshold))
         if quiet or not self._voice_like(pcm16k):
             # Not a voice: skip the model, keeping its state (a reset costs it a few windows of
             # ramp-up at the next word, measured as 14 % of speech frames lost).

@@ -52,18 +52,30 @@ def split_tries(pcm: bytes, vad: SileroVad | None = None) -> list[Try]:
         if not vad.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]).is_speech:
             continue
         start, end = index * 0.02, (index + 1) * 0.02
-        if runs and start - runs[-1][1] < TRY_GAP_S:
+        if runs and start - runs[-1][1] < 0.3:  # a word's own gaps
             runs[-1][1] = end
         else:
             runs.append([start, end])
-    found = []
-    for start, end in runs:
+    tries: list[list[float]] = []
+    for start, end in runs:  # a blip of noise the VAD took for speech does not join two tries
         if end - start < MIN_SPEECH_S:
             continue
+        if tries and start - tries[-1][1] < TRY_GAP_S:
+            tries[-1][1] = end
+        else:
+            tries.append([start, end])
+    found = []
+    for start, end in tries:
         first = max(0, int((start - LEAD_S) * 50)) * CHUNK_BYTES
         last = min(count, int((end + TAIL_S) * 50)) * CHUNK_BYTES
         found.append(Try(start, end, pcm[first:last]))
     return found
+
+
+def heard_in(judge: TryJudge, pcm: bytes) -> bool:
+    """A recording of one command (a benchmark's clip): heard when any of its tries is, as
+    `handoff wake-test` would report it."""
+    return any(judge(t.pcm).heard for t in split_tries(pcm))
 
 
 @dataclass(frozen=True)

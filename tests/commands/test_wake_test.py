@@ -34,11 +34,11 @@ def corpus(tmp_path_factory) -> Corpus:
 
 
 def recording(path: Path, corpus: Corpus, texts: list[str], voices: tuple[str, ...] = VOICES) -> Path:
-    """Each text after 3 s of silence; a text's " ... " is a 0.9 s pause inside one try."""
+    """Each text after 4 s of silence; a text's " ... " is a 0.9 s pause inside one try."""
     pcm = b""
     for i, text in enumerate(texts):
         parts = [corpus.speech(part, voices[i % len(voices)], (150, 165, 180)[i % 3]) for part in text.split(" ... ")]
-        pcm += _silence(3.0) + _silence(0.9).join(parts)
+        pcm += _silence(4.0) + _silence(0.9).join(parts)
     pcm = with_floor(pcm + _silence(2.0), corpus.noise(Noise.FAN, 10.0, seed=5))
     with wave.open(str(path), "wb") as w:
         w.setnchannels(1)
@@ -161,3 +161,30 @@ def test_live_takes_are_prompted_scored_and_counted(home, corpus, capsys, monkey
     out = capsys.readouterr().out
     assert '1/3: say "hey jarvis" now' in out and '3/3: say "I think the train leaves at half past seven" now' in out
     assert "heard 2 of 2 wake phrases" in out and "false wakes: 0 of 1" in out
+
+
+def test_wake_test_reports_what_the_benchmark_measures_on_the_same_recording(home, corpus, capsys):
+    """`benchmarks.wake_choice --neural` judges each clip with `heard_in` through the filter built
+    from the default settings; wake-test on a WAV of the same clip says the same, heard or not."""
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.wake_test import TryJudge, heard_in
+
+    judge = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000))
+    verdicts = []
+    for i, (text, voice) in enumerate((("hey jarvis, what time is it", "flite:rms"), ("hey jarvis ... tell me a joke", "flite:awb"),
+                                       ("hey jarvis, list the files", "en-us+f3"))):
+        parts = [corpus.speech(p, voice, 165) for p in text.split(" ... ")]
+        pcm = with_floor(_silence(1.0) + _silence(0.9).join(parts) + _silence(2.0), corpus.noise(Noise.FAN, 10.0, seed=5))
+        wav = home / f"clip{i}.wav"
+        with wave.open(str(wav), "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(24000)
+            w.writeframes(pcm)
+        assert cli.main(["wake-test", "--input-wav", str(wav)]) == 0
+        out = capsys.readouterr().out
+        benchmark = heard_in(judge, pcm)
+        verdicts.append(benchmark)
+        assert f"heard {int(benchmark)} of 1 wake phrases" in out
+    assert True in verdicts  # (flite's voices are heard: the comparison is not of two zeros)
