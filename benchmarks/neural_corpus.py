@@ -195,12 +195,26 @@ def neural_wake_specs(phrase: str, per_variant: int = 12) -> list[NeuralSpec]:
 
 
 def neural_near_specs(phrase: str, per_variant: int = 12) -> list[NeuralSpec]:
-    """The phrase's sound-alikes, each line through the sound variants in turn."""
+    """The phrase's sound-alikes, each line through the sound variants in turn, and those that
+    start as the phrase does ("hey chavez") also with a pause after that word (the pause rule's test)."""
     lines = tuple(dict.fromkeys(EXTRA_NEAR_MISSES.get(phrase, ()) + NEAR_MISS_LINES[phrase]))
-    return [NeuralSpec((f"{lines[(i + k) % len(lines)]}, {WAKE_COMMANDS[i % len(WAKE_COMMANDS)]}",), (), variant, False, take=i)
-            for k, variant in enumerate(SOUND_VARIANTS) for i in range(per_variant)]
+    specs = [NeuralSpec((f"{lines[(i + k) % len(lines)]}, {WAKE_COMMANDS[i % len(WAKE_COMMANDS)]}",), (), variant, False, take=i)
+             for k, variant in enumerate(SOUND_VARIANTS) for i in range(per_variant)]
+    first = phrase.split(" ")[0] + " "
+    paused = [line for line in lines if line.startswith(first)]
+    for i in range(per_variant if paused and first.strip() != phrase else 0):
+        rest = paused[i % len(paused)][len(first):]
+        specs.append(NeuralSpec((first.strip(), f"{rest}, {WAKE_COMMANDS[i % len(WAKE_COMMANDS)]}"), (0.5,),
+                                Variant.PAUSE_AFTER_HEY, False, take=i))
+    return specs
+
+
+PAUSED_OPENERS = ("well", "so", "hey", "okay", "look", "right")
 
 
 def neural_ordinary_specs(per_variant: int = 12) -> list[NeuralSpec]:
-    return [NeuralSpec((ORDINARY[(i + k * per_variant) % len(ORDINARY)],), (), variant, False, take=i)
-            for k, variant in enumerate(SOUND_VARIANTS) for i in range(per_variant)]
+    """Ordinary sentences through the sound variants, and said after a word and a pause ("well ... ")."""
+    specs = [NeuralSpec((ORDINARY[(i + k * per_variant) % len(ORDINARY)],), (), variant, False, take=i)
+             for k, variant in enumerate(SOUND_VARIANTS) for i in range(per_variant)]
+    return specs + [NeuralSpec((PAUSED_OPENERS[i % len(PAUSED_OPENERS)], ORDINARY[(i * 5) % len(ORDINARY)]), (0.5,),
+                               Variant.PAUSE_AFTER_HEY, False, take=i) for i in range(per_variant)]

@@ -44,10 +44,11 @@ class VadSettings:
     # before. Measured at 1.5: far-field "hey jarvis" heard 10 of 12 (0 with it off), but the
     # amplified tails of ordinary speech join it to the command after it and the wake is lost
     # (tests/detectors/test_wake_model.py), so it is not on (docs/PERFORMANCE.md, issue 34).
-    quiet_margin: float = 0.0
+    quiet_margin: float = 1.5
     quiet_floor_rms: int = 20  # -64 dBFS: a microphone's own hiss is under it
     quiet_target_rms: int = 1000
     max_gain: float = 32.0
+    quiet_after_loud_s: float = 1.0  # only this long after the last chunk above the floor
     quiet_threshold: float = 0.8  # Silero's probability that makes an amplified chunk speech (noise amplified fools it more)
 
 
@@ -75,6 +76,7 @@ class SileroVad:
         self._voiced = False  # webrtcvad's latest verdict (kept for chunks shorter than its frame)
         self._noise_rms: float | None = None  # the room's own noise: the running mean of chunks under the floor that stand out of nothing
         self._loudest: list[int] = []  # the RMS of the last second's chunks under the floor
+        self._since_loud_s = 0.0  # audio since the last chunk above the floor (near speech)
 
     def reset(self) -> None:
         self._model.reset()
@@ -91,6 +93,7 @@ class SileroVad:
         pcm16k = self._resample(chunk)
         rms = audioop.rms(chunk, SAMPLE_WIDTH)
         quiet = rms < self.settings.energy_floor_rms
+        self._since_loud_s = self._since_loud_s + len(chunk) / (self.settings.input_rate * SAMPLE_WIDTH) if quiet else 0.0
         if quiet:
             gained = self._far_speech(pcm16k, rms)
             if gained is not None:
@@ -116,6 +119,8 @@ class SileroVad:
             return None
         self._loudest = self._loudest[-49:] + [rms]  # 50 chunks: a second of 20 ms chunks
         if rms < settings.quiet_floor_rms or rms < noise * settings.quiet_margin:
+            return None
+        if self._since_loud_s < settings.quiet_after_loud_s:  # the fading tail of near speech, not far speech
             return None
         gain = min(settings.max_gain, settings.quiet_target_rms / max(1, max(self._loudest)))
         return audioop.mul(pcm16k, SAMPLE_WIDTH, gain)
