@@ -211,7 +211,7 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path)
     (folder / "workspace").mkdir(parents=True)
     with SimProcess() as sim:
         settings = fast_settings(sim.base_url, (folder / "workspace").resolve(), folder / "state",
-                                 upload_mode=UploadMode.ON_DEVICE_WAKE)
+                                 upload_mode=UploadMode.ON_DEVICE_WAKE, wake_phrase="hey jarvis")
         settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms))
         for text in LISTEN_COMMANDS[:commands]:
             sim.call("push", [text], 1)
