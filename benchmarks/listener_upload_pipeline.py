@@ -241,7 +241,7 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes) -> list[str]:
                                     (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
             for chunk_ms in (20, 40):
                 cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"{chunk_ms}-{commands}"))
-                label = f"{chunk_ms} ms" + (" (before issue 34)" if chunk_ms == 20 else " (the default since)")
+                label = f"{chunk_ms} ms" + (" (the default)" if chunk_ms == 20 else "")
                 lines.append(f"| {room}, {seconds:g} s | {label} | {cpu:.2f} | {narrated} |")
     return lines
 

@@ -289,7 +289,7 @@ class AudioSettings:
     input_wav: Path | None = None  # drive the microphone from a WAV file instead
     output_wav: Path | None = None  # write what would be played to a WAV file instead
     realtime_wav_input: bool = True  # pace a WAV microphone like a real one
-    chunk_ms: int = 40  # the microphone read per chunk: 40 ms halves the per-chunk cost of listening (20: 1.6 %, 40: 0.8 % of a core in a silent room; docs/PERFORMANCE.md, issue 34)
+    chunk_ms: int = 20
     volume_percent: int = 100  # everything played, 0-150 % (clipped above 100)
     wake_sound_wav: Path | None = None  # sounds to use instead of the built-in ones
     working_sound_wav: Path | None = None
