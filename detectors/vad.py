@@ -41,10 +41,10 @@ class VadSettings:
     # quietest recent chunks) and above `quiet_floor_rms` is amplified (at most `max_gain`, towards
     # `quiet_target_rms` from the loudest of the last second) and Silero alone decides on it
     # (webrtcvad drops such speech even amplified). 0 (the default): quiet speech is silence, as
-    # before. Measured at 1.5: far-field "hey jarvis" heard 10 of 12 (0 with it off), but the
-    # amplified tails of ordinary speech join it to the command after it and the wake is lost
-    # (tests/detectors/test_wake_model.py), so it is not on (docs/PERFORMANCE.md, issue 34).
-    quiet_margin: float = 1.5
+    # before. Measured at 1.5 (docs/PERFORMANCE.md, "Human-like voices"): far-field "hey jarvis"
+    # reaches the models, but Silero also takes the amplified -60 dBFS floor of a quiet room for
+    # speech now and then, which splits and joins utterances wrongly; so it is off.
+    quiet_margin: float = 0.0
     quiet_floor_rms: int = 20  # -64 dBFS: a microphone's own hiss is under it
     quiet_target_rms: int = 1000
     max_gain: float = 32.0
@@ -76,7 +76,7 @@ class SileroVad:
         self._voiced = False  # webrtcvad's latest verdict (kept for chunks shorter than its frame)
         self._noise_rms: float | None = None  # the room's own noise: the running mean of chunks under the floor that stand out of nothing
         self._loudest: list[int] = []  # the RMS of the last second's chunks under the floor
-        self._since_loud_s = 0.0  # audio since the last chunk above the floor (near speech)
+        self._since_loud_s = float("inf")  # audio since the last chunk above the floor (near speech): none yet
 
     def reset(self) -> None:
         self._model.reset()

@@ -28,7 +28,7 @@ if TYPE_CHECKING:
 
 RATE = 24000
 CHUNK_BYTES = RATE * SAMPLE_WIDTH // 50  # 20 ms
-LEAD_S = 0.6  # fed before a try's first speech: the gate's pre-roll (0.5 s) and the spotter's (0.4 s)
+LEAD_S = 1.0  # fed before a try's first speech: the gate's pre-roll (0.5 s), and far speech the VAD finds late
 TAIL_S = 1.5  # fed after its last speech: the hangover, and the second model's window after the phrase
 TRY_GAP_S = 1.5  # silence that ends a try: a pause inside "phrase ... command" is shorter
 MIN_SPEECH_S = 0.2  # a click or a cough is not a try
@@ -46,26 +46,21 @@ class Try:
 def split_tries(pcm: bytes, vad: SileroVad | None = None) -> list[Try]:
     """The tries in `pcm`: stretches of speech, as the on-device VAD hears them, joined across pauses under TRY_GAP_S."""
     vad = vad or SileroVad()
-    runs: list[list[float]] = []
+    tries: list[list[float]] = []  # [start, end, seconds of speech in it]
     count = len(pcm) // CHUNK_BYTES
     for index in range(count):
         if not vad.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]).is_speech:
             continue
         start, end = index * 0.02, (index + 1) * 0.02
-        if runs and start - runs[-1][1] < 0.3:  # a word's own gaps
-            runs[-1][1] = end
-        else:
-            runs.append([start, end])
-    tries: list[list[float]] = []
-    for start, end in runs:  # a blip of noise the VAD took for speech does not join two tries
-        if end - start < MIN_SPEECH_S:
-            continue
         if tries and start - tries[-1][1] < TRY_GAP_S:
             tries[-1][1] = end
+            tries[-1][2] += 0.02
         else:
-            tries.append([start, end])
+            tries.append([start, end, 0.02])
+    # A blip of noise the VAD took for speech is not a try (far speech is heard in scattered frames: counted together)
+    tries = [t for t in tries if t[2] >= MIN_SPEECH_S]
     found = []
-    for start, end in tries:
+    for start, end, _ in tries:
         first = max(0, int((start - LEAD_S) * 50)) * CHUNK_BYTES
         last = min(count, int((end + TAIL_S) * 50)) * CHUNK_BYTES
         found.append(Try(start, end, pcm[first:last]))
