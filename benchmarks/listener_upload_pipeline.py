@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import multiprocessing
 import tempfile
 import time
@@ -31,7 +32,9 @@ from pathlib import Path
 from typing import Any
 
 from audio_io import MemorySpeaker, PushMicrophone
-from benchmarks.corpus import DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, audioop, scale_to_rms, standard
+from benchmarks.corpus import (
+    DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
+)
 from benchmarks.listener_upload import MIC_HISS_RMS
 from assembly.build import assistant
 from concurrency.changes import wait_for
@@ -174,6 +177,75 @@ async def run_mode(mode: UploadMode, clips: list[Clip], streams: list[bytes], pa
     return ModeResult(mode, len(clips), frozenset(routed), frozenset(answered), appends, wire_bytes, wall * pace, cpu, wall)
 
 
+# --- what listening costs (issue 34) ----------------------------------------------------------
+
+
+LISTEN_COMMANDS = ("hey jarvis, what time is it", "hey jarvis, list the files", "hey jarvis, tell me a joke")
+
+
+def talking_room(corpus: Corpus, seconds: float, hiss: bytes) -> tuple[bytes, list[tuple[int, str]]]:
+    """`seconds` of a room where people talk about a third of the time (everyday sentences, every
+    voice family), with three "hey jarvis" commands spread over it: (pcm, [(byte offset, text)])."""
+    from benchmarks.corpus import ordinary_specs
+
+    chatter = corpus.clips(ordinary_specs(40))
+    commands = [corpus.utterance(UtteranceSpec((text,), "flite:slt", 165, True)) for text in LISTEN_COMMANDS]
+    pcm, placed, i = bytearray(), [], 0
+    total = int(seconds * RATE) * WIDTH
+    every = total // (len(commands) + 1)
+    while len(pcm) < total:
+        if len(placed) < len(commands) and len(pcm) >= every * (len(placed) + 1):
+            placed.append((len(pcm), commands[len(placed)].text))
+            pcm += commands[len(placed) - 1].pcm + bytes(6 * RATE * WIDTH)  # room for the answer
+            continue
+        clip = chatter[i % len(chatter)]
+        i += 1
+        pcm += clip.pcm + bytes(int(clip.seconds * 1.2 * RATE) * WIDTH)  # a third of the time talk (clips carry 1.3 s of silence)
+    pcm = bytes(pcm[:total])
+    return audioop.add(pcm, (hiss * (len(pcm) // len(hiss) + 1))[: len(pcm)], WIDTH), placed
+
+
+async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path) -> tuple[float, int]:
+    """handoff's CPU (% of a core) while the room is played at real speed in wake_word mode, and
+    how many commands were answered."""
+    (folder / "workspace").mkdir(parents=True)
+    with SimProcess() as sim:
+        settings = fast_settings(sim.base_url, (folder / "workspace").resolve(), folder / "state",
+                                 upload_mode=UploadMode.ON_DEVICE_WAKE, wake_phrase="hey jarvis")
+        settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms))
+        for text in LISTEN_COMMANDS[:commands]:
+            sim.call("push", [text], 1)
+        timeline = Timeline()
+        microphone = PushMicrophone(chunk_ms=chunk_ms, pace=1.0)
+        async with assistant(settings, microphone, MemorySpeaker(), timeline) as coordinator:
+            task = asyncio.create_task(coordinator.run(), name="handoff under benchmark")
+            try:
+                await wait_for(timeline, lambda t: t.count("listening") >= 1, 60)
+                cpu, wall = time.process_time(), time.perf_counter()
+                microphone.feed(pcm)
+                await microphone.emitted()
+                cpu, wall = time.process_time() - cpu, time.perf_counter() - wall
+            finally:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
+    return 100 * cpu / wall, timeline.count("narrated")
+
+
+def listening_table(corpus: Corpus, seconds: float, hiss: bytes) -> list[str]:
+    silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
+    talking, placed = talking_room(corpus, seconds, hiss)
+    lines = ["| room | microphone chunk | handoff CPU % of a core | answers narrated |", "|---|---|---|---|"]
+    with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
+        for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
+                                    (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
+            for chunk_ms in (20, 40):
+                cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"{chunk_ms}-{commands}"))
+                label = f"{chunk_ms} ms" + (" (the default)" if chunk_ms == 20 else "")
+                lines.append(f"| {room}, {seconds:g} s | {label} | {cpu:.2f} | {narrated} |")
+    return lines
+
+
 # --- the run -----------------------------------------------------------------------------------
 
 
@@ -204,7 +276,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quiet", type=float, default=None, help="seconds of quiet room after each utterance (default 4, quick 2)")
     parser.add_argument("--utterances", type=int, default=None, help="use the first N (default all 48, quick 6)")
     parser.add_argument("--cache", default=DEFAULT_CACHE)
+    parser.add_argument("--listening", type=float, default=0, metavar="S",
+                        help="only what listening costs in wake_word mode: S seconds of a silent and of a talking room, "
+                             "20 and 40 ms microphone chunks")
     args = parser.parse_args(argv)
+    if args.listening:
+        corpus = Corpus(args.cache)
+        hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
+        print("\n".join(listening_table(corpus, args.listening, hiss)))
+        return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)
     corpus = Corpus(args.cache)

@@ -2,6 +2,7 @@
 
     nice .venv/bin/python -m benchmarks.wake_choice            # the full corpus (issue 19)
     nice .venv/bin/python -m benchmarks.wake_choice --quick    # a few clips each, for development
+    nice .venv/bin/python -m benchmarks.wake_choice --neural 12 --phrases "hey jarvis"   # the neural voice, the shipped path
 
 Candidates are the engines whose models ship inside their wheel (nothing downloaded):
 pymicro-wakeword 2.5.0 (microWakeWord, through handoff's own `detectors.wake_model.ModelSpotter`)
@@ -287,6 +288,44 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     return lines
 
 
+def neural_table(phrase: str, per_variant: int, cache: str) -> list[str]:
+    """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
+    judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
+    the default settings: what `handoff wake-test` reports on the same recording."""
+    from benchmarks.neural_corpus import (
+        NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
+    )
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.wake_test import TryJudge, heard_in
+
+    corpus = NeuralCorpus(cache, Corpus(cache))
+    judge = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), phrase, 8.0, RATE * WIDTH))
+    tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
+    audio_s = cpu_s = 0.0
+    for kind, specs in (("addressed", neural_wake_specs(phrase, per_variant)),
+                        ("near", neural_near_specs(phrase, per_variant)), ("ordinary", neural_ordinary_specs(per_variant))):
+        for spec in specs:
+            clip = corpus.clip(spec)
+            start = time.process_time()
+            heard = heard_in(judge, clip.pcm)
+            cpu_s += time.process_time() - start
+            audio_s += clip.seconds
+            tallies[(kind, spec.variant.value)].add(heard)
+            if kind == "addressed" and spec.variant not in (Variant.PAUSE_AFTER_HEY, Variant.NAME_ALONE):
+                tallies[(kind, POOLED)].add(heard)
+            tallies[(kind, "all")].add(heard)
+    lines = [f"| variant ({phrase}, piper en_US-joe-medium) | recall % | near misses woken per 100 | ordinary woken per 100 |",
+             "|---|---|---|---|"]
+    for variant in [v.value for v in Variant] + [POOLED + " (the phrase said as it is: every variant but the two wordings)", "all"]:
+        key = variant.split(" (")[0] if variant.startswith(POOLED) else variant
+        lines.append(f"| {variant} | {tallies[('addressed', key)].pct()} | {tallies[('near', key)].per100()} | "
+                     f"{tallies[('ordinary', key)].per100()} |")
+    lines.append(f"\nCPU of the whole detector path (VAD, spotter, gate): {1000 * cpu_s / audio_s:.1f} ms per s of audio "
+                 f"({audio_s:.0f} s of clips).")
+    return lines
+
+
 ENGINES: dict[str, Callable[[str], Engine]] = {"micro": MicroEngine, "open": OpenEngine, "two-stage": TwoStageEngine}
 
 
@@ -300,7 +339,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cutoffs", type=lambda v: [float(c) for c in v.split(",") if c], default=[0.9, 0.8, 0.7, 0.5],
                         help="microWakeWord cutoffs to tabulate besides each model's own")
     parser.add_argument("--count", type=int, default=0, help="--quick: clips per set (default 12)")
+    parser.add_argument("--neural", type=int, default=0, metavar="N",
+                        help="only the neural-voice table (piper en_US-joe-medium), N clips per variant (e.g. 12)")
     args = parser.parse_args(argv)
+    if args.neural:
+        for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
+            print("\n".join(neural_table(phrase, args.neural, args.cache)))
+        return 0
     corpus = Corpus(args.cache)
     n_addr, n_other = (args.count or 12, args.count or 12) if args.quick else (100, 100)
     babble_s = 60 * (args.babble_minutes if args.babble_minutes is not None else (1 if args.quick else 60))

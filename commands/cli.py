@@ -24,7 +24,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "service": ("commands.service", "install the systemd user unit that runs handoff as a service"),
     "status": ("commands.status", "how the running assistant is doing (exit 0 running, 1 unwell, 2 no state folder there, 3 not running, 4 unknown)"),
     "history": ("commands.status", "what the assistant was asked and what it said"),
-    "wake-test": ("commands.wake_test", "say the wake phrase a few times: how well the on-device model hears you, and the WAKE_CUTOFF that would hear every one"),
+    "wake-test": ("commands.wake_test", "say the wake phrase a few times: does the wake the assistant runs hear you"),
     "web-url": ("commands.web_url", "the address of the running assistant's page (with its token, when it needs one)"),
     "satellite": ("commands.satellite", "be a satellite (mic, speaker, wake word) for a handoff hub on another machine"),
     "rooms": ("commands.pairing", "pair this hub with a room's satellite: handoff rooms pair ROOM CODE"),

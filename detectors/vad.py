@@ -36,6 +36,20 @@ class VadSettings:
     # voice-like. It costs 0.5 ms per second of audio and lets Silero sleep through most fan and
     # hum noise (a noisy room: 4.3 % of a core without it). None: Silero on every chunk above the floor.
     prefilter_mode: int | None = 3
+    # Speech from across the room (peaks at -42 dBFS, about -55 dBFS RMS) is under the energy floor:
+    # a chunk under it but `quiet_margin` times louder than the room's own noise (tracked: the
+    # quietest recent chunks) and above `quiet_floor_rms` is amplified (at most `max_gain`, towards
+    # `quiet_target_rms` from the loudest of the last second) and Silero alone decides on it
+    # (webrtcvad drops such speech even amplified). 0 (the default): quiet speech is silence, as
+    # before. Measured at 1.5 (docs/PERFORMANCE.md, "Human-like voices"): far-field "hey jarvis"
+    # reaches the models, but Silero also takes the amplified -60 dBFS floor of a quiet room for
+    # speech now and then, which splits and joins utterances wrongly; so it is off.
+    quiet_margin: float = 0.0
+    quiet_floor_rms: int = 20  # -64 dBFS: a microphone's own hiss is under it
+    quiet_target_rms: int = 1000
+    max_gain: float = 32.0
+    quiet_after_loud_s: float = 1.0  # only this long after the last chunk above the floor
+    quiet_threshold: float = 0.8  # Silero's probability that makes an amplified chunk speech (noise amplified fools it more)
 
 
 @dataclass(frozen=True)
@@ -60,6 +74,9 @@ class SileroVad:
         self._webrtc = webrtcvad.Vad(settings.prefilter_mode) if settings.prefilter_mode is not None else None
         self._webrtc_pending = b""  # 16 kHz audio not yet a full webrtcvad frame
         self._voiced = False  # webrtcvad's latest verdict (kept for chunks shorter than its frame)
+        self._noise_rms: float | None = None  # the room's own noise: the running mean of chunks under the floor that stand out of nothing
+        self._loudest: list[int] = []  # the RMS of the last second's chunks under the floor
+        self._since_loud_s = float("inf")  # audio since the last chunk above the floor (near speech): none yet
 
     def reset(self) -> None:
         self._model.reset()
@@ -68,12 +85,21 @@ class SileroVad:
         self._probability = 0.0
         self._webrtc_pending = b""
         self._voiced = False
+        self._loudest.clear()
 
     def feed(self, chunk: bytes) -> VadVerdict:
         if not chunk:
             return self._verdict()
         pcm16k = self._resample(chunk)
-        quiet = audioop.rms(chunk, SAMPLE_WIDTH) < self.settings.energy_floor_rms
+        rms = audioop.rms(chunk, SAMPLE_WIDTH)
+        quiet = rms < self.settings.energy_floor_rms
+        self._since_loud_s = self._since_loud_s + len(chunk) / (self.settings.input_rate * SAMPLE_WIDTH) if quiet else 0.0
+        if quiet:
+            gained = self._far_speech(pcm16k, rms)
+            if gained is not None:
+                verdict = self._run_model(gained)
+                return VadVerdict(verdict.probability, verdict.probability >= max(self.settings.threshold,
+                                                                                  self.settings.quiet_threshold))
         if quiet or not self._voice_like(pcm16k):
             # Not a voice: skip the model, keeping its state (a reset costs it a few windows of
             # ramp-up at the next word, measured as 14 % of speech frames lost).
@@ -81,6 +107,25 @@ class SileroVad:
             self._webrtc_pending = b"" if quiet else self._webrtc_pending
             self._probability = 0.0
             return self._verdict()
+        return self._run_model(pcm16k)
+
+    def _far_speech(self, pcm16k: bytes, rms: int) -> bytes | None:
+        """A chunk under the energy floor: amplified, when it stands out of the room's noise; else None."""
+        settings = self.settings
+        noise = self._noise_rms
+        # The room's noise: follows quieter chunks down at once, louder ones up slowly (10 s).
+        self._noise_rms = float(rms) if noise is None or rms < noise else noise + (rms - noise) * 0.002
+        if settings.quiet_margin <= 0 or noise is None:
+            return None
+        self._loudest = self._loudest[-49:] + [rms]  # 50 chunks: a second of 20 ms chunks
+        if rms < settings.quiet_floor_rms or rms < noise * settings.quiet_margin:
+            return None
+        if self._since_loud_s < settings.quiet_after_loud_s:  # the fading tail of near speech, not far speech
+            return None
+        gain = min(settings.max_gain, settings.quiet_target_rms / max(1, max(self._loudest)))
+        return audioop.mul(pcm16k, SAMPLE_WIDTH, gain)
+
+    def _run_model(self, pcm16k: bytes) -> VadVerdict:
         self._pending += pcm16k
         while len(self._pending) >= _WINDOW_BYTES:
             window, self._pending = self._pending[:_WINDOW_BYTES], self._pending[_WINDOW_BYTES:]

@@ -55,6 +55,15 @@ class ConfirmSettings:
     # the window. Measured: two grids refuse a few near misses but lose more real wakes than the
     # micro cutoff does (docs/PERFORMANCE.md), so one.
     phases: int = 1
+    # "hey, <pause> jarvis": microWakeWord scores the phrase split by a pause near 0 and never opens
+    # a candidate; openWakeWord hears it. When the VAD heard a short run ("hey", at most
+    # `pause_word_s`) and, after a pause of `pause_gap_s`, speech again, openWakeWord alone listens
+    # (the look-back holds "hey" and the pause) for `pause_window_s` and wakes above
+    # `pause_threshold`. None: no such rule.
+    pause_threshold: float | None = 0.9
+    pause_word_s: tuple[float, float] = (0.12, 0.6)
+    pause_gap_s: tuple[float, float] = (0.15, 1.0)
+    pause_window_s: float = 1.5
 
 
 class Fusion(Enum):
@@ -81,6 +90,7 @@ class FusionCore:
         self.peak_s = 0.0
         self._peak = 0.0
         self._open_best = [0.0] * settings.phases  # openWakeWord's best in this window, per frame grid
+        self.paused_from: float | None = None  # a pause window's "hey" began here (None: a candidate's window)
 
     @property
     def listening(self) -> bool:
@@ -88,6 +98,21 @@ class FusionCore:
 
     def reset(self) -> None:
         self.deadline = None
+        self.paused_from = None
+
+    def pause(self, word_start: float, word_end: float, at_s: float) -> Fusion:
+        """The VAD heard a word from `word_start` to `word_end`, then a pause, then speech again at
+        `at_s`: "hey, <pause> jarvis" may be starting. openWakeWord alone listens if it fits."""
+        settings = self.settings
+        if settings.pause_threshold is None or self.deadline is not None:
+            return Fusion.NOTHING
+        if not (settings.pause_word_s[0] <= word_end - word_start <= settings.pause_word_s[1]
+                and settings.pause_gap_s[0] <= at_s - word_end <= settings.pause_gap_s[1]):
+            return Fusion.NOTHING
+        self._open_best = [0.0] * settings.phases
+        self._peak, self.peak_s, self.paused_from = 0.0, at_s, word_start
+        self.deadline = at_s + settings.pause_window_s
+        return Fusion.START
 
     def micro(self, probability: float, at_s: float) -> Fusion:
         if probability > self.alone_cutoff:  # what microWakeWord alone wakes on, as without the second model
@@ -95,6 +120,7 @@ class FusionCore:
             return Fusion.WAKE
         if probability <= self.settings.candidate_cutoff:
             return self.tick(at_s)
+        self.paused_from = None  # microWakeWord heard something: the ordinary rule judges it
         started = self.deadline is None
         if started:
             self._open_best = [0.0] * self.settings.phases
@@ -115,7 +141,13 @@ class FusionCore:
         return self._agreed()
 
     def _agreed(self) -> Fusion:
-        """Both models, each at its own cutoff, somewhere in this window (not necessarily at once)."""
+        """Both models, each at its own cutoff, somewhere in this window (not necessarily at once);
+        in a pause window, openWakeWord alone at `pause_threshold`."""
+        if self.paused_from is not None:
+            if min(self._open_best) > (self.settings.pause_threshold or 1.0):
+                self.deadline = None
+                return Fusion.WAKE
+            return Fusion.NOTHING
         if self._peak > self.settings.micro_cutoff and min(self._open_best) > self.settings.threshold:
             self.deadline = None
             return Fusion.WAKE
@@ -123,7 +155,7 @@ class FusionCore:
 
     def tick(self, now: float) -> Fusion:
         if self.deadline is not None and now > self.deadline:
-            self.deadline = None
+            self.deadline = self.paused_from = None
             return Fusion.STOP
         return Fusion.NOTHING
 

@@ -104,6 +104,13 @@ class ModelSpotter:
             hit = self._confirmed(pcm16k, end_time) or hit
         return hit
 
+    def pause_heard(self, word_start: float, word_end: float, now: float) -> KeywordHit | None:
+        """The VAD heard a short word, a pause and speech again at `now` ("hey, <pause> jarvis"?):
+        with the second model, it listens alone for a while (`ConfirmSettings.pause_threshold`)."""
+        if self._confirm is None or now < self._quiet_until:
+            return None
+        return self._fused(self._fusion.pause(word_start, word_end, now), now)
+
     def _confirmed(self, pcm16k: bytes, end_time: float) -> KeywordHit | None:
         """Keep the last `lookback_s` of audio; while a candidate's window is open, openWakeWord hears
         each chunk (a window that opened on this chunk started on the look-back before it)."""
@@ -129,8 +136,12 @@ class ModelSpotter:
 
     def _wake(self, end_time: float) -> KeywordHit:
         # Timed from microWakeWord's peak (near the phrase's end, as a one-model hit is), not from
-        # the agreement, so the upload starts where the phrase began.
+        # the agreement, so the upload starts where the phrase began; after a pause, from "hey".
+        paused_from = self._fusion.paused_from
         self._fusion.reset()
+        if paused_from is not None:
+            self._quiet_until = end_time + self.settings.refractory_s
+            return KeywordHit(self.phrase, start_s=paused_from, detected_s=end_time)
         return self._hit(self._fusion.peak_s, end_time)
 
     def _hit(self, heard_at: float, end_time: float) -> KeywordHit:

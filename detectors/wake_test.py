@@ -1,14 +1,18 @@
-"""What `handoff wake-test` measures: the wake model's score on each utterance of a recording.
+"""What `handoff wake-test` measures: whether the wake the assistant runs hears each try of a recording.
 
 Synthetic voices are a floor; the user's own voice and microphone are the truth. A recording (or
-the takes the command asks for) is split into utterances by the on-device VAD, each is scored by
-the model alone (fed from a short pre-roll to a short tail, reset in between, as the pipeline
-feeds it), and the report says which were heard at the cutoff in use, and which cutoff would have
-caught every phrase with no false wake.
+the takes the command asks for) is split into tries by the on-device VAD: a try is speech with
+less than `TRY_GAP_S` of silence inside it, so "hey jarvis ... <pause> ... what time is it" is one
+try, as it is one command. Each try is fed, from a restart, through the very `UploadFilter` the
+assistant builds from the user's settings (VAD, the spotter only on speech, the two-model rule
+or microWakeWord alone, the wake-position rule of the upload gate): it is heard when that filter
+accepts a wake, as it would start an upload. `benchmarks/wake_choice.py` judges its clips with the
+same `TryJudge`, so both report the same figures on the same recording.
 
-    utterances = split_utterances(pcm)                       # pcm16 mono 24 kHz
-    takes = [Take(u.start_s, score(spotter, u.pcm), is_phrase=True) for u in utterances]
-    report = WakeReport(takes, cutoff=spotter.cutoff, model_cutoff=spotter.model_cutoff)
+    judge = TryJudge(upload_filter)                          # assembly.build.upload_filter(settings)
+    tries = split_tries(pcm)                                 # pcm16 mono 24 kHz
+    takes = [Take(t.start_s, *judge(t.pcm), is_phrase=True) for t in tries]
+    report = WakeReport(tuple(takes), rule=judge.rule())
 """
 
 from __future__ import annotations
@@ -20,73 +24,115 @@ from detectors.audio import SAMPLE_WIDTH
 from detectors.vad import SileroVad
 
 if TYPE_CHECKING:
-    from detectors.wake_model import ModelSpotter
+    from detectors.pipeline import UploadFilter
 
 RATE = 24000
 CHUNK_BYTES = RATE * SAMPLE_WIDTH // 50  # 20 ms
-PREROLL_S = 0.4  # as MicDetectors feeds the spotter
-TAIL_S = 0.6
-GAP_S = 0.5  # silence that ends an utterance (a pause inside "hey jarvis ... what time" is shorter)
-MIN_SPEECH_S = 0.2  # a click or a cough is not an utterance
+LEAD_S = 1.0  # fed before a try's first speech: the gate's pre-roll (0.5 s), and far speech the VAD finds late
+TAIL_S = 1.5  # fed after its last speech: the hangover, and the second model's window after the phrase
+TRY_GAP_S = 1.5  # silence that ends a try: a pause inside "phrase ... command" is shorter
+MIN_SPEECH_S = 0.2  # a click or a cough is not a try
+NOT_HEARD = 0.1  # microWakeWord's best under this on every phrase: the model did not hear the phrase at all
+SUGGEST_MIN = 0.5  # never suggest a cutoff under this (below it, sound-alikes wake it: PERFORMANCE.md)
 
 
 @dataclass(frozen=True)
-class Utterance:
+class Try:
     start_s: float
     end_s: float
-    pcm: bytes  # from PREROLL_S before its start to TAIL_S after its end
+    pcm: bytes  # from LEAD_S before its start to TAIL_S after its end
 
 
-def split_utterances(pcm: bytes, vad: SileroVad | None = None) -> list[Utterance]:
-    """The stretches of speech in `pcm`, as the on-device VAD hears them."""
+def split_tries(pcm: bytes, vad: SileroVad | None = None) -> list[Try]:
+    """The tries in `pcm`: stretches of speech, as the on-device VAD hears them, joined across pauses under TRY_GAP_S."""
     vad = vad or SileroVad()
-    runs: list[list[float]] = []
+    tries: list[list[float]] = []  # [start, end, seconds of speech in it]
     count = len(pcm) // CHUNK_BYTES
     for index in range(count):
         if not vad.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]).is_speech:
             continue
         start, end = index * 0.02, (index + 1) * 0.02
-        if runs and start - runs[-1][1] < GAP_S:
-            runs[-1][1] = end
+        if tries and start - tries[-1][1] < TRY_GAP_S:
+            tries[-1][1] = end
+            tries[-1][2] += 0.02
         else:
-            runs.append([start, end])
+            tries.append([start, end, 0.02])
+    # A blip of noise the VAD took for speech is not a try (far speech is heard in scattered frames: counted together)
+    tries = [t for t in tries if t[2] >= MIN_SPEECH_S]
     found = []
-    for start, end in runs:
-        if end - start < MIN_SPEECH_S:
-            continue
-        first = max(0, int((start - PREROLL_S) * 50)) * CHUNK_BYTES
+    for start, end, _ in tries:
+        first = max(0, int((start - LEAD_S) * 50)) * CHUNK_BYTES
         last = min(count, int((end + TAIL_S) * 50)) * CHUNK_BYTES
-        found.append(Utterance(start, end, pcm[first:last]))
+        found.append(Try(start, end, pcm[first:last]))
     return found
 
 
-class Scorer:
-    """The model's best probability over one utterance (a `ModelSpotter`, reset before each)."""
+def heard_in(judge: TryJudge, pcm: bytes) -> bool:
+    """A recording of one command (a benchmark's clip): heard when any of its tries is, as
+    `handoff wake-test` would report it."""
+    return any(judge(t.pcm).heard for t in split_tries(pcm))
 
-    def __init__(self, spotter: ModelSpotter) -> None:  # numpy and TFLite: loaded by the caller
-        self.spotter = spotter
 
-    def __call__(self, pcm: bytes) -> float:
-        self.spotter.reset()
-        self.spotter.take_best()
+@dataclass(frozen=True)
+class Judged:
+    heard: bool  # the filter accepted a wake in this try (an upload would have started)
+    score: float | None  # microWakeWord's best on it (None: the spotter is pocketsphinx, no score)
+
+
+class TryJudge:
+    """Feeds one try at a time through the assistant's own upload filter, from a restart."""
+
+    def __init__(self, upload: UploadFilter) -> None:
+        if upload.detectors is None or upload.detectors.spotter is None:
+            raise ValueError("the upload filter has no wake spotter (upload mode wake_word builds one)")
+        self.upload = upload
+        self.spotter = upload.detectors.spotter
+
+    def __call__(self, pcm: bytes) -> Judged:
+        self.upload.restart()
+        take_best = getattr(self.spotter, "take_best", None)
+        if take_best is not None:
+            take_best()
+        heard = False
         for index in range(len(pcm) // CHUNK_BYTES):
-            self.spotter.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES], (index + 1) * 0.02)
-        best = self.spotter.take_best()
-        return best.probability if best is not None else 0.0
+            self.upload.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES])
+            heard = self.upload.take_wake() is not None or heard
+        best = take_best() if take_best is not None else None
+        return Judged(heard, (best.probability if best is not None else 0.0) if take_best is not None else None)
+
+    def rule(self) -> Rule:
+        confirm = getattr(getattr(self.spotter, "settings", None), "confirm", None)
+        if not hasattr(self.spotter, "take_best"):
+            return Rule("pocketsphinx's keyphrase search", alone_cutoff=None, two_stage=False)
+        cutoff = self.spotter.model_cutoff if confirm is not None else self.spotter.cutoff
+        describe = (f"microWakeWord above {cutoff:g}, or above {confirm.micro_cutoff:g} with openWakeWord agreeing"
+                    if confirm is not None else f"microWakeWord alone above {cutoff:g}")
+        return Rule(describe, alone_cutoff=cutoff, two_stage=confirm is not None,
+                    model_cutoff=self.spotter.model_cutoff)
+
+
+@dataclass(frozen=True)
+class Rule:
+    """The wake rule in use, for the report."""
+
+    describe: str
+    alone_cutoff: float | None  # microWakeWord's cutoff when it decides alone (None: no model)
+    two_stage: bool  # openWakeWord confirms lower candidates: a WAKE_CUTOFF would switch that off
+    model_cutoff: float | None = None
 
 
 @dataclass(frozen=True)
 class Take:
     start_s: float
-    score: float
+    heard: bool
+    score: float | None  # microWakeWord's best (None: no model)
     is_phrase: bool  # the wake phrase (True) or a sentence that is not it
 
 
 @dataclass(frozen=True)
 class WakeReport:
     takes: tuple[Take, ...]
-    cutoff: float  # in use (WAKE_CUTOFF, or the model's own)
-    model_cutoff: float
+    rule: Rule
 
     @property
     def phrases(self) -> list[Take]:
@@ -98,51 +144,68 @@ class WakeReport:
 
     @property
     def heard(self) -> int:
-        return sum(t.score > self.cutoff for t in self.phrases)
+        return sum(t.heard for t in self.phrases)
 
     @property
     def false_wakes(self) -> int:
-        return sum(t.score > self.cutoff for t in self.others)
+        return sum(t.heard for t in self.others)
+
+    def phrase_unheard(self) -> bool:
+        """The model scored every phrase try as nothing: not a cutoff's business (another phrase
+        said, the wrong file, or a microphone that hears nothing)."""
+        scores = [t.score for t in self.phrases if t.score is not None]
+        return bool(scores) and len(scores) == len(self.phrases) and max(scores) < NOT_HEARD
 
     def suggested_cutoff(self) -> float | None:
-        """A cutoff that catches every phrase with no false wake, as high as that allows (but
-        never above the model's own), or None when no cutoff does."""
-        if not self.phrases:
+        """Only where a cutoff is the whole rule (WAKE_CUTOFF set: microWakeWord alone): the highest
+        cutoff at which every phrase try scored above and no other try did, never under
+        SUGGEST_MIN nor above the model's own; None when none does, or when the rule in use is
+        the two-model one (a WAKE_CUTOFF would switch its second model off)."""
+        if self.rule.two_stage or self.rule.alone_cutoff is None or not self.phrases or self.phrase_unheard():
             return None
-        lowest = min(t.score for t in self.phrases)
-        highest_other = max((t.score for t in self.others), default=0.0)
+        lowest = min(t.score or 0.0 for t in self.phrases)
+        highest_other = max((t.score or 0.0 for t in self.others), default=0.0)
         if lowest <= highest_other:
             return None
-        # Halfway between the two (rounded down to two places): a margin on both sides.
-        middle = (lowest + highest_other) / 2 if self.others else lowest * 0.9
-        return min(self.model_cutoff, max(0.01, int(middle * 100) / 100))
+        middle = (lowest + highest_other) / 2 if self.others else lowest * 0.9  # a margin on both sides
+        cutoff = min(self.rule.model_cutoff or 1.0, int(middle * 100) / 100)
+        return cutoff if cutoff >= SUGGEST_MIN else None
 
     def lines(self, phrase: str) -> list[str]:
         out = []
         for number, take in enumerate(self.takes, 1):
             what = f'"{phrase}"' if take.is_phrase else "not the phrase"
-            verdict = "heard" if take.score > self.cutoff else "not heard"
-            if not take.is_phrase:
-                verdict = "FALSE WAKE" if take.score > self.cutoff else "ignored"
-            out.append(f"  {number:>2}. at {take.start_s:6.1f} s  {what:<16} score {take.score:.3f}  {verdict}")
+            verdict = ("heard" if take.heard else "not heard") if take.is_phrase else ("FALSE WAKE" if take.heard else "ignored")
+            score = f" score {take.score:.3f}" if take.score is not None else ""
+            out.append(f"  {number:>2}. at {take.start_s:6.1f} s  {what:<16}{score}  {verdict}")
+        out.append(f"wake rule in use: {self.rule.describe}")
         if self.phrases:
-            out.append(f"heard {self.heard} of {len(self.phrases)} wake phrases at cutoff {self.cutoff:g}"
-                       + (" (the model's own)" if self.cutoff == self.model_cutoff else ""))
+            out.append(f"heard {self.heard} of {len(self.phrases)} wake phrases")
         if self.others:
             out.append(f"false wakes: {self.false_wakes} of {len(self.others)} utterances that were not the phrase")
-        suggestion = self.suggested_cutoff()
-        clean = " with no false wake" if self.others else ""
+        out.extend(self._advice(phrase))
+        return out
+
+    def _advice(self, phrase: str) -> list[str]:
         untested = "" if self.others else " No sentence that is not the phrase was scored, so false wakes are untested."
         if not self.phrases:
-            pass
-        elif suggestion is None:
-            lowest = min(t.score for t in self.phrases)
-            highest = max(t.score for t in self.others)
-            out.append(f"no cutoff catches every phrase with no false wake: the lowest phrase scored {lowest:.3f}, "
-                       f"a sentence that was not it {highest:.3f}; say the phrase more clearly or choose another one.")
-        elif self.heard == len(self.phrases) and self.false_wakes == 0:
-            out.append(f"the cutoff in use ({self.cutoff:g}) caught every phrase{clean}: nothing to change.{untested}")
-        else:
-            out.append(f"WAKE_CUTOFF={suggestion:g} would have caught all {len(self.phrases)}{clean} "
-                       f"(set it in .env; lower hears more, and wakes falsely more).{untested}")
-        return out
+            return []
+        if self.phrase_unheard():
+            best = max(t.score or 0.0 for t in self.phrases)
+            return [f'the phrase was not heard: the "{phrase}" model scored no try above {best:.3f}; is the recording '
+                    f'of "{phrase}" said aloud (check --wake-phrase and the file), and loud enough?']
+        if self.heard == len(self.phrases) and self.false_wakes == 0:
+            clean = " with no false wake" if self.others else ""
+            return [f"the wake in use caught every phrase{clean}: nothing to change.{untested}"]
+        suggestion = self.suggested_cutoff()
+        if suggestion is not None and suggestion != self.rule.alone_cutoff:
+            clean = " with no false wake" if self.others else ""
+            return [f"WAKE_CUTOFF={suggestion:g} would have scored all {len(self.phrases)} above it{clean} "
+                    f"(set it in .env; lower hears more, and wakes falsely more).{untested}"]
+        if self.rule.two_stage:
+            return ["no setting that keeps the two-model wake would hear more (a WAKE_CUTOFF switches its second "
+                    "model off): say the two words together, facing the microphone, or move it closer."]
+        if self.rule.alone_cutoff is None:
+            return []
+        return ["no cutoff catches every phrase with no false wake (or one low enough would wake on sound-alikes): "
+                "say the phrase more clearly, move the microphone closer, or choose another phrase."]

@@ -98,3 +98,23 @@ def test_microwakeword_alone_still_wakes_at_its_own_cutoff_without_waiting_for_t
     assert core.micro(0.98, 1.1) is Fusion.WAKE
     assert not core.listening and core.peak_s == pytest.approx(1.1)
     assert FusionCore(SETTINGS, 0.97).micro(0.98, 2.0) is Fusion.WAKE  # no window needed
+
+
+def test_a_short_word_a_pause_and_speech_again_let_the_second_model_decide_alone():
+    """"hey, <pause> jarvis": microWakeWord scores it near 0 and opens no candidate (issue 34)."""
+    core = FusionCore(ConfirmSettings(pause_threshold=0.9, phases=1), 0.97)
+    assert core.pause(1.0, 1.3, 1.8) is Fusion.START  # "hey" 0.3 s, 0.5 s of pause
+    assert core.paused_from == 1.0 and core.deadline == pytest.approx(3.3)
+    assert core.open(0, 0.85, 2.2) is Fusion.NOTHING  # under its own threshold
+    assert core.open(0, 0.95, 2.4) is Fusion.WAKE
+    assert core.micro(0.0, 2.5) is Fusion.NOTHING
+
+
+def test_the_pause_rule_wants_a_short_word_and_a_pause_of_a_pause_s_length():
+    core = FusionCore(ConfirmSettings(pause_threshold=0.9), 0.97)
+    assert core.pause(1.0, 2.0, 2.5) is Fusion.NOTHING  # a whole sentence, not "hey"
+    assert core.pause(1.0, 1.3, 3.0) is Fusion.NOTHING  # 1.7 s later: another utterance
+    assert core.pause(1.0, 1.3, 1.35) is Fusion.NOTHING  # no pause at all
+    assert FusionCore(ConfirmSettings(pause_threshold=None), 0.97).pause(1.0, 1.3, 1.8) is Fusion.NOTHING
+    core.pause(1.0, 1.3, 1.8)
+    assert core.tick(3.4) is Fusion.STOP and core.paused_from is None  # lapsed: the next window is ordinary

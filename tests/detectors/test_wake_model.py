@@ -198,3 +198,30 @@ def test_a_clock_that_starts_again_starts_without_a_refractory_period(corpus):
     assert len(hits(spotter, pcm)) == 1
     spotter.reset()
     assert len(hits(spotter, pcm, start=0.0)) == 1  # another recording, timed from zero again
+
+
+@pytest.mark.parametrize("rule", [True, False])
+def test_hey_a_pause_and_jarvis_is_heard_through_the_vad_and_the_gate_and_uploaded_from_hey(corpus, rule):
+    """microWakeWord scores "hey ... jarvis" 0; openWakeWord, asked after a short word and a pause,
+    hears it (issue 34); "hey ... chavez" said the same way is not heard."""
+    from detectors.pipeline import build_upload_filter
+
+    confirm = ConfirmSettings() if rule else ConfirmSettings(pause_threshold=None)
+    floor = corpus.noise(Noise.FAN, 5.0, seed=5)
+    results = {}
+    for name in ("jarvis", "chavez"):
+        hey = corpus.speech("hey", "flite:kal16", 165)
+        pcm = with_floor(_silence(0.5) + hey + _silence(0.5) + corpus.speech(f"{name}, what time is it", "flite:kal16", 165)
+                         + _silence(1.5), floor)
+        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000)
+        assert upload.detectors is not None
+        upload.detectors.spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=confirm))
+        chunks = [pcm[i : i + FRAME_BYTES] for i in range(0, len(pcm) - FRAME_BYTES + 1, FRAME_BYTES)]
+        start_of = {id(chunk): n * FRAME_S for n, chunk in enumerate(chunks)}
+        sent = [start_of[id(piece)] for chunk in chunks for piece in upload.feed(chunk)]
+        results[name] = sent[0] if sent else None
+    if rule:
+        assert results["jarvis"] is not None and results["jarvis"] <= 0.5  # from before "hey"
+    else:
+        assert results["jarvis"] is None  # without the rule, never
+    assert results["chavez"] is None
