@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Callable
 
 from audio_io.echo import EchoSuppressor
+from audio_io.echo_cancel import EchoCanceller
 from audio_io.format import BYTES_PER_SECOND, pcm_duration_s
 from audio_io.interface import SpeakerSink
 
@@ -20,9 +21,11 @@ from audio_io.interface import SpeakerSink
 class ReferencedSpeaker:
     """A SpeakerSink that plays through `inner` and gives the echo gate what it plays, and when."""
 
-    def __init__(self, inner: SpeakerSink, echo: EchoSuppressor, now: Callable[[], float]) -> None:
+    def __init__(self, inner: SpeakerSink, echo: EchoSuppressor, now: Callable[[], float],
+                 canceller: EchoCanceller | None = None) -> None:
         self.inner = inner
         self._echo = echo
+        self._canceller = canceller  # the same reference, for the echo canceller
         self._now = now
         self._end = 0.0  # when what was played so far stops leaving the speaker (room seconds)
 
@@ -35,6 +38,8 @@ class ReferencedSpeaker:
             at = max(self._now(), self._end)
             self._end = at + pcm_duration_s(pcm)
             self._echo.played(pcm, at)
+            if self._canceller is not None:
+                self._canceller.played(pcm, at)
 
     def flush(self) -> None:
         self.inner.flush()
@@ -53,6 +58,8 @@ class ReferencedSpeaker:
         now = self._now()
         if self._end > now:
             self._echo.stopped(now)
+            if self._canceller is not None:
+                self._canceller.stopped(now)
             self._end = now
 
 
