@@ -229,6 +229,7 @@ class StopSettings:
 
     enabled: bool = True  # STOP_WHILE_TALKING; the words are ListenerSettings.stop_words (STOP_WORDS)
     notices_after_s: float = 5.0  # a notice that was waiting behind the cut narration waits this long more
+    barge_in: bool = True  # the wake phrase alone cuts it too, and the command after it is routed
 
 
 @dataclass(frozen=True)
