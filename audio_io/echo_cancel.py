@@ -1,4 +1,4 @@
-"""Echo cancellation for the on-device detectors: WebRTC's AEC3 (`pywebrtc-audio`), sync, no asyncio.
+"""Echo cancellation for the on-device detectors: speexdsp's adaptive filter, sync, no asyncio.
 
 The echo gate (`audio_io.echo`) decides what of the microphone may leave the machine: a chunk
 that holds only the narrator's echo is dropped. It cannot hear the user *over* the narrator
@@ -10,50 +10,77 @@ the microphone with what the speaker played subtracted.
     canceller.played(pcm, at)        # what was written to the speaker, `at` when it was written
     clean = canceller.process(chunk, at)   # `at`: the chunk's capture stamp (MicStamps)
 
+The canceller is Xiph's speexdsp (`libspeexdsp.so.1`, Debian's `libspeexdsp1`, through ctypes:
+its C API has not changed since 2008): a frequency-domain adaptive filter (MDF) of
+`cancel_filter_ms`, linear only. WebRTC's AEC3 (`pywebrtc-audio`, and livekit's
+AudioProcessingModule: the same AEC3) was measured first and rejected: its residual-echo
+suppressor removes the first 300 ms of the user's speech over a playing narration (-40 dB), which
+is the "hey" of "hey jarvis", and the wake model then scores it near 0 (docs/HANDOFF.md,
+"Dependencies"; `benchmarks/barge_in.py --aec3`).
+
 The reference is exactly what was written to the speaker, on the room clock the echo gate uses.
-The canceller is given, for each microphone chunk, the reference written at the same clock time,
-and AEC3's stream delay is the time from a write to its capture: the speaker's output latency
-plus the microphone's input latency, as PortAudio's stream timestamps report them (`delay_s`),
-not guessed; AEC3's own delay estimator finds the air's few milliseconds on top. Nothing played
-for `idle_s`: the chunk is returned as it is, and the canceller is not run (no CPU in a quiet room).
+For each microphone chunk the filter is given what was written `delay_s` earlier: the speaker's
+output latency plus the microphone's input latency, as PortAudio's stream timestamps report
+them, not guessed (`stream_delay_ms`); the filter's length covers the air and the room's
+reverberation on top. Nothing played for `cancel_idle_s`: the chunk is returned as it is, and the
+filter is not run (no CPU in a quiet room).
 """
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from typing import Any, Callable
 
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH
 from config.settings import EchoSettings
 
 _SAMPLE_BYTES = SAMPLE_WIDTH
+_FRAME = SAMPLE_RATE // 100  # speexdsp works on 10 ms frames
+_FRAME_BYTES = _FRAME * SAMPLE_WIDTH
+_SET_SAMPLING_RATE = 24  # SPEEX_ECHO_SET_SAMPLING_RATE (speex/speex_echo.h)
+_LIBRARY = "libspeexdsp.so.1"
+
+
+def _load() -> Any | None:
+    try:
+        lib = ctypes.CDLL(ctypes.util.find_library("speexdsp") or _LIBRARY)
+    except OSError:
+        return None
+    lib.speex_echo_state_init.restype = ctypes.c_void_p
+    lib.speex_echo_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.speex_echo_state_destroy.argtypes = [ctypes.c_void_p]
+    lib.speex_echo_state_reset.argtypes = [ctypes.c_void_p]
+    lib.speex_echo_cancellation.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
+    lib.speex_echo_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    return lib
 
 
 def canceller_available() -> bool:
-    """`pywebrtc-audio` is installed (it has no wheel for armv7l: there the gate works alone)."""
-    try:
-        import pywebrtc_audio  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """speexdsp's library is installed (`apt-get install libspeexdsp1`; scripts/setup.sh does)."""
+    return _load() is not None
 
 
 class EchoCanceller:
     """AEC3 on 24 kHz pcm16 mono chunks, its reference kept on the caller's clock (room seconds)."""
 
     def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0) -> None:
-        import numpy as np  # only when a canceller is built
-        from pywebrtc_audio import AudioProcessor  # AEC3 (its high-pass filter on), any rate
-
-        self._np = np
-        self._aec: Any = AudioProcessor(sample_rate=SAMPLE_RATE, num_channels=1, echo_cancellation=True)
+        lib = _load()
+        if lib is None:
+            raise RuntimeError(f"{_LIBRARY} is missing: apt-get install libspeexdsp1 (scripts/setup.sh does)")
+        self._lib = lib
+        taps = round(SAMPLE_RATE * settings.cancel_filter_ms / 1000)
+        self._state = lib.speex_echo_state_init(_FRAME, taps)
+        lib.speex_echo_ctl(self._state, _SET_SAMPLING_RATE, ctypes.byref(ctypes.c_int(SAMPLE_RATE)))
+        self._out = ctypes.create_string_buffer(_FRAME_BYTES)
         self._delay_s = delay_s
         self._idle_s = settings.cancel_idle_s
         self._keep = int((settings.cancel_idle_s + 1.0) * BYTES_PER_SECOND)  # reference kept behind the mic
         self._ref = bytearray()  # what was written, contiguous from `_ref_at` on (silence where nothing was)
         self._ref_at: float | None = None  # clock time of `_ref[0]`
         self._last_played_end = float("-inf")
-        self.stream_delay_ms = 0  # what AEC3 was last told
-        self.frames = 0  # 20 ms chunks run through AEC3 (a measure of its CPU)
+        self.stream_delay_ms = 0  # the devices' latency last used to line the reference up
+        self.frames = 0  # chunks run through the filter
 
     def played(self, pcm: bytes, at: float) -> None:
         """`pcm` was written to the speaker at `at` (the clock `process` is stamped on)."""
@@ -87,21 +114,31 @@ class EchoCanceller:
         if not self.active(at):
             self._trim(at)
             return chunk
-        far = self._reference(at, len(chunk))
-        delay_ms = round(self._delay() * 1000)
-        if delay_ms != self.stream_delay_ms:
-            self._aec.stream_delay_ms = self.stream_delay_ms = delay_ms
-        np = self._np
-        out = self._aec.process(np.frombuffer(chunk, dtype=np.int16), np.frombuffer(far, dtype=np.int16))
+        delay = self._delay()
+        self.stream_delay_ms = round(delay * 1000)
+        far = self._reference(at - delay, len(chunk))  # what was written as this was captured, less the devices' latency
         self.frames += 1
-        self._trim(at)
-        return out.tobytes()
+        self._trim(at - delay)
+        return self._cancel(chunk, far)
+
+    def _cancel(self, near: bytes, far: bytes) -> bytes:
+        """The filter itself: `near` less the echo of `far` (the same length, lined up)."""
+        out = bytearray(near)  # a tail shorter than a frame (a chunk not a multiple of 10 ms) passes as it is
+        for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
+            self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
+            out[i:i + _FRAME_BYTES] = self._out.raw
+        return bytes(out)
 
     def reset(self) -> None:
-        self._aec.reset()
+        self._lib.speex_echo_state_reset(self._state)
+
+    def __del__(self) -> None:
+        state, self._state = getattr(self, "_state", None), None
+        if state:
+            self._lib.speex_echo_state_destroy(state)
 
     def _delay(self) -> float:
-        return min(max(self._delay_s(), 0.0), 0.5)
+        return min(max(self._delay_s(), 0.0), 0.5)  # (PortAudio's figures are bounded there too)
 
     def _reference(self, at: float, length: int) -> bytes:
         """What was written to the speaker over [at, at + length) on the clock, silence elsewhere."""

@@ -256,10 +256,11 @@ class EchoSettings:
     decay_db_per_s: float = 300.0  # the room's reverberation after the reference stops (RT60 0.2 s)
     floor_rms: float = 25.0  # expected echo below this (about -62 dBFS) suppresses nothing
     loud_rms: float = 300.0  # reference slots at least this loud teach the echo path
-    # The canceller in front of the on-device detectors (`audio_io.echo_cancel`, WebRTC AEC3), when
+    # The canceller in front of the on-device detectors (`audio_io.echo_cancel`, speexdsp), when
     # installed; it runs only within `cancel_idle_s` of the last audio played.
     cancel: bool = True
     cancel_idle_s: float = 2.0
+    cancel_filter_ms: int = 200  # the adaptive filter's length: the air's delay and the room's reverberation
 
 
 @dataclass(frozen=True)

@@ -22,6 +22,7 @@ from collections import deque
 from dataclasses import dataclass
 
 from detectors.pipeline import WakeSpotter
+from detectors.stop_phrase import StopPhraseDetector
 from detectors.stop_word import StopDetector, StopHit
 
 
@@ -39,6 +40,8 @@ class BargeInDetector:
         if hit is not None:
             return hit
         if woke is not None:
+            if isinstance(self.stop, StopPhraseDetector):  # "stop" after the model's wake is the stop phrase too
+                self.stop.wake_heard(woke.start_s, woke.detected_s, at)
             return StopHit(phrase=self.wake_phrase, end_s=at, detected_s=at, start_s=woke.start_s, command=True)
         return None
 
