@@ -18,7 +18,7 @@ import contextlib
 import logging
 import time
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from wyoming.audio import AudioChunk, AudioFormat, AudioStop
 from wyoming.event import Event, async_read_event, async_write_event
@@ -63,8 +63,9 @@ class SatelliteServer:
     its stop detector): "computer, stop" works in this room as at the hub's own microphone."""
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
-                 mic_filter: MicFilter, woken: bool = True) -> None:  # fmt: skip
+                 mic_filter: MicFilter, woken: bool = True, cancel: Callable[[bytes], bytes] | None = None) -> None:  # fmt: skip
         self.listen, self.name = listen, name
+        self.cancel = cancel  # the room's echo canceller (audio_io.echo_reference.cancelling): what the hub's stop detector hears
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
         self.counts = SatelliteCounts()
         self.changes = Changes()  # a hub came or went, a stream ended
@@ -213,7 +214,8 @@ class SatelliteServer:
                 if self.hub_connected:
                     # While the hub's voice plays here the hub holds this room muted: what it
                     # hears goes only to its on-device stop detector ("computer, stop").
-                    self._send(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1, audio=chunk).event())
+                    heard = chunk if self.cancel is None else self.cancel(chunk)
+                    self._send(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1, audio=heard).event())
                 continue
             pieces = self.mic_filter.feed(chunk)
             if not self.hub_connected:

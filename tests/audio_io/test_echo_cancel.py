@@ -7,6 +7,7 @@ import math
 import random
 
 from audio_io.echo_cancel import EchoCanceller, stream_latency_s
+from audio_io.echo_reference import cancelling
 from audio_io.format import audioop
 from audio_io.volume import VolumeSpeaker
 from audio_io.memory import MemorySpeaker
@@ -97,3 +98,19 @@ def test_a_devices_latency_is_read_through_the_wrappers_around_it():
     speaker.latency_s = 0.045  # type: ignore[attr-defined]  (as audio_io.portaudio's speaker has it)
     assert stream_latency_s(VolumeSpeaker(speaker, 50)) == 0.045
     assert stream_latency_s(MemorySpeaker()) == 0.0
+
+
+async def test_a_satellites_room_cancels_what_its_own_speaker_played():
+    """`handoff satellite`: no gate, the same canceller, told what its speaker plays."""
+    clock = [0.0]
+    speaker, cancel = cancelling(MemorySpeaker(), object(), EchoSettings(), lambda: clock[0])
+    assert cancel is not None
+    await speaker.start()
+    played = narration(5.0)
+    echo = room(played, 0.05)
+    out = bytearray()
+    for i in range(0, len(played), CHUNK):
+        speaker.play(played[i:i + CHUNK])  # written as it plays (a paced speaker)
+        clock[0] = (i + CHUNK) / (RATE * 2)  # the chunk has arrived from the microphone
+        out += cancel(echo[i:i + CHUNK])
+    assert level(bytes(out), 3.0, 5.0) * 10 ** (15 / 20) < level(echo, 3.0, 5.0)
