@@ -407,7 +407,8 @@ class Coordinator:
         if self._stop is None:
             return [Held(offset, gated, 0.0)]
         hold, narrating, cancelled = self._hold, self.core.narrating, self.canceller is not None
-        hit = self._stop.hear(heard if cancelled else raw, cancelled or gated == raw, narrating or hold.holding)
+        passed = self.canceller.passed if self.canceller is not None else gated == raw  # the gate behind it, or the gate
+        hit = self._stop.hear(heard if cancelled else raw, passed, narrating or hold.holding)
         piece = Held(offset, heard if hold.holding or narrating else gated, self._stop.clock)
         if narrating and not hold.holding:
             hold.remember(piece)

@@ -30,8 +30,10 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import dataclasses
 from typing import Any, Callable
 
+from audio_io.echo import EchoSuppressor
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH
 from config.settings import EchoSettings
 
@@ -81,6 +83,10 @@ class EchoCanceller:
         self._last_played_end = float("-inf")
         self.stream_delay_ms = 0  # the devices' latency last used to line the reference up
         self.frames = 0  # chunks run through the filter
+        # The echo gate behind the canceller: it learns the path from the reference to what the
+        # filter left (the residual) and says whether a cancelled chunk holds more than that.
+        self.residual = EchoSuppressor(dataclasses.replace(settings, margin_db=settings.cancel_margin_db))
+        self.passed = True  # the last chunk `process` returned beat the residual (or nothing played)
 
     def played(self, pcm: bytes, at: float) -> None:
         """`pcm` was written to the speaker at `at` (the clock `process` is stamped on)."""
@@ -94,6 +100,7 @@ class EchoCanceller:
         elif offset < len(self._ref):  # overlaps what was written before: a write replaces nothing
             pcm = pcm[len(self._ref) - offset:]
         self._ref += pcm
+        self.residual.played(pcm, at)
         self._last_played_end = max(self._last_played_end, self._ref_at + len(self._ref) / BYTES_PER_SECOND)
 
     def stopped(self, at: float) -> None:
@@ -103,6 +110,7 @@ class EchoCanceller:
         cut = max(0, _bytes(at - self._ref_at))
         if cut < len(self._ref):
             del self._ref[cut:]
+        self.residual.stopped(at)
         self._last_played_end = min(self._last_played_end, at)
 
     def active(self, at: float) -> bool:
@@ -113,13 +121,17 @@ class EchoCanceller:
         """The microphone chunk captured at `at`, with the echo of what was played cancelled."""
         if not self.active(at):
             self._trim(at)
+            self.passed = True
             return chunk
         delay = self._delay()
         self.stream_delay_ms = round(delay * 1000)
         far = self._reference(at - delay, len(chunk))  # what was written as this was captured, less the devices' latency
         self.frames += 1
         self._trim(at - delay)
-        return self._cancel(chunk, far)
+        cancelled = self._cancel(chunk, far)
+        # The gate behind it (its own path: the reference lined up as the gate's own, by the clock).
+        self.passed = self.residual.process(cancelled, at) is not None
+        return cancelled
 
     def _cancel(self, near: bytes, far: bytes) -> bytes:
         """The filter itself: `near` less the echo of `far` (the same length, lined up)."""

@@ -182,7 +182,8 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         passed = path.gate.process(raw, at) is not None
         gated = raw if passed else bytes(len(raw))
         cancelled = path.canceller is not None
-        hit = path.listener.hear(heard if cancelled else raw, cancelled or passed, narrating or path.hold.holding)
+        heard_passed = path.canceller.passed if cancelled else passed  # the gate behind the canceller
+        hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
         piece = Held(i * CHUNK * 2, heard if path.hold.holding or narrating else gated, path.listener.clock)
         if narrating and not path.hold.holding:
             path.hold.remember(piece)
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
     parser.add_argument("--quick", action="store_true", help="6 trials per level, 1 minute of echo alone")
     parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--gate-trials", type=int, default=10, help="trials per level for the gate rows (the figures before)")
     parser.add_argument("--false-minutes", type=float, default=5.0)
     parser.add_argument("--no-gate-rows", action="store_true")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
@@ -265,9 +267,10 @@ def main(argv: list[str] | None = None) -> int:
     variants += [] if args.no_gate_rows else [("gate (before)", False)]
     variants += [("canceller (WebRTC AEC3)", "aec3")] if args.aec3 and aec3_available() else []
     for name, cancel in variants:
+        count = trials if cancel else min(trials, args.gate_trials)
         for level in LEVELS_DB:
-            stops = build_scenes(corpus, STOP_TEXT, level, trials, narration, seed=int(10 - level))
-            commands = build_scenes(corpus, COMMAND_TEXT, level, trials, narration, seed=int(50 - level))
+            stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level))
+            commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level))
             found = early = went_up = 0
             delays = []
             for scene in stops:
@@ -284,7 +287,7 @@ def main(argv: list[str] | None = None) -> int:
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
             delay = f"{d[len(d) // 2]:.0f} / {d[-1]:.0f}" if d else "-"
-            rows.append(f"| {name} | {level:+.0f} dB | {found}/{trials} | {delay} | {went_up} | {cut}/{trials} | {routed}/{trials} |")
+            rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} |")
             print(rows[-1], flush=True)
     print("\n| path | echo vs user | 'hey jarvis, stop': cut <= 200 ms, nothing uploaded | cut - end of word, ms (median / max) "
           "| 'stop' uploaded as a command | command: narration cut | command: cut and routed |")

@@ -261,6 +261,7 @@ class EchoSettings:
     cancel: bool = True
     cancel_idle_s: float = 2.0
     cancel_filter_ms: int = 200  # the adaptive filter's length: the air's delay and the room's reverberation
+    cancel_margin_db: float = 12.0  # the gate behind the canceller: a cancelled chunk beats the residual by this much
 
 
 @dataclass(frozen=True)
