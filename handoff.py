@@ -409,9 +409,9 @@ class Coordinator:
         hold, narrating, cancelled = self._hold, self.core.narrating, self.canceller is not None
         passed = self.canceller.passed if self.canceller is not None else gated == raw  # the gate behind it, or the gate
         hit = self._stop.hear(heard if cancelled else raw, passed, narrating or hold.holding)
-        piece = Held(offset, heard if hold.holding or narrating else gated, self._stop.clock)
+        piece = Held(offset, heard if hold.holding else gated, self._stop.clock)  # a held barge-in: cancelled
         if narrating and not hold.holding:
-            hold.remember(piece)
+            hold.remember(Held(offset, heard, piece.end_s))
         if hit is not None:
             if not hold.holding:
                 self.stop_timings.append(StopTiming(hit, heard_at=self._clock()))

@@ -184,9 +184,9 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         cancelled = path.canceller is not None
         heard_passed = path.canceller.passed if cancelled else passed  # the gate behind the canceller
         hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
-        piece = Held(i * CHUNK * 2, heard if path.hold.holding or narrating else gated, path.listener.clock)
+        piece = Held(i * CHUNK * 2, heard if path.hold.holding else gated, path.listener.clock)
         if narrating and not path.hold.holding:
-            path.hold.remember(piece)
+            path.hold.remember(Held(piece.offset, heard, piece.end_s))
         if hit is not None:
             out.hits += 1
             if not stop_after_hit:  # the echo alone: count it, cut nothing
