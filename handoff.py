@@ -492,8 +492,7 @@ class Coordinator:
         listener session exists."""
         core, microphone = self.core, self.parts.microphone
         await self.changes.wait_until(lambda: core.session > 0)
-        mutes_seen = core.mute.releases
-        read = 0  # bytes read from the microphone so far: where each chunk lies in its stream
+        mutes_seen, read = core.mute.releases, 0  # read: bytes so far, where each chunk lies in its stream
         try:
             async for raw in microphone.chunks():
                 raw_start, read = read, read + len(raw)
