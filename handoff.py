@@ -28,6 +28,7 @@ from typing import Any, Awaitable, Callable, Protocol
 
 from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
 from audio_io.echo import EchoSuppressor
+from audio_io.echo_cancel import EchoCanceller, build_canceller, stream_latency_s
 from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
@@ -46,6 +47,7 @@ from realtime_api.wire import FunctionCall
 from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
 from main_agent import Listener
+from detectors.barge_in import CommandHold, Held
 from detectors.stop_word import StopDetector, StopHit, StopListener
 from reader_agent import NarrationCut, Narrator
 
@@ -186,10 +188,11 @@ class Coordinator:
             needs_yes_tools=getattr(parts.tools, "needs_yes_names", frozenset)(),  # those that cannot be undone: a spoken yes first
             ask_about=getattr(parts.tools, "question_for", lambda name, arguments: None),
         )
-        self.echo, self.speaker, self._mic_stamps = self._echo_gate()
+        self.echo, self.canceller, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
         self._stop = StopListener(parts.stop_detector) if parts.stop_detector is not None else None
+        self._hold = CommandHold()  # a command said over a narration (barge-in), until it is not "stop"
         # One per "computer, stop" that cut a narration, the latest ones (a daemon runs for days).
         self.stop_timings: deque[StopTiming] = deque(maxlen=100)
         self._tg: asyncio.TaskGroup | None = None
@@ -408,16 +411,24 @@ class Coordinator:
         return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at, None
 
     # -- "computer, stop" -----------------------------------------------------------------------------
-    def _listen_for_stop(self, raw: bytes, gated: bytes) -> None:
-        """The mic reader's one call per chunk (`raw` from the microphone, `gated` after the echo
-        gate, which gives silence for echo): while a narration plays, the stop detector hears the
-        microphone, muted or not (this uploads nothing), where the echo gate heard the user
-        (`StopListener`), never the narrator's own echo alone."""
+    def _listen_for_stop(self, raw: bytes, gated: bytes, heard: bytes, offset: int) -> list[Held]:
+        """Per chunk (`raw`, after the gate `gated`, after the canceller `heard`, at `offset`): while
+        a narration plays the stop detector hears the canceller's output (without one: where the
+        gate heard the user, `StopListener`), muted or not. The wake phrase alone cuts it too, and
+        what follows is held until it is a command (`CommandHold`). Returns what goes up."""
         if self._stop is None:
-            return
-        hit = self._stop.hear(raw, passed=gated == raw, narrating=self.core.narrating)
+            return [Held(offset, gated, 0.0)]
+        hold, narrating, cancelled = self._hold, self.core.narrating, self.canceller is not None
+        passed = self.canceller.passed if self.canceller is not None else gated == raw  # the gate behind it, or the gate
+        hit = self._stop.hear(heard if cancelled else raw, passed, narrating or hold.holding)
+        piece = Held(offset, heard if hold.holding else gated, self._stop.clock)  # a held barge-in: cancelled
+        if narrating and not hold.holding:
+            hold.remember(Held(offset, heard, piece.end_s))
         if hit is not None:
-            self.heard_stop(hit)
+            if not hold.holding:
+                self.heard_stop(hit)
+            hold.hit(hit)
+        return hold.take(piece, muted=self.core.mute.muted)
 
     def heard_stop(self, hit: StopHit) -> None:
         """"Computer, stop" was heard: by this room's detector, or by a satellite's own (whose
@@ -496,66 +507,74 @@ class Coordinator:
         (oldest dropped) for the uplink. A file is not a room: it is not read at all while muted
         or while no session can take it, so nothing in it is lost. Reading starts once the first
         listener session exists."""
-        core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
+        core, microphone = self.core, self.parts.microphone
         await self.changes.wait_until(lambda: core.session > 0)
-        mutes_seen = core.mute.releases
-        read = 0  # bytes read from the microphone so far: where each chunk lies in its stream
+        mutes_seen, read = core.mute.releases, 0  # read: bytes so far, where each chunk lies in its stream
         try:
-            async for chunk in microphone.chunks():
-                chunk_start, read = read, read + len(chunk)
-                gated = self._through_echo_gate(chunk)  # every chunk, muted or not: the gate learns the room
-                self._listen_for_stop(chunk, gated)  # "computer, stop": nothing of it is uploaded
-                chunk = gated
-                if microphone.live and core.mute.muted:
-                    core.uplink.dropped_while_muted()
-                    if mic_filter is not None:
-                        mic_filter.skip(chunk)
-                    continue
-                if not microphone.live:
-                    await self.changes.wait_until(lambda: not (core.mute.muted or not core.listener_up or core.uplink.full))
-                if mic_filter is None:
-                    pieces = [chunk]
-                else:
-                    if core.mute.releases != mutes_seen:  # what came before the mute is another utterance
-                        mutes_seen = core.mute.releases
-                        mic_filter.reset()
-                    pieces = mic_filter.feed(chunk)
-                    if (phrase_s := mic_filter.take_wake()) is not None:
-                        self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
-                    if (turn := mic_filter.take_turn()) is not None:
-                        self._feed(TurnEnded(turn))  # ... or now, inline (the device's own end of turn)
-                if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
-                    pieces = []
-                for start, piece in placed_in_stream(pieces, chunk, chunk_start):
-                    core.uplink.take(piece, session_ready=core.listener_up, at_ms=start * 1000 // BYTES_PER_SECOND)
-                if pieces:
-                    self._uplink_wake.notify()
+            async for raw in microphone.chunks():
+                raw_start, read = read, read + len(raw)
+                gated, heard = self._through_echo_gate(raw)  # every chunk, muted or not: the gate learns the room
+                for piece in self._listen_for_stop(raw, gated, heard, raw_start):  # "stop": nothing uploaded; a barge-in held
+                    mutes_seen = await self._take_chunk(piece.chunk, piece.offset, mutes_seen)
         except AudioDeviceError as exc:  # a device that vanished: say so and stop
             log.error("the microphone failed: %s", exc)
             self._feed(DeviceFailed(f"the microphone stopped working ({exc})"))
             return
         self._feed(InputEnded())
 
-    def _echo_gate(self) -> tuple[EchoSuppressor | None, SpeakerSink, MicStamps | None]:
-        """A room (a live microphone) gets an echo gate: the speaker tells it what it plays, the
-        mic path asks it about every chunk. Both on one clock: the loop's, times the mic's pace.
-        A file, or an unpaced test microphone, is no room: no gate."""
+    async def _take_chunk(self, chunk: bytes, chunk_start: int, mutes_seen: int) -> int:
+        """A chunk on its way up: dropped while muted, else filtered into the uplink."""
+        core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
+        if microphone.live and core.mute.muted:
+            core.uplink.dropped_while_muted()
+            if mic_filter is not None:
+                mic_filter.skip(chunk)
+            return mutes_seen
+        if not microphone.live:
+            await self.changes.wait_until(lambda: not (core.mute.muted or not core.listener_up or core.uplink.full))
+        if mic_filter is None:
+            pieces = [chunk]
+        else:
+            if core.mute.releases != mutes_seen:  # what came before the mute is another utterance
+                mutes_seen = core.mute.releases
+                mic_filter.reset()
+            pieces = mic_filter.feed(chunk)
+            if (phrase_s := mic_filter.take_wake()) is not None:
+                self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
+            if (turn := mic_filter.take_turn()) is not None:
+                self._feed(TurnEnded(turn))  # ... or now, inline (the device's own end of turn)
+        if core.uploads_paused:  # today's budget is spent: nothing leaves the machine
+            pieces = []
+        for start, piece in placed_in_stream(pieces, chunk, chunk_start):
+            core.uplink.take(piece, session_ready=core.listener_up, at_ms=start * 1000 // BYTES_PER_SECOND)
+        if pieces:
+            self._uplink_wake.notify()
+        return mutes_seen
+
+    def _echo_gate(self) -> tuple[EchoSuppressor | None, EchoCanceller | None, SpeakerSink, MicStamps | None]:
+        """A room (a live mic) gets an echo gate and a canceller (when installed; its stream delay:
+        the devices' PortAudio latencies), told what the speaker plays, on one clock (the loop's
+        times the mic's pace). A file, or an unpaced test microphone, is no room."""
         microphone, pace = self.parts.microphone, self.parts.microphone.pace
         if not microphone.live or pace <= 0:
-            return None, self.parts.speaker, None
-        clock = self._clock
+            return None, None, self.parts.speaker, None
+        clock, speaker = self._clock, self.parts.speaker
         echo = EchoSuppressor(self.settings.echo)
-        return echo, ReferencedSpeaker(self.parts.speaker, echo, lambda: clock() * pace), MicStamps(lambda: clock() * pace)
+        canceller = build_canceller(self.settings.echo, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
+        return (echo, canceller, ReferencedSpeaker(speaker, echo, lambda: clock() * pace, canceller),
+                MicStamps(lambda: clock() * pace))
 
-    def _through_echo_gate(self, chunk: bytes) -> bytes:
-        """The chunk, or silence as long as it where the gate heard only the narrator's echo (the
-        session's audio stays continuous; its VAD hears a quiet room)."""
+    def _through_echo_gate(self, chunk: bytes) -> tuple[bytes, bytes]:
+        """The chunk after the gate (itself, or silence where it is the narrator's echo alone: the
+        session's audio stays continuous) and after the canceller (for the stop detector)."""
         if self.echo is None or self._mic_stamps is None:
-            return chunk
-        if self.echo.process(chunk, self._mic_stamps.stamp(chunk)) is not None:
-            return chunk
+            return chunk, chunk
+        at = self._mic_stamps.stamp(chunk)
+        heard = chunk if self.canceller is None else self.canceller.process(chunk, at)
+        if self.echo.process(chunk, at) is not None:
+            return chunk, heard
         self.core.uplink.dropped_as_echo()
-        return bytes(len(chunk))
+        return bytes(len(chunk)), heard
 
     async def _uplink(self) -> None:
         """Send buffered mic audio whenever there is some and a configured session to take it;

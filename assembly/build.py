@@ -21,7 +21,8 @@ from concurrency.changes import Changes
 from decisions.cost import CostMeter, DayTotals, RealtimeRole
 from decisions.timeline import Timeline
 from detectors.keyword import UnknownWakeWord
-from detectors.pipeline import UploadFilter, build_upload_filter
+from detectors.barge_in import BargeInDetector
+from detectors.pipeline import UploadFilter, build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
@@ -167,13 +168,17 @@ async def mcp_servers(settings: Settings, tools: ToolRegistry, routing: Routing 
         await hands.close()
 
 
-def build_stop_detector(settings: Settings) -> StopPhraseDetector:
-    """"<wake phrase> <stop word>" while the narrator talks (pocketsphinx, on the machine)."""
+def build_stop_detector(settings: Settings) -> StopDetector:
+    """"<wake phrase> <stop word>" while the narrator talks (pocketsphinx, on the machine), and,
+    for a phrase with a shipped model, the wake phrase alone: a barge-in (`detectors.barge_in`)."""
     listener = settings.listener
     model = model_for(listener.wake_phrase)
     phrase = model.said_as if model is not None else listener.wake_phrase  # in words pocketsphinx knows
     try:
-        return StopPhraseDetector(StopPhraseSettings(wake_phrase=phrase, stop_words=listener.stop_words))
+        stop = StopPhraseDetector(StopPhraseSettings(wake_phrase=phrase, stop_words=listener.stop_words))
+        if model is None or not settings.stop.barge_in:
+            return stop
+        return BargeInDetector(stop, build_wake_spotter(settings.upload, listener.wake_phrase), phrase)
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; choose STOP_WORDS (and a WAKE_PHRASE) the on-device spotter knows, or set STOP_WHILE_TALKING=false."

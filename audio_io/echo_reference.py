@@ -13,16 +13,20 @@ from __future__ import annotations
 from typing import Callable
 
 from audio_io.echo import EchoSuppressor
+from audio_io.echo_cancel import EchoCanceller, build_canceller, stream_latency_s
 from audio_io.format import BYTES_PER_SECOND, pcm_duration_s
 from audio_io.interface import SpeakerSink
+from config.settings import EchoSettings
 
 
 class ReferencedSpeaker:
     """A SpeakerSink that plays through `inner` and gives the echo gate what it plays, and when."""
 
-    def __init__(self, inner: SpeakerSink, echo: EchoSuppressor, now: Callable[[], float]) -> None:
+    def __init__(self, inner: SpeakerSink, echo: EchoSuppressor | None, now: Callable[[], float],
+                 canceller: EchoCanceller | None = None) -> None:
         self.inner = inner
         self._echo = echo
+        self._canceller = canceller  # the same reference, for the echo canceller
         self._now = now
         self._end = 0.0  # when what was played so far stops leaving the speaker (room seconds)
 
@@ -34,7 +38,10 @@ class ReferencedSpeaker:
         if pcm:
             at = max(self._now(), self._end)
             self._end = at + pcm_duration_s(pcm)
-            self._echo.played(pcm, at)
+            if self._echo is not None:
+                self._echo.played(pcm, at)
+            if self._canceller is not None:
+                self._canceller.played(pcm, at)
 
     def flush(self) -> None:
         self.inner.flush()
@@ -52,8 +59,22 @@ class ReferencedSpeaker:
         one that plays at once), and flushed audio never plays."""
         now = self._now()
         if self._end > now:
-            self._echo.stopped(now)
+            if self._echo is not None:
+                self._echo.stopped(now)
+            if self._canceller is not None:
+                self._canceller.stopped(now)
             self._end = now
+
+
+def cancelling(speaker: SpeakerSink, microphone: object, settings: EchoSettings,
+               now: Callable[[], float]) -> tuple[SpeakerSink, Callable[[bytes], bytes] | None]:
+    """A room's echo canceller without the gate (`handoff satellite`): the speaker that tells it
+    what it plays, and the function that cancels it from a microphone chunk (None: not installed)."""
+    canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
+    if canceller is None:
+        return speaker, None
+    stamps = MicStamps(now)
+    return ReferencedSpeaker(speaker, None, now, canceller), lambda chunk: canceller.process(chunk, stamps.stamp(chunk))
 
 
 class MicStamps:

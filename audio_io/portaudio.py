@@ -387,10 +387,16 @@ class PyAudioMicrophone:
         self._converter: PcmConverter | None = None
         self.device: AudioDevice | None = None  # what start() opened, for logs and tests
         self.stream_format: StreamFormat | None = None
+        # From a sound's capture to its callback, by PortAudio's timestamps (current_time less
+        # input_buffer_adc_time), or the stream's reported input latency where the timestamps say
+        # nothing (0, as ALSA's file plugin does). The echo canceller's stream delay reads it.
+        self.latency_s = 0.0
+        self._stream_latency_s = 0.0
 
     async def start(self) -> None:
         self._bridge = _LoopBridge(asyncio.get_running_loop())
         self._stream = _open_stream("input", self._spec, self._chunk_ms, self._on_device_audio)
+        self._stream_latency_s = self.latency_s = _reported_latency(self._stream.stream.get_input_latency)
         self.device, self.stream_format = self._stream.device, self._stream.format
         fmt = self._stream.format
         self._converter = PcmConverter(fmt.rate, SAMPLE_RATE, fmt.channels, CHANNELS)
@@ -405,6 +411,7 @@ class PyAudioMicrophone:
     ) -> tuple[None, int]:
         # PortAudio's thread: hand the bytes over and return at once.
         assert self._bridge is not None
+        self.latency_s = _timestamp_latency(time_info, "input_buffer_adc_time", "current_time", self._stream_latency_s)
         self._bridge.send(self._receive, in_data)
         return None, _PA_CONTINUE
 
@@ -474,10 +481,15 @@ class PyAudioSpeaker:
         self._device_rate = SAMPLE_RATE
         self.device: AudioDevice | None = None  # what start() opened, for logs and tests
         self.stream_format: StreamFormat | None = None
+        # From a callback to its first sample leaving the device, by PortAudio's timestamps
+        # (output_buffer_dac_time less current_time), or the stream's reported output latency.
+        self.latency_s = 0.0
+        self._stream_latency_s = 0.0
 
     async def start(self) -> None:
         self._bridge = _LoopBridge(asyncio.get_running_loop())
         self._stream = _open_stream("output", self._spec, self._buffer_ms, self._on_device_wants_audio)
+        self._stream_latency_s = self.latency_s = _reported_latency(self._stream.stream.get_output_latency)
         self.device, self.stream_format = self._stream.device, self._stream.format
         fmt = self._stream.format
         self._converter = PcmConverter(SAMPLE_RATE, fmt.rate, CHANNELS, fmt.channels)
@@ -532,11 +544,9 @@ class PyAudioSpeaker:
     ) -> tuple[bytes, int]:
         # PortAudio's thread: take from the locked buffer; tell the loop when it ran dry.
         data, real, ran_dry = self._buffer.take(frame_count * self._frame_bytes)
+        self.latency_s = _timestamp_latency(time_info, "current_time", "output_buffer_dac_time", self._stream_latency_s)
         if ran_dry is not None and self._bridge is not None:
-            latency = time_info.get("output_buffer_dac_time", 0.0) - time_info.get("current_time", 0.0)
-            # Some backends report 0 or nonsense here; bound what we trust.
-            latency = min(max(latency, 0.0), 0.5)
-            self._bridge.send(self._ran_dry, ran_dry, latency + real / self._frame_bytes / self._device_rate)
+            self._bridge.send(self._ran_dry, ran_dry, self.latency_s + real / self._frame_bytes / self._device_rate)
         return data, _PA_CONTINUE
 
     def _ran_dry(self, seq: int, delay_s: float) -> None:
@@ -554,6 +564,21 @@ class PyAudioSpeaker:
         if self._idle_timer is not None:
             self._idle_timer.cancel()
             self._idle_timer = None
+
+
+def _timestamp_latency(time_info: dict, earlier: str, later: str, reported: float) -> float:
+    """A callback's latency from its PortAudio timestamps (`later` less `earlier`); where they say
+    nothing (0, or nonsense: some backends), the stream's reported latency. Bounded to 0-0.5 s."""
+    first, second = time_info.get(earlier, 0.0), time_info.get(later, 0.0)
+    latency = second - first if first > 0 and second > 0 else 0.0
+    return min(latency, 0.5) if 0 < latency else reported
+
+
+def _reported_latency(getter: Callable[[], float]) -> float:
+    try:
+        return min(max(float(getter()), 0.0), 0.5)
+    except (OSError, ValueError, TypeError):
+        return 0.0
 
 
 async def _wait_watching_stall(

@@ -232,6 +232,7 @@ class StopSettings:
 
     enabled: bool = True  # STOP_WHILE_TALKING; the words are ListenerSettings.stop_words (STOP_WORDS)
     notices_after_s: float = 5.0  # a notice that was waiting behind the cut narration waits this long more
+    barge_in: bool = True  # the wake phrase alone cuts it too, and the command after it is routed
 
 
 @dataclass(frozen=True)
@@ -258,6 +259,12 @@ class EchoSettings:
     decay_db_per_s: float = 300.0  # the room's reverberation after the reference stops (RT60 0.2 s)
     floor_rms: float = 25.0  # expected echo below this (about -62 dBFS) suppresses nothing
     loud_rms: float = 300.0  # reference slots at least this loud teach the echo path
+    # The canceller in front of the on-device detectors (`audio_io.echo_cancel`, speexdsp), when
+    # installed; it runs only within `cancel_idle_s` of the last audio played.
+    cancel: bool = True
+    cancel_idle_s: float = 2.0
+    cancel_filter_ms: int = 200  # the adaptive filter's length: the air's delay and the room's reverberation
+    cancel_margin_db: float = 12.0  # the gate behind the canceller: a cancelled chunk beats the residual by this much
 
 
 @dataclass(frozen=True)

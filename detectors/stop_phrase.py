@@ -37,6 +37,7 @@ class StopPhraseSettings:
     wake_threshold: float = 1e-70
     stop_threshold: float = 1e-20
     max_gap_s: float = 1.0  # from the end of the wake phrase to the start of the stop word
+    wake_lag_s: float = 0.3  # a wake phrase another detector heard ended up to this long before it said so
     # pocketsphinx reports a keyphrase only this many 10 ms frames after it first scored above
     # the threshold (its `kws_delay`, waiting for a better-scoring end; 10 by default, which held
     # every hit back 100 ms). 2: the hit comes about when the word's sound ends (median 0 ms,
@@ -117,6 +118,15 @@ class StopPhraseDetector:
         self._resample.reset()
         self._fed_s = 0.0
         self._wake = None
+
+    def wake_heard(self, start_s: float, detected_s: float, now: float) -> None:
+        """Another detector heard the wake phrase (the wake model, which hears it far better than
+        this search: `detectors.barge_in`), `start_s` to `detected_s` on the caller's clock, whose
+        time is `now` after the last chunk fed: a stop word following it completes the phrase.
+        The model reports the phrase up to a few hundred ms after its end: the gap counts from
+        `wake_lag_s` before."""
+        offset = now - self._fed_s
+        self._wake = (start_s - offset, detected_s - offset - self.settings.wake_lag_s)
 
     def feed(self, chunk: bytes, end_time: float | None = None) -> StopHit | None:
         """`chunk`: pcm16 mono at `input_rate`. `end_time`: the caller's clock at the chunk's end

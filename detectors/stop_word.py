@@ -28,6 +28,8 @@ class StopHit:
     detected_s: float | None = None
     stop_word: str = ""  # which of the stop words, e.g. "stop" ("" when the detector does not say)
     start_s: float | None = None  # where the wake phrase began, when the detector knows
+    # The wake phrase alone (`detectors.barge_in`): the narration is cut and a command may follow.
+    command: bool = False
 
 
 class StopDetector(Protocol):
@@ -88,6 +90,11 @@ class StopListener:
         self._feed = feed or EchoGatedStopFeed()
         self._mic_audio_s = 0.0
         self._fed = False  # the detector heard something since its last reset
+
+    @property
+    def clock(self) -> float:
+        """Seconds of microphone audio heard so far: the time scale of the hits."""
+        return self._mic_audio_s
 
     def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         """`raw`: the chunk from the microphone; `passed`: the echo gate let it through. A hit, or None."""

@@ -27,7 +27,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Callable, Protocol
 
 from wyoming.audio import AudioChunk, AudioFormat, AudioStop
 from wyoming.event import Event, async_write_event
@@ -90,9 +90,10 @@ class SatelliteServer:
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
                  mic_filter: MicFilter, woken: bool = True, stop_detector: StopDetector | None = None,
-                 keys: SatelliteKeys | None = None) -> None:  # fmt: skip
+                 keys: SatelliteKeys | None = None, cancel: Callable[[bytes], bytes] | None = None) -> None:  # fmt: skip
         self.listen, self.name = listen, name
         self.keys = keys  # paired: TLS, only the pinned hub (None: plain Wyoming, as wyoming-satellite)
+        self.cancel = cancel  # the room's echo canceller (audio_io.echo_reference.cancelling): what its stop detector hears
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
         self._stop = StopListener(stop_detector) if stop_detector is not None else None
         self.counts = SatelliteCounts()
@@ -316,7 +317,7 @@ class SatelliteServer:
         async for chunk in self.microphone.chunks():
             chunk_s = len(chunk) / BYTES_PER_SECOND
             if self._stop is not None:
-                self._listen_for_stop(chunk)
+                self._listen_for_stop(chunk if self.cancel is None else self.cancel(chunk))
             if self._playing:
                 self.mic_filter.skip(chunk)  # the hub's voice: nothing of it leaves this machine
                 continue

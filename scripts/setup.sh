@@ -34,6 +34,8 @@ if [ "$want_dev" = 1 ]; then
   [ -d /usr/share/festival/voices/us/cmu_us_slt_arctic_hts ] || missing+=(festvox-us-slt-hts)
 fi
 command -v sox >/dev/null 2>&1 || missing+=(sox)
+# The echo canceller in front of the stop and barge-in detectors (audio_io/echo_cancel.py): Xiph's speexdsp.
+compgen -G '/usr/lib/*/libspeexdsp.so.1' >/dev/null || compgen -G '/usr/lib/libspeexdsp.so.1' >/dev/null || missing+=(libspeexdsp1)
 command -v gcc >/dev/null 2>&1 || missing+=(gcc)
 if ! "$python_bin" -c 'import sysconfig, os, sys; sys.exit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))'; then
   missing+=(python3-dev)

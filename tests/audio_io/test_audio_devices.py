@@ -196,6 +196,12 @@ class FakeStream:
     def start_stream(self) -> None:
         self.active = True
 
+    def get_input_latency(self) -> float:
+        return 0.01
+
+    def get_output_latency(self) -> float:
+        return 0.01
+
     def is_active(self) -> bool:
         return self.active
 
@@ -421,3 +427,18 @@ def test_no_devices_gives_clear_messages_not_crashes(tmp_path, pyaudio_available
     result = run_scenario(env, "select", "-")
     assert result["input:-"] == {"error": portaudio.NO_INPUT_DEVICE, "type": "NoAudioDeviceError"}
     assert result["output:-"] == {"error": portaudio.NO_OUTPUT_DEVICE, "type": "NoAudioDeviceError"}
+
+
+def test_echo_cancellers_stream_delay_is_the_devices_latency_from_portaudios_timestamps(tmp_path, pyaudio_available) -> None:
+    """The canceller's stream delay (output latency + input latency) comes from PortAudio: the
+    stream's reported latencies where the callbacks' timestamps say nothing (ALSA's file plugin
+    stamps every buffer at the current time), and the timestamps where they say something (here
+    shifted by 35 ms before the input callback and 45 ms after the output one, as a sound card's are)."""
+    alsa = alsa_file_device(tmp_path, noise(2.0, seed=13))
+    plain = run_scenario(alsa.env, "latency")
+    assert plain["reported"] == pytest.approx([0.02, 0.02], abs=0.005)  # the file plugin's 20 ms buffers
+    assert plain["stamps"] == pytest.approx([0.0, 0.0])  # its timestamps: all "now"
+    assert plain["delay_ms"] == round(1000 * sum(plain["reported"]))
+    shifted = run_scenario(alsa.env, "latency", "--shift-ms", "35,45")
+    assert shifted["stamps"] == pytest.approx([0.035, 0.045], abs=0.001)
+    assert shifted["delay_ms"] == 80  # 35 + 45: from the timestamps, not the reported 20 + 20

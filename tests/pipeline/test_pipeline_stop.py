@@ -34,17 +34,21 @@ def uploaded(p) -> bytes:
 STREAMING = SimConfig(audio_frame_delay_s=0.02, use_espeak=False, seed=1)
 
 
+async def long_answer_playing(p, sim, speaker: WatchedSpeaker) -> None:
+    """A long answer is being read, and a second of it has been handed to the speaker (and is playing)."""
+    sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
+    p.say("Computer, read me the long story")
+    await p.wait(lambda t: t.count("narrating") == 1)
+    await speaker.changes.wait_until(lambda: speaker.queued >= BYTES_PER_SECOND, timeout=20)
+
+
 @pytest.mark.parametrize("sim", [STREAMING], indirect=True)
 async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_is_routed(tmp_path, sim):
     detector = LoudStopDetector()
     speaker = WatchedSpeaker(pace=MIC_PACE)  # plays in the microphone's time
     async with running_pipeline(tmp_path, sim, speaker=speaker, stop_detector=detector,
                                 conversation=ConversationSettings(follow_up_s=3.0)) as p:
-        sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
-        p.say("Computer, read me the long story")
-        await p.wait(lambda t: t.count("narrating") == 1)
-        # A second of the answer has been handed to the speaker (and is playing): "computer, stop".
-        await speaker.changes.wait_until(lambda: speaker.queued >= BYTES_PER_SECOND, timeout=20)
+        await long_answer_playing(p, sim, speaker)  # "computer, stop" now
         listening = p.timeline.count("listening")
         p.microphone.feed(STOP_WORDS)
         await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
@@ -74,6 +78,28 @@ async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_
         assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["read me the long story", "what time is it"]
         assert p.timeline.count("stopped") == 1
         assert detector.resets >= 1  # after the cut narration: the next one starts afresh
+
+
+@pytest.mark.parametrize("sim", [STREAMING], indirect=True)
+async def test_a_command_said_over_a_narration_cuts_it_and_is_routed_and_answered(tmp_path, sim):
+    """Barge-in: "computer, what time is it" over a long answer. The detector hears the wake
+    phrase alone (a `command` hit): the narration is cut at once, as for "stop"; what the mic
+    heard from just before the phrase is held until it is clearly no "stop", then goes up as any
+    command does, and is routed and answered; the cut answer is recorded as stopped."""
+    detector = LoudStopDetector(phrase="computer", command=True)
+    speaker = WatchedSpeaker(pace=MIC_PACE)
+    async with running_pipeline(tmp_path, sim, speaker=speaker, stop_detector=detector,
+                                conversation=ConversationSettings(follow_up_s=0)) as p:
+        await long_answer_playing(p, sim, speaker)
+        sim.script.push_tool_call("get_time", {})
+        p.say("Computer, what time is it")  # over the narration
+        await p.wait(lambda t: t.count("narrated") == 2)
+        assert p.timeline.count("stopped") == 1 and len(detector.hits) == 1
+        assert [e.text for e in p.timeline.entries if e.kind == "command"] == ["read me the long story", "what time is it"]
+        narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
+        assert narrated[0].startswith("answer (stopped after") and narrated[1].startswith("answer (similarity")
+        # It went up from the hold (echo-cancelled: not byte for byte), once.
+        assert p.coordinator._hold.released == 1 and p.coordinator._hold.dropped == 0
 
 
 class CuttingSpeaker(MemorySpeaker):

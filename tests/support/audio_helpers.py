@@ -201,6 +201,49 @@ async def _play(device: str | None, pcm_file: Path) -> dict:
     return _describe(speaker)
 
 
+async def _latency(shift_ms: tuple[float, float]) -> dict:
+    """A real microphone and speaker, and the echo canceller's stream delay from their latencies,
+    as the coordinator builds it. `shift_ms`: move the input callbacks' capture stamps that much
+    earlier and the output callbacks' playback stamps that much later (a sound card's latencies)."""
+    import numpy  # noqa: F401  (the canceller's)
+    from audio_io import PyAudioMicrophone, PyAudioSpeaker
+    from audio_io.echo_cancel import EchoCanceller, stream_latency_s
+    from audio_io.volume import VolumeSpeaker
+
+    stamps = [0.0, 0.0]
+
+    def shifted(method, key: str, side: int, sign: float):  # type: ignore[no-untyped-def]
+        def callback(self, in_data, frame_count, time_info, status):  # type: ignore[no-untyped-def]
+            time_info = dict(time_info)
+            time_info[key] = time_info["current_time"] + sign * shift_ms[side] / 1000
+            stamps[side] = abs(time_info[key] - time_info["current_time"])
+            return method(self, in_data, frame_count, time_info, status)
+        return callback
+
+    PyAudioMicrophone._on_device_audio = shifted(PyAudioMicrophone._on_device_audio, "input_buffer_adc_time", 0, -1)
+    PyAudioSpeaker._on_device_wants_audio = shifted(PyAudioSpeaker._on_device_wants_audio, "output_buffer_dac_time", 1, 1)
+    mic, speaker = PyAudioMicrophone(None, max_queued_s=600.0), PyAudioSpeaker(None)
+    await mic.start()
+    await speaker.start()
+    reported = [mic.latency_s, speaker.latency_s]
+    wrapped = VolumeSpeaker(speaker, 50)  # as the assistant wraps it
+    canceller = EchoCanceller(delay_s=lambda: stream_latency_s(wrapped) + stream_latency_s(mic))
+    try:
+        speaker.play(bytes(4800))
+        read = 0
+        async for chunk in mic.chunks():
+            canceller.played(chunk, read / 48000)
+            canceller.process(chunk, read / 48000)
+            read += len(chunk)
+            if read >= 48000:
+                break
+        await asyncio.wait_for(speaker.drained(), 30)
+    finally:
+        await mic.close()
+        await speaker.close()
+    return {"reported": reported, "stamps": [round(s, 4) for s in stamps], "delay_ms": canceller.stream_delay_ms}
+
+
 async def _select(specs: list[str]) -> dict:
     from audio_io import AudioDeviceError, PyAudioMicrophone, PyAudioSpeaker
 
@@ -229,6 +272,8 @@ def main(argv: list[str] | None = None) -> int:
     select = sub.add_parser("select")
     select.add_argument("specs", nargs="+", help='device specs; "-" = the default')
     sub.add_parser("devices")
+    latency = sub.add_parser("latency")
+    latency.add_argument("--shift-ms", default="0,0")
     for p in (capture, play):
         p.add_argument("--device", default=None)
         p.add_argument("--refuse-24k", action="store_true")
@@ -240,6 +285,9 @@ def main(argv: list[str] | None = None) -> int:
         result = asyncio.run(_capture(args.device, args.bytes, args.out))
     elif args.scenario == "play":
         result = asyncio.run(_play(args.device, args.pcm))
+    elif args.scenario == "latency":
+        shift = tuple(float(v) for v in args.shift_ms.split(","))
+        result = asyncio.run(_latency((shift[0], shift[1])))
     elif args.scenario == "select":
         result = asyncio.run(_select(args.specs))
     else:

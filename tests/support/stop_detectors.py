@@ -11,9 +11,11 @@ class LoudStopDetector:
     """Anything louder than `rms` is "computer, stop": the hit comes with the first quieter chunk
     after it (a keyword spotter, too, reports a word once it has ended), one chunk after the end."""
 
-    def __init__(self, rms: int = 2000, phrase: str = "computer stop") -> None:
+    def __init__(self, rms: int = 2000, phrase: str = "computer stop", command: bool = False) -> None:
         self.rms = rms
         self.phrase = phrase
+        self.command = command  # a barge-in: the wake phrase alone (a command follows), once
+        self._loud_from: float | None = None
         self.fed = 0
         self.resets = 0
         self.hits: list[StopHit] = []
@@ -22,11 +24,13 @@ class LoudStopDetector:
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
         self.fed += 1
         if audioop.rms(chunk, 2) >= self.rms:
+            if self._loud_until is None:
+                self._loud_from = at - len(chunk) / 48000
             self._loud_until = at
             return None
-        if self._loud_until is None:
+        if self._loud_until is None or (self.command and self.hits):
             return None
-        hit = StopHit(self.phrase, end_s=self._loud_until, detected_s=at)
+        hit = StopHit(self.phrase, end_s=self._loud_until, detected_s=at, start_s=self._loud_from, command=self.command)
         self._loud_until = None
         self.hits.append(hit)
         return hit
@@ -79,10 +83,10 @@ class HeardTheUser:
         self.share = share
         self.listen_from: float | None = None
         self.hits: list[StopHit] = []
-        self._fed: set[bytes] = set()
+        self._fed: list[float] = []  # the room time of each chunk fed (echo-cancelled: not the mic's bytes)
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
-        self._fed.add(chunk)
+        self._fed.append(self.microphone.room_time())
         hit = self.spotter.feed(chunk, at) or self._oracle(at)
         if hit is not None:
             self.hits.append(hit)
@@ -93,7 +97,8 @@ class HeardTheUser:
         if self.listen_from is None:
             return None
         voiced = [h.mixed for h in self.microphone.heard if h.at >= self.listen_from and any(h.user)]
-        if len(voiced) < 25 or sum(chunk in self._fed for chunk in voiced) < self.share * len(voiced):
+        fed = sum(t >= self.listen_from for t in self._fed)
+        if len(voiced) < 25 or fed < self.share * len(voiced):
             return None
         return StopHit("computer stop", end_s=at, detected_s=at)
 

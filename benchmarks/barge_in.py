@@ -1,0 +1,364 @@
+"""Barge-in over the assistant's own voice (issue 32): the echo canceller in front of the detectors.
+
+The room: the narration (espeak-ng, en-us+f3) comes back into the microphone through a
+reverberant path (a direct sound 20-120 ms late and a decaying diffuse tail, RT60 0.25-0.45 s)
+that changes once mid-narration (another delay and tail, six seconds in), at 0, -6 and -12 dB
+relative to the user's voice at the microphone; the user (flite and festival voices: another
+engine, other voices) says "hey jarvis, stop" or "hey jarvis, what time is it" nine seconds in. A
+-60 dBFS noise floor lies under everything. When the narration is cut, its echo stops (the tail
+of the room's reverberation rings on).
+
+Each trial runs what the coordinator's mic reader runs (handoff.Coordinator._listen_for_stop and
+_take_chunk): the echo canceller (`audio_io.echo_cancel`) given what was played; the stop
+listener with the assistant's detector (`BargeInDetector`: the stop phrase, pocketsphinx, and
+the wake model); the `CommandHold`; then, once the mute lifts, the echo gate and the on-device
+upload filter (VAD, wake model, the device's end of turn). "gate" rows: the same detector fed as
+before this change (the raw microphone around what the echo gate passed, no canceller).
+
+- stop found: the narration was cut at most 200 ms after the end of "stop", and nothing went up;
+- command stopped+routed: the narration was cut, the upload filter heard the wake phrase in what
+  the hold released, and the device's end of turn came with the command (the route; that a
+  routed command is answered is the pipeline's, tests/pipeline/test_pipeline_stop.py);
+- false: hits (stops or wakes) on the narration's echo alone at 0 dB (it says "stop", "cancel",
+  "hey jarvis" and "jarvis" on purpose), over `--false-minutes` scaled to an hour;
+- wake recall with a loud unrelated sound (a TV voice and pink noise at the user's level, no
+  reference for it), next to the quiet room;
+- CPU per second of audio of the detector path, canceller on and off.
+
+Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from dataclasses import dataclass
+
+import numpy as np
+
+from audio_io.echo import EchoSuppressor
+from audio_io.echo_cancel import EchoCanceller
+from benchmarks.corpus import DEFAULT_CACHE, Corpus
+from config.settings import EchoSettings, UploadMode, UploadSettings
+from detectors.barge_in import BargeInDetector, CommandHold, Held
+from detectors.pipeline import build_upload_filter, build_wake_spotter
+from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_word import StopListener
+
+RATE = 24000
+CHUNK = 480  # samples: 20 ms
+BPS = RATE * 2
+PHRASE = "hey jarvis"
+NARRATOR = "en-us+f3"
+NARRATION = (
+    "Here is what I found. The backup finished at half past eleven and copied five gigabytes. "
+    "If you want me to stop, say hey jarvis, stop, or cancel. Jarvis is my name. "
+    "Your next meeting is at three, with the design team, in the small room on the second floor. "
+    "The weather tomorrow looks dry and mild, with a light wind from the west, and rain by the evening. "
+    "To cancel the timer, say cancel the timer. Hey jarvis is how you wake me. Stop the music, I said, and it stopped."
+)
+USERS = ("flite:slt", "flite:rms", "flite:awb", "flite:kal16", "festival:cmu_us_slt_arctic_hts")
+SPEEDS = (150, 175, 200)
+STOP_TEXT = "hey jarvis, stop"
+COMMAND_TEXT = "hey jarvis, what time is it"
+LEVELS_DB = (0.0, -6.0, -12.0)
+USER_RMS = 2000.0  # the user's active level at the microphone (about -24 dBFS)
+LEAD_S, SWITCH_S, TAIL_S = 9.0, 6.0, 3.0  # the user speaks 9 s into the narration, 3 s after its path changed
+FLOOR_RMS = 33.0
+
+
+def pcm(x: np.ndarray) -> bytes:
+    return np.clip(np.round(x), -32768, 32767).astype(np.int16).tobytes()
+
+
+def samples(b: bytes) -> np.ndarray:
+    return np.frombuffer(b, dtype=np.int16).astype(np.float64)
+
+
+def active_rms(x: np.ndarray) -> float:
+    frames = x[: len(x) // CHUNK * CHUNK].reshape(-1, CHUNK)
+    r = np.sqrt((frames**2).mean(axis=1))
+    loud = r > max(r.max() * 0.05, 1.0)
+    return float(np.sqrt((frames[loud] ** 2).mean())) if loud.any() else 1.0
+
+
+def room_ir(rng: np.random.Generator, delay_s: float) -> np.ndarray:
+    rt60 = rng.uniform(0.25, 0.45)
+    n = int(RATE * 0.5)
+    t = np.arange(n) / RATE
+    # The diffuse tail 0 to -8 dB under the direct sound (a desk speaker near the microphone)
+    tail = rng.standard_normal(n) * np.exp(-6.9 * t / rt60) * rng.uniform(0.012, 0.03)
+    tail[0] = 1.0
+    h = np.concatenate([np.zeros(int(RATE * delay_s)), tail])
+    return h / np.sqrt((h**2).sum())
+
+
+def convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
+    n = len(x) + len(h) - 1
+    size = 1 << (n - 1).bit_length()
+    return np.fft.irfft(np.fft.rfft(x, size) * np.fft.rfft(h, size), size)[: len(x)]
+
+
+@dataclass
+class Scene:
+    narration: np.ndarray  # what the speaker would play, the whole trial
+    irs: tuple[np.ndarray, np.ndarray]  # the echo path before and after the switch
+    echo_gain: float
+    user: np.ndarray  # the user's voice at the microphone, the whole trial (zeros where silent)
+    word_end_s: float  # where the user's last word ends
+    noise: np.ndarray
+
+    def echo(self, played: np.ndarray) -> np.ndarray:
+        switch = int(SWITCH_S * RATE)
+        a = played.copy()
+        a[switch:] = 0
+        b = played.copy()
+        b[:switch] = 0
+        return (convolve(a, self.irs[0]) + convolve(b, self.irs[1])) * self.echo_gain
+
+
+@dataclass
+class Outcome:
+    cut_at: float | None = None
+    command_hit: bool = False
+    released: int = 0
+    dropped: int = 0
+    wake_heard: bool = False
+    turn: bool = False
+    uploaded_s: float = 0.0
+    hits: int = 0
+
+
+class Aec3Canceller(EchoCanceller):
+    """The same reference handling with WebRTC's AEC3 (`pywebrtc-audio`, dev only) as the filter:
+    the candidate measured first."""
+
+    def __init__(self, settings: EchoSettings = EchoSettings()) -> None:
+        super().__init__(settings)
+        from pywebrtc_audio import AudioProcessor
+
+        self._aec3 = AudioProcessor(sample_rate=RATE, num_channels=1, echo_cancellation=True)
+
+    def _cancel(self, near: bytes, far: bytes) -> bytes:
+        return self._aec3.process(np.frombuffer(near, dtype=np.int16), np.frombuffer(far, dtype=np.int16)).tobytes()
+
+
+def aec3_available() -> bool:
+    try:
+        import pywebrtc_audio  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+class Path:
+    """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
+
+    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str) -> None:
+        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
+        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
+        self.listener = StopListener(self.detector)
+        self.hold = CommandHold()
+        self.gate = EchoSuppressor(EchoSettings())
+        self.canceller = (Aec3Canceller() if cancel == "aec3" else EchoCanceller()) if cancel else None
+        self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
+
+
+def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
+    out = Outcome()
+    played = scene.narration.copy()
+    mic = scene.user + scene.echo(played) + scene.noise
+    narrating = True
+    mutes_seen = False
+    for i in range(len(mic) // CHUNK):
+        at = i * CHUNK / RATE
+        ref = pcm(played[i * CHUNK:(i + 1) * CHUNK]) if narrating else b""
+        raw = pcm(mic[i * CHUNK:(i + 1) * CHUNK])
+        if ref:
+            path.gate.played(ref, at)
+            if path.canceller is not None:
+                path.canceller.played(ref, at)
+        heard = path.canceller.process(raw, at) if path.canceller is not None else raw
+        passed = path.gate.process(raw, at) is not None
+        gated = raw if passed else bytes(len(raw))
+        cancelled = path.canceller is not None
+        heard_passed = path.canceller.passed if cancelled else passed  # the gate behind the canceller
+        hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
+        piece = Held(i * CHUNK * 2, heard if path.hold.holding else gated, path.listener.clock)
+        if narrating and not path.hold.holding:
+            path.hold.remember(Held(piece.offset, heard, piece.end_s))
+        if hit is not None:
+            out.hits += 1
+            if not stop_after_hit:  # the echo alone: count it, cut nothing
+                hit = None
+        if hit is not None:
+            if narrating:
+                out.cut_at, out.command_hit, narrating = at + CHUNK / RATE, hit.command, False
+                played[(i + 1) * CHUNK:] = 0  # the speaker is flushed: its echo stops, the room rings on
+                mic[(i + 1) * CHUNK:] = (scene.user + scene.echo(played) + scene.noise)[(i + 1) * CHUNK:]
+                path.gate.stopped(at)
+                if path.canceller is not None:
+                    path.canceller.stopped(at)
+            path.hold.hit(hit)
+        for held in path.hold.take(piece, muted=narrating):
+            if narrating:
+                path.filter.skip(held.chunk)
+                continue
+            if not mutes_seen:
+                mutes_seen = True
+                path.filter.reset()
+            sent = path.filter.feed(held.chunk)
+            out.uploaded_s += sum(len(p) for p in sent) / BPS
+            out.wake_heard |= path.filter.take_wake() is not None
+            out.turn |= path.filter.take_turn() is not None
+    out.released, out.dropped = path.hold.released, path.hold.dropped
+    return out
+
+
+def build_scenes(corpus: Corpus, text: str, level_db: float, count: int, narration: np.ndarray, seed: int) -> list[Scene]:
+    rng = np.random.default_rng(seed)
+    scenes = []
+    for k in range(count):
+        voice, speed = USERS[k % len(USERS)], SPEEDS[(k // len(USERS)) % len(SPEEDS)]
+        said = samples(corpus.speech(text, voice, speed))
+        said *= USER_RMS / active_rms(said)
+        length = int((LEAD_S + TAIL_S) * RATE) + len(said)
+        start = int(rng.uniform(0, max(1, len(narration) - length)))
+        narr = np.zeros(length)
+        piece = narration[start:start + length]
+        narr[:len(piece)] = piece
+        user = np.zeros(length)
+        onset = int(LEAD_S * RATE)
+        user[onset:onset + len(said)] = said
+        irs = (room_ir(rng, rng.uniform(0.02, 0.12)), room_ir(rng, rng.uniform(0.02, 0.12)))
+        echo_level = active_rms(convolve(narr, irs[0]))
+        gain = USER_RMS * 10 ** (level_db / 20) / echo_level
+        noise = rng.standard_normal(length) * FLOOR_RMS
+        scenes.append(Scene(narr, irs, gain, user, (onset + len(said)) / RATE, noise))
+    return scenes
+
+
+def cpu_per_s(fn, seconds: float) -> float:
+    t = time.process_time()
+    fn()
+    return (time.process_time() - t) / seconds * 1000
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.barge_in")
+    parser.add_argument("--cache", default=str(DEFAULT_CACHE))
+    parser.add_argument("--quick", action="store_true", help="6 trials per level, 1 minute of echo alone")
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--gate-trials", type=int, default=10, help="trials per level for the gate rows (the figures before)")
+    parser.add_argument("--false-minutes", type=float, default=5.0)
+    parser.add_argument("--no-gate-rows", action="store_true")
+    parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
+    args = parser.parse_args(argv)
+    trials = 6 if args.quick else args.trials
+    false_minutes = 1.0 if args.quick else args.false_minutes
+    corpus = Corpus(args.cache)
+    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
+    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
+    narration *= 6000 / active_rms(narration)  # what the speaker is given (its echo level is the room's)
+    stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+
+    rows = []
+    variants: list[tuple[str, bool | str]] = [("canceller (speexdsp)", True)]
+    variants += [] if args.no_gate_rows else [("gate (before)", False)]
+    variants += [("canceller (WebRTC AEC3)", "aec3")] if args.aec3 and aec3_available() else []
+    for name, cancel in variants:
+        count = trials if cancel else min(trials, args.gate_trials)
+        for level in LEVELS_DB:
+            stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level))
+            commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level))
+            found = early = went_up = 0
+            delays = []
+            for scene in stops:
+                o = run_trial(scene, Path(stop_settings, cancel))
+                if o.cut_at is not None:
+                    delays.append((o.cut_at - scene.word_end_s) * 1000)
+                ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
+                found += ok
+                went_up += o.uploaded_s > 0
+            routed = cut = 0
+            for scene in commands:
+                o = run_trial(scene, Path(stop_settings, cancel))
+                cut += o.cut_at is not None
+                routed += o.cut_at is not None and o.wake_heard and o.turn
+            d = sorted(delays)
+            delay = f"{d[len(d) // 2]:.0f} / {d[-1]:.0f}" if d else "-"
+            rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} |")
+            print(rows[-1], flush=True)
+    print("\n| path | echo vs user | 'hey jarvis, stop': cut <= 200 ms, nothing uploaded | cut - end of word, ms (median / max) "
+          "| 'stop' uploaded as a command | command: narration cut | command: cut and routed |")
+    print("|---|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+    # False stops and wakes: the narration's echo alone at 0 dB, rooms changing every 30 s.
+    rng = np.random.default_rng(7)
+    seconds = false_minutes * 60
+    false_hits = {}
+    cpu = {}
+    for name, cancel in variants:
+        hits = 0
+        spent = 0.0
+        for block in range(int(seconds // 30)):
+            length = 30 * RATE
+            start = int(rng.uniform(0, len(narration) - length))
+            narr = narration[start:start + length].copy()
+            irs = (room_ir(rng, rng.uniform(0.02, 0.12)), room_ir(rng, rng.uniform(0.02, 0.12)))
+            gain = USER_RMS / active_rms(convolve(narr, irs[0]))
+            scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS)
+            path = Path(stop_settings, cancel)
+            t = time.process_time()
+            o = run_trial(scene, path, stop_after_hit=False)
+            spent += time.process_time() - t
+            hits += o.hits
+        false_hits[name] = hits
+        cpu[name] = spent / max(seconds, 1) * 1000
+    print(f"\nfalse stops and wakes on {false_minutes:g} min of the narration's echo alone at 0 dB "
+          f"(scaled to an hour): " + ", ".join(f"{n}: {h} ({h * 60 / false_minutes:.0f}/h)" for n, h in false_hits.items()))
+    print("CPU per second of audio, the whole detector path (canceller, stop phrase, wake model, gate, hold): "
+          + ", ".join(f"{n}: {c:.1f} ms" for n, c in cpu.items()))
+
+    # The canceller alone, per second of audio it runs on.
+    canceller = EchoCanceller(EchoSettings())
+    ref = pcm(narration[: 30 * RATE])
+    mic = pcm(convolve(narration[: 30 * RATE], room_ir(rng, 0.06)) * 0.3)
+
+    def cancel_all() -> None:
+        for i in range(0, len(ref), CHUNK * 2):
+            canceller.played(ref[i:i + CHUNK * 2], i / BPS)
+            canceller.process(mic[i:i + CHUNK * 2], i / BPS)
+
+    print(f"the canceller alone: {cpu_per_s(cancel_all, 30.0):.1f} ms of CPU per second of audio (0 when nothing played for 2 s)")
+
+    # Wake recall with a loud unrelated sound (no reference): a TV voice and pink noise at the user's level.
+    tv = samples(corpus.speech(NARRATION, "en-gb+m3", 170))
+    recall = {}
+    for label, loud in (("quiet room", False), ("TV voice + pink noise at 0 dB", True)):
+        heard = 0
+        scenes = build_scenes(corpus, COMMAND_TEXT, -60.0, trials, narration, seed=99)
+        for k, scene in enumerate(scenes):
+            mic = scene.user + scene.noise
+            if loud:
+                start = (k * 7919) % (len(tv) - len(mic))
+                sound = tv[start:start + len(mic)] * (USER_RMS / active_rms(tv)) * 0.7
+                sound += rng.standard_normal(len(mic)) * USER_RMS * 0.7
+                mic = mic + sound
+            upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
+            f = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
+            woke = False
+            data = pcm(mic)
+            for i in range(0, len(data), CHUNK * 2):
+                f.feed(data[i:i + CHUNK * 2])
+                woke |= f.take_wake() is not None
+            heard += woke
+        recall[label] = heard
+    print("wake recall, 'hey jarvis, what time is it' (no narration): "
+          + ", ".join(f"{k}: {v}/{trials}" for k, v in recall.items()))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,113 @@
+"""Barge-in: the wake phrase and a new command said while the assistant talks.
+
+"Hey jarvis, stop" cuts the narration (the stop phrase, `detectors.stop_phrase`). "Hey jarvis,
+what time is it" said over a narration must cut it too, and the command must then be routed as
+any woken command is. Two pure parts, fed the echo-cancelled microphone (`audio_io.echo_cancel`):
+
+- `BargeInDetector` is a `StopDetector`: the stop phrase detector and the wake model side by side.
+  The stop phrase gives its hit; the wake phrase alone gives a hit with `command=True`, at once
+  (the narration goes quiet while the user is still talking, which is what lets the command be
+  heard). The coordinator cuts the narration on either, as it does for "stop".
+- `CommandHold` is the mic reader's memory of what it heard while the narrator talked. After a
+  `command` hit it holds the microphone from `preroll_s` before the wake phrase on, until
+  `decide_s` of audio passed after the phrase with no stop word (then everything held goes down
+  the ordinary upload path, wake phrase included, as if it had been heard with the mic open: the
+  wake model there hears the phrase again, the gate opens, the turn is routed) or a stop phrase
+  came (the user said "hey jarvis, stop": nothing is uploaded).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass
+
+from detectors.pipeline import WakeSpotter
+from detectors.stop_phrase import StopPhraseDetector
+from detectors.stop_word import StopDetector, StopHit
+
+
+class BargeInDetector:
+    """The stop phrase, and the wake phrase alone (a command follows): one `StopDetector`."""
+
+    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str) -> None:
+        self.stop = stop
+        self.wake = wake
+        self.wake_phrase = wake_phrase
+
+    def feed(self, chunk: bytes, at: float) -> StopHit | None:
+        hit = self.stop.feed(chunk, at)
+        woke = self.wake.feed(chunk, at)
+        if hit is not None:
+            return hit
+        if woke is not None:
+            if isinstance(self.stop, StopPhraseDetector):  # "stop" after the model's wake is the stop phrase too
+                self.stop.wake_heard(woke.start_s, woke.detected_s, at)
+            return StopHit(phrase=self.wake_phrase, end_s=at, detected_s=at, start_s=woke.start_s, command=True)
+        return None
+
+    def reset(self) -> None:
+        self.stop.reset()
+        self.wake.reset()
+
+
+@dataclass(frozen=True)
+class HoldSettings:
+    preroll_s: float = 0.5  # held from this long before the wake phrase began
+    decide_s: float = 1.5  # after the phrase: no stop word by then, it is a command
+    keep_s: float = 4.0  # what is remembered while the narrator talks
+
+
+@dataclass(frozen=True)
+class Held:
+    offset: int  # where the chunk lies in the microphone's stream (bytes)
+    chunk: bytes
+    end_s: float  # its end on the stop listener's clock
+
+
+class CommandHold:
+    """Per chunk: `take(piece)` returns what the upload path gets now (the piece itself, nothing
+    while a barge-in is being decided, or everything held once it is a command). Pure."""
+
+    def __init__(self, settings: HoldSettings = HoldSettings()) -> None:
+        self.settings = settings
+        self._recent: deque[Held] = deque()
+        self._held: list[Held] | None = None  # a barge-in being decided
+        self._decide_at = 0.0
+        self.released = 0  # barge-in commands passed on
+        self.dropped = 0  # barge-ins that were "stop" after all
+
+    @property
+    def holding(self) -> bool:
+        return self._held is not None
+
+    def remember(self, piece: Held) -> None:
+        """A chunk heard while the narrator talked (echo-cancelled)."""
+        self._recent.append(piece)
+        while self._recent and piece.end_s - self._recent[0].end_s > self.settings.keep_s:
+            self._recent.popleft()
+
+    def hit(self, hit: StopHit) -> None:
+        """The detector's hit: a wake alone starts a hold; a stop phrase ends one (dropped)."""
+        if hit.command and self._held is None:
+            start = (hit.start_s if hit.start_s is not None else hit.end_s) - self.settings.preroll_s
+            self._held = [h for h in self._recent if h.end_s > start]
+            self._decide_at = hit.end_s + self.settings.decide_s
+        elif not hit.command and self._held is not None:
+            self._held = None
+            self.dropped += 1
+        self._recent.clear()
+
+    def take(self, piece: Held, muted: bool) -> list[Held]:
+        """What the upload path gets now for `piece` (the chunk just read, after the echo gate)."""
+        if self._held is None:
+            return [piece]
+        self._held.append(piece)
+        if piece.end_s < self._decide_at or muted:
+            return []
+        held, self._held = self._held, None
+        self.released += 1
+        return held
+
+    def clear(self) -> None:
+        self._recent.clear()
+

@@ -1,0 +1,69 @@
+"""Barge-in (detectors.barge_in): the wake phrase alone cuts the narration, and what follows is
+held until it is clearly no "stop", then goes up from just before the phrase."""
+
+from __future__ import annotations
+
+from decisions.upload_gate import KeywordHit
+from detectors.barge_in import BargeInDetector, CommandHold, Held, HoldSettings
+from detectors.stop_word import StopHit
+
+CHUNK_S = 0.02
+
+
+class Scripted:
+    """A stop detector or a wake spotter that reports what it is told, at the given times."""
+
+    def __init__(self, at: dict[float, object]) -> None:
+        self.at = {round(t, 2): hit for t, hit in at.items()}
+        self.resets = 0
+
+    def feed(self, chunk: bytes, at: float):  # type: ignore[no-untyped-def]
+        return self.at.get(round(at, 2))
+
+    def reset(self) -> None:
+        self.resets += 1
+
+
+def chunks(start_s: float, end_s: float) -> list[Held]:
+    n0, n1 = round(start_s / CHUNK_S), round(end_s / CHUNK_S)
+    return [Held(i * 960, bytes([i % 256]) * 960, (i + 1) * CHUNK_S) for i in range(n0, n1)]
+
+
+def test_the_wake_phrase_alone_is_a_command_hit_and_the_stop_phrase_a_stop():
+    wake = KeywordHit("hey jarvis", start_s=1.0, detected_s=1.8)
+    detector = BargeInDetector(Scripted({2.4: StopHit("hey jarvis stop", end_s=2.4, stop_word="stop")}),
+                               Scripted({1.8: wake}), "hey jarvis")
+    hit = detector.feed(b"", 1.8)
+    assert hit is not None and hit.command and hit.start_s == 1.0 and hit.phrase == "hey jarvis"
+    stop = detector.feed(b"", 2.4)
+    assert stop is not None and not stop.command and stop.stop_word == "stop"
+    detector.reset()
+    assert detector.stop.resets == detector.wake.resets == 1  # type: ignore[attr-defined]
+
+
+def test_a_command_is_held_from_before_the_phrase_and_released_once_the_mute_has_lifted():
+    hold = CommandHold(HoldSettings(preroll_s=0.5, decide_s=1.0, keep_s=4.0))
+    for piece in chunks(0.0, 2.0):  # the narration plays; the user starts "hey jarvis" at 1.5 s
+        hold.remember(piece)
+    hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.5, command=True))
+    assert hold.holding
+    assert all(hold.take(p, muted=False) == [] for p in chunks(2.0, 2.98))  # still deciding
+    released = hold.take(chunks(2.98, 3.0)[0], muted=True)  # decided, but still muted: held on
+    assert released == [] and hold.holding
+    released = hold.take(chunks(3.0, 3.02)[0], muted=False)
+    assert [p.offset for p in released] == [p.offset for p in chunks(1.0, 3.02)]  # from 0.5 s before it
+    assert hold.released == 1 and not hold.holding
+    after = chunks(3.02, 3.04)[0]
+    assert hold.take(after, muted=False) == [after]  # then as usual
+
+
+def test_hey_jarvis_stop_drops_what_was_held():
+    hold = CommandHold()
+    for piece in chunks(0.0, 2.0):
+        hold.remember(piece)
+    hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.5, command=True))
+    assert hold.take(chunks(2.0, 2.02)[0], muted=False) == []
+    hold.hit(StopHit("hey jarvis stop", end_s=2.4, stop_word="stop"))  # the user said stop
+    assert not hold.holding and hold.dropped == 1 and hold.released == 0
+    piece = chunks(2.4, 2.42)[0]
+    assert hold.take(piece, muted=False) == [piece]
