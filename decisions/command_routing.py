@@ -22,6 +22,7 @@ from decisions.coordinator_messages import (
 )
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
 from decisions.consent import is_yes, question_for
+from decisions.events import UNADDRESSED_WORDS, UNCONFIRMED_ANSWER
 from decisions.events import (
     AnswerKept, CommandClosed, Overheard, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
     RoutingError, ToolFinished, ToolOutcome, ToolRan,
@@ -367,9 +368,13 @@ class CommandRouting:
         if command is None:
             return []  # (given up on already: timed out, or lost with its session, and not answered)
         if not self.book.allows(command, Move.WITHDRAW):
+            # One verdict: answered. But its words do not show the wake phrase (a false wake, or a
+            # transcriber's garble): they, and the answer made of them, are not kept anywhere.
             log.info("a command answered before its transcript came: the transcript does not show the wake "
-                     "phrase; the answer stands")
-            return self._confirmed(item, transcript.strip(), ())
+                     "phrase; the answer stands, its words are not kept")
+            command.words, command.said = UNADDRESSED_WORDS, UNCONFIRMED_ANSWER
+            self._move(command, Move.CONFIRM)
+            return []
         why = "not addressed after all: the routing was cancelled, nothing ran"
         if command is self._current and self.machines[RouteState] is RT:
             why = "not addressed after all: its answer is not said"  # (its read-only tools finish unheard)

@@ -18,6 +18,7 @@ from decisions.lifecycle import CommandRecord
 from decisions.timeline_kind import TimelineKind
 
 ROUTED_BY_AUDIO = "(routed by its audio; its words follow)"
+UNADDRESSED_WORDS = "(answered before its transcript came, which did not show the wake phrase: its words are not kept)"
 UNCONFIRMED_ANSWER = "(an answer said before its command's transcript came: not logged)"
 
 

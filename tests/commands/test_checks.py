@@ -377,4 +377,4 @@ def test_check_says_there_is_no_microphone_or_speaker(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "commands.cli", "check", "--input-wav", str(wav), "--output-wav",
                              str(tmp_path / "out.wav")], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=60)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
-    assert f"input {wav}, output {tmp_path / 'out.wav'} and 0 task template(s) checked" in result.stdout
+    assert f"input {wav}, output {tmp_path / 'out.wav'}, 0 task template(s) and 0 MCP server(s) checked" in result.stdout

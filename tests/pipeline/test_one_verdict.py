@@ -21,7 +21,7 @@ COMMANDS = ("hey jarvis, what time is it", "hey jarvis, list the files")
 
 
 async def run_recording(tmp_path: Path, speech: list[bytes], transcriber) -> tuple[str, list]:
-    wav = write_wav(tmp_path / "mine.wav", SILENCE_1S + b"".join(s + SILENCE_1S * 4 for s in speech) + SILENCE_1S * 2)
+    wav = write_wav(tmp_path / "mine.wav", SILENCE_1S + b"".join(s + SILENCE_1S * 8 for s in speech) + SILENCE_1S * 2)
     async with SimServer(transcriber=transcriber) as sim:
         env = daemon_env(tmp_path, sim.base_url, HANDOFF_UPLOAD_MODE="wake_word", WAKE_PHRASE="hey jarvis")
         async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as handoff:
@@ -33,7 +33,7 @@ async def run_recording(tmp_path: Path, speech: list[bytes], transcriber) -> tup
 @pytest.mark.timeout(300)
 async def test_a_transcript_that_spells_the_phrase_its_own_way_does_not_undo_the_wake(tmp_path: Path) -> None:
     speech = [await flite_speech(text) for text in COMMANDS]
-    second_at = 1 + len(speech[0]) / 48000 + 4
+    second_at = 1 + len(speech[0]) / 48000 + 8
     cues = CueSheet.parse(f"1.0\tHey Travis, what time is it?\n{second_at:.2f}\tHey, head jarvis, list the files.\n")
     log, history = await run_recording(tmp_path, speech, cues)
     assert re.findall(r"\btool: (\w+)\(", log) == ["get_time", "list_files"], log
