@@ -29,6 +29,7 @@ from typing import Any, Awaitable, Callable, Protocol
 from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller, build_canceller, stream_latency_s
+from audio_io.cut import CutSpeaker
 from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
@@ -48,7 +49,7 @@ from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
 from main_agent import Listener
 from detectors.barge_in import CommandHold, Held
-from detectors.stop_word import StopDetector, StopHit, StopListener
+from detectors.stop_word import StopDetector, StopHit, StopListener, StopTiming
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -102,67 +103,6 @@ class CoordinatorParts:
     mic_filter: MicFilter | None = None  # None: every chunk goes up (the continuous stream)
     cost: CostMeter | None = None  # what the API reports it used, priced; None: not counted
     stop_detector: StopDetector | None = None  # "computer, stop" while it talks; None: off
-
-
-@dataclass
-class StopTiming:
-    """How fast one "computer, stop" cut a narration. Mic times are seconds of microphone audio;
-    clock times the coordinator's clock."""
-
-    hit: StopHit
-    heard_at: float  # clock: the detector returned the hit
-    flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
-    last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
-    writes_after_cut: int = 0  # PCM the narration tried to play after the flush (dropped)
-    done_at: float | None = None  # clock: the narrator's session was closed (before the hit: it had sent everything)
-
-    @property
-    def detector_ms(self) -> float | None:
-        """From the end of the stop word to the hit (the detector's own delay, in audio time), when
-        the detector says (the acoustic one reports the hit at the stop word's end: see its benchmark)."""
-        detected = self.hit.detected_s
-        return None if detected is None else (detected - self.hit.end_s) * 1000
-
-    @property
-    def cut_ms(self) -> float | None:
-        """From the hit to the flush (the last PCM written is never later: see writes_after_cut)."""
-        return None if self.flushed_at is None else (self.flushed_at - self.heard_at) * 1000
-
-
-class _CutSpeaker:
-    """The speaker as one narration sees it: after `cut()` it plays nothing more of it."""
-
-    def __init__(self, speaker: SpeakerSink, clock: Callable[[], float]) -> None:
-        self._speaker, self._clock = speaker, clock
-        self.cut_done = False
-        self.last_write_at: float | None = None
-        self.first_write_at: float | None = None  # the narrator's first audio reached the speaker
-        self.writes_after_cut = 0
-
-    def cut(self) -> None:
-        self.cut_done = True
-        self._speaker.flush()
-
-    def play(self, pcm: bytes) -> None:
-        if self.cut_done:
-            self.writes_after_cut += 1
-            return
-        self.last_write_at = self._clock()
-        if self.first_write_at is None:
-            self.first_write_at = self.last_write_at
-        self._speaker.play(pcm)
-
-    def flush(self) -> None:
-        self._speaker.flush()
-
-    async def drained(self) -> None:
-        await self._speaker.drained()
-
-    async def start(self) -> None:
-        await self._speaker.start()
-
-    async def close(self) -> None:
-        await self._speaker.close()
 
 
 class Coordinator:
@@ -386,7 +326,7 @@ class Coordinator:
         return request
 
     async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None]:
-        speaker = _CutSpeaker(self.speaker, self._clock)
+        speaker = CutSpeaker(self.speaker, self._clock)
         cut = NarrationCut()
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration

@@ -114,3 +114,28 @@ class StopListener:
         if self._fed:
             self.detector.reset()
             self._fed = False
+
+
+@dataclass
+class StopTiming:
+    """How fast one "computer, stop" cut a narration. Mic times are seconds of microphone audio;
+    clock times the coordinator's clock."""
+
+    hit: StopHit
+    heard_at: float  # clock: the detector returned the hit
+    flushed_at: float | None = None  # clock: the speaker was flushed (None: nothing was being read)
+    last_write_at: float | None = None  # clock: the last PCM of that narration handed to the speaker
+    writes_after_cut: int = 0  # PCM the narration tried to play after the flush (dropped)
+    done_at: float | None = None  # clock: the narrator's session was closed (before the hit: it had sent everything)
+
+    @property
+    def detector_ms(self) -> float | None:
+        """From the end of the stop word to the hit (the detector's own delay, in audio time), when
+        the detector says (the acoustic one reports the hit at the stop word's end: see its benchmark)."""
+        detected = self.hit.detected_s
+        return None if detected is None else (detected - self.hit.end_s) * 1000
+
+    @property
+    def cut_ms(self) -> float | None:
+        """From the hit to the flush (the last PCM written is never later: see writes_after_cut)."""
+        return None if self.flushed_at is None else (self.flushed_at - self.heard_at) * 1000

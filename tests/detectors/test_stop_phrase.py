@@ -77,7 +77,7 @@ def test_over_the_narration_only_the_users_stop_phrase_stops_it(corpus, detector
 
 
 def test_the_real_detector_and_the_fakes_report_one_hit_type_and_the_coordinator_reads_it_directly(corpus, detector):
-    from handoff import StopTiming
+    from detectors.stop_word import StopTiming
 
     [hit] = hits(detector, _silence(0.5) + corpus.speech("computer, stop", "en-us", 160) + _silence(0.6))
     assert type(hit) is StopHit  # detectors.stop_word's: the one the tests' fakes report too
