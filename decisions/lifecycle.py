@@ -21,7 +21,6 @@ import enum
 import itertools
 import logging
 from dataclasses import dataclass, field
-from typing import Callable
 
 from decisions.errors import IllegalTransition
 from decisions.machines import Machines, Table
@@ -173,11 +172,6 @@ class Command:
         verdict: Verdict = self.machines[Verdict]
         return verdict
 
-    @property
-    def unheard(self) -> bool:
-        """Its words are not known yet (routed by its audio, not confirmed)."""
-        return self.verdict in (Verdict.UNHEARD, Verdict.STANDS) and self.words is None
-
     def record(self) -> CommandRecord:
         return CommandRecord(
             self.id, self.mode, self.words, self.step, self.verdict, tuple(self.tools), tuple(self.results), self.said,
@@ -186,16 +180,14 @@ class Command:
 
 
 class CommandBook:
-    """Opens commands, moves them by the table, and tells `on_change` (with a fresh record) after
-    every move. `strict`: an illegal move raises (tests); otherwise it is logged and counted.
+    """Opens commands and moves them by the table. `strict`: an illegal move raises (tests);
+    otherwise it is logged and counted.
     `STRICT` is the default (tests/conftest.py sets it for every test in the process)."""
 
     STRICT = False
 
-    def __init__(self, on_change: Callable[[Command, Move | None], None] = lambda c, m: None,
-                 strict: bool | None = None) -> None:  # fmt: skip
+    def __init__(self, strict: bool | None = None) -> None:
         self._ids = itertools.count(1)
-        self._on_change = on_change
         self.strict = self.STRICT if strict is None else strict
         self.illegal = 0  # moves the table refused (bugs), counted
         self.opened = 0
@@ -217,7 +209,6 @@ class CommandBook:
             self.illegal += 1
             log.exception("command %d: an illegal move (a bug; the command is left as it was)", command.id)
             return False
-        self._on_change(command, move)
         return True
 
     def allows(self, command: Command, move: Move) -> bool:
