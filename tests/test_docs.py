@@ -255,3 +255,32 @@ def test_the_users_guide_is_for_users() -> None:
     text = (DOCS / "USING.md").read_text()
     assert PY_PATH.findall(text) == []
     assert "tests/" not in text and "columns" not in text
+
+
+# --- sections named from the code ---------------------------------------------------------------
+
+SECTION_REFERENCE = re.compile(r'\b(HANDOFF|USING|PERFORMANCE)\.md\)?[,:]?\s*\(?"([A-Z][^"]{0,80})"')
+
+
+def missing_sections(text: str, docs: dict[str, str]) -> list[str]:
+    """`docs/X.md, "Title"` (or `X.md ("Title")`) whose document has no heading starting so."""
+    missing = []
+    for name, title in SECTION_REFERENCE.findall(text):
+        wanted = " ".join(title.split()).lower()
+        headings = [" ".join(line.lstrip("#").split()).lower() for line in docs[f"{name}.md"].splitlines() if line.startswith("#")]
+        if not any(heading.startswith(wanted) for heading in headings):
+            missing.append(f'{name}.md "{title}"')
+    return missing
+
+
+def test_sections_named_in_the_code_and_the_docs_exist() -> None:
+    docs = {p.name: p.read_text() for p in DOCS.glob("*.md")}
+    places = [p for p in _source_files() if p.name != "test_docs.py"] + [REPO / ".env.example", *DOCS.glob("*.md"), REPO / "README.md"]
+    found = {str(p.relative_to(REPO)): missing for p in places if (missing := missing_sections(p.read_text(), docs))}
+    assert found == {}
+
+
+def test_the_section_check_finds_a_moved_section() -> None:
+    docs = {"HANDOFF.md": "## Stop phrase and barge-in\n", "PERFORMANCE.md": "## Echo gate (`x`)\n", "USING.md": ""}
+    text = 'a (docs/HANDOFF.md, "Echo suppression"); b docs/HANDOFF.md ("Stop phrase"); c PERFORMANCE.md, "Echo\ngate"'
+    assert missing_sections(text, docs) == ['HANDOFF.md "Echo suppression"']
