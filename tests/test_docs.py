@@ -11,6 +11,7 @@ settings' defaults.
 from __future__ import annotations
 
 import argparse
+import ast
 import re
 from pathlib import Path
 
@@ -69,7 +70,17 @@ MEMBER = re.compile(r"\b([A-Z][A-Za-z0-9]+)\.(_?[a-z][A-Za-z0-9_]*)\b")
 
 
 def _defines(source: str, name: str) -> bool:
-    return bool(re.search(rf"^\s*(async\s+def|def|class)\s+{name}\b|^\s*{name}\s*[:=]|\bimport\b.*\b{name}\b", source, re.M))
+    """A module defines `name`: a function, class or assignment anywhere in it (a dataclass field
+    too), or an import of it (a module that re-exports what moved next door still has it)."""
+    for node in ast.walk(ast.parse(source)):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)) and node.name == name:
+            return True
+        if isinstance(node, (ast.Import, ast.ImportFrom)) and any((a.asname or a.name).split(".")[-1] == name for a in node.names):
+            return True
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        if any(isinstance(t, ast.Name) and t.id == name for t in targets):
+            return True
+    return False
 
 
 def stale_dotted_names(text: str, repo: Path, roots: set[str]) -> list[str]:
@@ -115,9 +126,10 @@ def test_the_modules_and_members_a_doc_names_exist(doc: str) -> None:
 def test_the_name_checks_find_stale_names(tmp_path: Path) -> None:
     (tmp_path / "decisions").mkdir()
     (tmp_path / "decisions" / "__init__.py").write_text("")
-    core = "class CoordinatorCore:\n    def handle(self):\n        self.routing = 1\n"
+    core = "from decisions.machines import (\n    Table,\n    Machines,\n)\nclass CoordinatorCore:\n    def handle(self):\n        self.routing = 1\n"
     (tmp_path / "decisions" / "coordinator.py").write_text(core)
-    text = "`decisions.coordinator.CoordinatorCore`, `decisions.coordinator.Gone`, `decisions.nothing.X`, `os.path`"
+    text = "`decisions.coordinator.CoordinatorCore`, `decisions.coordinator.Gone`, `decisions.nothing.X`, `os.path`, " \
+           "`decisions.coordinator.Machines`"
     assert stale_dotted_names(text, tmp_path, {"decisions"}) == ["decisions.coordinator.Gone", "decisions.nothing.X"]
     text = "`CoordinatorCore.handle`, `CoordinatorCore._held`, `NotOurs.x`"
     assert stale_members(text, {tmp_path / "c.py": core}) == ["CoordinatorCore._held"]
