@@ -340,22 +340,24 @@ def _ratio(a: float, b: float) -> str:
 
 
 async def measure(quick: bool, narrations: int) -> str:
+    """Every table of this benchmark (a test runs each section on its own, side by side)."""
+    parts = [await latency_section(quick, narrations), await lost_section(quick), await fast_section(quick)]
+    return "\n".join(parts)
+
+
+async def latency_section(quick: bool, narrations: int) -> str:
     rtts = (0, 50) if quick else RTTS_MS
-    offsets = (0,) if quick else OFFSETS_MS
-    trials = 1 if quick else 3
-    commands = 3 if quick else 60
-    lines = []
+    lines = [
+        "Tool result ready -> first narrator audio at the speaker:",
+        "",
+        f"(over {narrations} narrations; 'waiting' leaves out the simulator's own time from",
+        "`response.create` to its first audio, measured per narration from its timestamps)",
+        "",
+        "| RTT ms | narrator | all, median | waiting, median | waiting, max | waiting, median x RTT | waiting, max x RTT | warm / cold (waiting, median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     with tempfile.TemporaryDirectory(prefix="voice-loop-") as folder:
         root = Path(folder)
-        lines += [
-            "Tool result ready -> first narrator audio at the speaker:",
-            "",
-            f"(over {narrations} narrations; 'waiting' leaves out the simulator's own time from",
-            "`response.create` to its first audio, measured per narration from its timestamps)",
-            "",
-            "| RTT ms | narrator | all, median | waiting, median | waiting, max | waiting, median x RTT | waiting, max x RTT | warm / cold (waiting, median) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
         for rtt in rtts:
             medians = {}
             for warm in (True, False):
@@ -370,38 +372,51 @@ async def measure(quick: bool, narrations: int) -> str:
                     f"| {rtt} | {mode(warm)} | {total * 1000:.1f} ms | {median * 1000:.1f} ms | {worst * 1000:.1f} ms | "
                     f"{times} | {ratio} |"
                 )
-        lines += [
-            "",
-            "Speech lost by a command that starts after the answer's audio ended (real-time microphone",
-            f"and speaker, production settings; median of {trials}):",
-            "",
-            "| narrator | " + " | ".join(f"+{o} ms" for o in offsets) + " |",
-            "|---|" + "---|" * len(offsets),
-        ]
+    return "\n".join(lines)
+
+
+async def lost_section(quick: bool) -> str:
+    offsets = (0,) if quick else OFFSETS_MS
+    trials = 1 if quick else 3
+    lines = [
+        "",
+        "Speech lost by a command that starts after the answer's audio ended (real-time microphone",
+        f"and speaker, production settings; median of {trials}):",
+        "",
+        "| narrator | " + " | ".join(f"+{o} ms" for o in offsets) + " |",
+        "|---|" + "---|" * len(offsets),
+    ]
+    with tempfile.TemporaryDirectory(prefix="voice-loop-") as folder:
         for warm in (True, False):
-            run = await voice_loop(warm, offsets, trials, root / f"loop-{warm}")
+            run = await voice_loop(warm, offsets, trials, Path(folder) / f"loop-{warm}")
             lost = " | ".join(f"{statistics.median(run.lost_ms[o]):.0f} ms" for o in offsets)
             lines.append(f"| {mode(warm)} | {lost} |")
-        lines += [
-            "",
-            f"`handoff run --input-wav F --fast`, {commands} spoken commands back to back: commands routed,",
-            "utterances committed (whole: at least 85 % of the shortest command), WebSocket connections",
-            "per routed command and those the user waited for (a narrator connected after the result",
-            "was ready; a listener opened after the answer's mute ended):",
-            "",
-            "| narrator | routed | segments committed | committed whole | connections / command | waited for / command |",
-            "|---|---|---|---|---|---|",
-        ]
-        for warm in (True, False):
-            fast = await fast_wav(warm, commands, root / f"fast-{warm}")
+    return "\n".join(lines)
+
+
+async def fast_section(quick: bool) -> str:
+    commands = 3 if quick else 60
+    late_commands = 1 if quick else 10
+    lines = [
+        "",
+        f"`handoff run --input-wav F --fast`, {commands} spoken commands back to back: commands routed,",
+        "utterances committed (whole: at least 85 % of the shortest command), WebSocket connections",
+        "per routed command and those the user waited for (a narrator connected after the result",
+        "was ready; a listener opened after the answer's mute ended):",
+        "",
+        "| narrator | routed | segments committed | committed whole | connections / command | waited for / command |",
+        "|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="voice-loop-") as folder:
+        root = Path(folder)
+        runs = {warm: await fast_wav(warm, commands, root / f"fast-{warm}") for warm in (True, False)}
+        for warm, fast in runs.items():
             per = max(1, fast.routed)
             lines.append(
                 f"| {mode(warm)} | {fast.routed} of {commands} | {fast.committed} | {fast.whole} | "
                 f"{fast.connections / per:.2f} | {fast.critical / per:.2f} |"
             )
-            if warm:
-                quiet = fast
-        late_commands = 1 if quick else 10
+        quiet = runs[True]
         lines += [
             "",
             f"The same `--fast` run (warm narrator) on a loaded machine, next to the quiet one: {commands}",
