@@ -28,9 +28,9 @@ from realtime_sim.config import SimConfig
 from realtime_sim.ids import IdFactory
 from realtime_sim.script import HANDSHAKE_FAULTS, Fault, SimScript
 from realtime_sim.session_config import Role
-from realtime_sim.session_core import (
-    QUOTA_MESSAGE, Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize, Transcribe,
-)
+from realtime_sim.faults import QUOTA_MESSAGE
+from realtime_sim.outputs import Close, Drop, Output, Send, SendRaw, Stall, Synthesize, Transcribe
+from realtime_sim.session_core import SessionCore
 from realtime_sim.transcriber import RecordingPosition, Transcriber
 from speech.synth import SpeechSynthesizer
 from realtime_sim.validation import ClientEventValidator
