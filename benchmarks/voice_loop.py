@@ -47,7 +47,8 @@ from assembly.build import assistant
 from audio_io import open_audio
 from concurrency.changes import Changes, wait_for
 from config.settings import (
-    AudioSettings, ConversationSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
+    AudioSettings, ConversationSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode,
+    UploadSettings,
 )
 from decisions.timeline import Timeline
 from reader_agent import Narrator, SpareState
@@ -75,6 +76,7 @@ def settings_for(sim: SimServer, root: Path, warm: bool, **audio: Any) -> Settin
     workspace.mkdir(parents=True, exist_ok=True)
     return Settings(
         realtime=RealtimeSettings(api_key="sk-benchmark-0123456789", base_url=sim.base_url),
+        listener=ListenerSettings(wake_phrase="computer"),  # what COMMAND says
         narrator=NarratorSettings(warm=warm),
         audio=AudioSettings(**audio),
         # The probes are tones (the simulator's VAD hears them; the on-device VAD would not call
