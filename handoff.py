@@ -475,9 +475,10 @@ class Coordinator:
         if mic_filter is None:
             pieces = [chunk]
         else:
-            if core.mute.releases != mutes_seen:  # what came before the mute is another utterance
+            if core.mute.releases != mutes_seen:
                 mutes_seen = core.mute.releases
-                mic_filter.reset()
+                if microphone.live:  # what came before the mute is another utterance; a file was
+                    mic_filter.reset()  # paused by it instead: its utterance goes on, and its end is sent
             pieces = mic_filter.feed(chunk)
             if (phrase_s := mic_filter.take_wake()) is not None:
                 self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit

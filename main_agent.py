@@ -63,6 +63,7 @@ class Listener:
         self._warmed: asyncio.Event | None = None  # set when the warm-up under way has ended
         self._quiet = True  # as last reported
         self._session_started = 0.0
+        self._carried_wake: float | None = None  # a woken utterance the last session handed over (its phrase s)
         self.sessions_opened = 0
         # Set by `restart`: the current session is handed over (the run loop opens the next one
         # at once while the old one, retired, serves on in its own task until what it heard is
@@ -183,6 +184,7 @@ class Listener:
         log.info("restarting the listener session: %s", reason)
         started = self._session_started
         replay_from_ms, command, actions = core.retire(keep_in_progress)
+        self._carried_wake = core.carried_wake  # its replay opens the next session: woken, as it was here
         await self._apply(actions, link)
         # It may have closed meanwhile (its task then let go of it, and a next session may be
         # open already: that one is left alone); its end is reported here all the same.
@@ -269,6 +271,9 @@ class Listener:
         self.sessions_opened += 1
         core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened,
                                          turn_silence_s=self._settings.listener.vad_silence_ms / 1000)
+        if self._carried_wake is not None:
+            core.local_wake(self._carried_wake)
+            self._carried_wake = None
         self._session_started = self._clock()
         self._link = link
         self.sessions.fire(Move.OPEN)

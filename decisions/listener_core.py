@@ -210,6 +210,7 @@ class ListenerCore:
     # Utterances the device heard the wake phrase at the start of, until their transcript: it is
     # judged knowing that (a transcriber's own spelling of the phrase does not undo the wake).
     device_woke: set[str] = field(default_factory=set)
+    carried_wake: float | None = None  # retired mid-utterance the device woke for: its phrase s, for the next session
     early: set[str] = field(default_factory=set)  # routed by their audio, transcript not judged yet
     _route_item: str | None = None  # the utterance the route in flight carries by reference
     _route_tag: str | None = None  # the metadata of the route in flight: its response is known by it
@@ -274,6 +275,8 @@ class ListenerCore:
                 self.spoken_at.pop(item, None)
                 self.handed_over.add(item)
                 replay = start if keep_in_progress else None
+                if keep_in_progress and item in self.device_woke:  # the next session hears it begin with the wake
+                    self.carried_wake = self.woken.get(item, 0.0)
             actions.append(Send(ClientEvents.clear_audio()))
             self.speaking = False
         command, self.in_flight = self.in_flight, None

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from realtime_sim import SimServer
+from realtime_sim import Fault, SimServer
 from realtime_sim.transcriber import CueSheet, Recogniser
 from service.history import HISTORY_FILE, HistoryKind, Outcome, read_history
 from speech.local_voice import flite_speech, synthesize
@@ -20,9 +20,12 @@ from tests.support.daemon import SILENCE_1S, daemon_env, running_daemon
 COMMANDS = ("hey jarvis, what time is it", "hey jarvis, list the files")
 
 
-async def run_recording(tmp_path: Path, speech: list[bytes], transcriber) -> tuple[str, list]:
-    wav = write_wav(tmp_path / "mine.wav", SILENCE_1S + b"".join(s + SILENCE_1S * 8 for s in speech) + SILENCE_1S * 2)
+async def run_recording(tmp_path: Path, speech: list[bytes], transcriber, gap_s: int = 8,
+                        route_late_s: float = 0.0) -> tuple[str, list]:
+    wav = write_wav(tmp_path / "mine.wav", SILENCE_1S + b"".join(s + SILENCE_1S * gap_s for s in speech) + SILENCE_1S * 2)
     async with SimServer(transcriber=transcriber) as sim:
+        if route_late_s:  # the first command's route (and all the listener hears) comes this late
+            sim.script.push_fault(Fault("delay", target="listener", after_sent="response.created", delay_s=route_late_s))
         env = daemon_env(tmp_path, sim.base_url, HANDOFF_UPLOAD_MODE="wake_word", WAKE_PHRASE="hey jarvis")
         async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as handoff:
             assert await handoff.exited(timeout=280) == 0, handoff.log
@@ -64,3 +67,20 @@ async def test_every_command_the_device_woke_for_has_one_verdict_with_the_simula
     assert not [e for e in history if e.kind is HistoryKind.OVERHEARD]
     if voice == "flite":  # a voice the shipped model hears: there is something to judge
         assert answers >= 1, log
+
+
+@pytest.mark.timeout(300)
+@pytest.mark.parametrize("route_late_s", [4.0, 5.5])
+async def test_a_command_said_while_the_one_before_is_being_answered_is_answered_too(tmp_path: Path, route_late_s: float) -> None:
+    """The second command comes 4 s after the first, while the first's answer is late: the
+    answer's mute pauses the recording mid-command. The command goes on after the answer, woken as
+    it was, and is answered. (It used to be cut off: its start replayed to the next session
+    without its end, so that session's VAD waited for an end forever, and the daemon never
+    finished; or its end was never sent and the words, without the device's wake, were ignored.)"""
+    speech = [await flite_speech(text) for text in COMMANDS]
+    second_at = 1 + len(speech[0]) / 48000 + 4
+    cues = CueSheet.parse(f"1.0\tHey Travis, what time is it?\n{second_at:.2f}\tHey, head jarvis, list the files.\n")
+    log, history = await run_recording(tmp_path, speech, cues, gap_s=4, route_late_s=route_late_s)
+    assert re.findall(r"\btool: (\w+)\(", log) == ["get_time", "list_files"], log
+    assert "withdrawn" not in log and "ignored an utterance" not in log, log
+    assert [(e.kind, e.outcome) for e in history] == [(HistoryKind.COMMAND, Outcome.ANSWERED)] * 2, log
