@@ -24,7 +24,7 @@ from typing import Any
 from mcp_types import CallToolResult, Tool
 
 from concurrency.changes import Changes
-from config.logging_setup import add_secrets
+from config.logging_setup import add_secrets, redact
 from hands.config import ServerConfig
 from hands.link import LinkTiming, ServerLink, Unreachable
 from hands.routing import Routing, warm_sdk
@@ -72,6 +72,11 @@ class Hands:
     def servers(self) -> list[ServerState]:
         return [ServerState(name, link.config.transport, link.up, link.tool_count, link.restarts, link.last_error)
                 for name, link in self._links.items()]  # fmt: skip
+
+    def shown(self) -> list[dict[str, Any]]:
+        """Each server as the status file and the page show it (its last error cleaned of its secrets)."""
+        return [{"name": s.name, "transport": s.transport, "up": s.up, "tools": s.tools, "restarts": s.restarts,
+                 "error": redact(s.error, self._servers[s.name].secrets)} for s in self.servers]  # fmt: skip
 
     def link(self, name: str) -> ServerLink:
         return self._links[name]
@@ -145,6 +150,12 @@ class Hands:
     def ack(self, ids: list[int]) -> None:
         for notice in ids:
             self._notices.pop(notice, None)
+
+
+def servers_shown(notices: Any) -> list[dict[str, Any]]:
+    """The MCP servers of a coordinator's notice source (`CombinedNotices`), or none."""
+    hands = getattr(notices, "hands", None)
+    return hands.shown() if isinstance(hands, Hands) else []
 
 
 class CombinedNotices:
