@@ -5,9 +5,7 @@ words it heard (its cue sheet), as a model would: no tool call is scripted."""
 
 from __future__ import annotations
 
-import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,24 +14,11 @@ from realtime_sim import SimConfig, SimServer
 from realtime_sim.transcriber import CueSheet
 from speech.local_voice import flite_speech
 from tests.support.audio_helpers import write_wav
+from tests.pipeline.test_pipeline_hands import calls_made, home_config
 from tests.support.daemon import Daemon, daemon_env, running_daemon
 
-REPO = Path(__file__).resolve().parents[2]
 LATE = SimConfig(transcription_delay_ms=(1200, 1200))  # words come after the route by audio: acting waits for them
 LEAD_S = 6.0  # silence first: time for the daemon to start its server
-
-
-def home_config(tmp_path: Path) -> tuple[Path, Path]:
-    log = tmp_path / "home.jsonl"
-    config = tmp_path / "mcp.json"
-    config.write_text(json.dumps({"mcpServers": {"home": {
-        "command": sys.executable, "args": ["-m", "tests.support.home_server"],
-        "env": {"PYTHONPATH": str(REPO), "HOME_LOG": str(log)}}}}))  # fmt: skip
-    return config, log
-
-
-def calls_made(log: Path) -> list[dict]:
-    return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
 
 async def recording(path: Path, said: list[tuple[float, str]], after_s: float = 40.0) -> CueSheet:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from realtime_sim import SimServer
 from service.status import STATUS_FILE, read_status
-from tests.hands.test_hands_daemon import REPO
+from tests.pipeline.test_pipeline_hands import REPO
 from tests.service.test_status import eventually, handoff_out
 from tests.support.daemon import daemon_env, running_daemon
 from tests.web.support import free_port, wav_with_commands
