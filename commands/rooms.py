@@ -8,6 +8,7 @@ import logging
 import sys
 
 from config.settings import Settings
+from hands.manager import servers_shown
 from rooms.hub import Hub, hub
 from service.runtime import ServiceRuntime
 from service.status import Probes
@@ -46,4 +47,5 @@ def _probes(the_hub: Hub) -> Probes:
         inexact_reads=lambda: first.parts.narrator.inexact_reads,
         cost_today=lambda: None if first.parts.cost is None else first.parts.cost.summary().today.parts(),
         satellites=lambda: [dataclasses.asdict(r.link.status()) for r in rooms],
+        mcp_servers=lambda: servers_shown(first.parts.notices),
     )

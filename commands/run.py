@@ -13,6 +13,7 @@ from assembly.build import assistant
 from commands.checks import Finding, errors_of, print_errors, validate, wake_is_private, wake_mode_line
 from config.logging_setup import configure_logging, redact
 from commands.options import add_run_arguments, settings_from_args
+from hands.manager import servers_shown
 from config.settings import Settings, SettingsError, UploadMode
 from decisions.timeline import Timeline
 from safety.process import keep_key_private
@@ -101,6 +102,7 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
                 weak_matches=lambda: coordinator.parts.narrator.weak_matches,
                 inexact_reads=lambda: coordinator.parts.narrator.inexact_reads,
                 cost_today=lambda: None if coordinator.parts.cost is None else coordinator.parts.cost.summary().today.parts(),
+                mcp_servers=lambda: servers_shown(coordinator.parts.notices),
             ))  # fmt: skip
             log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
             if wake_is_private(settings):  # (the fallback was logged as a warning by the checks)

@@ -131,6 +131,10 @@ def describe(status: Status, state: Liveness, now: float) -> str:
                      f"{_clock(last) if last else 'none yet'}"
                      + (f"; last error: {satellite['last_error']}" if satellite.get("last_error") else "")
                      + (f"; {satellite['security']}" if satellite.get("security") else ""))
+    for server in status.mcp_servers:
+        lines.append(f"MCP server {server['name']} ({server['transport']}): {'up' if server['up'] else 'down'}, "
+                     f"{server['tools']} tool(s), {server['restarts']} restart(s)"
+                     + (f"; last error: {server['error']}" if server["error"] and not server["up"] else ""))
     lines.append(f"narrations: {status.narrations} ({status.weak_matches} weak match(es), {status.inexact_reads} inexact read(s))")
     lines.append(f"tasks: {status.tasks_running} running, {status.tasks_queued} queued")
     lines.append(f"failures today: {status.failures_today}")

@@ -239,6 +239,10 @@ class UploadGate:
             self._held.clear()
             self._window_until = until
             self._follow_up_until = until
+        elif self.state is GateState.SENDING:
+            # The command's hangover has not run out in audio time (a recording is not read while
+            # the answer plays): the reset after the answer's mute opens the window.
+            self._follow_up_until = until
 
     def reset(self) -> None:
         """Forget held audio and go quiet (after a mute or a reconnect: the stream is not continuous).

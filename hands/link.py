@@ -46,6 +46,9 @@ class Unreachable(Exception):
 class LinkTiming:
     connect_timeout_s: float = 20.0  # start (or reach) the server and list its tools
     call_timeout_s: float = 15.0  # one tool call
+    # How long a command waits for a call's answer; a slower call goes on in the background (its
+    # answer, or its timeout, said later as a notice) so the next command is not held up.
+    answer_wait_s: float = 3.0
     backoff_initial_s: float = 0.5  # the first restart after a death
     backoff_max_s: float = 60.0
     jitter: float = 0.1  # each backoff is stretched by up to this fraction

@@ -24,14 +24,15 @@ from typing import Any
 from mcp_types import CallToolResult, Tool
 
 from concurrency.changes import Changes
-from config.logging_setup import add_secrets
+from config.logging_setup import add_secrets, redact
 from hands.config import ServerConfig
 from hands.link import LinkTiming, ServerLink, Unreachable
 from hands.routing import Routing, warm_sdk
-from hands.tools import function_name, spec_for
+from hands.tools import function_name, result_data, spec_for
 from tasks.notices import NoticeBatch
+from tools.formatters import format_mcp
 from tools.registry import ToolRegistry
-from tools.result import ToolError
+from tools.result import ToolError, ToolResult
 
 log = logging.getLogger("handoff.hands")
 
@@ -67,11 +68,23 @@ class Hands:
         self._notices: dict[int, str] = {}  # id (negative: apart from the task notices) -> script
         self._ids = itertools.count(-1, -1)
         self._posted = Changes()
+        self._timing = timing
+        self._background: set[asyncio.Task[CallToolResult]] = set()  # slow calls the command no longer waits for
 
     @property
     def servers(self) -> list[ServerState]:
         return [ServerState(name, link.config.transport, link.up, link.tool_count, link.restarts, link.last_error)
                 for name, link in self._links.items()]  # fmt: skip
+
+    def shown(self) -> list[dict[str, Any]]:
+        """Each server as the status file and the page show it (its last error cleaned of its secrets)."""
+        return [{"name": s.name, "transport": s.transport, "up": s.up, "tools": s.tools, "restarts": s.restarts,
+                 "error": redact(s.error, self._servers[s.name].secrets)} for s in self.servers]  # fmt: skip
+
+    @property
+    def background_calls(self) -> int:
+        """Slow calls still running after their command was answered."""
+        return len(self._background)
 
     def link(self, name: str) -> ServerLink:
         return self._links[name]
@@ -93,6 +106,8 @@ class Hands:
     async def close(self) -> None:
         """Stop every server (each link leaves its connection the SDK's way); a link still busy
         connecting after CLOSE_WAIT_S is cancelled."""
+        for call in list(self._background):
+            call.cancel()
         for link in self._links.values():
             link.stop()
         if self._tasks:
@@ -120,11 +135,38 @@ class Hands:
         if self.routing is not None:
             self.routing.update()
 
-    async def _call(self, server: str, tool: str, arguments: dict) -> CallToolResult:
+    async def _call(self, server: str, tool: str, arguments: dict) -> CallToolResult | None:
+        """The call's result; None when it takes longer than `answer_wait_s`: it goes on in the
+        background (the command is answered that it is still working, and the next command is
+        routed meanwhile) and its answer, or its failure, is said later as a notice."""
+        call = asyncio.create_task(self._links[server].call(tool, arguments), name=f"mcp call {server}.{tool}")
+        done, _ = await asyncio.wait({call}, timeout=self._timing.answer_wait_s)
+        if call not in done:
+            log.info("MCP server %s: %s is slow; it goes on in the background", server, tool)
+            self._background.add(call)
+            call.add_done_callback(functools.partial(self._answered_late, server, tool))
+            return None
         try:
-            return await self._links[server].call(tool, arguments)
+            return call.result()
         except Unreachable as exc:
             raise ToolError(str(exc), data={"server": server}) from None
+
+    def _answered_late(self, server: str, tool: str, call: "asyncio.Task[CallToolResult]") -> None:
+        """A background call ended: what it gave (or why it failed) is said as a notice."""
+        self._background.discard(call)
+        if call.cancelled():  # (closing)
+            return
+        try:
+            result = ToolResult(tool=tool, call_id="late", ok=True, data=result_data(server, call.result()))
+        except (Unreachable, ToolError) as exc:
+            result = ToolResult(tool=tool, call_id="late", ok=False, data={"server": server}, error=str(exc))
+        except Exception as exc:  # a bug: said as a failure, logged with its traceback
+            log.error("MCP server %s: %s failed late", server, tool, exc_info=exc)
+            result = ToolResult(tool=tool, call_id="late", ok=False, data={"server": server}, error="it failed")
+        log.info("MCP server %s: %s answered after the command was answered (%s)", server, tool, "ok" if result.ok else result.error)
+        script = redact(f"About your earlier request: {format_mcp(result)}", self._servers[server].secrets)
+        self._notices[next(self._ids)] = script
+        self._posted.notify()
 
     # -- announcements (a server went down) ------------------------------------------------------
     def _down(self, name: str, said: bool) -> None:
@@ -145,6 +187,12 @@ class Hands:
     def ack(self, ids: list[int]) -> None:
         for notice in ids:
             self._notices.pop(notice, None)
+
+
+def servers_shown(notices: Any) -> list[dict[str, Any]]:
+    """The MCP servers of a coordinator's notice source (`CombinedNotices`), or none."""
+    hands = getattr(notices, "hands", None)
+    return hands.shown() if isinstance(hands, Hands) else []
 
 
 class CombinedNotices:

@@ -38,7 +38,8 @@ MAX_ERROR_CHARS = 200  # of a server's own error text, said
 _INVALID_NAME = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME_CHARS = 64  # a function name the Realtime and Responses APIs take: ^[A-Za-z0-9_-]{1,64}$
 
-Caller = Callable[[str, dict], Awaitable[CallToolResult]]  # (the server's tool name, arguments)
+# (the server's tool name, arguments) -> its result, or None: still running, its answer comes later as a notice
+Caller = Callable[[str, dict], Awaitable[CallToolResult | None]]
 
 
 def effect_of(tool: Tool, said: str | None = None) -> Effect:
@@ -71,7 +72,10 @@ def spec_for(server: ServerConfig, tool: Tool, name: str, call: Caller) -> ToolS
     description = " ".join((tool.description or title or tool.name).split())[:MAX_DESCRIPTION_CHARS]
 
     async def handler(arguments: dict) -> dict:
-        return result_data(server.name, await call(tool.name, arguments))
+        result = await call(tool.name, arguments)
+        if result is None:  # slow: it goes on in the background (hands.manager)
+            return {"server": server.name, "text": "", "pending": True}
+        return result_data(server.name, result)
 
     return ToolSpec(
         name=name,

@@ -10,6 +10,7 @@ import re
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from realtime_sim.tool_choice import device_call
 from realtime_sim.timer_phrases import set_reminder_arguments, set_timer_arguments, timer_name_arguments
 
 _WAKE_PREFIX = re.compile(r"^\s*(hey\s+)?computer\b[\s,.:;!?-]*", re.IGNORECASE)
@@ -67,6 +68,8 @@ _ROUTES: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, A
     (re.compile(r"\btime\b", re.I), "get_time", lambda m: {}),
 )
 
+_KNOWN = {tool for _, tool, _ in _ROUTES} | {"ask_brain"}
+
 
 def declared_tool_names(tools: list[dict[str, Any]]) -> list[str]:
     return [t["name"] for t in tools if t.get("type", "function") == "function" and "name" in t]
@@ -90,6 +93,9 @@ def route(text: str, tools: list[dict[str, Any]], tool_choice: Any) -> RoutedCal
         if match:
             routed = RoutedCall(tool, arguments(match))
             break
+    if routed is None:  # no keyword route: an MCP tool (or use_device) whose words the command shares
+        device = device_call(spoken, tools, _KNOWN)
+        routed = RoutedCall(*device) if device is not None else None
     if isinstance(tool_choice, dict) and tool_choice.get("type") == "function":
         forced = tool_choice.get("name")
         if routed is not None and routed.name == forced:

@@ -1,7 +1,12 @@
 """A plain stand-in for a model choosing among function tools it has never seen (the MCP tools
 the brain is offered through the Responses API): the tool whose name and description share the
 most words with the request, its arguments filled from the request by their schema (an enum
-value said, on/off for a boolean, a number). Deterministic, and no smarter than that."""
+value said, on/off for a boolean, a number). Deterministic, and no smarter than that.
+
+The simulated listener uses it too (`device_call`) for a command none of its keyword routes
+fit, among the tools it has no route for: an MCP server's tools offered directly, or `use_device`
+(the one tool that stands for them when they go through the brain), whose `request` is the
+command's words."""
 
 from __future__ import annotations
 
@@ -33,6 +38,20 @@ def choose(request: str, tools: list[dict[str, Any]]) -> tuple[str, dict[str, An
     if best is None:
         return None
     return best[1], arguments(request, best[2])
+
+
+def device_call(request: str, tools: list[dict[str, Any]], known: set[str]) -> tuple[str, dict[str, Any]] | None:
+    """The call for `request` among the declared tools not in `known` (the tools the router has
+    keyword routes for), or None when none shares a word with it."""
+    unknown = [t for t in tools if t.get("name") not in known]
+    chosen = choose(request, unknown)
+    if chosen is None:
+        return None
+    name, filled = chosen
+    properties = next(((t.get("parameters") or {}).get("properties") or {} for t in unknown if t.get("name") == name), {})
+    if "request" in properties and "request" not in filled:
+        filled["request"] = request  # use_device: the command in the user's words
+    return name, filled
 
 
 def arguments(request: str, properties: dict[str, Any]) -> dict[str, Any]:

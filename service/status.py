@@ -46,6 +46,8 @@ class Probes:
     cost_today: Callable[[], dict[str, float] | None] = lambda: None
     # Each satellite (rooms.link.LinkStatus as a dict: room, uri, state, last_command_at, last_error, reconnects).
     satellites: Callable[[], list[dict[str, Any]]] = lambda: []
+    # Each MCP server (hands.manager.Hands.shown: name, transport, up, tools, restarts, error).
+    mcp_servers: Callable[[], list[dict[str, Any]]] = lambda: []
 
 
 @dataclass
@@ -73,6 +75,7 @@ class Status:
     cost_today_usd: float | None = None  # today's estimated spend (decisions/cost.py); None: not counted
     cost_parts_usd: dict[str, float] | None = None  # the same by part: listener, narrator, transcription, brain
     satellites: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # one per room (SATELLITES)
+    mcp_servers: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # one per MCP server (mcp.json)
     # The latest commands' stages (decisions.stages), summarised: see `stage_summary`.
     stages_ms: dict[str, Any] | None = None
 
@@ -144,6 +147,7 @@ class StatusTracker:
         status.weak_matches, status.inexact_reads = probes.weak_matches(), probes.inexact_reads()
         status.cost_parts_usd = probes.cost_today()
         status.satellites = probes.satellites()
+        status.mcp_servers = probes.mcp_servers()
         status.cost_today_usd = None if status.cost_parts_usd is None else sum(status.cost_parts_usd.values())
         status.tasks_running = sum(s == "running" for s in self._tasks.values())
         status.tasks_queued = sum(s == "queued" for s in self._tasks.values())
@@ -263,6 +267,18 @@ def _satellites(value: object) -> bool:
     )
 
 
+def _mcp_servers(value: object) -> bool:
+    """One entry a server (hands.manager.Hands.shown)."""
+    return isinstance(value, list) and all(
+        isinstance(server, dict)
+        and all(isinstance(server.get(key), str) for key in ("name", "transport", "error"))
+        and type(server.get("up")) is bool
+        and _count(server.get("tools"))
+        and _count(server.get("restarts"))
+        for server in value
+    )
+
+
 def _stages_ms(value: object) -> bool:
     """`stage_summary`'s shape: a count, and [p50, p95] in ms per stage."""
     return isinstance(value, dict) and all(
@@ -300,6 +316,7 @@ _FIELD_CHECKS: dict[str, Callable[[object], bool]] = {
     "cost_today_usd": _optional(_time),
     "cost_parts_usd": _optional(_cost_parts),
     "satellites": _satellites,
+    "mcp_servers": _mcp_servers,
     "stages_ms": _optional(_stages_ms),
 }
 

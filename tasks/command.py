@@ -58,6 +58,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     cancel = actions.add_parser("cancel", help="cancel a running or queued task", description="Cancel a running or queued task.",
                                 parents=[state_dir])
     cancel.add_argument("task", help="the task's number (from `handoff tasks`), or its name")
+    for action in (show, start, cancel):  # an unknown option is the action's to report, with its usage (commands.cli)
+        action.set_defaults(_parser=action)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -162,6 +162,8 @@ def format_mcp(result: ToolResult) -> str:
         return f"The {spoken_tool_name(result.tool)} tool didn't work: {failure_clause(result.error)}."
     data = result.data
     server = str(data.get("server") or "tool")
+    if data.get("pending"):
+        return f"The {server} server is still working on that; I'll tell you when it's done."
     text = " ".join(str(data.get("text") or "").split())
     if len(text) > MCP_SPOKEN_CHARS:
         cut = text[:MCP_SPOKEN_CHARS]

@@ -14,6 +14,7 @@ from config.logging_setup import redact
 from config.settings import Settings
 from decisions.timeline import Timeline
 from decisions.upload_gate import GateState
+from hands.manager import servers_shown
 from service.history import HISTORY_FILE, read_history
 from service.runtime import ServiceRuntime
 from tasks.config import TaskSettings, load_task_config
@@ -85,6 +86,7 @@ async def serving(settings: Settings, feed: WebFeed | None, coordinator: "Coordi
         upload_state=lambda: (parts.mic_filter.gate.state if parts.mic_filter is not None else GateState.STREAMING).value,
         cost=lambda: None if parts.cost is None else parts.cost.summary(),
         rooms=lambda: getattr(runtime.tracker.status, "satellites", None) or None,  # the hub's satellites, once there are any
+        mcp_servers=lambda: servers_shown(parts.notices),
     )  # fmt: skip
     # The days the cost meter saves (assembly.build.cost_meter), read for the chart.
     page = WebPage(config, feed, probes, coordinator.changes, CostDays(settings.state_dir / COST_DAYS_FILE))

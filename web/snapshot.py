@@ -53,6 +53,7 @@ class PageProbes:
     upload_state: Callable[[], str]  # the upload gate's: quiet, hearing, sending, window, streaming
     cost: Callable[[], CostSummary | None]
     rooms: Callable[[], list[dict[str, Any]] | None] = lambda: None  # the satellites, once there are any
+    mcp_servers: Callable[[], list[dict[str, Any]]] = lambda: []  # hands.manager.Hands.shown
 
 
 def now_state(phase: str, listener_up: bool, upload_state: str, tools_running: bool, trouble: bool = True) -> str:
@@ -97,6 +98,7 @@ def build(
             "upload_mode": probes.upload_mode,
             "uploading": _uploading(probes.upload_state(), phase),
             "rooms": probes.rooms(),
+            "mcp_servers": [{**server, "error": clean(server["error"])} for server in probes.mcp_servers()],
             "up_s": round(now - feed.started_at),
         },
         "commands": [_command(view, clean) for view in list(reversed(feed.commands))[:SHOWN_COMMANDS]],

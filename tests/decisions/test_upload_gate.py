@@ -313,6 +313,23 @@ def test_speech_after_an_answer_stays_home_unless_the_answer_invited_a_follow_up
     assert len(mic.sent) == sent and mic.gate.state is GateState.HEARING
 
 
+def test_a_follow_up_invited_before_the_commands_hangover_ran_out_opens_after_the_mute():
+    """A recording is not read while the answer plays: the command is still going up (its
+    hangover not over in audio time) when the answer asks; the reply must still go up."""
+    mic = gate(UploadMode.ON_DEVICE_WAKE)
+    mic.feed(0.5, speech=False)
+    mic.feed(1.5, speech=True, hit_at=1.2, hit_start=0.5)  # "hey jarvis, unlock the front door"
+    mic.feed(0.2, speech=False)
+    assert mic.gate.state is GateState.SENDING
+    mic.gate.open_follow_up(mic.now + 10.0)  # "Just to be sure: unlock the front door?"
+    mic.gate.reset()  # the answer's mute ends
+    assert mic.gate.state is GateState.WINDOW
+    sent = len(mic.sent)
+    mic.feed(2.0, speech=False)
+    mic.feed(0.6, speech=True)  # "yes please", no wake phrase
+    assert len(mic.sent) > sent
+
+
 def test_an_unused_follow_up_window_lapses():
     mic = gate(UploadMode.ON_DEVICE_WAKE)
     mic.gate.open_follow_up(mic.now + 2.0)

@@ -60,6 +60,16 @@ function renderNow(now) {
       + (typeof r.security === "string" && r.security.startsWith("unauthenticated") ? " (unauthenticated: its audio crosses the network in the clear)" : "")));
     items.push(el("span", { id: "now-rooms", text: "rooms: " + names.join(", ") }));
   }
+  if (Array.isArray(now.mcp_servers) && now.mcp_servers.length) {
+    const servers = now.mcp_servers.map((s) => el("span", {
+      class: "mcp-server", "data-up": s.up ? "yes" : "no",
+      title: s.up ? s.transport : s.error || "not reachable",
+      text: s.name + " " + (s.up ? "up" : "down") + " (" + s.tools + (s.tools === 1 ? " tool)" : " tools)"),
+    }));
+    const list = el("span", { id: "now-mcp", text: "MCP servers: " });
+    servers.forEach((node, i) => list.append(...(i ? [", ", node] : [node])));
+    items.push(list);
+  }
   details.replaceChildren(...items);
   tickSession();
 }
