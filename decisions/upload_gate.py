@@ -193,6 +193,9 @@ class UploadGate:
                 self._fire(GateEvent.COMMAND_ENDED)
                 self._window_until = self._woke_at = None
                 self._trim_held()
+                if self._follow_up_until is not None:  # the answer asked while this hangover ran (a
+                    self._fire(GateEvent.FOLLOW_UP)  # recording paused by its mute): the reply's window
+                    self._window_until = self._follow_up_until
             elif self.state in (GateState.SENDING, GateState.HEARING):
                 self._fire(GateEvent.HANGOVER_ENDED)
                 self._trim_held()
@@ -241,7 +244,7 @@ class UploadGate:
             self._follow_up_until = until
         elif self.state is GateState.SENDING:
             # The command's hangover has not run out in audio time (a recording is not read while
-            # the answer plays): the reset after the answer's mute opens the window.
+            # the answer plays): the window opens when it does (or at a reset, for a live mic).
             self._follow_up_until = until
 
     def reset(self) -> None:

@@ -330,6 +330,23 @@ def test_a_follow_up_invited_before_the_commands_hangover_ran_out_opens_after_th
     assert len(mic.sent) > sent
 
 
+def test_a_follow_up_invited_while_a_paused_recordings_command_is_still_going_up_opens_when_it_ends():
+    """A recording paused by the answer's mute is not reset (it goes on where it stopped): the
+    window opens when the command's hangover runs out, and the reply goes up without a wake."""
+    mic = gate(UploadMode.ON_DEVICE_WAKE)
+    mic.feed(0.5, speech=False)
+    mic.feed(1.5, speech=True, hit_at=1.2, hit_start=0.5)  # "hey jarvis, unlock the front door"
+    mic.feed(0.2, speech=False)
+    mic.gate.command_heard()
+    mic.gate.open_follow_up(mic.now + 10.0)  # "Just to be sure: unlock the front door?"
+    assert mic.gate.state is GateState.SENDING
+    mic.feed(2.0, speech=False)  # the hangover runs out in audio time, no reset
+    assert mic.gate.state is GateState.WINDOW
+    sent = len(mic.sent)
+    mic.feed(0.6, speech=True)  # "yes please", no wake phrase
+    assert len(mic.sent) > sent
+
+
 def test_an_unused_follow_up_window_lapses():
     mic = gate(UploadMode.ON_DEVICE_WAKE)
     mic.gate.open_follow_up(mic.now + 2.0)

@@ -12,7 +12,8 @@ from pathlib import Path
 from realtime_sim import SimServer
 from service.status import STATUS_FILE, read_status
 from tests.pipeline.test_pipeline_hands import REPO
-from tests.service.test_status import eventually, handoff_out
+from tests.service.test_status import handoff_out
+from tests.support.awaiting import file_written
 from tests.support.daemon import daemon_env, running_daemon
 from tests.web.support import free_port, wav_with_commands
 from tests.web.test_page_in_a_browser import chromium, text_of, until
@@ -42,7 +43,7 @@ async def test_status_and_the_page_show_each_mcp_server_and_the_call_on_its_comm
                 status = read_status(state / STATUS_FILE)
                 return status is not None and status.last_command is not None and len(status.mcp_servers) == 2
 
-            await eventually(servers_written)
+            await file_written(state, servers_written)
             code, out = await asyncio.to_thread(handoff_out, tmp_path, "status")
             assert code == 0, out
             assert "MCP server home (stdio): up, 10 tool(s)" in out, out
