@@ -51,6 +51,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
     "END_OF_TURN": "device",  # device | server: who ends a turn the device heard the wake in
     "TURN_END_MS": "460",  # END_OF_TURN=device: silence that ends it
+    "PROVISIONAL_MS": "160",  # END_OF_TURN=device: a pause that sends the route provisionally (0: never)
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
@@ -205,6 +206,7 @@ class ListenerSettings:
     # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
     end_of_turn: EndOfTurn = EndOfTurn.DEVICE
     turn_end_ms: int = 460  # counted in 20 ms chunks: a value between two is rounded up
+    provisional_ms: int = 160  # a pause this long inside a woken turn sends its route provisionally (0: never)
 
 
 class FollowUp(enum.Enum):
@@ -437,6 +439,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     follow_up_mode = _choice(values, "FOLLOW_UP", FollowUp, str.lower, problems)
     end_of_turn = _choice(values, "END_OF_TURN", EndOfTurn, str.lower, problems)
     turn_end_ms = _number(values, "TURN_END_MS", 100, problems)
+    provisional_ms = _number(values, "PROVISIONAL_MS", 0, problems)
     stop = _stop_settings(values, problems)
     # Each of these raises on its first problem: collected, so every problem is said at once.
     warm_max_age_s = _collected(problems, _positive_seconds, values, "NARRATOR_WARM_MAX_AGE_S")
@@ -471,7 +474,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             reader_voice=values["READER_VOICE"],
         ),
         listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words,
-                                  end_of_turn=end_of_turn, turn_end_ms=turn_end_ms),
+                                  end_of_turn=end_of_turn, turn_end_ms=turn_end_ms, provisional_ms=provisional_ms),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"], web_search=brain_web_search),
         audio=AudioSettings(
