@@ -39,7 +39,7 @@ from decisions.coordinator import (
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
     StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded, TurnPaused, SpeechResumed, WithdrawRoute, PrepareNarration,
-    DropNarration,
+    DropNarration, SetPause,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
@@ -80,6 +80,7 @@ class MicFilter(Protocol):
     def take_turn(self) -> bytes | None: ...  # a woken utterance the device heard end: its audio
     def take_pause(self) -> bytes | None: ...  # ... or pause inside it, maybe its end: its audio so far
     def take_resumed(self) -> bool: ...  # ... and speech came back after that pause
+    def set_pause(self, seconds: float) -> None: ...  # that pause, from the next turn on
     def follow_up(self, seconds: float) -> None: ...  # an answer asked something: the next utterance goes up
 
 
@@ -209,7 +210,7 @@ class Coordinator:
             case WithdrawRoute():
                 self._spawn(self.listener.withdraw_provisional(), "withdraw route")
             case PrepareNarration(command_id=command_id, script=script):
-                held, cut = HeldSpeaker(), NarrationCut()
+                held, cut = HeldSpeaker(self._clock), NarrationCut()
                 assert self._tg is not None
                 task = self._tg.create_task(self.parts.narrator.narrate(script, held, cut), name="prepared narration")
                 self._prepared[command_id] = (task, held, cut)
@@ -217,6 +218,9 @@ class Coordinator:
                 if (prepared := self._prepared.pop(command_id, None)) is not None:
                     prepared[1].drop()
                     prepared[2].cut()
+            case SetPause(seconds=seconds):
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.set_pause(seconds)
             case StartTools(route=route, calls=calls, session=session, command_id=command_id, confirmed=confirmed):
                 self._spawn(self._run_tools(route, calls, session, command_id, confirmed), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
@@ -325,8 +329,8 @@ class Coordinator:
                 try:
                     while (request := self._next_narration()) is not None:  # back to back, one voice
                         said += 1
-                        summary, first_audio_at, stopped_after_s = await self._narrate(request)
-                        self._feed(NarrationDone(request, summary, first_audio_at, stopped_after_s))
+                        summary, first_audio_at, stopped_after_s, ready_after_s = await self._narrate(request)
+                        self._feed(NarrationDone(request, summary, first_audio_at, stopped_after_s, ready_after_s))
                 except AudioDeviceError as exc:
                     self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
                     return
@@ -343,7 +347,7 @@ class Coordinator:
                 self._spawn(self.listener.warm_up(), "warm listener")
         return request
 
-    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None]:
+    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None, float | None]:
         speaker = CutSpeaker(self.speaker, self._clock)
         prepared = self._prepared.pop(request.command.id, None) if request.command is not None else None
         cut = NarrationCut() if prepared is None else prepared[2]
@@ -351,11 +355,14 @@ class Coordinator:
             speaker.flush()  # nothing stale plays before or under this narration
             self._cut = (cut, speaker)  # from here until the mute lifts, "computer, stop" cuts it
             try:
+                asked = self._clock() if prepared is None else prepared[1].made_at
                 if prepared is not None:  # read ahead (a provisional route): what came plays now
                     prepared[1].release(speaker)
                     result = await prepared[0]
                 else:
                     result = await self.parts.narrator.narrate(request.script, speaker, cut)
+                first = speaker.first_write_at if prepared is None else prepared[1].first_at
+                ready_after_s = None if first is None else first - asked
                 narrator_done_at = self._clock()
                 if result.fatal:  # no credit, a refused key: retrying cannot help
                     self._feed(Fatal(result.error or "OpenAI refused the narrator"))
@@ -370,8 +377,8 @@ class Coordinator:
                 self._cut = None
         if cut.requested:
             seconds = result.audio_bytes / BYTES_PER_SECOND
-            return f"stopped after {seconds:.1f} s of audio", speaker.first_write_at, seconds
-        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at, None
+            return f"stopped after {seconds:.1f} s of audio", speaker.first_write_at, seconds, ready_after_s
+        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at, None, ready_after_s
 
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes, heard: bytes, offset: int) -> list[Held]:

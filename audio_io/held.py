@@ -3,6 +3,8 @@ it is released, and a dropped one is never heard at all."""
 
 from __future__ import annotations
 
+from typing import Callable
+
 from audio_io.interface import SpeakerSink
 
 
@@ -10,10 +12,13 @@ class HeldSpeaker:
     """Keeps what is played, in order, until `release(speaker)` plays it all there and passes what
     comes after straight on; `drop()` forgets it and plays nothing more."""
 
-    def __init__(self) -> None:
+    def __init__(self, clock: Callable[[], float]) -> None:
         self._held: list[bytes] = []
         self._to: SpeakerSink | None = None
         self.dropped = False
+        self._clock = clock
+        self.made_at = clock()
+        self.first_at: float | None = None  # the first audio came (held or not)
 
     @property
     def held_bytes(self) -> int:
@@ -32,6 +37,8 @@ class HeldSpeaker:
     def play(self, pcm: bytes) -> None:
         if self.dropped:
             return
+        if self.first_at is None:
+            self.first_at = self._clock()
         if self._to is not None:
             self._to.play(pcm)
         else:

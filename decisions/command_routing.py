@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container
 
 from decisions.coordinator_messages import (
     DECLINED_MESSAGE, ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, DropNarration, NarrationRequest, PrepareNarration,
-    SendRoute, StartTools, UtteranceRejected, WithdrawRoute,
+    SendRoute, SetPause, StartTools, UtteranceRejected, WithdrawRoute,
 )
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
 from decisions.consent import is_yes, question_for
@@ -30,6 +30,7 @@ from decisions.events import (
 )
 from decisions.lifecycle import ENDS, Command, CommandBook, Move, RouteMode, Step, Turn, Verdict
 from decisions.listener_core import RoutingFailed, RunTools, SpeakText, Stages
+from decisions.pause_point import PausePoint
 from decisions.stages import Stage, StageTimes
 from decisions.timeline import TimelineKind
 
@@ -89,8 +90,14 @@ class CommandRouting:
         self._pending_question = ""  # asked once a command's tools are done (a call the brain picked)
         self._outbox: list[Action] = []  # what a handler that returns nothing asks the shell to do
         self._dropped_routes: set[int] = set()  # withdrawn provisional routes whose tools still run
+        self.pause_point = PausePoint(self.timings.turn_end_s, self.timings.provisional_s)
+        self._pause_told = self.pause_point.pause_s  # (what the upload filter was built with)
 
     def _take_outbox(self) -> list[Action]:
+        pause = self.pause_point.pause_s
+        if pause is not None and pause != self._pause_told:  # the round trips moved it
+            self._pause_told = pause
+            self._outbox.append(SetPause(pause))
         actions, self._outbox = self._outbox, []
         return actions
 
@@ -201,6 +208,8 @@ class CommandRouting:
             log.info("a route's response came with no command being routed: ignored")
             return []
         command.stages.mark(Stage.CALL_RECEIVED, now)
+        if (sent := command.stages.times.get(Stage.ROUTE_SENT)) is not None:
+            self.pause_point.route_answered(now - sent)
         if self._awaits_verdict(command, event):
             command.held = event  # acts, or speaks to someone who may not have asked: its words decide
             if command.step is Step.ROUTED:
@@ -488,7 +497,7 @@ class CommandRouting:
         asked and nothing is said until the turn end confirms it (the table has no such rows)."""
         if self.provisional_command is not None:
             return []
-        marks = ((Stage.END_OF_SPEECH, now - self.timings.provisional_s),)
+        marks = ((Stage.END_OF_SPEECH, now - (self.pause_point.pause_s or self.timings.provisional_s)),)
         return self._route_by_audio(None, marks, now, audio, provisional=True)
 
     def _turn_ended(self, audio: bytes, now: float) -> list[Action]:

@@ -280,7 +280,9 @@ class CoordinatorCore(CommandRouting):
             case ToolsFinished(route=route, scripts=scripts):
                 self._tools_finished(route, scripts, now)
             case NarrationDone(request=request, summary=summary, first_audio_at=first_audio_at,
-                               stopped_after_s=stopped_after_s):
+                               stopped_after_s=stopped_after_s, ready_after_s=ready_after_s):
+                if ready_after_s is not None and request.command is not None:  # (an answer's: warm, as they are)
+                    self.pause_point.voice_ready(ready_after_s)
                 actions += self._narration_done(request, summary, first_audio_at, stopped_after_s, now)
             case NarrationsFinished():
                 actions += self._narrations_finished(now)

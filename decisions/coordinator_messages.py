@@ -83,6 +83,7 @@ class NarrationDone:
     summary: str  # how it went, for the timeline ("similarity 1.00, attempts 1")
     first_audio_at: float | None = None  # the clock when its first audio went to the speaker
     stopped_after_s: float | None = None  # "stop" cut it, after this much of its audio
+    ready_after_s: float | None = None  # the narrator's first audio came this long after it was asked (read ahead or not)
 
 
 @dataclass(frozen=True)
@@ -207,6 +208,13 @@ class PrepareNarration:
 
 
 @dataclass(frozen=True)
+class SetPause:
+    """Send routes provisionally after this much of a pause from now on (decisions.pause_point)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
 class DropNarration:
     """A prepared answer's command was withdrawn: stop reading it, and play none of it."""
 
@@ -299,6 +307,7 @@ class Stop:
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
     | UtteranceRejected | ConfirmHeard | OpenFollowUp | CommandTaken | WithdrawRoute | PrepareNarration | DropNarration
+    | SetPause
 )
 
 

@@ -178,6 +178,12 @@ class UploadFilter:
         turn, self._ended_turn = self._ended_turn, None
         return turn
 
+    def set_pause(self, seconds: float) -> None:
+        """Move the pause that routes provisionally (decisions.pause_point), from the next turn on;
+        a filter built without one routes only at the turn end and stays so."""
+        if self._pause_s is not None:
+            self._pause_s = seconds
+
     def take_pause(self) -> bytes | None:
         """A woken utterance paused `pause_s` after a command's worth of speech: its audio so far
         (its route is provisional: `take_resumed` or `take_turn` says how the pause ended)."""

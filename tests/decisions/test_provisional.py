@@ -256,3 +256,34 @@ def test_a_pause_inside_the_command_is_signalled_once_and_speech_after_it_resume
 
 def test_no_pause_is_signalled_before_a_command_was_said():
     assert follow("." * 12 + "s" * 20 + "." * 30)[0] == (40, TurnSignal.PAUSED)  # the pause after the phrase: none
+
+
+# --- where in the pause ------------------------------------------------------------------------------
+
+
+def test_the_pause_point_is_as_late_as_the_round_trips_allow_never_sooner_than_the_setting():
+    from decisions.pause_point import PausePoint
+    point = PausePoint(turn_end_s=0.46, earliest_s=0.15)
+    assert point.pause_s == 0.15  # nothing measured yet
+    point.route_answered(0.055)
+    assert point.pause_s == 0.15  # the narrator's not yet
+    point.voice_ready(0.06)
+    assert point.pause_s == pytest.approx(0.46 - 0.055 - 0.06 - 0.02)  # a near server: late in the pause
+    for _ in range(9):
+        point.route_answered(0.4)  # a far one: as soon as the setting allows
+    assert point.pause_s == 0.15
+    assert PausePoint(0.46, 0.0).pause_s is None and PausePoint(0.46, 0.5).pause_s is None  # off
+
+
+def test_the_core_moves_the_pause_point_by_what_its_routes_and_narrations_took(clock):
+    from decisions.coordinator import SetPause
+    core, send = paused(clock)
+    clock.t += 0.05
+    core.handle(RunTools("", (call(),), session=1))
+    assert core.pause_point.pause_s == 0.16  # (TIMINGS: the earliest) the narrator not measured yet
+    (prepare,) = core.handle(ToolsFinished(send.route, ("It is noon.",)))
+    core.handle(TurnEnded(b"\x01" * 2000))
+    request = core.next_narration()
+    actions = core.handle(NarrationDone(request, "ok", ready_after_s=0.06))
+    assert actions == [SetPause(round(0.46 - 0.05 - 0.06 - 0.02, 3))]
+    assert not [a for a in core.handle(NarrationsFinished()) if isinstance(a, SetPause)]  # told once
