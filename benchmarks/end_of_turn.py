@@ -248,7 +248,7 @@ def _row(name: str, setting: str, results: list[tuple[int, float]], clips: list[
             f"{'yes' if split == 0 and v2v <= 450 else 'no'} |")
 
 
-PROVISIONAL_MS = (150, 160, 200, 250, 300, 320, 340, 360)
+PROVISIONAL_MS = (120, 140, 160, 200, 250, 300, 320, 340, 360)
 TURN_END_MS = 460
 # The round trips the adaptive point (decisions.pause_point) learns at RTT 50, as
 # benchmarks/voice_to_voice.py measures them: a route's call comes back 1 RTT + ~5 ms after it
@@ -271,7 +271,7 @@ def provisional_rows(flags: list[list[bool]], clips: list[Clip]) -> list[str]:
         "", f"Provisional routes (issue 33) at TURN_END_MS {TURN_END_MS}, the model answering {RTT_MS} ms after each "
         f"route; tokens per route: {text_tokens} of tool definitions and instructions, 1 per 100 ms of audio, "
         f"{OUTPUT_TOKENS} out; extra routing = the withdrawn routes' tokens over one route per command:", "",
-        "| PROVISIONAL_MS | commands split | routed provisionally | withdrawn (pause inside / after the wake / gap) "
+        "| PROVISIONAL_MS | commands split | routed provisionally | withdrawn (at the pause inside / after the wake / a shorter pause the voice's quiet edges lengthen) "
         "| side-effect tools run on a provisional or withdrawn route | answers per command | extra routing tokens |",
         "|---|---|---|---|---|---|---|",
     ]

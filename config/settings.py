@@ -51,7 +51,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
     "END_OF_TURN": "device",  # device | server: who ends a turn the device heard the wake in
     "TURN_END_MS": "460",  # END_OF_TURN=device: silence that ends it
-    "PROVISIONAL_MS": "150",  # END_OF_TURN=device: the earliest pause that sends the route provisionally (0: never)
+    "PROVISIONAL_MS": "140",  # END_OF_TURN=device: the earliest pause that sends the route provisionally (0: never)
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",
@@ -206,7 +206,7 @@ class ListenerSettings:
     # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
     end_of_turn: EndOfTurn = EndOfTurn.DEVICE
     turn_end_ms: int = 460  # counted in 20 ms chunks: a value between two is rounded up
-    provisional_ms: int = 150  # the earliest pause inside a woken turn that sends its route provisionally (0: never)
+    provisional_ms: int = 140  # the earliest pause inside a woken turn that sends its route provisionally (0: never)
 
 
 class FollowUp(enum.Enum):

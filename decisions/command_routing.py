@@ -497,7 +497,8 @@ class CommandRouting:
         asked and nothing is said until the turn end confirms it (the table has no such rows)."""
         if self.provisional_command is not None:
             return []
-        marks = ((Stage.END_OF_SPEECH, now - (self.pause_point.pause_s or self.timings.provisional_s)),)
+        paused_s = self.pause_point.reached_s(self._pause_told or self.timings.provisional_s)  # (the filter's)
+        marks = ((Stage.END_OF_SPEECH, now - paused_s),)
         return self._route_by_audio(None, marks, now, audio, provisional=True)
 
     def _turn_ended(self, audio: bytes, now: float) -> list[Action]:

@@ -5,12 +5,13 @@ in the pause it is sent, the fewer are: but it must leave the route and the narr
 trips before the turn end (`TURN_END_MS`), or the answer is late. `PausePoint` keeps the latest
 round trips the core measured (a route: sent -> its call back; the narrator: asked -> its first
 audio, read ahead or not) and puts the point as late as they allow: the turn end minus their
-medians and a margin, never sooner than `PROVISIONAL_MS` (before anything was measured: that).
-The on-device VAD counts the pause in 20 ms chunks: a point between two is reached at the next.
+medians and a margin, in whole 20 ms chunks (the on-device VAD's step: a point between two would
+be reached at the next), never sooner than `PROVISIONAL_MS` (before anything was measured: that).
 """
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import deque
 from dataclasses import dataclass, field
@@ -22,7 +23,7 @@ CHUNK_S = 0.02  # the on-device VAD's step: a pause is counted in it
 class PausePoint:
     turn_end_s: float
     earliest_s: float  # PROVISIONAL_MS (0: no provisional routes)
-    margin_s: float = 0.02  # the client's own time on the way (the tools', the speaker's)
+    margin_s: float = 0.005  # the client's own time on the way (the tools', the speaker's), besides the rounding down
     keep: int = 9  # the latest round trips of each kind
     _route: deque[float] = field(default_factory=deque, init=False)
     _voice: deque[float] = field(default_factory=deque, init=False)
@@ -52,4 +53,9 @@ class PausePoint:
         if lead is None:
             return self.earliest_s
         latest = self.turn_end_s - 3 * CHUNK_S  # (later is the turn end: nothing to gain)
-        return round(min(latest, max(self.earliest_s, self.turn_end_s - lead)), 3)
+        point = math.floor(round((self.turn_end_s - lead) / CHUNK_S, 6)) * CHUNK_S
+        return round(min(latest, max(self.earliest_s, point)), 3)
+
+    def reached_s(self, pause_s: float) -> float:
+        """The silence after which a pause of `pause_s` is signalled (a whole number of chunks)."""
+        return math.ceil(round(pause_s / CHUNK_S, 6)) * CHUNK_S

@@ -263,15 +263,19 @@ def test_no_pause_is_signalled_before_a_command_was_said():
 
 def test_the_pause_point_is_as_late_as_the_round_trips_allow_never_sooner_than_the_setting():
     from decisions.pause_point import PausePoint
-    point = PausePoint(turn_end_s=0.46, earliest_s=0.15)
-    assert point.pause_s == 0.15  # nothing measured yet
+    point = PausePoint(turn_end_s=0.46, earliest_s=0.14)
+    assert point.pause_s == 0.14  # nothing measured yet
     point.route_answered(0.055)
-    assert point.pause_s == 0.15  # the narrator's not yet
+    assert point.pause_s == 0.14  # the narrator's not yet
     point.voice_ready(0.06)
-    assert point.pause_s == pytest.approx(0.46 - 0.055 - 0.06 - 0.02)  # a near server: late in the pause
+    assert point.pause_s == 0.34  # a near server: late in the pause (0.46 - 0.12, in whole 20 ms chunks)
+    point.voice_ready(0.07)
+    point.voice_ready(0.07)
+    assert point.pause_s == 0.32  # (0.46 - 0.055 - 0.07 - 0.005 = 0.33: the chunk before)
     for _ in range(9):
         point.route_answered(0.4)  # a far one: as soon as the setting allows
-    assert point.pause_s == 0.15
+    assert point.pause_s == 0.14
+    assert point.reached_s(0.15) == pytest.approx(0.16)
     assert PausePoint(0.46, 0.0).pause_s is None and PausePoint(0.46, 0.5).pause_s is None  # off
 
 
@@ -285,5 +289,5 @@ def test_the_core_moves_the_pause_point_by_what_its_routes_and_narrations_took(c
     core.handle(TurnEnded(b"\x01" * 2000))
     request = core.next_narration()
     actions = core.handle(NarrationDone(request, "ok", ready_after_s=0.06))
-    assert actions == [SetPause(round(0.46 - 0.05 - 0.06 - 0.02, 3))]
+    assert actions == [SetPause(0.34)]  # 0.46 - 0.05 - 0.06 - 0.005, in whole chunks
     assert not [a for a in core.handle(NarrationsFinished()) if isinstance(a, SetPause)]  # told once
