@@ -276,7 +276,7 @@ def provisional_rows(flags: list[list[bool]], clips: list[Clip]) -> list[str]:
         "|---|---|---|---|---|---|---|",
     ]
     adaptive = adaptive_ms()
-    for pause_ms in (None, *PROVISIONAL_MS, adaptive):
+    for pause_ms in (None, *sorted({*PROVISIONAL_MS, adaptive})):
         tally, by_place = Tally(), {"inside": 0, "wake": 0, "gap": 0}
         for f, c in zip(flags, clips):
             before = tally.withdrawn
