@@ -194,6 +194,12 @@ def test_provisional_routes_are_counted_in_the_cost_meter(clock):
     assert (p.sent, p.withdrawn, p.tokens, p.withdrawn_tokens, p.routing_tokens) == (1, 1, 100, 100, 220)
     assert p.extra_share == pytest.approx(100 / 120)
     assert "1 provisional routes, 1 withdrawn" in meter.summary().line()
+    from web.feed import WebFeed
+    from web.metrics import render
+    metrics = render(WebFeed(current_command=lambda: None), meter.summary).decode()
+    assert 'handoff_provisional_routes_total{outcome="withdrawn"} 1.0' in metrics
+    assert 'handoff_provisional_route_tokens_total{outcome="withdrawn"} 100.0' in metrics
+    assert 'handoff_provisional_route_tokens_total{outcome="all_routing"} 220.0' in metrics
 
 
 # --- the listener core ---------------------------------------------------------------------------------
