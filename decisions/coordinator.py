@@ -251,7 +251,7 @@ class CoordinatorCore(CommandRouting):
                 actions += self._speech_resumed()
             case ProvisionalBilled():
                 if self.cost is not None:
-                    self.cost.provisional_billed(event.tokens, event.sent, event.withdrawn)
+                    self.cost.provisional_billed(event.usage, event.sent, event.withdrawn)
             case CommandConfirmed(item_id=item, text=text, stages=marks):
                 actions += self._confirmed(item, text, marks)
             case CommandRejected(item_id=item, transcript=transcript):

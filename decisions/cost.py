@@ -155,8 +155,7 @@ class CostMeter:
         """A Realtime response finished (`ResponseDone.usage`)."""
         cost = response_cost(self.prices, usage)
         if role is RealtimeRole.LISTENER:
-            tokens = usage.input_text_tokens + usage.input_audio_tokens + usage.output_text_tokens + usage.output_audio_tokens
-            self._provisional = replace(self._provisional, routing_tokens=self._provisional.routing_tokens + tokens)
+            self._provisional = replace(self._provisional, routing_tokens=self._provisional.routing_tokens + _tokens(usage))
             self._add(cost, listener_usd=cost)
         else:
             self._add(cost, narrator_usd=cost)
@@ -170,10 +169,10 @@ class CostMeter:
         """The user went on after that pause: the route was withdrawn."""
         self._provisional = replace(self._provisional, withdrawn=self._provisional.withdrawn + 1)
 
-    def provisional_billed(self, tokens: int, sent: bool, withdrawn: bool) -> None:
+    def provisional_billed(self, usage: Usage, sent: bool, withdrawn: bool) -> None:
         """A provisional route's tokens (listener_core.ProvisionalBilled): `sent` once its response
         was done, `withdrawn` once it is known to have bought nothing."""
-        p = self._provisional
+        p, tokens = self._provisional, _tokens(usage)
         self._provisional = replace(p, tokens=p.tokens + tokens * sent, withdrawn_tokens=p.withdrawn_tokens + tokens * withdrawn)
 
     def transcription(self, seconds: float) -> float:
@@ -231,6 +230,10 @@ class CostMeter:
         self._total_usd += cost
         if cost > 0 and self._on_spend is not None:
             self._on_spend()
+
+
+def _tokens(usage: Usage) -> int:
+    return usage.input_text_tokens + usage.input_audio_tokens + usage.output_text_tokens + usage.output_audio_tokens
 
 
 def _usd(amount: float) -> str:

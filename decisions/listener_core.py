@@ -125,11 +125,6 @@ class ProvisionalBilled:
     sent: bool
     withdrawn: bool
 
-    @property
-    def tokens(self) -> int:
-        u = self.usage
-        return u.input_text_tokens + u.input_audio_tokens + u.output_text_tokens + u.output_audio_tokens
-
 
 @dataclass(frozen=True)
 class TranscriptionBilled:
