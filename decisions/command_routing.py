@@ -511,7 +511,7 @@ class CommandRouting:
 
     def _turn_confirmed(self, command: Command) -> list[Action]:
         self._move(command, Move.TURN_END)
-        self.timeline.add(TimelineKind.COMMAND, "the turn ended at the pause: its provisional route stands")
+        log.info("the turn ended at the pause: its provisional route stands (command %d)", command.id)
         if isinstance(command.prepared, NarrationKind) and command.step is Step.ANSWERING:
             self._queue(command.said, command.prepared, command=command)  # the narrator read it already
         return [CommandTaken()]
