@@ -19,6 +19,7 @@ from config.settings import Settings
 from decisions.listener_core import (
     Action, ConnectFailed, Fatal, ListenerCore, ListenerEvent, QuietChanged, Send, SessionEnd, SessionReady,
 )
+from decisions.listener_session import Current, ListenerSessions, Move, Standby
 from decisions.wake_gate import WakeGate
 from realtime_api import wire
 from realtime_api.fatal import fatal_message
@@ -53,11 +54,12 @@ class Listener:
         )
         self._link: RealtimeLink | None = None
         self._core: ListenerCore | None = None
-        self._closing = False  # restart() has begun closing the session: it takes no more audio
+        # Where the current session and the next one are (decisions.listener_session's table):
+        # a closing session takes no more audio; a warming standby is awaited, not opened twice.
+        self.sessions = ListenerSessions()
         # The next session, opened and configured while the narrator speaks (`warm_up`), so a
         # restart after a narration costs no connect and no session.update.
         self._standby: RealtimeLink | None = None
-        self._warming = False
         self._warmed: asyncio.Event | None = None  # set when the warm-up under way has ended
         self._quiet = True  # as last reported
         self._session_started = 0.0
@@ -76,7 +78,12 @@ class Listener:
     # -- state the coordinator reads -------------------------------------------------------------
     @property
     def ready(self) -> bool:
-        return self._link is not None and self._core is not None and not self._closing
+        return self._link is not None and self._core is not None and self.sessions.takes_audio
+
+    @property
+    def illegal_moves(self) -> int:
+        """Moves the sessions' table refused (bugs: logged, counted, nothing moved)."""
+        return self.sessions.illegal
 
     @property
     def quiet(self) -> bool:
@@ -154,7 +161,7 @@ class Listener:
 
     def local_wake(self, phrase_s: float) -> None:
         """The device heard the wake phrase: the next utterance the session hears begins with it."""
-        if self._core is not None and not self._closing:
+        if self._core is not None and self.sessions.current is not Current.CLOSING:
             self._core.local_wake(phrase_s)
 
     async def send_tool_output(self, call: wire.FunctionCall, output: str, session: int) -> None:
@@ -176,20 +183,28 @@ class Listener:
         (a transcript completes after its commit: closing now would lose it). The utterance in
         progress is dropped unless `keep_in_progress` (see ListenerCore.retire)."""
         link, core, handover = self._link, self._core, self._handover
-        if link is None or core is None or handover is None or self._closing:
+        if link is None or core is None or handover is None or not self.sessions.allows(Move.RETIRE):
             return
-        self._closing = True  # at once, so no audio goes to a session on its way out
+        self.sessions.fire(Move.RETIRE)  # at once, so no audio goes to a session on its way out
         log.info("restarting the listener session: %s", reason)
+        started = self._session_started
         replay_from_ms, command, actions = core.retire(keep_in_progress)
         await self._apply(actions, link)
-        self._link = None
-        self._core = None
+        # It may have closed meanwhile (its task then let go of it, and a next session may be
+        # open already: that one is left alone); its end is reported here all the same.
+        serving = self._link is link
+        if serving:
+            self._link = None
+            self._core = None
+            self.sessions.fire(Move.HAND_OVER)
         self._report(SessionEnd(
             closed=wire.Closed(1000, "handed over"), by_us=True, expired=False,
-            healthy=self._clock() - self._session_started >= self._settings.reconnect.healthy_after_s,
+            healthy=self._clock() - started >= self._settings.reconnect.healthy_after_s,
             interrupted_command=command, replay_from_ms=replay_from_ms, heard_spans=core.heard_after(replay_from_ms),
         ))
         handover.set()
+        if not serving:
+            return  # closed already
         if core.settled:
             await link.close()  # nothing left to hear from it
         elif self._tg is not None:
@@ -210,16 +225,18 @@ class Listener:
         """Open and configure the next session now (the caller owns this task), so the restart
         that follows a narration switches to it at once. A failure here only costs the warm
         start: the run loop opens a session the usual way (with its backoff)."""
-        if self._standby is not None or self._warming:
+        if not self.sessions.allows(Move.WARM):
             return
-        self._warming = True
+        self.sessions.fire(Move.WARM)
         warmed = self._warmed = asyncio.Event()
+        standby: RealtimeLink | None = None
         try:
-            self._standby = await open_configured(self._client, self._settings, "listener", self._session, self._refusal)
+            standby = await open_configured(self._client, self._settings, "listener", self._session, self._refusal)
         except HandshakeFailed as failure:
             log.warning("could not open the next listener session ahead of time (%s); it opens when needed", failure)
         finally:
-            self._warming = False
+            self._standby = standby
+            self.sessions.fire(Move.WARMED if standby is not None else Move.WARM_FAILED)
             warmed.set()
 
     # -- the loop ---------------------------------------------------------------------------------
@@ -241,23 +258,26 @@ class Listener:
             self._tg = None
             standby, self._standby = self._standby, None
             if standby is not None:
+                self.sessions.fire(Move.DISCARD)
                 await standby.close()
 
     async def _one_session(self) -> None:
         """One session, from open to end. Raises HandshakeFailed (retried with backoff) when it
         cannot be opened, or when it dies unexpectedly before it was healthy, so a server that
         drops every new session is not hammered."""
-        if self._standby is None and self._warming and self._warmed is not None:
+        if self.sessions.standby is Standby.WARMING and self._warmed is not None:
             await self._warmed.wait()  # the next session is on its way: never slower than opening another
         link, self._standby = self._standby, None
-        if link is None:
+        if link is not None:
+            self.sessions.fire(Move.TAKE)
+        else:
             link = await open_configured(self._client, self._settings, "listener", self._session, self._refusal)
         self.sessions_opened += 1
         core = self._core = ListenerCore(gate=self.gate, clock=self._clock, session=self.sessions_opened,
                                          turn_silence_s=self._settings.listener.vad_silence_ms / 1000)
         self._session_started = self._clock()
         self._link = link
-        self._closing = False
+        self.sessions.fire(Move.OPEN)
         self._quiet = True
         handover = self._handover = asyncio.Event()
         assert self._tg is not None
@@ -290,6 +310,7 @@ class Listener:
                     if not core.retired:
                         end = self._session_end(link, core, event)
                         self._link = None
+                        self.sessions.fire(Move.END)
                         self._report(end)
                     elif not core.settled:
                         log.warning("a retired listener session closed before transcribing %d utterance(s)",
@@ -309,6 +330,7 @@ class Listener:
             if self._link is link:
                 self._link = None
                 self._core = None
+                self.sessions.fire(Move.END)
             deadline = self._retiring.pop(id(link), None)
             if deadline is not None:
                 deadline.cancel()

@@ -21,7 +21,7 @@ How the expected echo is found, per 10 ms slot of the mic:
 
 Times are the caller's monotonic clock: `played(pcm, at)` with `at` the moment its first sample
 leaves the speaker; `process(chunk, at)` with `at` the moment its first sample was captured.
-Chosen over an echo canceller by measurement (docs/HANDOFF.md, "Echo suppression").
+Chosen over an echo canceller by measurement (docs/PERFORMANCE.md, "Echo gate").
 """
 
 from __future__ import annotations

@@ -92,7 +92,7 @@ def compressed_settings(base_url: str, root: Path) -> Settings:
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=2.0),
         listener=ListenerSettings(vad_silence_ms=300, route_timeout_s=3.0, wake_window_s=0.5, recycle_after_s=60.0,
-                                  retire_wait_s=0.3),
+                                  retire_wait_s=0.3, wake_phrase="computer"),
         narrator=NarratorSettings(response_timeout_s=3.0, warm=True, warm_max_age_s=60.0),
         brain=BrainSettings(timeout_s=0.1, retry_budget_s=0.4, backoff_initial_s=0.005, backoff_max_s=0.01),
         reconnect=ReconnectSettings(initial_s=0.005, max_s=0.03, jitter_s=0.005, healthy_after_s=0.3),

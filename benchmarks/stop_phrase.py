@@ -55,7 +55,7 @@ TRICKY = (
 
 SHIPPED = StopPhraseSettings()
 # The shell's part, from the detector's hit until the speaker is silent: benchmarks.stop_latency
-# (docs/HANDOFF.md, 2026-11-23: 0.1-0.2 ms a trial; 0.2 ms taken).
+# (docs/PERFORMANCE.md, benchmarks.stop_latency, 2026-11-23: 0.1-0.2 ms a trial; 0.2 ms taken).
 SHELL_HIT_TO_SILENT_MS = 0.2
 BUDGET_MS = 200  # issue 14: cut the narration within 200 ms of the end of the word
 

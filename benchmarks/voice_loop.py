@@ -47,7 +47,8 @@ from assembly.build import assistant
 from audio_io import open_audio
 from concurrency.changes import Changes, wait_for
 from config.settings import (
-    AudioSettings, ConversationSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
+    AudioSettings, ConversationSettings, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode,
+    UploadSettings,
 )
 from decisions.timeline import Timeline
 from reader_agent import Narrator, SpareState
@@ -75,6 +76,7 @@ def settings_for(sim: SimServer, root: Path, warm: bool, **audio: Any) -> Settin
     workspace.mkdir(parents=True, exist_ok=True)
     return Settings(
         realtime=RealtimeSettings(api_key="sk-benchmark-0123456789", base_url=sim.base_url),
+        listener=ListenerSettings(wake_phrase="computer"),  # what COMMAND says
         narrator=NarratorSettings(warm=warm),
         audio=AudioSettings(**audio),
         # The probes are tones (the simulator's VAD hears them; the on-device VAD would not call
@@ -340,22 +342,24 @@ def _ratio(a: float, b: float) -> str:
 
 
 async def measure(quick: bool, narrations: int) -> str:
+    """Every table of this benchmark (a test runs each section on its own, side by side)."""
+    parts = [await latency_section(quick, narrations), await lost_section(quick), await fast_section(quick)]
+    return "\n".join(parts)
+
+
+async def latency_section(quick: bool, narrations: int) -> str:
     rtts = (0, 50) if quick else RTTS_MS
-    offsets = (0,) if quick else OFFSETS_MS
-    trials = 1 if quick else 3
-    commands = 3 if quick else 60
-    lines = []
+    lines = [
+        "Tool result ready -> first narrator audio at the speaker:",
+        "",
+        f"(over {narrations} narrations; 'waiting' leaves out the simulator's own time from",
+        "`response.create` to its first audio, measured per narration from its timestamps)",
+        "",
+        "| RTT ms | narrator | all, median | waiting, median | waiting, max | waiting, median x RTT | waiting, max x RTT | warm / cold (waiting, median) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
     with tempfile.TemporaryDirectory(prefix="voice-loop-") as folder:
         root = Path(folder)
-        lines += [
-            "Tool result ready -> first narrator audio at the speaker:",
-            "",
-            f"(over {narrations} narrations; 'waiting' leaves out the simulator's own time from",
-            "`response.create` to its first audio, measured per narration from its timestamps)",
-            "",
-            "| RTT ms | narrator | all, median | waiting, median | waiting, max | waiting, median x RTT | waiting, max x RTT | warm / cold (waiting, median) |",
-            "|---|---|---|---|---|---|---|---|",
-        ]
         for rtt in rtts:
             medians = {}
             for warm in (True, False):
@@ -370,38 +374,51 @@ async def measure(quick: bool, narrations: int) -> str:
                     f"| {rtt} | {mode(warm)} | {total * 1000:.1f} ms | {median * 1000:.1f} ms | {worst * 1000:.1f} ms | "
                     f"{times} | {ratio} |"
                 )
-        lines += [
-            "",
-            "Speech lost by a command that starts after the answer's audio ended (real-time microphone",
-            f"and speaker, production settings; median of {trials}):",
-            "",
-            "| narrator | " + " | ".join(f"+{o} ms" for o in offsets) + " |",
-            "|---|" + "---|" * len(offsets),
-        ]
+    return "\n".join(lines)
+
+
+async def lost_section(quick: bool) -> str:
+    offsets = (0,) if quick else OFFSETS_MS
+    trials = 1 if quick else 3
+    lines = [
+        "",
+        "Speech lost by a command that starts after the answer's audio ended (real-time microphone",
+        f"and speaker, production settings; median of {trials}):",
+        "",
+        "| narrator | " + " | ".join(f"+{o} ms" for o in offsets) + " |",
+        "|---|" + "---|" * len(offsets),
+    ]
+    with tempfile.TemporaryDirectory(prefix="voice-loop-") as folder:
         for warm in (True, False):
-            run = await voice_loop(warm, offsets, trials, root / f"loop-{warm}")
+            run = await voice_loop(warm, offsets, trials, Path(folder) / f"loop-{warm}")
             lost = " | ".join(f"{statistics.median(run.lost_ms[o]):.0f} ms" for o in offsets)
             lines.append(f"| {mode(warm)} | {lost} |")
-        lines += [
-            "",
-            f"`handoff run --input-wav F --fast`, {commands} spoken commands back to back: commands routed,",
-            "utterances committed (whole: at least 85 % of the shortest command), WebSocket connections",
-            "per routed command and those the user waited for (a narrator connected after the result",
-            "was ready; a listener opened after the answer's mute ended):",
-            "",
-            "| narrator | routed | segments committed | committed whole | connections / command | waited for / command |",
-            "|---|---|---|---|---|---|",
-        ]
-        for warm in (True, False):
-            fast = await fast_wav(warm, commands, root / f"fast-{warm}")
+    return "\n".join(lines)
+
+
+async def fast_section(quick: bool) -> str:
+    commands = 3 if quick else 60
+    late_commands = 1 if quick else 10
+    lines = [
+        "",
+        f"`handoff run --input-wav F --fast`, {commands} spoken commands back to back: commands routed,",
+        "utterances committed (whole: at least 85 % of the shortest command), WebSocket connections",
+        "per routed command and those the user waited for (a narrator connected after the result",
+        "was ready; a listener opened after the answer's mute ended):",
+        "",
+        "| narrator | routed | segments committed | committed whole | connections / command | waited for / command |",
+        "|---|---|---|---|---|---|",
+    ]
+    with tempfile.TemporaryDirectory(prefix="voice-loop-") as folder:
+        root = Path(folder)
+        runs = {warm: await fast_wav(warm, commands, root / f"fast-{warm}") for warm in (True, False)}
+        for warm, fast in runs.items():
             per = max(1, fast.routed)
             lines.append(
                 f"| {mode(warm)} | {fast.routed} of {commands} | {fast.committed} | {fast.whole} | "
                 f"{fast.connections / per:.2f} | {fast.critical / per:.2f} |"
             )
-            if warm:
-                quiet = fast
-        late_commands = 1 if quick else 10
+        quiet = runs[True]
         lines += [
             "",
             f"The same `--fast` run (warm narrator) on a loaded machine, next to the quiet one: {commands}",

@@ -105,7 +105,7 @@ def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settin
     )
     device = route in ("device", "provisional")
     return dataclasses.replace(base, listener=ListenerSettings(
-        vad_silence_ms=silence_ms, route_at_commit=route != "transcript",
+        wake_phrase="computer", vad_silence_ms=silence_ms, route_at_commit=route != "transcript",
         end_of_turn=EndOfTurn.DEVICE if device else EndOfTurn.SERVER, turn_end_ms=DEVICE_TURN_END_MS,
         provisional_ms=PROVISIONAL_MS if route == "provisional" else 0))
 

@@ -1,5 +1,5 @@
 """`handoff service install [--print]`: the systemd user unit that runs `handoff run` as a
-service (docs/HANDOFF.md, "Running as a service")."""
+service (docs/USING.md, "Running as a service")."""
 
 from __future__ import annotations
 

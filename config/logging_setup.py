@@ -11,7 +11,7 @@ import re
 import sys
 import time
 from pathlib import Path
-from typing import Callable, Iterable
+from typing import Callable, Iterable, TextIO
 
 from safety.text import printable
 
@@ -43,17 +43,17 @@ def redact(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-class _StderrHandler(logging.StreamHandler):
+class _StderrHandler(logging.StreamHandler[TextIO]):
     """Writes to whatever `sys.stderr` is when a line is logged, not to the stream it was when
     logging was set up: a stream replaced and closed since (a test's capture, a redirected
     stderr) must not turn every later line into a "Logging error"."""
 
     @property
-    def stream(self):  # type: ignore[override]
+    def stream(self) -> TextIO:
         return sys.stderr
 
     @stream.setter
-    def stream(self, _value) -> None:
+    def stream(self, _value: TextIO) -> None:
         pass
 
 

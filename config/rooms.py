@@ -46,14 +46,26 @@ class SatelliteSpec:
         return f"tcp://{self.host}:{self.port}"
 
 
+# The environment keys of rooms, with their defaults (RoomSettings takes its defaults from here).
+ENV_DEFAULTS: dict[str, str] = {
+    "SATELLITES": "",
+    "SATELLITES_ALLOW_PUBLIC": "false",
+    "MAX_REALTIME_SESSIONS": "2",
+    "NOTICES_TO": "origin",
+    "SATELLITE_RATE": "22050",
+    "SATELLITE_LISTEN": "tcp://127.0.0.1:10700",
+    "SATELLITE_NAME": "satellite",
+}
+
+
 @dataclass(frozen=True)
 class RoomSettings:
     satellites: tuple[SatelliteSpec, ...] = ()  # empty: this machine's own mic and speaker (one room)
-    allow_public: bool = False  # SATELLITES_ALLOW_PUBLIC: accept addresses outside the home network
-    max_sessions: int = 2  # MAX_REALTIME_SESSIONS: narrations at once across rooms; a further room waits its turn
-    notices_to: NoticesTo = NoticesTo.ORIGIN
+    allow_public: bool = ENV_DEFAULTS["SATELLITES_ALLOW_PUBLIC"] == "true"  # SATELLITES_ALLOW_PUBLIC: accept addresses outside the home network
+    max_sessions: int = int(ENV_DEFAULTS["MAX_REALTIME_SESSIONS"])  # MAX_REALTIME_SESSIONS: narrations at once across rooms; a further room waits its turn
+    notices_to: NoticesTo = NoticesTo(ENV_DEFAULTS["NOTICES_TO"])
     notices_room: str = ""  # with NoticesTo.ROOM
-    satellite_rate: int = 22050  # SATELLITE_RATE: the rate of the audio sent to a satellite's speaker
+    satellite_rate: int = int(ENV_DEFAULTS["SATELLITE_RATE"])  # SATELLITE_RATE: the rate of the audio sent to a satellite's speaker
     ping_s: float = 5.0  # a ping this often; no answer to two in a row: the satellite is gone
     reconnect_initial_s: float = 0.25
     reconnect_max_s: float = 4.0  # a rebooted satellite is found again within this (plus its boot)
@@ -65,19 +77,9 @@ class RoomSettings:
     one_answer: bool = True  # with two rooms or more, a command heard in several is taken by one (rooms.arbiter)
     # `handoff satellite`: where it listens for its hub. Loopback by default: nothing reaches it
     # from outside until the user names the address (SATELLITE_LISTEN=tcp://0.0.0.0:10700).
-    listen: SatelliteSpec = field(default_factory=lambda: SatelliteSpec("satellite", "127.0.0.1", DEFAULT_PORT))
-    satellite_name: str = "satellite"  # SATELLITE_NAME: the room `handoff satellite` says it is
+    listen: SatelliteSpec = field(default_factory=lambda: _listen(ENV_DEFAULTS["SATELLITE_LISTEN"]))
+    satellite_name: str = ENV_DEFAULTS["SATELLITE_NAME"]  # SATELLITE_NAME: the room `handoff satellite` says it is
 
-
-ENV_DEFAULTS: dict[str, str] = {
-    "SATELLITES": "",
-    "SATELLITES_ALLOW_PUBLIC": "false",
-    "MAX_REALTIME_SESSIONS": "2",
-    "NOTICES_TO": "origin",
-    "SATELLITE_RATE": "22050",
-    "SATELLITE_LISTEN": "tcp://127.0.0.1:10700",
-    "SATELLITE_NAME": "satellite",
-}
 
 
 def address_problem(address: str, allow_public: bool) -> str | None:
@@ -113,6 +115,12 @@ def parse_uri(room: str, uri: str, allow_public: bool, any_port: bool = False) -
 
 
 UNAUTHENTICATED = "unauthenticated:"
+
+
+def _listen(uri: str) -> SatelliteSpec:
+    """`handoff satellite`'s own address (a checked tcp://host:port)."""
+    parts = urlsplit(uri)
+    return SatelliteSpec("satellite", parts.hostname or "127.0.0.1", DEFAULT_PORT if parts.port is None else parts.port)
 
 
 def hub_keys_folder(state_dir: Path) -> Path:
@@ -183,6 +191,6 @@ def room_settings(values: Mapping[str, str], problems: list[str]) -> RoomSetting
         problems.append(f"SATELLITE_NAME={name} is not a room name (letters, digits, - or _); set it in .env or the environment.")
     return RoomSettings(
         satellites=satellites, allow_public=allow_public, max_sessions=int(sessions), notices_to=notices_to,
-        notices_room=notices_room, satellite_rate=int(rate), listen=listen or RoomSettings().listen,
+        notices_room=notices_room, satellite_rate=int(rate), listen=replace(listen, room="satellite") if listen else RoomSettings().listen,
         satellite_name=name if _ROOM_NAME.match(name) else "satellite",
     )

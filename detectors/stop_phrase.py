@@ -15,7 +15,7 @@ is heard at its end, so the hit comes as soon as the phrase is said, and it is r
 
 Times are seconds of audio fed since the last `reset()` (or the `end_time` given with a chunk,
 when the caller counts on its own clock). Measured in benchmarks/stop_phrase.py; table in
-docs/HANDOFF.md ("Stop phrase").
+docs/PERFORMANCE.md ("Stop phrase").
 """
 
 from __future__ import annotations

@@ -41,9 +41,9 @@ class FaultMatcher:
                 if self._counts[key] >= fault.nth:
                     ready.append(key)
         for key in ready:
-            fault = self._take(key)  # None when another connection took it meanwhile
-            if fault is not None:
-                yield fault
+            taken = self._take(key)  # None when another connection took it meanwhile
+            if taken is not None:
+                yield taken
 
     def due(self, age_s: float, role: Role) -> Iterator[Fault]:
         """Yield (consuming) each timed fault due on a connection this old with this role."""

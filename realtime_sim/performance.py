@@ -47,8 +47,8 @@ def framed_script(instructions: str | None) -> str | None:
 def _number_words(text: str) -> str:
     if "." in text:
         whole, fraction = text.split(".", 1)
-        return num2words(int(whole)) + " point " + " ".join(num2words(int(d)) for d in fraction)
-    return num2words(int(text))
+        return str(num2words(int(whole))) + " point " + " ".join(str(num2words(int(d))) for d in fraction)
+    return str(num2words(int(text)))
 
 
 @dataclass
@@ -93,7 +93,7 @@ class Performer:
             if self.rng.random() < 0.3:
                 return text  # the transcriber writes the digits back
             if minute == 0:
-                return num2words(hour)
+                return str(num2words(hour))
             return f"{num2words(hour)} {'oh ' if minute < 10 else ''}{num2words(minute)}"
         if kind == "ampm":
             return f"{text[0].lower()}.m."

@@ -159,7 +159,8 @@ class ResponseRun:
         }
 
     def total_tokens(self) -> int:
-        return self._usage()["total_tokens"]
+        total: int = self._usage()["total_tokens"]
+        return total
 
     def _ref(self, **extra: Any) -> dict[str, Any]:
         return {"response_id": self.response_id, "item_id": self.item_id, "output_index": 0, **extra}
@@ -273,7 +274,8 @@ class ResponseRun:
         pcm = yield NeedSpeech(text)
         self.waiting_for_speech = False
         chunk_bytes = self.chunk_ms * BYTES_PER_MS
-        chunks = [pcm[i : i + chunk_bytes] for i in range(0, len(pcm or b""), chunk_bytes)]
+        pcm = pcm or b""
+        chunks = [pcm[i : i + chunk_bytes] for i in range(0, len(pcm), chunk_bytes)]
         words = text_deltas(text)
         # Spread the transcript over the audio: each word goes out with the chunk it falls in.
         by_chunk: dict[int, list[str]] = {}

@@ -28,9 +28,9 @@ from realtime_sim.config import SimConfig
 from realtime_sim.ids import IdFactory
 from realtime_sim.script import HANDSHAKE_FAULTS, Fault, SimScript
 from realtime_sim.session_config import Role
-from realtime_sim.session_core import (
-    QUOTA_MESSAGE, Close, Drop, Output, Send, SendRaw, SessionCore, Stall, Synthesize, Transcribe,
-)
+from realtime_sim.faults import QUOTA_MESSAGE
+from realtime_sim.outputs import Close, Drop, Output, Send, SendRaw, Stall, Synthesize, Transcribe
+from realtime_sim.session_core import SessionCore
 from realtime_sim.transcriber import RecordingPosition, Transcriber
 from speech.synth import SpeechSynthesizer
 from realtime_sim.validation import ClientEventValidator
@@ -138,7 +138,9 @@ class SimServer:
         try:
             # Our own listener rather than TCPSite: each connection must get a deadline for its
             # request headers (aiohttp has none, so a half-sent request was held forever).
-            listener = await loop.create_server(lambda: self._with_header_deadline(runner.server()), host, port)
+            server = runner.server
+            assert server is not None  # set by setup()
+            listener = await loop.create_server(lambda: self._with_header_deadline(server()), host, port)
         except OSError as exc:
             await runner.cleanup()
             raise OSError(f"the simulator cannot listen on {host}:{port}: {exc.strerror or exc}") from exc
@@ -169,7 +171,8 @@ class SimServer:
         deadline = self._header_deadlines.pop(request.protocol, None)
         if deadline is not None:
             deadline.cancel()
-        return await handler(request)
+        response: web.StreamResponse = await handler(request)
+        return response
 
     async def stop(self) -> None:
         """Close every connection (1001, like a server going away), then stop listening."""
@@ -349,7 +352,8 @@ class _HeaderDeadline(asyncio.Protocol):
         self._inner.data_received(data)
 
     def eof_received(self) -> bool | None:
-        return self._inner.eof_received()
+        received: bool | None = self._inner.eof_received()
+        return received
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._inner.connection_lost(exc)

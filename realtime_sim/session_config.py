@@ -73,7 +73,7 @@ def normalize_format(value: dict[str, Any]) -> dict[str, Any]:
 
 
 def normalize_tool(tool: dict[str, Any]) -> dict[str, Any]:
-    ordered = {key: tool[key] for key in ("type", "name", "description", "parameters") if key in tool}
+    ordered: dict[str, Any] = {key: tool[key] for key in ("type", "name", "description", "parameters") if key in tool}
     ordered.update({key: value for key, value in tool.items() if key not in ordered})
     return ordered
 
@@ -131,7 +131,8 @@ def role_of(session: dict[str, Any]) -> Role:
 
 
 def turn_detection(session: dict[str, Any]) -> dict[str, Any] | None:
-    return session["audio"]["input"]["turn_detection"]
+    detection: dict[str, Any] | None = session["audio"]["input"]["turn_detection"]
+    return detection
 
 
 def vad_settings(session: dict[str, Any]) -> VadSettings | None:
@@ -152,4 +153,5 @@ def transcription_enabled(session: dict[str, Any]) -> bool:
 
 
 def voice(session: dict[str, Any]) -> str:
-    return session["audio"]["output"]["voice"]
+    name: str = session["audio"]["output"]["voice"]
+    return name

@@ -27,7 +27,7 @@ import tempfile
 from collections import deque
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 MIC_EVENT_ID = re.compile(r"^mic_(\d{1,12})$")  # an append that says where its chunk lies in the mic stream
 MAX_PLACES = 4096  # jumps kept per session (one per stretch the client did not upload)
@@ -249,7 +249,7 @@ class Recogniser:
         first = min(hits, default=None)
         if first is None or (first[0] - _onset_frame(pcm16k)) * _FRAME_MS > MAX_WAKE_LEAD_MS:
             return None  # not there, or not at the start ("I bought a new computer")
-        return first[1] - 10  # a word the decoder starts in the phrase's last 100 ms is the command's
+        return int(first[1]) - 10  # a word the decoder starts in the phrase's last 100 ms is the command's
 
     def _commands(self, segment: Segment) -> str:
         """The command vocabulary as a language model of equally likely words."""
@@ -274,7 +274,7 @@ class Recogniser:
 
 def _onset_frame(pcm16k: bytes) -> int:
     """The first 10 ms frame loud enough to be speech (0 if none is)."""
-    from detectors.audio import audioop
+    from detectors.audio import audioop  # type: ignore[attr-defined]  # imported without its warning there
 
     for frame in range(len(pcm16k) // _FRAME_BYTES):
         if audioop.rms(pcm16k[frame * _FRAME_BYTES : (frame + 1) * _FRAME_BYTES], 2) >= SPEECH_RMS:
@@ -298,7 +298,7 @@ def _command_arpa(words: tuple[str, ...], phrases: tuple[str, ...]) -> str:
     return "\n".join([*lines, "", "\\end\\", ""])
 
 
-def session_words(session: dict) -> tuple[tuple[str, ...], tuple[str, ...]]:
+def session_words(session: dict[str, Any]) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """(hint words, wake words) a session names: its transcription prompt and its tools."""
     transcription = (((session.get("audio") or {}).get("input") or {}).get("transcription")) or {}
     prompt = str(transcription.get("prompt") or "")

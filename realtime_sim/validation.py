@@ -8,7 +8,7 @@ real server rejects them (`unknown_parameter`). So an event is validated by the 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, get_args
+from typing import Any, Mapping, get_args
 
 from pydantic import BaseModel, ValidationError
 from openai.types.realtime import RealtimeClientEvent, ResponseItemReference
@@ -127,7 +127,7 @@ class ClientEventValidator:
 
 @dataclass
 class _Located:
-    error: dict[str, Any]
+    error: Mapping[str, Any]
     tokens: tuple[tuple[str, Any], ...]  # ("key", name/index) or ("branch", union member tag)
 
     @property
@@ -148,7 +148,7 @@ class _Located:
         )
 
 
-def _locate(error: dict[str, Any], data: Any) -> _Located:
+def _locate(error: Mapping[str, Any], data: Any) -> _Located:
     tokens: list[tuple[str, Any]] = []
     current = data
     loc = error["loc"]

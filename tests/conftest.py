@@ -5,10 +5,12 @@ import logging
 import pytest
 
 from decisions.lifecycle import CommandBook
+from decisions.listener_session import ListenerSessions
 from realtime_sim import SimConfig, SimServer
 
 # A command's illegal move raises in every test in this process (the daemon logs and counts it).
 CommandBook.STRICT = True
+ListenerSessions.STRICT = True  # ... and so does the listener sessions' (decisions.listener_session)
 
 
 @pytest.fixture(autouse=True)

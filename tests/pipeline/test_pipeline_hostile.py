@@ -8,6 +8,7 @@ import re
 
 import pytest
 
+from concurrency.changes import Changes
 from decisions.coordinator import NarrationKind
 from decisions.listener_core import MAX_CALLS_PER_RESPONSE, QuietChanged
 from decisions.narration import MAX_SCRIPT_CHARS
@@ -16,13 +17,24 @@ from speech.speakable import DEFAULT_MAX_CHARS
 from tests.support.pipeline_harness import narrated_scripts, running_pipeline
 
 
-async def until(predicate) -> None:
-    """Let the loop run until `predicate` holds (each step runs every ready task once)."""
-    for _ in range(10_000):
-        if predicate():
-            return
-        await asyncio.sleep(0)
-    raise AssertionError("the condition never held")
+class ToldLock(asyncio.Lock):
+    """The coordinator's reader lock, telling the test whenever someone queues for it, takes it
+    or lets it go (the queueing task has suspended in the queue by the time the test looks)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.changed = Changes()
+
+    async def acquire(self) -> bool:
+        self.changed.notify()
+        try:
+            return await super().acquire()
+        finally:
+            self.changed.notify()
+
+    def release(self) -> None:
+        super().release()
+        self.changed.notify()
 
 
 async def test_a_narration_withdrawn_while_its_worker_waits_for_the_voice_is_no_crash(tmp_path, sim):
@@ -32,12 +44,13 @@ async def test_a_narration_withdrawn_while_its_worker_waits_for_the_voice_is_no_
     which the table refuses while the voice is quiet: the daemon died."""
     async with running_pipeline(tmp_path, sim) as p:
         c = p.coordinator
-        async with c._reader_lock:  # a chime holds the voice
+        lock = c._reader_lock = ToldLock()
+        async with lock:  # a chime holds the voice
             c.core._queue("I can't reach OpenAI right now.", NarrationKind.STATUS)
             c.changes.notify()
-            await until(lambda: bool(c._reader_lock._waiters))  # the worker waits for the voice
+            await lock.changed.wait_until(lambda: bool(lock._waiters), 30)  # the worker waits for the voice
             c._feed(QuietChanged(False))  # someone starts talking: the status message must wait
-        await until(lambda: not c._reader_lock.locked() and not c._reader_lock._waiters)
+        await lock.changed.wait_until(lambda: not lock.locked() and not lock._waiters, 30)
         c._feed(QuietChanged(True))  # they finished: now it is said
         await p.wait(lambda t: "I can't reach OpenAI right now." in narrated_scripts(p))
         await p.wait(lambda t: t.count("narrated") >= 1)

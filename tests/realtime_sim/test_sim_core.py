@@ -13,7 +13,8 @@ import pytest
 from realtime_sim import Fault, SimConfig, SimScript
 from realtime_sim.ids import IdFactory
 from realtime_sim.router import route
-from realtime_sim.session_core import Close, Drop, Send, SendRaw, SessionCore, Stall, Synthesize
+from realtime_sim.outputs import Close, Drop, Send, SendRaw, Stall, Synthesize
+from realtime_sim.session_core import SessionCore
 from speech.synth import silence, synthetic_speech
 from realtime_sim.validation import ClientEventValidator
 from realtime_sim.vad import EnergyVad, SpeechStarted, SpeechStopped, VadSettings

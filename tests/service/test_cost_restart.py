@@ -10,7 +10,7 @@ from pathlib import Path
 from realtime_sim import SimServer
 from service.status import read_status
 from tests.support.daemon import daemon_env, running_daemon, spoken_wav
-from tests.service.test_status import eventually
+from tests.support.awaiting import file_written
 
 
 def recorded_today(state: Path) -> float:
@@ -49,7 +49,7 @@ async def test_a_restart_keeps_today_s_cost_and_the_budget_holds(tmp_path: Path,
             return status is not None and status.pid == second.process.pid and status.cost_today_usd is not None \
                 and status.cost_today_usd >= spent
 
-        await eventually(counted, timeout=30)
+        await file_written(state, counted, timeout=30)
         second.signal(signal.SIGTERM)
         assert await second.exited(timeout=30) == 0, second.log
     assert "get_time" not in second.log  # nothing was routed: the microphone stayed home

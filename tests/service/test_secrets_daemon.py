@@ -24,7 +24,8 @@ import pytest
 
 from realtime_sim import SimServer
 from service.status import Status, read_status
-from tests.service.test_status import eventually, handoff_out
+from tests.service.test_status import handoff_out
+from tests.support.awaiting import file_written
 from tests.support.daemon import daemon_env, running_daemon, spoken_wav
 
 # Not shaped like an OpenAI key (no "sk-"), so only the configured value can catch it.
@@ -79,7 +80,7 @@ async def test_the_key_never_leaves_and_hostile_text_is_printed_harmlessly(tmp_p
     async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
         await daemon.wait_line(r"narrated: answer", count=5)
         await daemon.wait_line(r"narrated: notice")  # the task's outcome
-        await eventually(lambda: (read_status(state / "status.json") or Status(0, None, 0, 0, 0)).narrations >= 6)
+        await file_written(state, lambda: (read_status(state / "status.json") or Status(0, None, 0, 0, 0)).narrations >= 6)
         code, status_out = await asyncio.to_thread(handoff_out, tmp_path, "status")
         assert code == 0, status_out
         code, tasks_out = await asyncio.to_thread(handoff_out, tmp_path, "tasks")

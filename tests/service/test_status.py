@@ -32,6 +32,7 @@ from realtime_api.wire import Closed, FunctionCall
 from realtime_sim import SimServer
 from service.history import HistoryEntry, HistoryKind, HistoryStore, HistoryTracker, Outcome, read_history
 from service.status import Liveness, Probes, StatusTracker, liveness, process_start, read_status, write_status
+from tests.support.awaiting import file_written
 from tests.support.daemon import daemon_env, running_daemon, spoken_wav
 
 
@@ -193,13 +194,6 @@ def test_status_without_a_daemon(tmp_path: Path, capsys, monkeypatch) -> None:
     assert capsys.readouterr().out.strip() == f"handoff is not running (no status file at {tmp_path / 'status.json'})."
 
 
-async def eventually(predicate: Callable[[], bool], timeout: float = 60.0) -> None:
-    """Poll for a file's contents (nothing signals a write to another process's file)."""
-    async with asyncio.timeout(timeout):
-        while not predicate():
-            await asyncio.sleep(0.1)
-
-
 def handoff_out(tmp_path: Path, *args: str) -> tuple[int, str]:
     result = subprocess.run([sys.executable, "-m", "commands.cli", *args, "--state-dir", str(tmp_path / "state")],
                             cwd=tmp_path, capture_output=True, text=True, timeout=60,
@@ -225,7 +219,7 @@ async def test_status_and_history_of_a_daemon_on_the_simulator(tmp_path: Path, s
             return status is not None and (status.last_command or {}).get("heard") == "what time is it?" \
                 and status.last_command["outcome"] == "answered" and status.phase == "listening"
 
-        await eventually(answered)
+        await file_written(status_path.parent, answered)
         code, out = await asyncio.to_thread(handoff_out, tmp_path, "status")
         assert code == 0, out
         lines = out.splitlines()

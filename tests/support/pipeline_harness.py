@@ -61,7 +61,7 @@ def fast_settings(
     what the *first* connection meets, and a warm narrator would race the listener for it."""
     return Settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
-        listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300), **listener),
+        listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300, wake_phrase="computer"), **listener),
         narrator=NarratorSettings(response_timeout_s=10.0, warm=narrator_warm),
         brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),

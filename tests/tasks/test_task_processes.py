@@ -11,7 +11,8 @@ import textwrap
 from pathlib import Path
 
 from tasks import TaskStatus
-from tests.tasks.test_tasks_manager import alive, eventually, running_manager, sh
+from tests.support.awaiting import file_written, process_ended
+from tests.tasks.test_tasks_manager import alive, running_manager, sh
 
 ROOT = Path(__file__).resolve().parents[2]
 # Writes its own pid, then the pid of a child that escaped the group with setsid.
@@ -32,7 +33,7 @@ async def test_a_child_that_calls_setsid_is_stopped_when_the_task_ends(tmp_path:
 async def test_a_cancelled_task_takes_its_escaped_child_with_it(tmp_path: Path) -> None:
     async with running_manager(tmp_path, (sh("escape", ESCAPE + "; sleep 300", cwd=tmp_path),)) as manager:
         record = await manager.start_task("escape")
-        await eventually(lambda: (tmp_path / "escaped").exists() and (tmp_path / "escaped").read_text().strip())
+        await file_written(tmp_path, lambda: (tmp_path / "escaped").exists() and (tmp_path / "escaped").read_text().strip())
         cancelled = await manager.cancel(record.id)
         assert cancelled.record.status is TaskStatus.CANCELLED
         assert not alive(pid_in(tmp_path / "escaped"))
@@ -66,11 +67,11 @@ async def test_after_the_daemon_is_killed_its_task_dies_and_what_it_left_is_stop
     )
     try:
         assert daemon.stdout.readline().strip() == "running"
-        await eventually(lambda: (work / "escaped").exists() and (work / "escaped").read_text().strip())
+        await file_written(work, lambda: (work / "escaped").exists() and (work / "escaped").read_text().strip())
         leader, escaped = pid_in(work / "leader"), pid_in(work / "escaped")
         os.kill(daemon.pid, signal.SIGKILL)
         daemon.wait()
-        await eventually(lambda: not alive(leader))  # PR_SET_PDEATHSIG: the task dies with the daemon
+        await process_ended(leader)  # PR_SET_PDEATHSIG: the task dies with the daemon
         assert alive(escaped)  # it left the group; only the next start can find it
         async with running_manager(state, (sh("escape", "true"),)) as manager:
             assert not alive(escaped)

@@ -29,6 +29,7 @@ from tasks import (
     TaskTemplate,
 )
 from tasks.errors import AmbiguousTask, UnknownTask, UnknownTemplate
+from tests.support.awaiting import file_written
 
 
 def settings_for(state_dir: Path, **changes: object) -> TaskSettings:
@@ -86,11 +87,10 @@ async def _value(result: object) -> object:
     return await result if inspect.isawaitable(result) else result
 
 
-def printed(manager: TaskManager, task_id: int, text: str) -> Callable[[], object]:
-    async def check() -> bool:
-        return text in (await manager.get_result(task_id)).tail
-
-    return check
+def printed(record: TaskRecord, text: str) -> Callable[[], bool]:
+    """The task wrote `text` to its log (the file the manager's tail reads)."""
+    log = Path(record.log_path)
+    return lambda: log.exists() and text in log.read_text(errors="replace")
 
 
 # --- outcomes -------------------------------------------------------------------------------------
@@ -148,7 +148,7 @@ async def test_cancel_kills_a_process_that_ignores_sigterm(tmp_path: Path) -> No
     stubborn = sh("stubborn", "trap '' TERM; echo ready; while :; do sleep 0.05; done")
     async with running_manager(tmp_path, (stubborn,), kill_grace_s=0.3) as manager:
         record = await manager.start_task("stubborn")
-        await eventually(printed(manager, record.id, "ready"))
+        await file_written(Path(record.log_path).parent, printed(record, "ready"))
         outcome = await manager.cancel("stubborn")
         cancelled = outcome.record
         assert outcome.stopped and cancelled.status is TaskStatus.CANCELLED
@@ -170,7 +170,7 @@ wait
 """
     async with running_manager(tmp_path, (sh("family", script, cwd=tmp_path),)) as manager:
         record = await manager.start_task("family")
-        await eventually(printed(manager, record.id, "ready"))
+        await file_written(Path(record.log_path).parent, printed(record, "ready"))
         pids = [int(p) for p in (tmp_path / "pids").read_text().split()]
         assert len(pids) == 4 and all(alive(p) for p in pids)
         assert (await manager.cancel(str(record.id))).record.status is TaskStatus.CANCELLED
