@@ -30,6 +30,7 @@ from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, Speak
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller, build_canceller, stream_latency_s
 from audio_io.cut import CutSpeaker
+from audio_io.held import HeldSpeaker
 from audio_io.echo_reference import MicStamps, ReferencedSpeaker
 from concurrency.changes import Changes
 from config.settings import Settings
@@ -37,7 +38,8 @@ from decisions.coordinator import (
     AbandonRoute, AckNotices, Action, AudioHeard, ChimeFinished, ConfirmHeard, Earcon, ChimeStarted, CoordinatorCore, CoordinatorEvent, CoordinatorTimings,
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
-    StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded,
+    StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded, TurnPaused, SpeechResumed, WithdrawRoute, PrepareNarration,
+    DropNarration, SetPause,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
@@ -76,6 +78,9 @@ class MicFilter(Protocol):
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
     def take_wake(self) -> float | None: ...  # a wake the device heard since last asked: the phrase's length (s)
     def take_turn(self) -> bytes | None: ...  # a woken utterance the device heard end: its audio
+    def take_pause(self) -> bytes | None: ...  # ... or pause inside it, maybe its end: its audio so far
+    def take_resumed(self) -> bool: ...  # ... and speech came back after that pause
+    def set_pause(self, seconds: float) -> None: ...  # that pause, from the next turn on
     def follow_up(self, seconds: float) -> None: ...  # an answer asked something: the next utterance goes up
 
 
@@ -131,6 +136,8 @@ class Coordinator:
         self.echo, self.canceller, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
+        # Answers of provisional routes, read ahead into a held speaker, by command id (issue 33).
+        self._prepared: dict[int, tuple[asyncio.Task[Any], HeldSpeaker, NarrationCut]] = {}
         self._stop = StopListener(parts.stop_detector) if parts.stop_detector is not None else None
         self._hold = CommandHold()  # a command said over a narration (barge-in), until it is not "stop"
         # One per "computer, stop" that cut a narration, the latest ones (a daemon runs for days).
@@ -198,8 +205,22 @@ class Coordinator:
 
     def _carry_out(self, action: Action) -> None:
         match action:
-            case SendRoute(route=route, command=command, item=item, audio=audio):
-                self._spawn(self._send_route(route, command, item, audio), "route")
+            case SendRoute(route=route, command=command, item=item, audio=audio, provisional=provisional):
+                self._spawn(self._send_route(route, command, item, audio, provisional), "route")
+            case WithdrawRoute():
+                self._spawn(self.listener.withdraw_provisional(), "withdraw route")
+            case PrepareNarration(command_id=command_id, script=script):
+                held, cut = HeldSpeaker(self._clock), NarrationCut()
+                assert self._tg is not None
+                task = self._tg.create_task(self.parts.narrator.narrate(script, held, cut), name="prepared narration")
+                self._prepared[command_id] = (task, held, cut)
+            case DropNarration(command_id=command_id):
+                if (prepared := self._prepared.pop(command_id, None)) is not None:
+                    prepared[1].drop()
+                    prepared[2].cut()
+            case SetPause(seconds=seconds):
+                if self.parts.mic_filter is not None:
+                    self.parts.mic_filter.set_pause(seconds)
             case StartTools(route=route, calls=calls, session=session, command_id=command_id, confirmed=confirmed):
                 self._spawn(self._run_tools(route, calls, session, command_id, confirmed), f"tools:{calls[0].call_id}")
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
@@ -257,9 +278,10 @@ class Coordinator:
         self._feed(Fatal("the listener stopped"))
 
     # -- commands -----------------------------------------------------------------------------------
-    async def _send_route(self, route: int, command: str, item: str | None, audio: bytes | None) -> None:
-        if audio is not None:  # inline, at the device's own end of turn
-            carried = await self.listener.route_inline(audio)
+    async def _send_route(self, route: int, command: str, item: str | None, audio: bytes | None,
+                          provisional: bool = False) -> None:  # fmt: skip
+        if audio is not None:  # inline, at the device's own end of turn (or a pause that may be it)
+            carried = await self.listener.route_inline(audio, provisional)
             self._feed(RouteWithdrawn(route) if carried is None else RouteSent(route, carried) if carried
                        else RouteNotSent(route))
             return
@@ -307,8 +329,8 @@ class Coordinator:
                 try:
                     while (request := self._next_narration()) is not None:  # back to back, one voice
                         said += 1
-                        summary, first_audio_at, stopped_after_s = await self._narrate(request)
-                        self._feed(NarrationDone(request, summary, first_audio_at, stopped_after_s))
+                        summary, first_audio_at, stopped_after_s, ready_after_s = await self._narrate(request)
+                        self._feed(NarrationDone(request, summary, first_audio_at, stopped_after_s, ready_after_s))
                 except AudioDeviceError as exc:
                     self._feed(DeviceFailed(f"the speaker stopped working ({exc})"))
                     return
@@ -325,14 +347,22 @@ class Coordinator:
                 self._spawn(self.listener.warm_up(), "warm listener")
         return request
 
-    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None]:
+    async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None, float | None]:
         speaker = CutSpeaker(self.speaker, self._clock)
-        cut = NarrationCut()
+        prepared = self._prepared.pop(request.command.id, None) if request.command is not None else None
+        cut = NarrationCut() if prepared is None else prepared[2]
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
             self._cut = (cut, speaker)  # from here until the mute lifts, "computer, stop" cuts it
             try:
-                result = await self.parts.narrator.narrate(request.script, speaker, cut)
+                asked = self._clock() if prepared is None else prepared[1].made_at
+                if prepared is not None:  # read ahead (a provisional route): what came plays now
+                    prepared[1].release(speaker)
+                    result = await prepared[0]
+                else:
+                    result = await self.parts.narrator.narrate(request.script, speaker, cut)
+                first = speaker.first_write_at if prepared is None else prepared[1].first_at
+                ready_after_s = None if first is None else first - asked
                 narrator_done_at = self._clock()
                 if result.fatal:  # no credit, a refused key: retrying cannot help
                     self._feed(Fatal(result.error or "OpenAI refused the narrator"))
@@ -347,8 +377,8 @@ class Coordinator:
                 self._cut = None
         if cut.requested:
             seconds = result.audio_bytes / BYTES_PER_SECOND
-            return f"stopped after {seconds:.1f} s of audio", speaker.first_write_at, seconds
-        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at, None
+            return f"stopped after {seconds:.1f} s of audio", speaker.first_write_at, seconds, ready_after_s
+        return f"similarity {result.similarity:.2f}, attempts {result.attempts}", speaker.first_write_at, None, ready_after_s
 
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes, heard: bytes, offset: int) -> list[Held]:
@@ -482,6 +512,10 @@ class Coordinator:
             pieces = mic_filter.feed(chunk)
             if (phrase_s := mic_filter.take_wake()) is not None:
                 self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
+            if mic_filter.take_resumed():
+                self._feed(SpeechResumed())  # the user went on after a pause: its provisional route goes
+            if (paused := mic_filter.take_pause()) is not None:
+                self._feed(TurnPaused(paused))  # maybe the end: routed provisionally, said only at the end
             if (turn := mic_filter.take_turn()) is not None:
                 self._feed(TurnEnded(turn))  # ... or now, inline (the device's own end of turn)
         if core.uploads_paused:  # today's budget is spent: nothing leaves the machine

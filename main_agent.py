@@ -143,16 +143,22 @@ class Listener:
         await self._apply(actions, self._link)
         return True
 
-    async def route_inline(self, pcm: bytes) -> str | bool | None:
-        """Route the woken utterance in progress with its audio inline (the device heard its end).
-        Its item id: sent; None: no such utterance known here (its commit routes it); False: no session."""
+    async def route_inline(self, pcm: bytes, provisional: bool = False) -> str | bool | None:
+        """Route the woken utterance in progress with its audio inline (the device heard its end,
+        or a pause that may be it: `provisional`). Its item id: sent; None: no such utterance
+        known here (its commit routes it); False: no session."""
         if self._core is None or self._link is None:
             return False
-        actions = self._core.route_inline(pcm, self._session["tools"])
+        actions = self._core.route_inline(pcm, self._session["tools"], provisional)
         if actions is None:
             return None
         await self._apply(actions, self._link)
         return self._core.routed_item or None
+
+    async def withdraw_provisional(self) -> None:
+        """The user went on after the pause a provisional route was sent at: withdraw it."""
+        if self._core is not None and self._link is not None:
+            await self._apply(self._core.withdraw_provisional(), self._link)
 
     def local_wake(self, phrase_s: float) -> None:
         """The device heard the wake phrase: the next utterance the session hears begins with it."""

@@ -190,8 +190,9 @@ def upload_filter(settings: Settings) -> UploadFilter:
     listener = settings.listener
     try:
         turn_end_s = listener.turn_end_ms / 1000 if listener.end_of_turn is EndOfTurn.DEVICE else None
+        pause_s = listener.provisional_ms / 1000 if turn_end_s and 0 < listener.provisional_ms < listener.turn_end_ms else None
         return build_upload_filter(settings.upload, listener.wake_phrase, listener.wake_window_s, BYTES_PER_SECOND,
-                                   turn_end_s)
+                                   turn_end_s, pause_s)
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; HANDOFF_UPLOAD_MODE=wake_word needs a wake phrase the on-device spotter knows, "

@@ -25,7 +25,10 @@ en), with a pause of 0, 200, 300 or 400 ms after the wake phrase or in the middl
       .venv/bin/pip install --no-deps pipecat-ai==1.14.0
 
 For each: commands split (more than one turn), and the end of turn after the true end of speech
-(median, ms). Voice to voice at RTT 50 follows from it: the server's turn end reaches the client
+(median, ms). Then provisional routes (issue 33, `benchmarks/provisional_replay.py`): per
+PROVISIONAL_MS, the same VAD verdicts through the pause signal and the coordinator's core: routes
+withdrawn, tools with side effects run on one (must be 0), answers per command, the extra routing
+tokens. Voice to voice at RTT 50 follows from it: the server's turn end reaches the client
 1 RTT after the speech's end (the audio goes up, the event comes down), then the route and the
 narrator take 1 RTT each; the device's own end of turn needs no trip: only the route and the
 narrator (`benchmarks/voice_to_voice.py` measures both end to end).
@@ -38,10 +41,12 @@ import asyncio
 import importlib.util
 import statistics
 import sys
+import tempfile
 import time
 from array import array
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, distribution
+from pathlib import Path
 from types import ModuleType
 
 import numpy as np
@@ -51,6 +56,9 @@ try:
 except ImportError:  # only this benchmark uses it: the rows are left out, with how to install it
     onnxruntime = None
 
+from benchmarks.provisional_replay import OUTPUT_TOKENS, Tally, replay, route_text_tokens
+from benchmarks.tool_schema_size import registry
+from decisions.pause_point import PausePoint
 from detectors.audio import MODEL_RATE, Resampler
 from detectors.vad import SileroVad
 from realtime_sim.session_config import _SEMANTIC_SILENCE_MS
@@ -100,6 +108,8 @@ class Clip:
     pause_ms: int
     after_wake: bool  # the pause is between the wake phrase and the command (else inside the command)
     pause_at_ms: float  # where the pause begins
+    wake_end_ms: float = 0.0  # where the wake phrase ends (the on-device spotter's hit)
+    head: str = ""  # the command's first words (benchmarks/provisional_replay.py: its tool)
 
 
 async def corpus(quick: bool) -> list[Clip]:
@@ -117,7 +127,8 @@ async def corpus(quick: bool) -> list[Clip]:
                                                       (wake, _silence(120), first, _silence(pause), second))):
                         speech = b"".join(body)
                         clips.append(Clip(_silence(500) + speech + _silence(2000), 500 + len(speech) / BYTES_PER_MS,
-                                          pause, after_wake, 500 + len(before) / BYTES_PER_MS))
+                                          pause, after_wake, 500 + len(before) / BYTES_PER_MS,
+                                          500 + len(wake) / BYTES_PER_MS, head))
         finally:
             synth.close()
     return clips
@@ -237,6 +248,53 @@ def _row(name: str, setting: str, results: list[tuple[int, float]], clips: list[
             f"{'yes' if split == 0 and v2v <= 450 else 'no'} |")
 
 
+PROVISIONAL_MS = (120, 140, 160, 200, 250, 300, 320, 340, 360)
+TURN_END_MS = 460
+# The round trips the adaptive point (decisions.pause_point) learns at RTT 50, as the assistant
+# measured them in benchmarks/voice_to_voice.py's run (a shared machine, load 4-7): a route's call
+# comes back 1 RTT + ~5 ms after it left; the narrator's first audio 1 RTT + ~15 ms after it was
+# asked. The point it settled on there: 320 ms, as here.
+ROUTE_TRIP_S, VOICE_TRIP_S = RTT_MS / 1000 + 0.005, RTT_MS / 1000 + 0.015
+
+
+def adaptive_ms() -> int:
+    point = PausePoint(TURN_END_MS / 1000, min(PROVISIONAL_MS) / 1000)
+    point.route_answered(ROUTE_TRIP_S)
+    point.voice_ready(VOICE_TRIP_S)
+    assert point.pause_s is not None
+    return round(point.pause_s * 1000)
+
+
+def provisional_rows(flags: list[list[bool]], clips: list[Clip]) -> list[str]:
+    read_only = frozenset(registry(True, Path(tempfile.mkdtemp(prefix="eot-"))).read_only_names())
+    text_tokens = route_text_tokens()
+    lines = [
+        "", f"Provisional routes (issue 33) at TURN_END_MS {TURN_END_MS}, the model answering {RTT_MS} ms after each "
+        f"route; tokens per route: {text_tokens} of tool definitions and instructions, 1 per 100 ms of audio, "
+        f"{OUTPUT_TOKENS} out; extra routing = the withdrawn routes' tokens over one route per command:", "",
+        "| PROVISIONAL_MS | commands split | routed provisionally | withdrawn (at the pause inside / after the wake / a shorter pause the voice's quiet edges lengthen) "
+        "| side-effect tools run on a provisional or withdrawn route | answers per command | extra routing tokens |",
+        "|---|---|---|---|---|---|---|",
+    ]
+    adaptive = adaptive_ms()
+    for pause_ms in (None, *sorted({*PROVISIONAL_MS, adaptive})):
+        tally, by_place = Tally(), {"inside": 0, "wake": 0, "gap": 0}
+        for f, c in zip(flags, clips):
+            before = tally.withdrawn
+            replay(f, c.wake_end_ms, c.head, pause_ms and pause_ms / 1000, TURN_END_MS / 1000, read_only, text_tokens,
+                   RTT_MS / 1000, tally)
+            if tally.withdrawn > before:
+                by_place["gap" if c.pause_ms < (pause_ms or 0) else "wake" if c.after_wake else "inside"] += tally.withdrawn - before
+        useful = tally.route_tokens - tally.withdrawn_tokens
+        answers = sorted(set(tally.answers))
+        label = f"{pause_ms} (adaptive, RTT {RTT_MS})" if pause_ms == adaptive and pause_ms else pause_ms
+        lines.append(f"| {label or 'off (routed at the turn end)'} | {tally.split} of {tally.commands} | {tally.sent} | "
+                     f"{tally.withdrawn} ({by_place['inside']} / {by_place['wake']} / {by_place['gap']}) | "
+                     f"{tally.acted_early} | {' or '.join(map(str, answers))} | "
+                     f"{100 * tally.withdrawn_tokens / useful:.1f} % |")
+    return lines
+
+
 async def measure(quick: bool) -> str:
     clips = await corpus(quick)
     lines = [
@@ -261,6 +319,7 @@ async def measure(quick: bool) -> str:
     for turn_end_ms in DEVICE_MS:
         lines.append(_row("device VAD (END_OF_TURN=device)", f"TURN_END_MS {turn_end_ms}",
                           [device_turns(f, c, turn_end_ms) for f, c in zip(flags, clips)], clips, 2))
+    lines += provisional_rows(flags, clips)
     model = SmartTurn.load()
     if model is None:
         lines += ["", "smart-turn rows left out: onnxruntime or pipecat-ai is not installed (see this module's doc)."]

@@ -4,7 +4,9 @@ command routed at its commit by its audio, next to routing after its transcript,
 
     .venv/bin/python -m benchmarks.voice_to_voice [--quick] [--trials N]
 
-(`python -m benchmarks.voice_loop` prints the same tables after its own.) At RTT 50 and 150 ms,
+(`python -m benchmarks.voice_loop` prints the same tables after its own.) `--routes provisional,device`
+measures only those rows (issue 33: `provisional` routes at a pause of PROVISIONAL_MS inside the
+turn and says the answer made ready at the device's turn end; its floor is TURN_END_MS itself). At RTT 50 and 150 ms,
 with the input transcript arriving with the commit and 0.8 s after it: voice to voice (median and
 worst), the floor (the configured turn-end silence + 2 RTT) and the excess over it, for a
 read-only command ("what time is it"); and a table of each stage's offset from the end of speech
@@ -27,7 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import AsyncIterator
 
-from audio_io import MemorySpeaker, PushMicrophone
+from audio_io import BYTES_PER_SECOND, MemorySpeaker, PushMicrophone
 from assembly.build import assistant
 from concurrency.changes import wait_for
 from config.settings import (
@@ -35,6 +37,7 @@ from config.settings import (
 )
 from decisions.stages import STAGE_ORDER, Stage
 from decisions.timeline import Timeline
+from detectors.pipeline import UploadFilter
 from reader_agent import SpareState
 from realtime_sim import SimConfig, SimServer
 from speech.local_voice import tone
@@ -46,9 +49,12 @@ TRANSCRIPTS = (("with the commit", 0), ("0.8 s after it", 800))
 SPEECH = tone([190.0, 230.0, 210.0], 0.3)  # 0.9 s of "speech": the wake phrase and a short command
 TURN_SILENCE_MS = 500  # the server's turn end (ListenerSettings.vad_silence_ms)
 DEVICE_TURN_END_MS = ListenerSettings().turn_end_ms  # the device's own (END_OF_TURN=device, the default)
-# How each row routes: at the device's end of turn inline, at the server's commit by reference,
-# or after the transcript (before issue 20).
-ROUTES = (("device", "at the device's end of turn, inline"), ("commit", "at the server's commit, by reference"),
+PROVISIONAL_MS = ListenerSettings().provisional_ms  # a pause that routes provisionally (issue 33)
+# How each row routes: provisionally at a pause and said at the device's end of turn, at the
+# device's end of turn inline, at the server's commit by reference, or after the transcript
+# (before issue 20).
+ROUTES = (("provisional", f"at a {PROVISIONAL_MS} ms pause, provisionally; said at the device's turn end (issue 33)"),
+          ("device", "at the device's end of turn, inline"), ("commit", "at the server's commit, by reference"),
           ("transcript", "after its transcript (before issue 20)"))
 
 
@@ -97,9 +103,11 @@ def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settin
         conversation=ConversationSettings(follow_up_s=0), workspace_root=root / "workspace",
         state_dir=root / "state", tasks_config=None,
     )
+    device = route in ("device", "provisional")
     return dataclasses.replace(base, listener=ListenerSettings(
         wake_phrase="computer", vad_silence_ms=silence_ms, route_at_commit=route != "transcript",
-        end_of_turn=EndOfTurn.DEVICE if route == "device" else EndOfTurn.SERVER, turn_end_ms=DEVICE_TURN_END_MS))
+        end_of_turn=EndOfTurn.DEVICE if device else EndOfTurn.SERVER, turn_end_ms=DEVICE_TURN_END_MS,
+        provisional_ms=PROVISIONAL_MS if route == "provisional" else 0))
 
 
 @contextlib.asynccontextmanager
@@ -108,9 +116,12 @@ async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, **ch
     """`changes`: settings to change (benchmarks/mcp_routing.py: its MCP servers)."""
     microphone, speaker, timeline, wake = SpeechClockMicrophone(), FirstPlaySpeaker(), Timeline(), ScriptedWake()
     settings = dataclasses.replace(_settings(sim, root, silence_ms, route), **changes)
-    turn_end_s = DEVICE_TURN_END_MS / 1000 if route == "device" else None
+    turn_end_s = DEVICE_TURN_END_MS / 1000 if route in ("device", "provisional") else None
+    mic_filter = scripted_wake_filter(wake, turn_end_s=turn_end_s)
+    if route == "provisional":
+        mic_filter = UploadFilter(mic_filter.gate, wake, BYTES_PER_SECOND, turn_end_s, pause_s=PROVISIONAL_MS / 1000)  # type: ignore[arg-type]
     async with assistant(settings, microphone, speaker, timeline) as coordinator:
-        coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=scripted_wake_filter(wake, turn_end_s=turn_end_s))
+        coordinator.parts = dataclasses.replace(coordinator.parts, mic_filter=mic_filter)
         task = asyncio.create_task(coordinator.run(), name="voice to voice")
         try:
             await wait_for(timeline, lambda t: t.count("listening") >= 1, 30)
@@ -161,12 +172,12 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-async def measure(quick: bool, trials: int) -> str:
+async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r for r, _ in ROUTES)) -> str:
     rtts = (50,) if quick else RTTS_MS
     lines = [
         f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator,",
         f"turn end {TURN_SILENCE_MS} ms of silence (server VAD) or {DEVICE_TURN_END_MS} ms (the device's VAD), floor = that turn",
-        f"end + 2 RTT; median and worst of {trials}:",
+        f"end + 2 RTT (routed provisionally: the turn end alone); median and worst of {trials}:",
         "",
         "| RTT ms | transcript arrives | routed | voice to voice, median | worst | floor | median - floor | worst - floor |",
         "|---|---|---|---|---|---|---|---|",
@@ -176,8 +187,11 @@ async def measure(quick: bool, trials: int) -> str:
         for rtt in rtts:
             for label, transcript_ms in TRANSCRIPTS:
                 for route, how in ROUTES:
+                    if route not in routes:
+                        continue
                     cell = await measure_cell(rtt, transcript_ms, route, trials, Path(folder) / f"{rtt}-{transcript_ms}-{route}")
-                    floor = (DEVICE_TURN_END_MS if route == "device" else TURN_SILENCE_MS) + 2 * rtt
+                    floor = ({"device": DEVICE_TURN_END_MS + 2 * rtt, "provisional": DEVICE_TURN_END_MS}.get(route)
+                             or TURN_SILENCE_MS + 2 * rtt)
                     median, worst = _median(cell.v2v_ms), max(cell.v2v_ms)
                     lines.append(f"| {rtt} | {label} | {how} | {median:.0f} ms | {worst:.0f} ms | {floor} ms | "
                                  f"{median - floor:+.0f} ms | {worst - floor:+.0f} ms |")
@@ -201,19 +215,22 @@ async def measure(quick: bool, trials: int) -> str:
     return "\n".join(lines)
 
 
-def quick_or_full(argv: list[str] | None, module: str, doc: str, run, trials: int) -> int:
+def quick_or_full(argv: list[str] | None, module: str, doc: str, run, trials: int, routes: bool = False) -> int:
     """The command line these voice benchmarks share: `--quick` (RTT 50 only, two trials) or
-    `--trials N`; prints what `run(quick, trials)` measured."""
+    `--trials N`; prints what `run(quick, trials)` measured. `routes`: `--routes a,b` too."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="RTT 50 only, two trials")
     parser.add_argument("--trials", type=int, default=None, help=f"commands per cell (default {trials}; 2 with --quick)")
+    if routes:
+        parser.add_argument("--routes", default=",".join(r for r, _ in ROUTES), help="the rows to measure, comma-separated")
     args = parser.parse_args(argv)
-    print(asyncio.run(run(args.quick, args.trials or (2 if args.quick else trials))))
+    chosen = {"routes": tuple(args.routes.split(","))} if routes else {}
+    print(asyncio.run(run(args.quick, args.trials or (2 if args.quick else trials), **chosen)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return quick_or_full(argv, "benchmarks.voice_to_voice", __doc__, measure, 7)
+    return quick_or_full(argv, "benchmarks.voice_to_voice", __doc__, measure, 7, routes=True)
 
 
 if __name__ == "__main__":

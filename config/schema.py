@@ -142,6 +142,7 @@ class ListenerSettings:
     # route, before the server commits it). Chosen by benchmarks/end_of_turn.py: see docs.
     end_of_turn: EndOfTurn = EndOfTurn(_default("END_OF_TURN"))
     turn_end_ms: int = int(_default("TURN_END_MS"))  # counted in 20 ms chunks: a value between two is rounded up
+    provisional_ms: int = int(_default("PROVISIONAL_MS"))  # the earliest pause that routes provisionally (0: never)
 
 
 class FollowUp(enum.Enum):

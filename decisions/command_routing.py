@@ -18,7 +18,8 @@ from collections import OrderedDict, deque
 from typing import TYPE_CHECKING, Any, Callable, Container
 
 from decisions.coordinator_messages import (
-    DECLINED_MESSAGE, ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, NarrationRequest, SendRoute, StartTools, UtteranceRejected,
+    DECLINED_MESSAGE, ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, DropNarration, NarrationRequest, PrepareNarration,
+    SendRoute, SetPause, StartTools, UtteranceRejected, WithdrawRoute,
 )
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
 from decisions.consent import is_yes, question_for
@@ -27,14 +28,16 @@ from decisions.events import (
     AnswerKept, CommandClosed, Overheard, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
     RoutingError, ToolFinished, ToolOutcome, ToolRan,
 )
-from decisions.lifecycle import ENDS, Command, CommandBook, Move, RouteMode, Step, Verdict
+from decisions.lifecycle import ENDS, Command, CommandBook, Move, RouteMode, Step, Turn, Verdict
 from decisions.listener_core import RoutingFailed, RunTools, SpeakText, Stages
+from decisions.pause_point import PausePoint
 from decisions.stages import Stage, StageTimes
 from decisions.timeline import TimelineKind
 
 if TYPE_CHECKING:
     from decisions.coordinator_messages import Action, CoordinatorTimings
     from decisions.coordinator_table import Machines
+    from decisions.cost import CostMeter
     from decisions.timeline import Timeline
     from realtime_api.wire import FunctionCall
 
@@ -58,6 +61,7 @@ class CommandRouting:
     _route_deadline: float | None
     _routed_at: float
     _tools_at: float
+    cost: CostMeter | None
 
     @property
     def listener_up(self) -> bool:
@@ -84,11 +88,28 @@ class CommandRouting:
         self._asking: Command | None = None  # a command waiting for a spoken yes
         self._asking_until: float | None = None  # from when its question was said
         self._pending_question = ""  # asked once a command's tools are done (a call the brain picked)
+        self._outbox: list[Action] = []  # what a handler that returns nothing asks the shell to do
+        self._dropped_routes: set[int] = set()  # withdrawn provisional routes whose tools still run
+        self.pause_point = PausePoint(self.timings.turn_end_s, self.timings.provisional_s)
+        self._pause_told = self.pause_point.pause_s  # (what the upload filter was built with)
+
+    def _take_outbox(self) -> list[Action]:
+        pause = self.pause_point.pause_s
+        if pause is not None and pause != self._pause_told:  # the round trips moved it
+            self._pause_told = pause
+            self._outbox.append(SetPause(pause))
+        actions, self._outbox = self._outbox, []
+        return actions
 
     # -- what others read ---------------------------------------------------------------------------
     @property
     def current_command(self) -> Command | None:
         return self._current
+
+    @property
+    def provisional_command(self) -> Command | None:
+        """The command routed at a pause inside it whose turn is not over yet (at most one)."""
+        return next((c for c in self._open.values() if c.provisional), None)
 
     def _find(self, item: str) -> Command | None:
         """The open command routed by the audio item `item`."""
@@ -98,11 +119,11 @@ class CommandRouting:
         return self._current is not None and self._current.route == route and self.machines[RouteState] is state
 
     # -- opening, moving and closing ----------------------------------------------------------------
-    def _open_command(self, mode: RouteMode, words: str | None, marks: Stages) -> Command:
+    def _open_command(self, mode: RouteMode, words: str | None, marks: Stages, provisional: bool = False) -> Command:
         for older in list(self._open.values()):  # an answer whose words never came: kept as it is
             if older.step in ENDS:
                 self._close(older)
-        command = self.book.open(mode, words, StageTimes(dict(marks)))
+        command = self.book.open(mode, words, StageTimes(dict(marks)), provisional)
         self._open[command.id] = command
         return command
 
@@ -136,7 +157,8 @@ class CommandRouting:
         """Route the first command waiting, if nothing else is going on."""
         m = self.machines
         if not (self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI and self._pending
-                and not self._narrations and m[LifeState] is not XS):  # an answer first, then a fresh session
+                and not self._narrations and m[LifeState] is not XS  # an answer first, then a fresh session
+                and self.provisional_command is None):  # (its turn is over within TURN_END_MS)
             return []
         command = self._pending.popleft()
         self._start_route(command, now)
@@ -154,20 +176,25 @@ class CommandRouting:
         self._route_deadline = now + self.timings.route_timeout_s  # armed before the send
 
     def _route_by_audio(self, item: str | None, marks: Stages, now: float,
-                        audio: bytes | None = None) -> list[Action]:  # fmt: skip
+                        audio: bytes | None = None, provisional: bool = False) -> list[Action]:  # fmt: skip
         """Route an utterance the device heard the wake in now, by its audio, if nothing else is
-        going on (else its transcript routes it, as any other)."""
+        going on (else its transcript routes it, as any other). `provisional`: at a pause inside
+        it, with its audio so far (`_turn_ended` confirms it, `_speech_resumed` withdraws it)."""
         m = self.machines
         if not (
             self.timings.route_at_commit and self.listener_up and m[VoiceState] is VQ and m[RouteState] is RI
             and not self._pending and not self._narrations and m[LifeState] is not XS
         ):
             return []
-        command = self._open_command(RouteMode.AUDIO, None, marks)
+        command = self._open_command(RouteMode.AUDIO, None, marks, provisional)
         command.item = item  # (inline: the listener names it once sent, RouteSent)
         self._start_route(command, now)
-        self._fire(E.COMMAND_ROUTED, "by its audio, at the commit")
+        self._fire(E.COMMAND_ROUTED, "provisionally, at a pause inside it" if provisional else "by its audio, at the commit")
         self.timeline.emit(CommandRouted(command.record()))
+        if provisional:
+            if self.cost is not None:
+                self.cost.provisional_sent()
+            return [SendRoute(command.route, "", audio=audio, provisional=True)]
         return [SendRoute(command.route, "", item=item, audio=audio), CommandTaken()]
 
     def _end_route(self) -> Command | None:
@@ -177,9 +204,13 @@ class CommandRouting:
     # -- the model's response -------------------------------------------------------------------------
     def _response(self, event: RunTools | SpeakText | RoutingFailed, now: float) -> list[Action]:
         command = self._current
-        if command is not None:
-            command.stages.mark(Stage.CALL_RECEIVED, now)
-        if command is not None and self._awaits_verdict(command, event):
+        if command is None:  # (a withdrawn route's, on its way before the listener heard it was)
+            log.info("a route's response came with no command being routed: ignored")
+            return []
+        command.stages.mark(Stage.CALL_RECEIVED, now)
+        if (sent := command.stages.times.get(Stage.ROUTE_SENT)) is not None:
+            self.pause_point.route_answered(now - sent)
+        if self._awaits_verdict(command, event):
             command.held = event  # acts, or speaks to someone who may not have asked: its words decide
             if command.step is Step.ROUTED:
                 self._move(command, Move.HOLD)
@@ -188,8 +219,11 @@ class CommandRouting:
         return self._route_outcome(event)
 
     def _awaits_verdict(self, command: Command, event: RunTools | SpeakText | RoutingFailed) -> bool:
-        """A route by audio not confirmed yet: only read-only calls go ahead; a call that changes
-        something, the model's own text and an apology wait for the transcript."""
+        """A route by audio not confirmed yet (or sent at a pause, the turn not over yet): only
+        read-only calls go ahead; a call that changes something, the model's own text and an
+        apology wait for the transcript."""
+        if command.provisional and self.machines[RouteState] in (RS, RA):
+            return not (isinstance(event, RunTools) and all(c.name in self.read_only_tools for c in event.calls))
         if command.words is not None or self.machines[RouteState] not in (RS, RA):
             return False  # (a route by its words, or one its transcript confirmed)
         return not (isinstance(event, RunTools) and all(c.name in self.read_only_tools for c in event.calls))
@@ -230,7 +264,7 @@ class CommandRouting:
             self._route_answered()
             self._routing_failed(command, words, "a tool that needs a spoken yes, and none can be asked now")
             return []
-        self._move(command, Move.RUN)
+        self._move(command, Move.READ if all(c.name in self.read_only_tools for c in fresh) else Move.RUN)
         self._fire(E.TOOLS_REQUESTED, "")
         self._tools_at = self._clock()
         return [StartTools(command.route, words, fresh, session, unconfirmed=command.words is None, command_id=command.id)]
@@ -305,6 +339,9 @@ class CommandRouting:
         self.timeline.emit(event)
 
     def _tools_finished(self, route: int, scripts: tuple[str, ...], now: float) -> None:
+        if route in self._dropped_routes:  # a withdrawn provisional route's read-only tools: unheard
+            self._dropped_routes.discard(route)
+            return
         current = self._is_current(route, RT)
         command = self._current if current else None
         if command is not None:
@@ -338,6 +375,10 @@ class CommandRouting:
             command = None  # (a bug, logged: said, but not as this command's)
         if command is not None:
             command.said, command.apology = script, kind is NarrationKind.ERROR
+        if command is not None and command.provisional:  # made ready now, said once its turn is over
+            command.prepared = kind
+            self._outbox.append(PrepareNarration(command.id, script))
+            return
         self._queue(script, kind, command=command)
 
     # -- the words come (routed by its audio) -----------------------------------------------------------
@@ -347,6 +388,7 @@ class CommandRouting:
             # Given up on (timed out, lost with its session), or confirmed already: never routed twice.
             self.timeline.add(TimelineKind.CONFIRMED, text)
             return []
+        actions = self._turn_confirmed(command) if command.provisional else []  # (the server ended its turn)
         command.words = text
         for stage, at in marks:
             command.stages.mark(stage, at)
@@ -356,8 +398,8 @@ class CommandRouting:
         self._move(command, Move.CONFIRM)
         held, command.held = command.held, None
         if held is None or command is not self._current:
-            return []
-        return self._route_outcome(dataclasses.replace(held, command=text))  # type: ignore[type-var]
+            return actions
+        return actions + self._route_outcome(dataclasses.replace(held, command=text))  # type: ignore[type-var]
 
     def _rejected(self, item: str, transcript: str) -> list[Action]:
         """The transcript of a command routed by its audio has nothing like the wake phrase: one
@@ -385,10 +427,11 @@ class CommandRouting:
             why = "not addressed after all: its answer is not said"
             self._narrations = [r for r in self._narrations if r.command is not command]
             heapq.heapify(self._narrations)
+        dropped = [DropNarration(command.id)] if command.prepared is not None else []
         self._move(command, Move.WITHDRAW)
         self.timeline.emit(Overheard(transcript))  # what it was: speech not addressed to us (its words not kept)
         self.timeline.emit(CommandWithdrawn(command.record(), why))
-        return [UtteranceRejected()]
+        return [UtteranceRejected(), *dropped]
 
     def _route_withdrawn(self, route: int) -> None:
         """A route by audio was not sent: its transcript came first, and its words route it."""
@@ -445,3 +488,54 @@ class CommandRouting:
         if command is not None:
             command.offsets = offsets
             self._move(command, Move.CUT if stopped else Move.FINISH)
+
+    # -- routed at a pause inside it (issue 33) ----------------------------------------------------------
+    def _turn_paused(self, audio: bytes, now: float) -> list[Action]:
+        """A pause inside a woken utterance, after a command's worth of speech: route it now, on its
+        audio so far, provisionally. Read-only tools run on it and its answer is made ready (the
+        narrator reads it into a held speaker); nothing that changes something runs, nothing is
+        asked and nothing is said until the turn end confirms it (the table has no such rows)."""
+        if self.provisional_command is not None:
+            return []
+        paused_s = self.pause_point.reached_s(self._pause_told or self.timings.provisional_s)  # (the filter's)
+        marks = ((Stage.END_OF_SPEECH, now - paused_s),)
+        return self._route_by_audio(None, marks, now, audio, provisional=True)
+
+    def _turn_ended(self, audio: bytes, now: float) -> list[Action]:
+        """The device heard the turn end: the provisional route, if one was sent at its last
+        pause, is the command's (its answer, if ready, is said now); else route it now."""
+        command = self.provisional_command
+        if command is None:
+            return self._route_by_audio(None, ((Stage.END_OF_SPEECH, now - self.timings.turn_end_s),), now, audio)
+        return self._turn_confirmed(command)
+
+    def _turn_confirmed(self, command: Command) -> list[Action]:
+        self._move(command, Move.TURN_END)
+        log.info("the turn ended at the pause: its provisional route stands (command %d)", command.id)
+        if isinstance(command.prepared, NarrationKind) and command.step is Step.ANSWERING:
+            self._queue(command.said, command.prepared, command=command)  # the narrator read it already
+        return [CommandTaken()]
+
+    def _speech_resumed(self) -> list[Action]:
+        """The user went on after the pause: the provisional route is withdrawn. Its response is
+        cancelled (or ignored), its read-only tools finish unheard, its answer is dropped unsaid,
+        and what it held never runs; the whole utterance is routed at its end, as any other."""
+        command = self.provisional_command
+        if command is None:
+            return []
+        actions: list[Action] = [WithdrawRoute()]
+        if command is self._current:
+            self._end_route()
+            self._dropped_routes.add(command.route)
+            self._fire(E.PROVISIONAL_WITHDRAWN, "the user went on talking")
+        elif self.machines[RouteState] is RI:
+            self._fire(E.PROVISIONAL_WITHDRAWN, "the user went on talking")
+        if command.prepared is not None:
+            actions.append(DropNarration(command.id))
+        command.held = None
+        self._move(command, Move.RESUME)
+        if self.cost is not None:
+            self.cost.provisional_withdrawn()
+        self.timeline.emit(CommandWithdrawn(command.record(), "the user went on after a pause: its provisional route "
+                                            "is dropped; the whole command is routed at its end"))
+        return actions

@@ -28,7 +28,8 @@ from decisions.coordinator_messages import (
     ChimeStarted, ConfirmHeard, CoordinatorEvent, CoordinatorTimings, CutNarration, DeviceFailed, Earcon, FetchNotices,
     InputEnded, NarrationDone, NarrationRequest, NarrationsFinished, NoticeBatchFetched, NoticesPending, OpenFollowUp,
     PlayChime, Priority, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, Stop, StopHeard, Tick, ToolDone,
-    ToolNeedsYes, ToolStarted, ToolsFinished, TurnEnded, CommandTaken, UtteranceRejected, asks_the_user,
+    ToolNeedsYes, ToolStarted, ToolsFinished, TurnEnded, CommandTaken, UtteranceRejected, asks_the_user, TurnPaused,
+    SpeechResumed,
 )
 from decisions.coordinator_table import *  # noqa: F403
 from decisions.coordinator_table import (
@@ -44,7 +45,7 @@ from decisions.events import (
 )
 from decisions.listener_core import (
     CommandCommitted, CommandConfirmed, CommandHeard, CommandRejected, ConnectFailed, Fatal, Heard, QuietChanged,
-    RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText, TranscriptionBilled, UsageReported,
+    RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText, TranscriptionBilled, UsageReported, ProvisionalBilled,
 )
 from decisions.mute import MuteHolders
 from decisions.stages import Stage
@@ -181,6 +182,7 @@ class CoordinatorCore(CommandRouting):
             and not self._pending
             and not self._narrations
             and self._listener_quiet  # nobody mid-sentence, no transcript pending
+            and self.provisional_command is None  # nor a command routed at a pause
             and not self.gate.window_open_at(now)  # nor a command about to come
         )
 
@@ -242,8 +244,14 @@ class CoordinatorCore(CommandRouting):
             case CommandCommitted(item_id=item, stages=marks):
                 actions += self._route_by_audio(item, marks, now)
             case TurnEnded(audio=audio):
-                actions += self._route_by_audio(None, ((Stage.END_OF_SPEECH, now - self.timings.turn_end_s),), now,
-                                                audio)
+                actions += self._turn_ended(audio, now)
+            case TurnPaused(audio=audio):
+                actions += self._turn_paused(audio, now)
+            case SpeechResumed():
+                actions += self._speech_resumed()
+            case ProvisionalBilled():
+                if self.cost is not None:
+                    self.cost.provisional_billed(event.usage, event.sent, event.withdrawn)
             case CommandConfirmed(item_id=item, text=text, stages=marks):
                 actions += self._confirmed(item, text, marks)
             case CommandRejected(item_id=item, transcript=transcript):
@@ -272,7 +280,9 @@ class CoordinatorCore(CommandRouting):
             case ToolsFinished(route=route, scripts=scripts):
                 self._tools_finished(route, scripts, now)
             case NarrationDone(request=request, summary=summary, first_audio_at=first_audio_at,
-                               stopped_after_s=stopped_after_s):
+                               stopped_after_s=stopped_after_s, ready_after_s=ready_after_s):
+                if ready_after_s is not None and request.command is not None:  # (an answer's: warm, as they are)
+                    self.pause_point.voice_ready(ready_after_s)
                 actions += self._narration_done(request, summary, first_audio_at, stopped_after_s, now)
             case NarrationsFinished():
                 actions += self._narrations_finished(now)
@@ -307,7 +317,7 @@ class CoordinatorCore(CommandRouting):
                 pass
             case _:
                 raise TypeError(f"not a coordinator event: {event!r}")
-        actions += self._evaluate(now)
+        actions += self._evaluate(now) + self._take_outbox()
         if (dict(self.machines.states), len(self._narrations), len(self._pending), self._listener_quiet) != before:
             self.revision += 1
         return actions

@@ -13,8 +13,8 @@ from decisions.coordinator_table import Event
 from decisions.events import ROUTED_BY_AUDIO, UNCONFIRMED_ANSWER, NarrationKind, ToolOutcome
 from decisions.lifecycle import Command
 from decisions.listener_core import (
-    CommandCommitted, CommandConfirmed, CommandHeard, CommandRejected, ConnectFailed, Fatal, Heard, QuietChanged,
-    RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText, TranscriptionBilled, UsageReported,
+    CommandCommitted, CommandConfirmed, CommandHeard, CommandRejected, ConnectFailed, Fatal, Heard, ProvisionalBilled,
+    QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText, TranscriptionBilled, UsageReported,
 )
 from realtime_api.fatal import SPOKEN, ErrorKind
 
@@ -49,6 +49,21 @@ class TurnEnded:
 
 
 @dataclass(frozen=True)
+class TurnPaused:
+    """A pause inside an utterance the device heard the wake in, after a command's worth of speech
+    (`PROVISIONAL_MS` of silence, less than the turn end): it may be the end. `audio`: what was
+    sent of it so far, routed provisionally (issue 33)."""
+
+    audio: bytes = field(repr=False)
+
+
+@dataclass(frozen=True)
+class SpeechResumed:
+    """The user went on talking after a `TurnPaused` (or the turn was dropped): the provisional
+    route is withdrawn; the whole utterance is routed at its end."""
+
+
+@dataclass(frozen=True)
 class RouteWithdrawn:
     """A route by audio was not sent: the utterance's transcript came first (it is routed by its
     words instead, from the queue)."""
@@ -68,6 +83,7 @@ class NarrationDone:
     summary: str  # how it went, for the timeline ("similarity 1.00, attempts 1")
     first_audio_at: float | None = None  # the clock when its first audio went to the speaker
     stopped_after_s: float | None = None  # "stop" cut it, after this much of its audio
+    ready_after_s: float | None = None  # the narrator's first audio came this long after it was asked (read ahead or not)
 
 
 @dataclass(frozen=True)
@@ -156,7 +172,8 @@ class DeviceFailed:
 CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
     | UsageReported | TranscriptionBilled
-    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn | TurnEnded
+    | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn | TurnEnded | TurnPaused | SpeechResumed
+    | ProvisionalBilled
     | CommandCommitted | CommandConfirmed | CommandRejected | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
     | AudioHeard | ToolStarted | ToolDone | ToolNeedsYes
@@ -172,6 +189,36 @@ class SendRoute:
     command: str  # "" when routed by its audio (`item`), before its transcript
     item: str | None = None  # the committed audio item, routed by reference
     audio: bytes | None = field(default=None, repr=False)  # or the utterance's audio, inline (the device's end of turn)
+    provisional: bool = False  # sent at a pause inside it, with its audio so far (`WithdrawRoute` may follow)
+
+
+@dataclass(frozen=True)
+class WithdrawRoute:
+    """The user went on after the pause the provisional route was sent at: cancel its response
+    (the listener core ignores it when it comes) and make its utterance routable again, whole."""
+
+
+@dataclass(frozen=True)
+class PrepareNarration:
+    """A provisional command's answer is ready: the narrator reads it now, into a held speaker;
+    nothing of it plays until its `NarrationRequest` is queued (the turn end confirmed it)."""
+
+    command_id: int
+    script: str
+
+
+@dataclass(frozen=True)
+class SetPause:
+    """Send routes provisionally after this much of a pause from now on (decisions.pause_point)."""
+
+    seconds: float
+
+
+@dataclass(frozen=True)
+class DropNarration:
+    """A prepared answer's command was withdrawn: stop reading it, and play none of it."""
+
+    command_id: int
 
 
 @dataclass(frozen=True)
@@ -259,7 +306,8 @@ class Stop:
 
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
-    | UtteranceRejected | ConfirmHeard | OpenFollowUp | CommandTaken
+    | UtteranceRejected | ConfirmHeard | OpenFollowUp | CommandTaken | WithdrawRoute | PrepareNarration | DropNarration
+    | SetPause
 )
 
 
@@ -329,6 +377,7 @@ class CoordinatorTimings:
     notices_after_stop_s: float = 5.0  # after "computer, stop", a notice waits this long (the user asked for quiet)
     route_at_commit: bool = True  # route an utterance the device heard the wake in at its commit, by its audio
     turn_end_s: float = 0.0  # the device's own end of turn (its silence), when it ends turns
+    provisional_s: float = 0.0  # the pause inside a woken turn a provisional route is sent at (0: none)
     yes_grace_s: float = 4.0  # after the follow-up window, how long a reply begun in it may take to be heard
 
     @classmethod
@@ -348,4 +397,5 @@ class CoordinatorTimings:
             notices_after_stop_s=settings.stop.notices_after_s,
             route_at_commit=settings.listener.route_at_commit,
             turn_end_s=settings.listener.turn_end_ms / 1000,
+            provisional_s=settings.listener.provisional_ms / 1000,
         )

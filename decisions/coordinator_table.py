@@ -88,6 +88,7 @@ class Event(enum.Enum):
     ROUTE_TIMED_OUT = "route_timed_out"
     TOOLS_FINISHED = "tools_finished"
     ROUTE_CANCELLED = "route_cancelled"  # routed by its audio, and its transcript says it was not addressed
+    PROVISIONAL_WITHDRAWN = "provisional_withdrawn"  # routed at a pause, and the user went on talking
     WORKING_DUE = "working_due"
     STILL_WORKING_DUE = "still_working_due"
     BUDGET_REACHED = "budget_reached"
@@ -168,6 +169,10 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (WW, E.ROUTE_CANCELLED): WI,
     (WP, E.ROUTE_CANCELLED): WI,
     (WT, E.ROUTE_CANCELLED): WI,
+    (WI, E.PROVISIONAL_WITHDRAWN): WI,  # the whole utterance is routed anew at its end
+    (WW, E.PROVISIONAL_WITHDRAWN): WI,
+    (WP, E.PROVISIONAL_WITHDRAWN): WI,
+    (WT, E.PROVISIONAL_WITHDRAWN): WI,
     # the command being routed (one at a time; others wait in order)
     (RI, E.COMMAND_ROUTED): RS,
     (RS, E.ROUTE_SENT): RA,
@@ -186,6 +191,12 @@ TRANSITIONS: dict[tuple[enum.Enum, Event], enum.Enum] = {
     (RS, E.ROUTE_CANCELLED): RI,
     (RA, E.ROUTE_CANCELLED): RI,
     (RT, E.ROUTE_CANCELLED): RI,
+    # routed at a pause inside the command, and the user went on talking: whatever it was doing
+    # (sending, awaiting its response, running read-only tools, its answer made ready) is dropped
+    (RS, E.PROVISIONAL_WITHDRAWN): RI,
+    (RA, E.PROVISIONAL_WITHDRAWN): RI,
+    (RT, E.PROVISIONAL_WITHDRAWN): RI,
+    (RI, E.PROVISIONAL_WITHDRAWN): RI,
     # the daily budget (said once each way)
     (BW, E.BUDGET_REACHED): BP,
     (BP, E.NEW_DAY): BW,

@@ -23,7 +23,7 @@ from typing import Callable
 from config.settings import CostSettings, PriceTable
 from realtime_api.wire import Usage
 
-__all__ = ["CostMeter", "CostSummary", "DayTotals", "PriceTable", "RealtimeRole", "response_cost"]
+__all__ = ["CostMeter", "CostSummary", "DayTotals", "PriceTable", "Provisional", "RealtimeRole", "response_cost"]
 
 PER_MILLION = 1_000_000
 # The estimate divides by at least this much time, so the first command after a start is not
@@ -81,6 +81,25 @@ _AMOUNTS = ("listener_usd", "narrator_usd", "transcription_usd", "brain_usd", "u
 
 
 @dataclass(frozen=True)
+class Provisional:
+    """Routes sent at a pause inside a command before its turn was over (issue 33), since the start:
+    how many, how many the user talked past (withdrawn: routed again whole), and their tokens
+    (those of the withdrawn ones bought nothing), next to every listener response's tokens."""
+
+    sent: int = 0
+    withdrawn: int = 0
+    tokens: int = 0
+    withdrawn_tokens: int = 0
+    routing_tokens: int = 0  # every listener response's, provisional ones included
+
+    @property
+    def extra_share(self) -> float:
+        """The withdrawn routes' tokens over the rest of the routing's: what routing early adds."""
+        useful = self.routing_tokens - self.withdrawn_tokens
+        return self.withdrawn_tokens / useful if useful > 0 else 0.0
+
+
+@dataclass(frozen=True)
 class CostSummary:
     """Today's spend, the rate and the budget, for the log and `status`."""
 
@@ -88,6 +107,7 @@ class CostSummary:
     estimate_per_day_usd: float
     budget_usd: float | None
     over_budget: bool
+    provisional: Provisional = Provisional()
 
     def line(self) -> str:
         """One log line (no transcripts, no secrets: only amounts and durations)."""
@@ -98,6 +118,10 @@ class CostSummary:
             f"{t.uploaded_s / 60:.1f} min of audio sent, {t.transcribed_s / 60:.1f} min transcribed; "
             f"about {_usd(self.estimate_per_day_usd)} a day at this rate"
         )
+        p = self.provisional
+        if p.sent:
+            line += (f"; {p.sent} provisional routes, {p.withdrawn} withdrawn ({p.withdrawn_tokens} tokens, "
+                     f"{100 * p.extra_share:.0f} % more routing)")
         if self.budget_usd is None:
             return line
         state = "reached" if self.over_budget else f"{100 * t.spent_usd / self.budget_usd:.0f} % used"
@@ -123,6 +147,7 @@ class CostMeter:
         self._earlier = earlier
         self._on_spend = on_spend
         self._total_usd = 0.0  # since the start, for the estimate
+        self._provisional = Provisional()
 
     # --- reports ---------------------------------------------------------------------------------
 
@@ -130,10 +155,25 @@ class CostMeter:
         """A Realtime response finished (`ResponseDone.usage`)."""
         cost = response_cost(self.prices, usage)
         if role is RealtimeRole.LISTENER:
+            self._provisional = replace(self._provisional, routing_tokens=self._provisional.routing_tokens + _tokens(usage))
             self._add(cost, listener_usd=cost)
         else:
             self._add(cost, narrator_usd=cost)
         return cost
+
+    def provisional_sent(self) -> None:
+        """A route was sent at a pause inside a command (priced with every listener response)."""
+        self._provisional = replace(self._provisional, sent=self._provisional.sent + 1)
+
+    def provisional_withdrawn(self) -> None:
+        """The user went on after that pause: the route was withdrawn."""
+        self._provisional = replace(self._provisional, withdrawn=self._provisional.withdrawn + 1)
+
+    def provisional_billed(self, usage: Usage, sent: bool, withdrawn: bool) -> None:
+        """A provisional route's tokens (listener_core.ProvisionalBilled): `sent` once its response
+        was done, `withdrawn` once it is known to have bought nothing."""
+        p, tokens = self._provisional, _tokens(usage)
+        self._provisional = replace(p, tokens=p.tokens + tokens * sent, withdrawn_tokens=p.withdrawn_tokens + tokens * withdrawn)
 
     def transcription(self, seconds: float) -> float:
         """An utterance transcribed (`TranscriptCompleted.usage.audio_seconds`)."""
@@ -182,7 +222,7 @@ class CostMeter:
         return (midnight - now).total_seconds()
 
     def summary(self) -> CostSummary:
-        return CostSummary(self.today(), self.estimate_per_day(), self.budget_usd, self.over_budget)
+        return CostSummary(self.today(), self.estimate_per_day(), self.budget_usd, self.over_budget, self._provisional)
 
     def _add(self, cost: float, **amounts: float) -> None:
         today = self.own_today()
@@ -190,6 +230,10 @@ class CostMeter:
         self._total_usd += cost
         if cost > 0 and self._on_spend is not None:
             self._on_spend()
+
+
+def _tokens(usage: Usage) -> int:
+    return usage.input_text_tokens + usage.input_audio_tokens + usage.output_text_tokens + usage.output_audio_tokens
 
 
 def _usd(amount: float) -> str:

@@ -1,10 +1,13 @@
 """A command's life, in one table: from the moment it is heard (by its words, or by its audio
 when the device heard the wake phrase) to its one verdict and its end.
 
-Two machines move together (`decisions.machines`): `Step` (where it is: queued, routed, held for
-its words, asking for a spoken yes, running its tools, answering, and how it ended) and `Verdict`
+Three machines move together (`decisions.machines`): `Step` (where it is: queued, routed, held for
+its words, asking for a spoken yes, running its tools, answering, and how it ended), `Verdict`
 (whether it was addressed: its words not known yet, addressed, withdrawn, or answered before its
-words came, so that the answer stands whatever they say). The table is what makes "one verdict"
+words came, so that the answer stands whatever they say) and `Turn` (whether its turn was over
+when it was routed: a command routed at a pause inside it is `provisional` until the turn end
+confirms it or the user goes on and it is withdrawn; only read-only tools run on it, and nothing
+of it is said, until it is confirmed). The table is what makes "one verdict"
 hold: a command whose answer has begun can no longer be withdrawn (there is no row for it), and
 one withdrawn can no longer be answered.
 
@@ -58,13 +61,21 @@ class Verdict(enum.Enum):
     WITHDRAWN = "withdrawn"
 
 
+class Turn(enum.Enum):
+    OVER = "over"  # routed once its turn was over (every command but one routed at a pause)
+    PROVISIONAL = "provisional"  # routed at a pause inside it: the user may go on talking
+    CONFIRMED = "confirmed"  # the turn ended with no more speech: its route is the command's
+    WITHDRAWN = "withdrawn"  # the user went on: its route, tool results and script are dropped
+
+
 class Move(enum.Enum):
     ROUTE = "route"
     REQUEUE = "requeue"  # its session went before the route was answered: routed again, first in line
     LOSE = "lose"  # routed by its audio, its session went: the replay brings its words back
     HOLD = "hold"
     ASK = "ask"
-    RUN = "run"
+    RUN = "run"  # its tools run (any tool: never on a provisional route)
+    READ = "read"  # its tools run, all of them read-only (tools.registry Effect.READS)
     ANSWER = "answer"  # a script for it is queued (a result, the model's own words, an apology)
     BEGIN = "begin"  # the narrator began saying it
     FINISH = "finish"
@@ -72,10 +83,13 @@ class Move(enum.Enum):
     CONFIRM = "confirm"  # its words came and say it was addressed (or the answer stands: they are its words)
     WITHDRAW = "withdraw"
     DECLINE = "decline"
+    TURN_END = "turn end"  # the turn ended with no more speech after the pause it was routed at
+    RESUME = "resume"  # the user went on talking after that pause
 
 
 Q, R, H, A, U, N = Step.QUEUED, Step.ROUTED, Step.HELD, Step.ASKING, Step.RUNNING, Step.ANSWERING
 UNHEARD, ADDRESSED, STANDS = Verdict.UNHEARD, Verdict.ADDRESSED, Verdict.STANDS
+OVER, PROVISIONAL, CONFIRMED = Turn.OVER, Turn.PROVISIONAL, Turn.CONFIRMED
 M = Move
 
 LIFECYCLE = Table(
@@ -91,6 +105,8 @@ LIFECYCLE = Table(
         (R, M.RUN): U,
         (H, M.RUN): U,
         (A, M.RUN): U,  # the spoken yes
+        (R, M.READ): U,
+        (H, M.READ): U,
         (A, M.DECLINE): Step.DECLINED,  # "no", silence, anything else
         (R, M.ANSWER): N,  # the model's own words, or an apology
         (H, M.ANSWER): N,
@@ -112,8 +128,23 @@ LIFECYCLE = Table(
         (ADDRESSED, M.BEGIN): ADDRESSED,
         # nothing acts on a guess: a spoken yes is asked only of a command whose words are known
         (ADDRESSED, M.ASK): ADDRESSED,
+        # the turn: a route sent at a pause inside the command is provisional; read-only tools
+        # run on it and its script is made, but nothing that changes something runs, nothing is
+        # asked and nothing is said until the turn end confirms it (there are no such rows)
+        (PROVISIONAL, M.TURN_END): CONFIRMED,
+        (PROVISIONAL, M.RESUME): Turn.WITHDRAWN,
+        (R, M.RESUME): Step.WITHDRAWN,  # its response is cancelled (or ignored when it comes)
+        (H, M.RESUME): Step.WITHDRAWN,  # what it held never runs
+        (U, M.RESUME): Step.WITHDRAWN,  # read-only tools already running finish unheard
+        (N, M.RESUME): Step.WITHDRAWN,  # its script, made ahead, is dropped unsaid
+        (OVER, M.RUN): OVER,
+        (CONFIRMED, M.RUN): CONFIRMED,
+        (OVER, M.ASK): OVER,
+        (CONFIRMED, M.ASK): CONFIRMED,
+        (OVER, M.BEGIN): OVER,
+        (CONFIRMED, M.BEGIN): CONFIRMED,
     },
-    initial={Step: Q, Verdict: ADDRESSED},
+    initial={Step: Q, Verdict: ADDRESSED, Turn: OVER},
     events=Move,
 )
 
@@ -132,6 +163,7 @@ class CommandRecord:
     said: str = ""  # the script the narrator read for it
     apology: bool = False  # what was said was an apology (routing failed, or timed out)
     stages: tuple[tuple[str, float], ...] = ()  # decisions.stages offsets, once said
+    turn: Turn = Turn.OVER
 
     @property
     def ended(self) -> bool:
@@ -159,6 +191,7 @@ class Command:
     results: list[str] = field(default_factory=list)
     said: str = ""
     apology: bool = False
+    prepared: object | None = None  # provisional: its script (`said`) was given to the narrator, of this NarrationKind
     offsets: dict[str, float] = field(default_factory=dict)
     closed: bool = False
 
@@ -172,10 +205,20 @@ class Command:
         verdict: Verdict = self.machines[Verdict]
         return verdict
 
+    @property
+    def turn(self) -> Turn:
+        turn: Turn = self.machines[Turn]
+        return turn
+
+    @property
+    def provisional(self) -> bool:
+        """Routed at a pause inside it, and the turn is not over yet."""
+        return self.turn is Turn.PROVISIONAL
+
     def record(self) -> CommandRecord:
         return CommandRecord(
             self.id, self.mode, self.words, self.step, self.verdict, tuple(self.tools), tuple(self.results), self.said,
-            self.apology, tuple(self.offsets.items()),
+            self.apology, tuple(self.offsets.items()), self.turn,
         )
 
 
@@ -192,10 +235,14 @@ class CommandBook:
         self.illegal = 0  # moves the table refused (bugs), counted
         self.opened = 0
 
-    def open(self, mode: RouteMode, words: str | None, stages: StageTimes | None = None) -> Command:
+    def open(self, mode: RouteMode, words: str | None, stages: StageTimes | None = None,
+             provisional: bool = False) -> Command:
+        """`provisional`: routed at a pause inside it (by its audio so far): the turn may go on."""
         command = Command(next(self._ids), mode, words, stages=stages or StageTimes())
         if mode is RouteMode.AUDIO:
             command.machines.states[Verdict] = UNHEARD
+        if provisional:
+            command.machines.states[Turn] = PROVISIONAL
         self.opened += 1
         return command
 

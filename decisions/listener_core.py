@@ -116,6 +116,17 @@ class UsageReported:
 
 
 @dataclass(frozen=True)
+class ProvisionalBilled:
+    """What a provisional route (sent at a pause inside a command, issue 33) used: `sent`, once its
+    response is done; `withdrawn`, once it is both done and withdrawn (the user went on talking:
+    those tokens bought nothing). A route withdrawn after its response reports twice."""
+
+    usage: wire.Usage
+    sent: bool
+    withdrawn: bool
+
+
+@dataclass(frozen=True)
 class TranscriptionBilled:
     seconds: float  # of audio transcribed
 
@@ -140,7 +151,7 @@ class SessionEnd:
 
 Action = (
     Send | Heard | CommandHeard | CommandCommitted | CommandConfirmed | CommandRejected | RunTools | SpeakText
-    | RoutingFailed | Fatal | UsageReported | TranscriptionBilled
+    | RoutingFailed | Fatal | UsageReported | TranscriptionBilled | ProvisionalBilled
 )
 
 
@@ -169,7 +180,7 @@ class QuietChanged:
 # Everything the listener tells the coordinator: its core's actions but Send, and session news.
 ListenerEvent = (
     Heard | CommandHeard | CommandCommitted | CommandConfirmed | CommandRejected | RunTools | SpeakText | RoutingFailed | Fatal | SessionReady | SessionEnd | ConnectFailed
-    | QuietChanged | UsageReported | TranscriptionBilled
+    | QuietChanged | UsageReported | TranscriptionBilled | ProvisionalBilled
 )
 
 
@@ -220,6 +231,11 @@ class ListenerCore:
     _stashed: dict[str, str] = field(default_factory=dict)  # transcripts waiting for an earlier utterance's
     _routes: int = 0
     _route_event_ids: set[str] = field(default_factory=set)
+    # The provisional route (sent at a pause inside a woken utterance): its tag, its utterance and
+    # that utterance's wake phrase (s), so a withdrawal can route it whole at its end.
+    _provisional: tuple[str, str, float] | None = None
+    _provisional_done: tuple[str, wire.Usage] | None = None  # its response is done: what it used
+    _withdrawn_tags: set[str] = field(default_factory=set)  # withdrawn before their response was done
 
     @property
     def all_heard(self) -> bool:
@@ -324,19 +340,47 @@ class ListenerCore:
             return None
         return self._route_unheard(item_id, lambda metadata: ClientEvents.route_audio(item_id, list(tools), metadata))
 
-    def route_inline(self, pcm: bytes, tools: Sequence[dict[str, Any]] = ()) -> list[Action] | None:
+    def route_inline(self, pcm: bytes, tools: Sequence[dict[str, Any]] = (), provisional: bool = False
+                     ) -> list[Action] | None:  # fmt: skip
         """Route the utterance in progress that the device heard the wake in, at the device's own
         end of turn, with its audio inline (`pcm`): no waiting for the server to end the turn.
         Its segment, when the server commits it, is not offered again; its transcript confirms
-        or cancels the route. None: no such utterance here (the commit routes it, or its words)."""
+        or cancels the route. None: no such utterance here (the commit routes it, or its words).
+        `provisional`: sent at a pause inside it, with its audio so far (`withdraw_provisional`)."""
         if self.in_flight is not None:
             raise RuntimeError("a command is already being routed; the coordinator must queue the next one")
         candidates = [item for item in self.woken if item in self.unheard_starts]
         if not candidates or self.retired:
             return None
         item = candidates[-1]
-        del self.woken[item]  # routed now: its commit does not offer it again
-        return self._route_unheard(item, lambda metadata: ClientEvents.route_inline_audio(pcm, list(tools), metadata))
+        phrase_s = self.woken.pop(item)  # routed now: its commit does not offer it again
+        actions = self._route_unheard(item, lambda metadata: ClientEvents.route_inline_audio(pcm, list(tools), metadata))
+        if provisional:
+            assert self._route_tag is not None
+            self._provisional = (self._route_tag, item, phrase_s)
+        return actions
+
+    def withdraw_provisional(self) -> list[Action]:
+        """The user went on talking after the pause the provisional route was sent at: its
+        response is cancelled (or ignored when it comes), and its utterance is again one the
+        device heard the wake in, to be routed whole at its end (or at its commit, or by its words)."""
+        if self._provisional is None:
+            return []
+        (tag, item, phrase_s), self._provisional = self._provisional, None
+        actions: list[Action] = []
+        if self._route_tag == tag and self.in_flight is not None:
+            actions += self._cancel_route()
+        elif self._route_tag == tag:
+            self._route_item = None
+        self.early.discard(item)
+        if item in self.unheard_starts and item not in self.awaiting_transcripts:
+            self.woken[item] = phrase_s
+        if self._provisional_done is not None and self._provisional_done[0] == tag:
+            actions.append(ProvisionalBilled(self._provisional_done[1], sent=False, withdrawn=True))
+        else:
+            self._withdrawn_tags.add(tag)
+        self._provisional_done = None
+        return actions
 
     def _route_unheard(self, item: str, response_for: Callable[[dict[str, str]], dict[str, Any]]) -> list[Action]:
         """Send the route `response_for(metadata)` builds for `item`, an utterance whose words are
@@ -355,6 +399,7 @@ class ListenerCore:
         return self._route_item
 
     def _new_route(self) -> str:
+        self._provisional = self._provisional_done = None  # (a later route: that one stands, or went)
         self._routes += 1
         self._route_tag = f"route-{self._routes}"
         self._route_response = None
@@ -502,6 +547,12 @@ class ListenerCore:
         tag = (done.metadata or {}).get("handoff_route")
         kept = self._delete_after.pop(tag, None) if tag is not None else None
         deleted: list[Action] = [Send(ClientEvents.delete_item(kept))] if kept is not None else []
+        if tag is not None and tag in self._withdrawn_tags:
+            self._withdrawn_tags.discard(tag)
+            deleted.append(ProvisionalBilled(done.usage, sent=True, withdrawn=True))
+        elif tag is not None and self._provisional is not None and self._provisional[0] == tag:
+            self._provisional_done = (tag, done.usage)
+            deleted.append(ProvisionalBilled(done.usage, sent=True, withdrawn=False))
         if tag is not None and tag != self._route_tag:
             if tag == self._cancel_tag:
                 self._cancel_tag = None

@@ -19,6 +19,7 @@ from typing import Protocol
 from config.settings import UploadMode, UploadSettings
 from config.wake_phrases import model_for
 from decisions.upload_gate import KeywordHit, UploadGate, UploadGateSettings
+from detectors.turn_pause import TurnFollower, TurnSignal
 from detectors.vad import SileroVad
 from detectors.wake_confirm import ConfirmSettings, confirm_available
 
@@ -117,20 +118,25 @@ class UploadFilter:
     that a live mic still delivers advance the clock through `skip`."""
 
     def __init__(self, gate: UploadGate, detectors: MicDetectors | None, bytes_per_second: int,
-                 turn_end_s: float | None = None, command_min_s: float = 0.3, max_turn_s: float = 15.0) -> None:
+                 turn_end_s: float | None = None, command_min_s: float = 0.3, max_turn_s: float = 15.0,
+                 pause_s: float | None = None) -> None:
         """`turn_end_s`: end a turn the device heard the wake in after this much silence, on the
-        device (`take_turn`); None: the server's VAD ends every turn."""
+        device (`take_turn`); None: the server's VAD ends every turn. `pause_s`: a silence that
+        shorter inside it may be its end (`take_pause`, then `take_resumed` if speech comes back:
+        detectors.turn_pause); None: no provisional route."""
         self.gate = gate
         self.detectors = detectors  # None: everything is sent (CONTINUOUS)
         self._bytes_per_second = bytes_per_second
         self._audio_bytes = 0
         self.chunks_held = 0  # read but not sent: silence, or speech never addressed to us
         self._turn_end_s, self._command_min_s, self._max_turn_s = turn_end_s, command_min_s, max_turn_s
+        self._pause_s = pause_s
         self._wake_s: float | None = None  # the accepted wake not yet taken (its phrase's length)
         self._turn: bytearray | None = None  # the woken utterance sent so far (its pre-roll on)
-        self._turn_speech_s = 0.0  # speech in it after the phrase
-        self._turn_last_speech = 0.0
+        self._follower: TurnFollower | None = None
         self._ended_turn: bytes | None = None
+        self._paused_turn: bytes | None = None  # its audio up to a pause that may be its end
+        self._resumed = False  # speech came back after that pause
 
     def feed(self, chunk: bytes) -> list[bytes]:
         now = self._advance(chunk)
@@ -143,7 +149,8 @@ class UploadFilter:
             hit, self.gate.accepted_wake = self.gate.accepted_wake, None
             self._wake_s = max(0.0, hit.detected_s - hit.start_s)
             if self._turn_end_s is not None:  # a turn begins: its audio, for the route at its end
-                self._turn, self._turn_speech_s, self._turn_last_speech = bytearray(), 0.0, now
+                self._turn = bytearray()
+                self._follower = TurnFollower(now, self._turn_end_s, self._pause_s, self._command_min_s)
         if self._turn is not None:
             self._follow_turn(sent, verdict.is_speech, now, len(chunk) / self._bytes_per_second)
         return sent
@@ -151,23 +158,43 @@ class UploadFilter:
     def _follow_turn(self, sent: list[bytes], speech: bool, now: float, chunk_s: float) -> None:
         """The device's own end of turn: `turn_end_s` of silence after the woken utterance's last
         speech, with a command's worth of speech after the phrase (else it was the phrase alone)."""
-        assert self._turn is not None
+        assert self._turn is not None and self._follower is not None
         for piece in sent:
             self._turn += piece
-        if speech:
-            self._turn_speech_s += chunk_s
-            self._turn_last_speech = now
-        # (1e-9: audio time is bytes / rate; 1.94 - 1.5 must count as the 0.44 it is)
-        ended = self._turn_end_s is not None and now - self._turn_last_speech >= self._turn_end_s - 1e-9
-        if ended or len(self._turn) > self._max_turn_s * self._bytes_per_second:
-            if ended and self._turn_speech_s >= self._command_min_s:  # (speech after the phrase was recognised)
+        signal = self._follower.feed(speech, now, chunk_s)
+        if signal is TurnSignal.PAUSED:
+            self._paused_turn = bytes(self._turn)
+        elif signal is TurnSignal.RESUMED:
+            self._paused_turn, self._resumed = None, True
+        if signal in (TurnSignal.ENDED, TurnSignal.DROPPED) or len(self._turn) > self._max_turn_s * self._bytes_per_second:
+            if signal is TurnSignal.ENDED:  # (speech after the phrase was recognised)
                 self._ended_turn = bytes(self._turn)
-            self._turn = None
+            elif self._follower.paused:  # (a provisional route whose turn will not be routed)
+                self._resumed = True
+            self._turn = self._follower = self._paused_turn = None
 
     def take_turn(self) -> bytes | None:
         """A woken utterance the device heard end (see `turn_end_s`): its audio, sent so far."""
         turn, self._ended_turn = self._ended_turn, None
         return turn
+
+    def set_pause(self, seconds: float) -> None:
+        """Move the pause that routes provisionally (decisions.pause_point), from the next turn on;
+        a filter built without one routes only at the turn end and stays so."""
+        if self._pause_s is not None:
+            self._pause_s = seconds
+
+    def take_pause(self) -> bytes | None:
+        """A woken utterance paused `pause_s` after a command's worth of speech: its audio so far
+        (its route is provisional: `take_resumed` or `take_turn` says how the pause ended)."""
+        turn, self._paused_turn = self._paused_turn, None
+        return turn
+
+    def take_resumed(self) -> bool:
+        """Whether the turn went on after the pause `take_pause` reported (or was dropped): its
+        provisional route is withdrawn."""
+        resumed, self._resumed = self._resumed, False
+        return resumed
 
     def skip(self, chunk: bytes) -> None:
         """A chunk that is not listened to (the mic is muted while the narrator speaks)."""
@@ -195,7 +222,8 @@ class UploadFilter:
     def reset(self) -> None:
         """After a gap in what was listened to (a mute): start from quiet."""
         self.gate.reset()
-        self._turn = self._ended_turn = None
+        self._resumed = self._turn is not None and self._follower is not None and self._follower.paused
+        self._turn = self._ended_turn = self._paused_turn = self._follower = None
         if self.detectors is not None:
             self.detectors.reset()
 
@@ -213,7 +241,7 @@ class UploadFilter:
 
 
 def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: float, bytes_per_second: int,
-                        turn_end_s: float | None = None) -> UploadFilter:
+                        turn_end_s: float | None = None, pause_s: float | None = None) -> UploadFilter:
     """The filter the settings ask for. Raises UnknownWakeWord (one sentence) when the on-device
     spotter has no pronunciation for a word of the wake phrase."""
     gate = UploadGate(UploadGateSettings(
@@ -225,7 +253,7 @@ def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: floa
     if upload.mode is UploadMode.CONTINUOUS:
         return UploadFilter(gate, None, bytes_per_second)
     spotter = build_wake_spotter(upload, wake_phrase) if upload.mode is UploadMode.ON_DEVICE_WAKE else None
-    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, turn_end_s)
+    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, turn_end_s, pause_s=pause_s)
 
 
 def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:

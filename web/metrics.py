@@ -63,6 +63,19 @@ class FeedCollector:
             for part, usd in summary.today.parts().items():
                 cost.add_metric([part], round(usd, 6))  # (float sums: 0.00030000000000000003)
             yield cost
+            p = summary.provisional
+            routes = CounterMetricFamily("handoff_provisional_routes", "Routes sent at a pause inside a command before "
+                                         "its turn was over, by outcome (sent, withdrawn: the user went on).",
+                                         labels=["outcome"])  # fmt: skip
+            routes.add_metric(["sent"], p.sent)
+            routes.add_metric(["withdrawn"], p.withdrawn)
+            yield routes
+            tokens = CounterMetricFamily("handoff_provisional_route_tokens", "Tokens of those routes (withdrawn: "
+                                         "they bought nothing), and of all routing.", labels=["outcome"])  # fmt: skip
+            tokens.add_metric(["sent"], p.tokens)
+            tokens.add_metric(["withdrawn"], p.withdrawn_tokens)
+            tokens.add_metric(["all_routing"], p.routing_tokens)
+            yield tokens
             uploaded = GaugeMetricFamily("handoff_uploaded_audio_today_seconds", "Microphone audio sent today.")
             uploaded.add_metric([], summary.today.uploaded_s)
             yield uploaded

@@ -48,3 +48,16 @@ def test_a_pause_the_model_calls_finished_splits_the_command():
     turns, end = model_turns(COMMAND, 0, CLIP, Scripted(inside=0.9, end=0.9), 200, 0.5, [])
     assert turns == 2
     assert end == 200 + 30
+
+
+def test_the_provisional_replay_withdraws_the_route_sent_at_the_pause_and_acts_only_on_the_whole_command():
+    from benchmarks.provisional_replay import Tally, replay
+
+    tally = Tally()
+    # the wake phrase ends 300 ms into the speech; the 400 ms pause inside is past a 140 ms point
+    replay(COMMAND, 800, "set a timer", 0.14, 0.46, frozenset({"get_time"}), 1000, 0.05, tally)
+    assert (tally.split, tally.sent, tally.withdrawn, tally.acted_early, tally.answers) == (0, 2, 1, 0, [1])
+    assert 0 < tally.withdrawn_tokens < tally.route_tokens
+    off = Tally()
+    replay(COMMAND, 800, "set a timer", None, 0.46, frozenset({"get_time"}), 1000, 0.05, off)
+    assert (off.sent, off.withdrawn, off.answers, off.withdrawn_tokens) == (0, 0, [1], 0)
