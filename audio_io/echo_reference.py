@@ -10,7 +10,6 @@ microphone's pace: real seconds for a device, faster for a paced test microphone
 
 from __future__ import annotations
 
-from collections import deque
 from typing import Callable
 
 from audio_io.echo import EchoSuppressor
@@ -79,30 +78,18 @@ def cancelling(speaker: SpeakerSink, microphone: object, settings: EchoSettings,
 
 
 class MicStamps:
-    """The capture time of each chunk's first sample, from its place in the stream: a device
-    captures without gaps, so the stream's position is its clock. A chunk cannot arrive before it
-    was captured, so the earliest arrivals (the lower envelope of arrival less position, over
-    `window_s`) place the stream on the loop clock; a chunk read late, or a burst after the loop
-    stalled, keeps its true time. The window lets the device's clock drift from the loop's; a jump
-    over `resync_s` (the device was reopened, or the loop stood still that long) starts over."""
+    """The capture time of each chunk's first sample: its arrival less its length, kept
+    contiguous with the chunk before when they overlap by less than a chunk (scheduling jitter),
+    never drifting more than a chunk from the clock (a device's clock is not the loop's)."""
 
-    def __init__(self, now: Callable[[], float], window_s: float = 10.0, resync_s: float = 1.0) -> None:
+    def __init__(self, now: Callable[[], float]) -> None:
         self._now = now
-        self._window_s = window_s
-        self._resync_s = resync_s
-        self._position = 0.0  # seconds of audio stamped so far
-        self._offsets: deque[tuple[float, float]] = deque()  # (position, arrival - position): rising offsets
+        self._end: float | None = None
 
     def stamp(self, chunk: bytes) -> float:
-        start = self._position
-        self._position += len(chunk) / BYTES_PER_SECOND
-        offset = self._now() - self._position  # the chunk's end was captured at or before its arrival
-        offsets = self._offsets
-        if offsets and offset - offsets[0][1] > self._resync_s:
-            offsets.clear()
-        while offsets and offsets[-1][1] >= offset:
-            offsets.pop()
-        offsets.append((self._position, offset))
-        while offsets[0][0] < self._position - self._window_s:
-            offsets.popleft()
-        return start + offsets[0][1]
+        length = len(chunk) / BYTES_PER_SECOND
+        at = self._now() - length
+        if self._end is not None and 0 < self._end - at < length:
+            at = self._end
+        self._end = at + length
+        return at
