@@ -45,12 +45,12 @@ async def test_a_slow_tool_plays_the_working_sound(tmp_path, sim):
 
 
 async def test_a_very_slow_tool_also_says_it_is_still_working_once(tmp_path, sim):
-    # The brain answers after 0.3 s: well past the 0.1 s for "still working", well inside the
+    # The brain answers after 0.2 s: well past the 0.1 s for "still working", well inside the
     # harness's 0.5 s brain timeout (a busy machine must not turn it into a retry).
     conversation = ConversationSettings(working_sound_after_s=0.03, still_working_after_s=0.1)
     async with running_pipeline(tmp_path, sim, conversation=conversation) as p:
         sim.script.push_tool_call("ask_brain", {"query": "why is the sea blue"})
-        sim.script.push_brain_delay(0.3, "It reflects the sky, mostly.")
+        sim.script.push_brain_delay(0.2, "It reflects the sky, mostly.")
         await p.ask("Computer, ask the brain why the sea is blue")
         assert narrated_scripts(p).count(STILL_WORKING_MESSAGE) == 1
         assert narrated_scripts(p)[-1] == "It reflects the sky, mostly."
