@@ -257,6 +257,9 @@ class CommandRouting:
             self._executed_calls[call.call_id] = None
         while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
             self._executed_calls.popitem(last=False)
+        if any(c.name in self.needs_yes_tools for c in fresh) and self._asking not in (None, command) \
+                and self._asking_until is not None and command.words is not None:
+            self._drop_question("a new command came instead")  # the user moved on: asked again below
         if any(c.name in self.needs_yes_tools for c in fresh) and self._asking is None \
                 and self.book.allows(command, Move.ASK):
             return self._ask(command, RunTools(words, fresh, session))
@@ -316,10 +319,15 @@ class CommandRouting:
 
     def _no_reply(self, now: float) -> None:
         if self._asking is not None and self._asking_until is not None and now >= self._asking_until:
-            command, self._asking, self._asking_until = self._asking, None, None
-            command.held = None
-            self._move(command, Move.DECLINE)
-            self.timeline.add(TimelineKind.ASKING, "no yes came: nothing ran")
+            self._drop_question("no yes came")
+
+    def _drop_question(self, why: str) -> None:
+        """The question asked goes unanswered: its command declined, nothing ran."""
+        command, self._asking, self._asking_until = self._asking, None, None
+        assert command is not None
+        command.held = None
+        self._move(command, Move.DECLINE)
+        self.timeline.add(TimelineKind.ASKING, f"{why}: nothing ran")
 
     def _tool_ran(self, command_id: int, name: str, arguments: str) -> None:
         command = self._open.get(command_id)

@@ -1031,3 +1031,22 @@ def test_the_documented_lifecycle_is_the_lifecycle():
     rows = {line for line in doc.splitlines() if line.startswith("| ") and line.count("|") == 5}
     for (state, event), target in LIFECYCLE.rows.items():
         assert f"| {type(state).__name__} | {state.value} | {event.value} | {target.value} |" in rows
+
+
+def test_a_new_command_that_needs_a_yes_while_a_question_waits_is_asked_and_the_old_one_runs_nothing(clock):
+    """The user left "unlock the front door?" unanswered and said a new command that needs a yes
+    inside that question's window: the old question is dropped (nothing ran) and the new one is
+    asked; it was refused ("none can be asked now")."""
+    from decisions.coordinator import CommandCommitted
+
+    core = asking(clock)
+    send, _taken = core.handle(CommandCommitted("item_2"))  # woken on the device: routed by its audio
+    core.handle(RouteSent(send.route))
+    core.handle(CommandConfirmed("item_2", "unlock the back door"))
+    assert core.handle(RunTools("unlock the back door", (call("u2", "unlock"),), session=2)) == []
+    assert "a new command came instead: nothing ran" in [e.text for e in core.timeline.entries]
+    said, _ = say_all(core)
+    assert [r.script for r in said] == ["Just to be sure: shall I unlock the back door?"]
+    core.handle(Heard("yes", Command("yes", via_window=True)))
+    started = [a for a in core.handle(CommandHeard("yes")) if isinstance(a, StartTools)]
+    assert [(c.call_id, c.name) for a in started for c in a.calls] == [("u2", "unlock")]  # the new one, once
