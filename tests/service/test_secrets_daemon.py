@@ -78,8 +78,8 @@ async def test_the_key_never_leaves_and_hostile_text_is_printed_harmlessly(tmp_p
            "HANDOFF_TASKS_CONFIG": str(tmp_path / "tasks.toml"), "DEPLOY_TOKEN": f"Bearer {KEY}"}
     state = tmp_path / "state"
     async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as daemon:
-        await daemon.wait_line(r"narrated: answer", count=5)
-        await daemon.wait_line(r"narrated: notice")  # the task's outcome
+        await daemon.wait_line(r"narrated: answer", count=5, timeout=200)  # five answers, beside CPU hogs
+        await daemon.wait_line(r"narrated: notice", timeout=120)  # the task's outcome
         await file_written(state, lambda: (read_status(state / "status.json") or Status(0, None, 0, 0, 0)).narrations >= 6)
         code, status_out = await asyncio.to_thread(handoff_out, tmp_path, "status")
         assert code == 0, status_out
