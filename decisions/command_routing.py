@@ -46,6 +46,11 @@ log = logging.getLogger("handoff.coordinator")
 EXECUTED_CALLS_KEPT = 1000  # call ids remembered so none runs twice; ids are unique per response
 
 
+def just_to_be_sure(question: str) -> str:
+    """A tool's own question ("Unlock the front door?") as the assistant asks it."""
+    return f"Just to be sure: {question[:1].lower()}{question[1:]}"
+
+
 class CommandRouting:
     """Mixed into `CoordinatorCore`: its commands, from heard to closed. What it uses of the core
     is declared here (and defined there)."""
@@ -257,13 +262,13 @@ class CommandRouting:
             self._executed_calls[call.call_id] = None
         while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
             self._executed_calls.popitem(last=False)
-        if any(c.name in self.needs_yes_tools for c in fresh) and self._asking not in (None, command) \
-                and self._asking_until is not None and command.words is not None:
+        needs_yes = any(c.name in self.needs_yes_tools for c in fresh)
+        if needs_yes and self._asking not in (None, command) and self._asking_until is not None \
+                and command.words is not None:
             self._drop_question("a new command came instead")  # the user moved on: asked again below
-        if any(c.name in self.needs_yes_tools for c in fresh) and self._asking is None \
-                and self.book.allows(command, Move.ASK):
+        if needs_yes and self._asking is None and self.book.allows(command, Move.ASK):
             return self._ask(command, RunTools(words, fresh, session))
-        if any(c.name in self.needs_yes_tools for c in fresh):  # (its words unknown, or a question open)
+        if needs_yes:  # (its words unknown, or a question open)
             self._route_answered()
             self._routing_failed(command, words, "a tool that needs a spoken yes, and none can be asked now")
             return []
@@ -281,7 +286,7 @@ class CommandRouting:
         self._move(command, Move.ASK)
         self._asking, self._asking_until = command, None  # (the wait starts once the question was said)
         asked = [q for c in calls.calls if c.name in self.needs_yes_tools and (q := self.ask_about(c.name, c.arguments))]
-        question = f"Just to be sure: {asked[0][:1].lower()}{asked[0][1:]}" if len(asked) == 1 else question_for(command.words or "")
+        question = just_to_be_sure(asked[0]) if len(asked) == 1 else question_for(command.words or "")
         self.timeline.add(TimelineKind.ASKING, f"{', '.join(c.name for c in calls.calls)} needs a spoken yes: {question!r}")
         self._queue(question, NarrationKind.ANSWER)
         return []
@@ -294,7 +299,7 @@ class CommandRouting:
         self._move(command, Move.ASK)
         command.held = RunTools(command.words or "", (call,), self._session)
         self._asking, self._asking_until = command, None
-        self._pending_question = f"Just to be sure: {question[:1].lower()}{question[1:]}"
+        self._pending_question = just_to_be_sure(question)
 
     def _question_said(self, now: float) -> None:
         if self._asking is not None and self._asking_until is None:
