@@ -110,6 +110,14 @@ class CoordinatorParts:
     stop_detector: StopDetector | None = None  # "computer, stop" while it talks; None: off
 
 
+@dataclass(frozen=True)
+class _ReadAhead:
+    """A provisional route's answer, read by the narrator into a held speaker ahead of its turn end."""
+    task: asyncio.Task[Any]  # the narration, reading into `speaker`
+    speaker: HeldSpeaker
+    cut: NarrationCut
+
+
 class Coordinator:
     def __init__(self, parts: CoordinatorParts, timeline: Timeline | None = None,
                  clock: Callable[[], float] = time.monotonic) -> None:
@@ -137,7 +145,7 @@ class Coordinator:
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
         # Answers of provisional routes, read ahead into a held speaker, by command id (issue 33).
-        self._prepared: dict[int, tuple[asyncio.Task[Any], HeldSpeaker, NarrationCut]] = {}
+        self._prepared: dict[int, _ReadAhead] = {}
         self._stop = StopListener(parts.stop_detector) if parts.stop_detector is not None else None
         self._hold = CommandHold()  # a command said over a narration (barge-in), until it is not "stop"
         # One per "computer, stop" that cut a narration, the latest ones (a daemon runs for days).
@@ -213,11 +221,11 @@ class Coordinator:
                 held, cut = HeldSpeaker(self._clock), NarrationCut()
                 assert self._tg is not None
                 task = self._tg.create_task(self.parts.narrator.narrate(script, held, cut), name="prepared narration")
-                self._prepared[command_id] = (task, held, cut)
+                self._prepared[command_id] = _ReadAhead(task, held, cut)
             case DropNarration(command_id=command_id):
                 if (prepared := self._prepared.pop(command_id, None)) is not None:
-                    prepared[1].drop()
-                    prepared[2].cut()
+                    prepared.speaker.drop()
+                    prepared.cut.cut()
             case SetPause(seconds=seconds):
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.set_pause(seconds)
@@ -350,18 +358,18 @@ class Coordinator:
     async def _narrate(self, request: NarrationRequest) -> tuple[str, float | None, float | None, float | None]:
         speaker = CutSpeaker(self.speaker, self._clock)
         prepared = self._prepared.pop(request.command.id, None) if request.command is not None else None
-        cut = NarrationCut() if prepared is None else prepared[2]
+        cut = NarrationCut() if prepared is None else prepared.cut
         with self.core.mute.hold("narration"):
             speaker.flush()  # nothing stale plays before or under this narration
             self._cut = (cut, speaker)  # from here until the mute lifts, "computer, stop" cuts it
             try:
-                asked = self._clock() if prepared is None else prepared[1].made_at
+                asked = self._clock() if prepared is None else prepared.speaker.made_at
                 if prepared is not None:  # read ahead (a provisional route): what came plays now
-                    prepared[1].release(speaker)
-                    result = await prepared[0]
+                    prepared.speaker.release(speaker)
+                    result = await prepared.task
                 else:
                     result = await self.parts.narrator.narrate(request.script, speaker, cut)
-                first = speaker.first_write_at if prepared is None else prepared[1].first_at
+                first = speaker.first_write_at if prepared is None else prepared.speaker.first_at
                 ready_after_s = None if first is None else first - asked
                 narrator_done_at = self._clock()
                 if result.fatal:  # no credit, a refused key: retrying cannot help
