@@ -27,6 +27,7 @@ from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from hands.config import load_servers
+from hands.link import LinkTiming
 from hands.manager import CombinedNotices, Hands
 from hands.routing import Routing, brain_picker
 from main_agent import Listener
@@ -160,7 +161,7 @@ async def mcp_servers(settings: Settings, tools: ToolRegistry, routing: Routing 
     servers, problems = load_servers(settings.mcp_config, settings.mcp_config_named)
     if problems:
         raise SettingsError(*problems)
-    hands = Hands(servers, tools, routing=routing)
+    hands = Hands(servers, tools, LinkTiming(answer_wait_s=settings.mcp_answer_wait_s), routing=routing)
     try:
         await hands.start()
         yield hands

@@ -8,7 +8,7 @@ import logging
 import sys
 
 from config.settings import Settings
-from hands.manager import servers_shown
+from hands.manager import servers_shown, watch_servers
 from rooms.hub import Hub, hub
 from service.runtime import ServiceRuntime
 from service.status import Probes
@@ -23,6 +23,7 @@ async def serve_hub(settings: Settings, runtime: ServiceRuntime) -> int:
             for room in the_hub.rooms.values():
                 runtime.watch_room(room.name, room.timeline)
             runtime.attach(_probes(the_hub))
+            watch_servers(next(iter(the_hub.rooms.values())).coordinator.parts.notices, runtime.shown_changed)
             names = ", ".join(f"{r.name} ({r.link.spec.uri})" for r in the_hub.rooms.values())
             log.info("handoff is the hub for %s: say %r to a satellite (Ctrl-C stops)", names, settings.listener.wake_phrase)
             code = await the_hub.run()

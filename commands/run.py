@@ -13,7 +13,7 @@ from assembly.build import assistant
 from commands.checks import Finding, errors_of, print_errors, validate, wake_is_private, wake_mode_line
 from config.logging_setup import configure_logging, redact
 from commands.options import add_run_arguments, settings_from_args
-from hands.manager import servers_shown
+from hands.manager import servers_shown, watch_servers
 from config.settings import Settings, SettingsError, UploadMode
 from decisions.timeline import Timeline
 from safety.process import keep_key_private
@@ -104,6 +104,8 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
                 cost_today=lambda: None if coordinator.parts.cost is None else coordinator.parts.cost.summary().today.parts(),
                 mcp_servers=lambda: servers_shown(coordinator.parts.notices),
             ))  # fmt: skip
+            # A server coming up or going down is written and shown on the page at once.
+            watch_servers(coordinator.parts.notices, runtime.shown_changed, coordinator.changes.notify)
             log.info("handoff is listening: say %r followed by a command (Ctrl-C stops)", settings.listener.wake_phrase)
             if wake_is_private(settings):  # (the fallback was logged as a warning by the checks)
                 log.info("%s", wake_mode_line(settings))

@@ -67,6 +67,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     stop = _stop_settings(values, problems)
     # Each of these raises on its first problem: collected, so every problem is said at once.
     warm_max_age_s = _collected(problems, _positive_seconds, values, "NARRATOR_WARM_MAX_AGE_S")
+    mcp_answer_wait_s = _collected(problems, _positive_seconds, values, "MCP_ANSWER_WAIT_S")
     upload = _collected(problems, _upload_settings, values, ListenerSettings().vad_silence_ms, wake_phrase)
     follow_up = _collected(problems, _seconds, values, "FOLLOW_UP_WINDOW_S", ConversationSettings.follow_up_s)
     cost = _collected(problems, _cost_settings, values)
@@ -116,6 +117,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
         mcp_config=Path(mcp_config).expanduser() if mcp_config else state_dir / "mcp.json",
         mcp_config_named=bool(mcp_config),
         mcp_routing=mcp_routing,
+        mcp_answer_wait_s=mcp_answer_wait_s,
         log_level=log_level,
         log=log_settings,
         service=ServiceSettings(history_max_rows=history_rows),

@@ -29,6 +29,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "BRAIN_WEB_SEARCH": "true",  # the brain may search the web (the Responses API's web_search tool)
     "MCP_CONFIG": "",  # "" = <state dir>/mcp.json: MCP servers whose tools the assistant may call (hands/)
     "MCP_ROUTING": "auto",  # auto | direct | brain: how commands reach MCP tools (hands/routing.py)
+    "MCP_ANSWER_WAIT_S": "3",  # a slower MCP call goes on in the background; its answer comes as a notice
     "WAKE_PHRASE": DEFAULT_PHRASE,  # a phrase with a shipped model (config/wake_phrases.py) is heard on the machine
     "WAKE_ALIASES": "",
     "STOP_WORDS": "",  # "" = ListenerSettings' default (stop, cancel)

@@ -303,6 +303,7 @@ class Settings:
     mcp_config: Path | None = None  # the MCP servers' JSON file (hands.config); None: none
     mcp_config_named: bool = False  # the user named it (MCP_CONFIG): it must exist
     mcp_routing: str = _default("MCP_ROUTING")  # auto: direct while few, else through the brain; direct; brain
+    mcp_answer_wait_s: float = float(_default("MCP_ANSWER_WAIT_S"))  # a command waits this long for an MCP call
     log_level: LogLevel = LogLevel(_default("LOG_LEVEL"))
     log: LogSettings = field(default_factory=LogSettings)
     service: ServiceSettings = field(default_factory=ServiceSettings)

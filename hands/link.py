@@ -57,7 +57,8 @@ class LinkTiming:
 class ServerLink:
     """The live connection to one server. `on_tools(tools)` is told its tool list whenever it is
     listed (at each start, and when the server says it changed); `on_down(name, said)` once per
-    outage (`said`: a call's answer has told the user already: it died during that call)."""
+    outage (`said`: a call's answer has told the user already: it died during that call);
+    `on_shown()` whenever what the status and the page show of it changed (up, down, its tools)."""
 
     def __init__(
         self,
@@ -65,10 +66,12 @@ class ServerLink:
         on_tools: Callable[[list[Tool]], None],
         on_down: Callable[[str, bool], None],
         timing: LinkTiming = LinkTiming(),
+        on_shown: Callable[[], None] = lambda: None,
     ) -> None:
         self.config = config
         self._on_tools = on_tools
         self._on_down = on_down
+        self._on_shown = on_shown
         self.timing = timing
         self._client: Client | None = None
         self._wake = asyncio.Event()  # the server ended, broke, or changed its tools
@@ -102,7 +105,7 @@ class ServerLink:
                     served = True
                     self.up = True
                     self.first_listing.set()
-                    self.changes.notify()
+                    self._shown_changed()
                     log.info("MCP server %s is up: %d tool(s)%s", self.config.name, self.tool_count,
                              f" (restart {self.restarts})" if self.restarts else "")
                     await self._serve(client)
@@ -114,7 +117,7 @@ class ServerLink:
             finally:
                 self._client = None
                 was_up, self.up = self.up, False  # (its tools stay listed: they answer that it is down)
-                self.changes.notify()
+                self._shown_changed()
             self.first_listing.set()
             if self._stopping.is_set():
                 return
@@ -197,7 +200,7 @@ class ServerLink:
         allowed = [t for t in tools if self.config.allows(t.name)]
         self.tool_count = len(allowed)
         self._on_tools(allowed)
-        self.changes.notify()
+        self._shown_changed()
 
     async def _message(self, message: Any) -> None:
         if isinstance(message, Exception):  # the transport failed (HTTP: the server stopped answering)
@@ -205,6 +208,10 @@ class ServerLink:
             self._break()
         elif isinstance(message, mcp_types.ToolListChangedNotification):  # (a 2025 server's notice)
             self._changed()
+
+    def _shown_changed(self) -> None:
+        self.changes.notify()
+        self._on_shown()
 
     def _changed(self) -> None:
         self._relist = True

@@ -19,7 +19,7 @@ import functools
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from mcp_types import CallToolResult, Tool
 
@@ -61,8 +61,12 @@ class Hands:
         self._servers = {s.name: s for s in servers}
         for server in servers:
             add_secrets(server.secrets)
+        # Told whenever a server comes up, goes down or lists its tools again: the status file
+        # and the page show it at once, not at their next write (the daemon subscribes).
+        self.on_change: list[Callable[[], None]] = []
         self._links = {
-            s.name: ServerLink(s, functools.partial(self._listed, s), self._down, timing) for s in servers
+            s.name: ServerLink(s, functools.partial(self._listed, s), self._down, timing, self._shown_changed)
+            for s in servers
         }
         self._tasks: list[asyncio.Task[None]] = []
         self._notices: dict[int, str] = {}  # id (negative: apart from the task notices) -> script
@@ -80,6 +84,10 @@ class Hands:
         """Each server as the status file and the page show it (its last error cleaned of its secrets)."""
         return [{"name": s.name, "transport": s.transport, "up": s.up, "tools": s.tools, "restarts": s.restarts,
                  "error": redact(s.error, self._servers[s.name].secrets)} for s in self.servers]  # fmt: skip
+
+    def _shown_changed(self) -> None:
+        for watcher in self.on_change:
+            watcher()
 
     @property
     def background_calls(self) -> int:
@@ -189,10 +197,23 @@ class Hands:
             self._notices.pop(notice, None)
 
 
-def servers_shown(notices: Any) -> list[dict[str, Any]]:
-    """The MCP servers of a coordinator's notice source (`CombinedNotices`), or none."""
+def hands_of(notices: Any) -> Hands | None:
+    """The MCP servers behind a coordinator's notice source (`CombinedNotices`), if it has any."""
     hands = getattr(notices, "hands", None)
-    return hands.shown() if isinstance(hands, Hands) else []
+    return hands if isinstance(hands, Hands) else None
+
+
+def servers_shown(notices: Any) -> list[dict[str, Any]]:
+    """The MCP servers of a coordinator's notice source, as the status and the page show them (or none)."""
+    hands = hands_of(notices)
+    return hands.shown() if hands is not None else []
+
+
+def watch_servers(notices: Any, *watchers: Callable[[], None]) -> None:
+    """Call each of `watchers` whenever a server behind `notices` comes up, goes down or lists its tools again."""
+    hands = hands_of(notices)
+    if hands is not None:
+        hands.on_change.extend(watchers)
 
 
 class CombinedNotices:

@@ -116,6 +116,11 @@ class ServiceRuntime:
         self.tracker.task_changed(record.id, str(record.status), record.is_active)
         self._changed()
 
+    def shown_changed(self) -> None:
+        """Something the status shows through its probes changed (an MCP server came up or went
+        down): written at once (within `min_interval_s`), not at the next heartbeat."""
+        self._changed()
+
     def _changed(self) -> None:
         self._unwritten = True
         self._dirty.notify()

@@ -9,8 +9,15 @@ import json
 import sys
 from pathlib import Path
 
+from concurrency.changes import Changes
+from decisions.timeline import Timeline
+from hands.manager import CombinedNotices, servers_shown, watch_servers
 from realtime_sim import SimServer
-from service.status import STATUS_FILE, read_status
+from service.health import ListenerHealth
+from service.notify import SystemdNotifier
+from service.runtime import ServiceRuntime, StatusFiles
+from service.status import STATUS_FILE, Probes, read_status
+from tests.hands.test_hands import START_S, home_stdio, running
 from tests.pipeline.test_pipeline_hands import REPO
 from tests.service.test_status import handoff_out
 from tests.support.awaiting import file_written
@@ -55,3 +62,28 @@ async def test_status_and_the_page_show_each_mcp_server_and_the_call_on_its_comm
             assert "home up (10 tools)" in servers and "garage down (0 tools)" in servers, servers
             row = text_of(driver, "#commands .command")
             assert "set_light" in row and "server: home" in row and "The kitchen light is now off." in row, row
+
+
+async def test_a_server_going_down_and_coming_back_is_written_at_once_not_at_the_next_heartbeat(tmp_path: Path) -> None:
+    """The status file is rewritten when a server goes down and when it is back, with no heartbeat
+    for an hour and no command: only the server's change can have written it."""
+    async with running(home_stdio(tmp_path / "home.jsonl")) as (hands, registry):
+        files = StatusFiles(tmp_path / STATUS_FILE, history=None, min_interval_s=0.05, heartbeat_s=3600.0)
+        runtime = ServiceRuntime(Timeline(), SystemdNotifier({}), ListenerHealth(60.0), None, files)
+        runtime.attach(Probes(listener_up=lambda: True, mcp_servers=lambda: servers_shown(notices)))
+        notices = CombinedNotices(None, hands)
+        page_woken = Changes()
+        watch_servers(notices, runtime.shown_changed, page_woken.notify)  # as `handoff run` wires them
+        async with runtime:
+
+            def shown_up() -> bool | None:
+                status = read_status(tmp_path / STATUS_FILE)
+                return None if status is None or not status.mcp_servers else status.mcp_servers[0]["up"]
+
+            await file_written(tmp_path, lambda: shown_up() is True, START_S)
+            woken = asyncio.ensure_future(page_woken.wait())
+            assert not (await registry.run("crash_hub", "{}", "c1")).ok
+            await file_written(tmp_path, lambda: shown_up() is False, START_S)
+            assert woken.done()  # the page's event stream was woken too
+            await file_written(tmp_path, lambda: shown_up() is True, START_S)
+            assert hands.link("home").restarts == 1

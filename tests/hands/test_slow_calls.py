@@ -10,8 +10,11 @@ from pathlib import Path
 
 import pytest
 
+from assembly.build import mcp_servers
+from config.settings import SettingsError, load_settings
 from hands.link import LinkTiming
 from realtime_sim import SimConfig
+from tools.registry import ToolRegistry
 from tests.hands.test_hands import home_stdio, running
 from tests.pipeline.test_pipeline_hands import START_S, home_config, home_up
 from tests.support.pipeline_harness import narrated_scripts, running_pipeline
@@ -37,6 +40,20 @@ async def test_a_slow_call_is_answered_as_still_working_and_its_answer_comes_as_
         batch = hands.next_batch()
         assert batch is not None and batch.script == (
             "About your earlier request: The slow report tool didn't work: the home server did not answer within 3 seconds.")
+
+
+async def test_mcp_answer_wait_s_sets_how_long_a_command_waits_for_a_call(tmp_path: Path) -> None:
+    config, _ = home_config(tmp_path)
+    assert load_settings(environ={}, dotenv_path=None).mcp_answer_wait_s == 3.0
+    settings = load_settings(environ={"MCP_ANSWER_WAIT_S": "0.2", "MCP_CONFIG": str(config)}, dotenv_path=None)
+    registry = ToolRegistry()
+    async with mcp_servers(settings, registry) as hands:
+        link = hands.link("home")
+        await link.changes.wait_until(lambda: link.up, START_S)
+        slow = await registry.run("slow_report", '{"seconds": 1}', "c1")  # past 0.2 s: answered as still working
+        assert slow.ok and slow.data["pending"] and registry.format(slow).script == STILL_WORKING
+    with pytest.raises(SettingsError, match=r"^MCP_ANSWER_WAIT_S=soon is not a positive number of seconds; set it in .env"):
+        load_settings(environ={"MCP_ANSWER_WAIT_S": "soon"}, dotenv_path=None)
 
 
 @pytest.mark.parametrize("sim", [SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=1)], indirect=True)
