@@ -39,7 +39,7 @@ from decisions.coordinator import (
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
     StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded, TurnPaused, SpeechResumed, WithdrawRoute, PrepareNarration,
-    DropNarration, SetPause,
+    DropNarration, SetPause, PrepareTools,
     Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
@@ -65,6 +65,7 @@ WORKING_SOUND_GAP_S = 0.7  # between ticks of the working sound
 class Tools(Protocol):
     def session_tools(self) -> list[dict[str, Any]]: ...
     async def run(self, name: str, arguments_json: str, call_id: str) -> Any: ...
+    def prepare(self, name: str, arguments_json: str) -> None: ...  # a held call: what it may do first
     def format(self, result: Any) -> Any: ...
 
 
@@ -130,13 +131,8 @@ class Coordinator:
         self.listener = parts.listener_factory(self._feed)
         chunks = int(self.settings.listener.pre_connect_buffer_s * 1000 / max(1, self.settings.audio.chunk_ms))
         self.core = CoordinatorCore(
-            CoordinatorTimings.from_settings(self.settings, chime=bool(parts.chime)),
-            self.listener.gate,
-            self.timeline,
-            Uplink(chunks, BYTES_PER_SECOND),
-            clock,
-            on_mute_change=self.changes.notify,
-            cost=parts.cost,
+            CoordinatorTimings.from_settings(self.settings, chime=bool(parts.chime)), self.listener.gate, self.timeline,
+            Uplink(chunks, BYTES_PER_SECOND), clock, on_mute_change=self.changes.notify, cost=parts.cost,
             read_only_tools=getattr(parts.tools, "read_only_names", frozenset)(),  # live (MCP tools come and go); a fake: none
             needs_yes_tools=getattr(parts.tools, "needs_yes_names", frozenset)(),  # those that cannot be undone: a spoken yes first
             ask_about=getattr(parts.tools, "question_for", lambda name, arguments: None),
@@ -234,6 +230,9 @@ class Coordinator:
                 # Its answer ends in a fresh listener session: open it while the tool runs, so
                 # the mic switches to it the moment the narration's mute lifts.
                 self._spawn(self.listener.warm_up(), "warm listener")
+            case PrepareTools(calls=calls):
+                for call in calls:
+                    self.parts.tools.prepare(call.name, call.arguments)
             case AbandonRoute():
                 self.listener.abandon_route()
             case RestartListener(reason=reason):
@@ -545,7 +544,7 @@ class Coordinator:
         echo = EchoSuppressor(self.settings.echo)
         canceller = build_canceller(self.settings.echo, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
         return (echo, canceller, ReferencedSpeaker(speaker, echo, lambda: clock() * pace, canceller),
-                MicStamps(lambda: clock() * pace))
+                MicStamps(lambda: clock() * pace, microphone, pace))
 
     def _through_echo_gate(self, chunk: bytes) -> tuple[bytes, bytes]:
         """The chunk after the gate (itself, or silence where it is the narrator's echo alone: the

@@ -73,22 +73,28 @@ def cancelling(speaker: SpeakerSink, microphone: object, settings: EchoSettings,
     canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
     if canceller is None:
         return speaker, None
-    stamps = MicStamps(now)
+    stamps = MicStamps(now, microphone, getattr(microphone, "pace", 1.0))
     return ReferencedSpeaker(speaker, None, now, canceller), lambda chunk: canceller.process(chunk, stamps.stamp(chunk))
 
 
 class MicStamps:
-    """The capture time of each chunk's first sample: its arrival less its length, kept
-    contiguous with the chunk before when they overlap by less than a chunk (scheduling jitter),
-    never drifting more than a chunk from the clock (a device's clock is not the loop's)."""
+    """The capture time of each chunk's first sample (room seconds). From the microphone when it
+    says (`captured_at`: the device's own time for the chunk, on the loop's clock), which a busy
+    loop reading late does not move; else its arrival less its length. Kept contiguous with the
+    chunk before when they overlap by less than a chunk (scheduling jitter), never drifting more
+    than a chunk from the clock (a device's clock is not the loop's)."""
 
-    def __init__(self, now: Callable[[], float]) -> None:
+    def __init__(self, now: Callable[[], float], microphone: object = None, pace: float = 1.0) -> None:
+        """`now`: room seconds; `microphone`: read for `captured_at` (loop seconds, times `pace`)."""
         self._now = now
+        self._microphone = microphone
+        self._pace = pace
         self._end: float | None = None
 
     def stamp(self, chunk: bytes) -> float:
         length = len(chunk) / BYTES_PER_SECOND
-        at = self._now() - length
+        captured = getattr(self._microphone, "captured_at", None)
+        at = self._now() - length if captured is None else captured * self._pace
         if self._end is not None and 0 < self._end - at < length:
             at = self._end
         self._end = at + length

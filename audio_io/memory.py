@@ -32,6 +32,11 @@ class Pacer:
     def start(self) -> None:
         self._t0 = asyncio.get_running_loop().time()
 
+    @property
+    def started_at(self) -> float:
+        """Loop time of chunk 0's turn."""
+        return self._t0
+
     def stop(self) -> None:
         self._stopped.set()
 
@@ -52,11 +57,19 @@ class Pacer:
 # --------------------------------------------------------------------------- push microphone
 
 
+MAX_BACKLOG_S = 5.0  # room seconds a late reader may find queued (audio_io.portaudio keeps as much)
+
+
 class PushMicrophone:
     """An in-memory microphone: `feed(pcm)` queues audio (say, an utterance); while nothing is queued
     it emits silence, so the stream never stops, like a real microphone in a quiet room.
 
     Every chunk has the same size; the end of fed audio is padded with silence to a whole chunk.
+
+    Like a device, it keeps the room's time when its reader is late (a busy loop): each chunk's
+    place in the stream is its capture time (`captured_at`, on the loop's clock), and audio fed
+    while the reader lags starts at the stream's place for "now", after the silence the room had
+    meanwhile, not right after the last chunk read (which would date it in the past).
     """
 
     live = True  # stands in for a room: it never pauses for a slow reader
@@ -64,6 +77,7 @@ class PushMicrophone:
     def __init__(self, chunk_ms: int = 20, pace: float = 1.0) -> None:
         check_chunk_ms(chunk_ms)
         self._chunk_bytes = SAMPLE_WIDTH * round(SAMPLE_RATE * chunk_ms / 1000)
+        self._chunk_s = chunk_ms / 1000
         self._pacer = Pacer(chunk_ms, pace)
         self.pace = pace
         self._pending = bytearray()
@@ -71,16 +85,35 @@ class PushMicrophone:
         self._emptied.set()
         self._started = False
         self._closed = False
+        self._started_at = 0.0  # loop time of the stream's start
+        self._read_bytes = 0  # bytes of the stream emitted so far
+        self.captured_at: float | None = None  # loop time of the first sample of the chunk last emitted (paced only)
 
     async def start(self) -> None:
         self._started = True
         self._pacer.start()
+        self._started_at = self._pacer.started_at
 
     def feed(self, pcm: bytes) -> None:
         check_pcm(pcm)
         if pcm and not self._closed:
+            self.catch_up()
             self._pending += pcm
             self._emptied.clear()
+
+    def catch_up(self) -> None:
+        """Queue the silence of the chunks the room has captured since the reader fell behind (at
+        most `MAX_BACKLOG_S` of it: as a device's full queue, the oldest is gone)."""
+        if not self._started or self.pace <= 0:
+            return
+        now_s = (asyncio.get_running_loop().time() - self._started_at) * self.pace  # chunk i is due at i chunks
+        due = (int(now_s / self._chunk_s) + 1) * self._chunk_bytes  # the first chunk not due yet
+        queued_end = self._read_bytes + len(self._pending)
+        backlog = int(MAX_BACKLOG_S / self._chunk_s) * self._chunk_bytes
+        if not self._pending and due - queued_end > backlog:
+            self._read_bytes = queued_end = due - backlog  # (never past audio fed and not yet read)
+        if queued_end < due:
+            self._pending += bytes(due - queued_end)
 
     @property
     def pending_bytes(self) -> int:
@@ -94,16 +127,18 @@ class PushMicrophone:
     async def chunks(self) -> AsyncIterator[bytes]:
         if not self._started:
             raise RuntimeError("start() the microphone before reading chunks()")
-        index = 0
         while not self._closed:
+            index = self._read_bytes // self._chunk_bytes  # (a backlog dropped moves it on)
             if not await self._pacer.wait_for_chunk(index):
                 return
             chunk = bytes(self._pending[: self._chunk_bytes])
             del self._pending[: self._chunk_bytes]
             if chunk and not self._pending:
                 self._emptied.set()
+            if self.pace > 0:  # chunk i is due at i chunks and holds the chunk before that
+                self.captured_at = self._started_at + (self._read_bytes / self._chunk_bytes - 1) * self._chunk_s / self.pace
+            self._read_bytes += self._chunk_bytes
             yield chunk + bytes(self._chunk_bytes - len(chunk))
-            index += 1
 
     async def close(self) -> None:
         self._closed = True

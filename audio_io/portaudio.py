@@ -18,12 +18,13 @@ import logging
 import os
 import sys
 import threading
+import time
 from collections import deque
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, AsyncIterator, Callable, Iterator, Literal, Sequence
 
-from audio_io.format import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm
+from audio_io.format import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm, pcm_duration_s
 from audio_io.interface import AudioDeviceError, NoAudioDeviceError
 
 logger = logging.getLogger(__name__)
@@ -377,7 +378,8 @@ class PyAudioMicrophone:
         check_chunk_ms(chunk_ms)
         self._spec = device
         self._chunk_ms = chunk_ms
-        self._queue: deque[bytes] = deque(maxlen=max(1, int(max_queued_s * 1000 / chunk_ms)))
+        # Each chunk with the loop time its first sample was captured (see `captured_at`).
+        self._queue: deque[tuple[bytes, float]] = deque(maxlen=max(1, int(max_queued_s * 1000 / chunk_ms)))
         self._stall_timeout_s = stall_timeout_s
         self._ready = asyncio.Event()
         self._dropped = 0
@@ -392,6 +394,9 @@ class PyAudioMicrophone:
         # nothing (0, as ALSA's file plugin does). The echo canceller's stream delay reads it.
         self.latency_s = 0.0
         self._stream_latency_s = 0.0
+        # The loop time the first sample of the chunk last read was captured: when PortAudio called
+        # back with it, less its length (as the echo gate's arrival stamp, without a busy loop's lag).
+        self.captured_at: float | None = None
 
     async def start(self) -> None:
         self._bridge = _LoopBridge(asyncio.get_running_loop())
@@ -412,15 +417,16 @@ class PyAudioMicrophone:
         # PortAudio's thread: hand the bytes over and return at once.
         assert self._bridge is not None
         self.latency_s = _timestamp_latency(time_info, "input_buffer_adc_time", "current_time", self._stream_latency_s)
-        self._bridge.send(self._receive, in_data)
+        self._bridge.send(self._receive, in_data, time.monotonic())  # (the loop's clock)
         return None, _PA_CONTINUE
 
-    def _receive(self, data: bytes) -> None:
+    def _receive(self, data: bytes, called_at: float) -> None:
         if self._closed or self._converter is None:
             return
         if len(self._queue) == self._queue.maxlen:
             self._dropped += 1
-        self._queue.append(self._converter.convert(data))
+        pcm = self._converter.convert(data)
+        self._queue.append((pcm, called_at - pcm_duration_s(pcm)))
         self._ready.set()
 
     async def chunks(self) -> AsyncIterator[bytes]:
@@ -428,7 +434,8 @@ class PyAudioMicrophone:
             raise RuntimeError("start() the microphone before reading chunks()")
         while True:
             if self._queue:
-                yield self._queue.popleft()
+                pcm, self.captured_at = self._queue.popleft()
+                yield pcm
                 continue
             if self._closed:
                 return

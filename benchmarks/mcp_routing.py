@@ -21,6 +21,7 @@ import json
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 from typing import AsyncIterator
 
@@ -43,6 +44,10 @@ from realtime_sim import SimServer
 REPO = Path(__file__).resolve().parents[1]
 TOOL_COUNTS = (5, 40, 150)
 COMMAND = "turn off the kitchen light"
+# How the command is routed (benchmarks.voice_to_voice): at the device's turn end, or provisionally
+# at the pause the turn end begins with (PROVISIONAL_MS; the default), where a held call's pick starts
+# once the turn is over.
+ROUTES = {"device": "at the turn end", "provisional": "provisionally"}
 CHARS_PER_TOKEN = 4
 AREAS = ["kitchen", "living room", "hall", "bedroom", "bathroom", "office", "garage", "garden"]
 THINGS = ["light", "heater", "blind", "fan", "speaker", "plug", "vacuum", "kettle", "camera", "sprinkler"]
@@ -125,22 +130,26 @@ async def _never_pick(request: str, tools: list[dict]):
 
 
 @contextlib.asynccontextmanager
-async def _with_home(sim: SimServer, root: Path, routing: str) -> AsyncIterator[tuple]:
+async def _with_home(sim: SimServer, root: Path, routing: str, route: str) -> AsyncIterator[tuple]:
     """The assistant as voice_to_voice runs it, with the test home server (stdio), once it is up."""
     config = root / "mcp.json"
     root.mkdir(parents=True, exist_ok=True)
     config.write_text(json.dumps({"mcpServers": {"home": {
         "command": sys.executable, "args": ["-m", "tests.support.home_server"], "env": {"PYTHONPATH": str(REPO)}}}}))  # fmt: skip
-    async with _running(sim, root, 500, "device", mcp_config=config, mcp_routing=routing) as running:
+    async with _running(sim, root, 500, route, mcp_config=config, mcp_routing=routing) as running:
         link = running[0].parts.notices.hands.link("home")
         await link.changes.wait_until(lambda: link.up, 60)
         yield running
 
 
-async def voice_to_voice(rtt_ms: int, routing: str, command: str, trials: int, root: Path) -> list[float]:
+async def voice_to_voice(rtt_ms: int, routing: str, command: str, trials: int, root: Path,
+                         picks: list[float] | None = None, route: str = "device") -> list[float]:
+    """Each trial's voice to voice (ms); `picks`: filled with each brain pick's own round trip (ms)."""
     found: list[float] = []
     async with SimServer(_sim_config(rtt_ms)) as sim:
-        async with _with_home(sim, root, routing) as running:
+        async with _with_home(sim, root, routing, route) as running:
+            if picks is not None:
+                _time_picks(running[0].parts.notices.hands.routing, picks)
             for _ in range(trials):
                 if command == "what time is it":
                     call: tuple[str, dict] = ("get_time", {})
@@ -152,26 +161,45 @@ async def voice_to_voice(rtt_ms: int, routing: str, command: str, trials: int, r
     return found
 
 
+def _time_picks(routing: Routing, picks: list[float]) -> None:
+    """Time the brain's pick (its one Responses request, as the handler sees it) on this routing."""
+    pick = routing._pick  # (the benchmark's probe; the product never times it)
+    assert pick is not None
+
+    async def timed(request: str, tools: list[dict]):
+        started = time.perf_counter()
+        try:
+            return await pick(request, tools)
+        finally:
+            picks.append((time.perf_counter() - started) * 1000)
+
+    routing._pick = timed
+
+
 async def measure(quick: bool, trials: int) -> str:
     with tempfile.TemporaryDirectory(prefix="mcp-routing-") as scratch:
         folder = Path(scratch)
         lines = token_rows(folder)
         lines += ["", f"Voice to voice, end of speech -> first answer audio, median (worst) of {trials}, the home server over stdio:",
-                  "", "| RTT ms | get_time (today) | light, direct | vs get_time | light, through the brain | vs get_time |",
-                  "|---|---|---|---|---|---|"]  # fmt: skip
-        for rtt in (50,) if quick else (50, 150):
+                  "", "| RTT ms | routed | get_time (today) | light, direct | vs get_time | light, through the brain | vs get_time "
+                  "| the brain's pick (one round trip) | through the brain, less its pick |",
+                  "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+        for rtt, route in [(rtt, route) for rtt in ((50,) if quick else (50, 150)) for route in ROUTES]:
             cells = {}
+            picks: list[float] = []
             for label, routing, command in (("time", "direct", "what time is it"), ("direct", "direct", COMMAND),
                                             ("brain", "brain", COMMAND)):  # fmt: skip
-                cells[label] = await voice_to_voice(rtt, routing, command, trials, folder / f"{rtt}-{label}")
+                cells[label] = await voice_to_voice(rtt, routing, command, trials, folder / f"{rtt}-{route}-{label}",
+                                                    picks if label == "brain" else None, route)
             base = statistics.median(cells["time"])
 
             def cell(values: list[float]) -> str:
                 return f"{statistics.median(values):.0f} ms ({max(values):.0f})"
 
-            lines.append(f"| {rtt} | {cell(cells['time'])} | {cell(cells['direct'])} | "
+            lines.append(f"| {rtt} | {ROUTES[route]} | {cell(cells['time'])} | {cell(cells['direct'])} | "
                          f"{statistics.median(cells['direct']) - base:+.0f} ms | {cell(cells['brain'])} | "
-                         f"{statistics.median(cells['brain']) - base:+.0f} ms |")  # fmt: skip
+                         f"{statistics.median(cells['brain']) - base:+.0f} ms | {statistics.median(picks):.0f} ms | "
+                         f"{statistics.median(cells['brain']) - statistics.median(picks) - base:+.0f} ms |")  # fmt: skip
     return "\n".join(lines)
 
 

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, Callable, Container
 
 from decisions.coordinator_messages import (
     DECLINED_MESSAGE, ROUTING_FAILED_MESSAGE, AbandonRoute, CommandTaken, DropNarration, NarrationRequest, PrepareNarration,
-    SendRoute, SetPause, StartTools, UtteranceRejected, WithdrawRoute,
+    PrepareTools, SendRoute, SetPause, StartTools, UtteranceRejected, WithdrawRoute,
 )
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
 from decisions.consent import is_yes, question_for
@@ -220,8 +220,13 @@ class CommandRouting:
             if command.step is Step.ROUTED:
                 self._move(command, Move.HOLD)
             log.info("routed by its audio: waiting for the transcript before acting")
-            return []
+            return [] if command.provisional else self._prepare(command)  # (provisional: at its turn end)
         return self._route_outcome(event)
+
+    @staticmethod
+    def _prepare(command: Command) -> list[Action]:
+        """A command whose turn is over holds calls for its words: what they may do first starts now."""
+        return [PrepareTools(command.held.calls)] if isinstance(command.held, RunTools) else []
 
     def _awaits_verdict(self, command: Command, event: RunTools | SpeakText | RoutingFailed) -> bool:
         """A route by audio not confirmed yet (or sent at a pause, the turn not over yet): only
@@ -527,7 +532,7 @@ class CommandRouting:
         log.info("the turn ended at the pause: its provisional route stands (command %d)", command.id)
         if isinstance(command.prepared, NarrationKind) and command.step is Step.ANSWERING:
             self._queue(command.said, command.prepared, command=command)  # the narrator read it already
-        return [CommandTaken()]
+        return [CommandTaken(), *self._prepare(command)]
 
     def _speech_resumed(self) -> list[Action]:
         """The user went on after the pause: the provisional route is withdrawn. Its response is

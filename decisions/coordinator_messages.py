@@ -297,6 +297,14 @@ class AckNotices:
 
 
 @dataclass(frozen=True)
+class PrepareTools:
+    """Calls held for their command's words (its turn over): start what they may do before they
+    run and that changes nothing (tools.registry `prepare`: the brain's pick behind `use_device`)."""
+
+    calls: tuple[FunctionCall, ...]
+
+
+@dataclass(frozen=True)
 class Stop:
     """Stop the assistant: `message` (when set) is said in the local voice first."""
 
@@ -307,7 +315,7 @@ class Stop:
 Action = (
     SendRoute | StartTools | AbandonRoute | RestartListener | PlayChime | CutNarration | FetchNotices | AckNotices | Stop
     | UtteranceRejected | ConfirmHeard | OpenFollowUp | CommandTaken | WithdrawRoute | PrepareNarration | DropNarration
-    | SetPause
+    | SetPause | PrepareTools
 )
 
 

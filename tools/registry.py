@@ -70,6 +70,9 @@ class ToolSpec:
     title: str = ""  # how to say what it does, for the question asked before a CONFIRMS tool runs
     offered: bool = True  # in `session_tools` (the listener may call it); False: run by name only (hands.routing)
     validator: Validator | None = field(default=None, compare=False, repr=False)
+    # Work that changes nothing and may start while the call waits for its command's words (the
+    # brain's pick behind `use_device`): its run then finds it done. None: nothing to prepare.
+    prepare: Callable[[dict], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def needs_yes(self) -> bool:
@@ -182,6 +185,18 @@ class ToolRegistry:
             return self._safe(spec.question(validate_arguments(name, spec.validator, arguments)))
         except (AssertionError, ValueError, RecursionError, TypeError, ToolError):
             return None
+
+    def prepare(self, name: str, arguments_json: str) -> None:
+        """Start what a held call may do before it runs (its `prepare`), if its arguments validate."""
+        spec = self._tools.get(name)
+        if spec is None or spec.prepare is None or spec.validator is None:
+            return
+        try:
+            arguments = json.loads(arguments_json) if arguments_json.strip() else {}
+            validated = validate_arguments(name, spec.validator, arguments)
+        except (ValueError, RecursionError, TypeError, AttributeError, ToolError):
+            return  # (its run says what is wrong with them)
+        spec.prepare(validated)
 
     def session_tools(self) -> list[dict]:
         """The tools in the shape `session.update {session: {tools: [...]}}` expects: one list,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -18,6 +19,7 @@ from audio_io import (
     WavFileMicrophone,
     WavFileSpeaker,
 )
+from audio_io.echo_reference import MicStamps
 from tests.support.audio_helpers import noise
 
 CHUNK_BYTES = 960
@@ -208,3 +210,33 @@ def test_timeline_splits_partly_played_audio_on_whole_samples() -> None:
     rest = timeline.advance(1.0)
     assert first + rest == audio
     assert timeline.intervals(1.0) == [(0.0, 0.1)]
+
+
+async def test_a_late_reader_keeps_the_rooms_time_each_chunk_stamped_when_it_was_captured() -> None:
+    """A busy loop that reads late: the chunks keep their capture times (the echo gate compares
+    each with what the speaker played then), and audio said meanwhile is placed when it was said,
+    after the room's silence, not right after the last chunk read."""
+    pace, chunk_s = 10.0, 0.02
+    mic = PushMicrophone(pace=pace)
+    loop = asyncio.get_running_loop()
+    await mic.start()
+    chunks = mic.chunks()
+    for _ in range(2):
+        await anext(chunks)
+    time.sleep(0.05)  # the loop is busy for 25 chunks of room time (a blocking stall, on purpose)
+    said_at = loop.time()
+    mic.feed(noise(0.06, seed=3))
+    stamps: list[float] = []
+    while True:
+        chunk = await anext(chunks)
+        assert mic.captured_at is not None
+        stamps.append(mic.captured_at)
+        if any(chunk):
+            break
+    assert len(stamps) >= 20  # the silence the room had while nobody read
+    steps = [b - a for a, b in zip(stamps, stamps[1:])]
+    assert all(abs(step - chunk_s / pace) < 1e-9 for step in steps)  # one chunk apart: the stream's own clock
+    assert said_at - chunk_s / pace <= stamps[-1] <= said_at + chunk_s / pace  # stamped when it was said
+    room = MicStamps(lambda: loop.time() * pace, mic, pace)
+    assert room.stamp(chunk) == stamps[-1] * pace  # the echo gate takes the device's time, not the late arrival
+    await mic.close()

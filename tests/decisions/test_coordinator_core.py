@@ -26,7 +26,7 @@ from decisions.listener_core import (
     CommandCommitted, CommandConfirmed, CommandRejected,
     CommandHeard, ConnectFailed, Fatal, Heard, QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText,
 )
-from decisions.coordinator import ToolDone, ToolStarted
+from decisions.coordinator import PrepareTools, ToolDone, ToolStarted
 from decisions.events import ToolOutcome
 from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
@@ -837,7 +837,8 @@ def test_a_read_only_call_runs_before_the_transcript_and_the_transcript_routes_n
 
 def test_a_call_that_acts_waits_for_the_transcript_and_runs_once(clock):
     core, send = by_audio(clock)
-    assert core.handle(RunTools("", (call(name="set_timer"),), session=1)) == []  # held
+    # Held: nothing runs; what it may do first (tools.registry prepare) starts while its words come.
+    assert core.handle(RunTools("", (call(name="set_timer"),), session=1)) == [PrepareTools((call(name="set_timer"),))]
     assert core.machines[RouteState] is RouteState.AWAITING_RESPONSE
     (start,) = core.handle(CommandConfirmed("item_1", "set a timer for ten minutes"))
     assert start == StartTools(send.route, "set a timer for ten minutes", (call(name="set_timer"),), 1)
@@ -848,7 +849,7 @@ def test_a_call_that_acts_waits_for_the_transcript_and_runs_once(clock):
                                      RoutingFailed("", "no tool call")])
 def test_a_false_local_wake_runs_nothing_and_says_nothing(clock, outcome):
     core, send = by_audio(clock)
-    assert core.handle(outcome) == []
+    assert all(isinstance(action, PrepareTools) for action in core.handle(outcome))  # nothing runs
     core.handle(CommandRejected("item_1"))
     assert core.machines[RouteState] is RouteState.IDLE and core.machines[WorkingState] is WorkingState.IDLE
     assert core.next_narration() is None and core.timeline.count("withdrawn") == 1

@@ -10,7 +10,7 @@ import pytest
 from config.settings import CostSettings
 from decisions.coordinator import (
     CommandTaken, CoordinatorCore, CoordinatorTimings, DropNarration, NarrationDone, NarrationKind, NarrationsFinished,
-    PrepareNarration, RouteSent, RouteState, SendRoute, SpeechResumed, StartTools, ToolsFinished, TurnEnded, TurnPaused,
+    PrepareNarration, PrepareTools, RouteSent, RouteState, SendRoute, SpeechResumed, StartTools, ToolsFinished, TurnEnded, TurnPaused,
     WithdrawRoute, WorkingState,
 )
 from decisions.cost import CostMeter
@@ -153,15 +153,17 @@ def test_a_tool_that_changes_something_never_runs_on_a_provisional_route(clock):
     assert core.handle(SpeechResumed()) == [WithdrawRoute()]
     (again, _) = core.handle(TurnEnded(b"\x02" * 4000))
     core.handle(RouteSent(again.route, "item_1"))
-    assert core.handle(RunTools("", (call("set_timer", "c2"),), session=1)) == []  # the whole command's: held too
+    held = core.handle(RunTools("", (call("set_timer", "c2"),), session=1))  # the whole command's: held too
+    assert held == [PrepareTools((call("set_timer", "c2"),))]  # (its turn is over: what it may do first starts)
     (start,) = core.handle(CommandConfirmed("item_1", "set a timer for ten minutes"))
     assert start.calls == (call("set_timer", "c2"),) and start.route == again.route  # once, the whole command's
 
 
 def test_a_held_call_on_a_provisional_route_confirmed_by_the_turn_end_still_waits_for_the_transcript(clock):
     core, send = paused(clock)
-    assert core.handle(RunTools("", (call("set_timer"),), session=1)) == []
-    assert core.handle(TurnEnded(b"\x01" * 2000)) == [CommandTaken()]
+    assert core.handle(RunTools("", (call("set_timer"),), session=1)) == []  # the turn not over: nothing prepared
+    # Over: it still waits for its words, and what it may do first starts now (the brain's pick).
+    assert core.handle(TurnEnded(b"\x01" * 2000)) == [CommandTaken(), PrepareTools((call("set_timer"),))]
     (start,) = core.handle(CommandConfirmed("item_1", "set a timer"))
     assert start.calls == (call("set_timer"),)
 

@@ -3,6 +3,7 @@ cost per command; what `use_device` may run."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 
 import pytest
@@ -92,3 +93,35 @@ async def test_direct_and_brain_modes_are_kept_whatever_the_count() -> None:
     no_brain = registry_with(40)
     Routing(no_brain, None).update()  # no brain to ask: offered directly
     assert ROUTER_TOOL not in no_brain.names()
+
+
+async def test_the_brains_pick_starts_while_the_call_is_held_and_its_run_takes_it() -> None:
+    calls: list = []
+    tools = registry_with(40, calls)
+    asked: list[str] = []
+    released = asyncio.Event()
+
+    async def pick(request: str, offered: list) -> Pick:
+        asked.append(request)
+        await released.wait()  # (the brain's round trip)
+        return Pick("set_light", json.dumps({"area": "kitchen", "on": request.endswith("on")}))
+
+    routing = Routing(tools, pick)
+    routing.update()
+    tools.prepare(ROUTER_TOOL, json.dumps({"request": "turn the kitchen light on"}))
+    tools.prepare(ROUTER_TOOL, json.dumps({"request": "turn the kitchen light on"}))  # (told twice: one pick)
+    tools.prepare(ROUTER_TOOL, json.dumps({"nothing": "valid"}))  # arguments that do not validate: nothing
+    await asyncio.sleep(0)
+    assert asked == ["turn the kitchen light on"] and calls == []  # picked, nothing run
+    released.set()
+    done = await tools.run(ROUTER_TOOL, json.dumps({"request": "turn the kitchen light on"}), "c1")
+    assert done.ok and asked == ["turn the kitchen light on"]  # the run took the pick made while it was held
+    assert calls == [("set_light", {"area": "kitchen", "on": True})]
+
+    # A pick for a command that never ran is not used for another; one made before the tools
+    # changed is made again.
+    tools.prepare(ROUTER_TOOL, json.dumps({"request": "turn the kitchen light off"}))
+    await asyncio.sleep(0)  # (the pick's task starts)
+    routing.update()
+    await tools.run(ROUTER_TOOL, json.dumps({"request": "turn the kitchen light off"}), "c2")
+    assert asked[1:] == ["turn the kitchen light off"] * 2 and calls[-1] == ("set_light", {"area": "kitchen", "on": False})

@@ -33,7 +33,6 @@ class RoomMicrophone(PushMicrophone):
     def __init__(self, pace: float) -> None:
         super().__init__(chunk_ms=CHUNK_MS, pace=pace)
         self._room = bytearray()  # echo, from the microphone's first sample on
-        self._position = 0  # bytes emitted so far
         self._voice = bytearray()  # an utterance placed with `place`, from the first sample on
         self._placed: tuple[int, int] | None = None  # its (start, end) in bytes
         self.started_at = 0.0  # loop time of the first sample
@@ -50,7 +49,7 @@ class RoomMicrophone(PushMicrophone):
     @property
     def position_s(self) -> float:
         """Room time of the next sample the microphone emits."""
-        return self._position / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
+        return self._read_bytes / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
 
     def echo(self, pcm: bytes, at: float) -> None:
         start = _bytes_at(at)
@@ -63,7 +62,8 @@ class RoomMicrophone(PushMicrophone):
         """Start `pcm` at room time `at`, rounded up to a chunk (not before what is queued already)."""
         chunk = SAMPLE_RATE * SAMPLE_WIDTH * CHUNK_MS // 1000
         start = -(-_bytes_at(at) // chunk) * chunk
-        queued_end = self._position + self.pending_bytes
+        self.catch_up()  # (the silence of a late reader is queued first: `at` is a room time)
+        queued_end = self._read_bytes + self.pending_bytes
         self.feed(bytes(max(0, start - queued_end)) + pcm)
 
     def place(self, pcm: bytes, at: float) -> float:
@@ -72,10 +72,10 @@ class RoomMicrophone(PushMicrophone):
         chunk = SAMPLE_RATE * SAMPLE_WIDTH * CHUNK_MS // 1000
         if self._placed is not None:
             old_start, old_end = self._placed
-            if old_start < self._position:
+            if old_start < self._read_bytes:
                 return old_start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
             self._voice[old_start:old_end] = bytes(old_end - old_start)
-        start = max(-(-_bytes_at(at) // chunk) * chunk, -(-self._position // chunk) * chunk)
+        start = max(-(-_bytes_at(at) // chunk) * chunk, -(-self._read_bytes // chunk) * chunk)
         end = start + len(pcm)
         if len(self._voice) < end:
             self._voice += bytes(end - len(self._voice))
@@ -85,8 +85,7 @@ class RoomMicrophone(PushMicrophone):
 
     async def chunks(self) -> AsyncIterator[bytes]:
         async for chunk in super().chunks():
-            start, end = self._position, self._position + len(chunk)
-            self._position = end
+            start, end = self._read_bytes - len(chunk), self._read_bytes  # (where it lies in the stream)
             voice = bytes(self._voice[start:end])
             chunk = audioop.add(chunk, voice + bytes(len(chunk) - len(voice)), SAMPLE_WIDTH)
             room = bytes(self._room[start:end])
