@@ -194,7 +194,7 @@ class TaskStore:
             checked = db.execute("PRAGMA quick_check").fetchone()[0]
             if checked != "ok":
                 error = sqlite3.DatabaseError(f"database disk image is malformed: {checked}")
-                error.sqlite_errorcode = _SQLITE_CORRUPT  # type: ignore[attr-defined]
+                error.sqlite_errorcode = _SQLITE_CORRUPT
                 raise error
             # executescript would commit an open transaction first, so the script carries its own.
             db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
@@ -241,7 +241,7 @@ class TaskStore:
                 f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) VALUES ({', '.join('?' * len(_TASK_COLUMNS))})",
                 values,
             )
-            task_id = int(cursor.lastrowid)
+            task_id = _inserted_id(cursor)
             log_path = str(log_path_for(task_id)) if log_path_for is not None else ""
             db.execute("UPDATE tasks SET log_path = ? WHERE id = ?", (log_path, task_id))
         return dataclasses.replace(draft, id=task_id, log_path=log_path)
@@ -262,7 +262,7 @@ class TaskStore:
                     notice.label, notice.due_at, int(notice.late),
                 ),
             )  # fmt: skip
-            return dataclasses.replace(notice, id=int(cursor.lastrowid))
+            return dataclasses.replace(notice, id=_inserted_id(cursor))
 
     def get_task(self, task_id: int) -> TaskRecord | None:
         row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -318,7 +318,14 @@ def _add_missing_columns(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _task_values(record: TaskRecord) -> tuple:
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The row id an INSERT gave (sqlite3 sets it after every INSERT; None only after other statements)."""
+    if cursor.lastrowid is None:
+        raise sqlite3.DatabaseError("the INSERT gave no row id")
+    return cursor.lastrowid
+
+
+def _task_values(record: TaskRecord) -> tuple[object, ...]:
     return (
         record.name, record.spoken, json.dumps(list(record.argv)), record.cwd, record.timeout_s,
         record.log_path, record.created_at, json.dumps([list(p) for p in record.params]), record.label,
