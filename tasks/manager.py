@@ -95,7 +95,8 @@ class TaskManager:
         self._clock = clock
         self._on_change = on_change
         self._runner = ProcessRunner(kill_grace_s=settings.kill_grace_s, drain_s=settings.drain_s)
-        self._io = StoreWorker(store)
+        self._io = StoreWorker(store, on_busy=self._store_found_busy)
+        self.store_busy = Changes()  # notified each time a store call found the database locked (and retries)
         self.notices = NoticeQueue(self._io, settings, clock)
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start; store results come back on it
         self.internal_errors = 0  # bugs caught while running tasks (each logged with its traceback)
@@ -186,6 +187,10 @@ class TaskManager:
     def store_busy_retries(self) -> int:
         """How often a store call found the database locked by another program and was retried."""
         return self._io.busy_retries
+
+    def _store_found_busy(self) -> None:  # (on the store's thread)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.store_busy.notify)
 
     @property
     def running_count(self) -> int:

@@ -388,8 +388,11 @@ class StoreWorker:
     outcome must not be lost because another program held the file for a while. Once `close`
     has begun, retrying stops after `close_wait_s` and what is still pending is logged as lost."""
 
-    def __init__(self, store: TaskStore, *, max_backoff_s: float = 0.5, close_wait_s: float = 10.0) -> None:
+    def __init__(self, store: TaskStore, *, max_backoff_s: float = 0.5, close_wait_s: float = 10.0,
+                 on_busy: Callable[[], None] | None = None) -> None:  # fmt: skip
+        """`on_busy` is called (on the store's thread) each time a call found the database locked."""
         self.store = store
+        self._on_busy = on_busy
         self.busy_retries = 0  # how often a call found the database locked (tests and logs)
         self.failures = 0  # calls that failed for good
         self._max_backoff_s = max_backoff_s
@@ -425,6 +428,8 @@ class StoreWorker:
                     first = self.busy_retries == 1
                 if first:
                     log.warning("task database %s is locked by another program; retrying", self.store.path)
+                if self._on_busy is not None:
+                    self._on_busy()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff_s)
 
