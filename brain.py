@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 import openai
+from openai.types.responses import ToolParam, WebSearchToolParam
 from tenacity import (
     AsyncRetrying,
     RetryCallState,
@@ -72,7 +73,7 @@ class Brain:
         *,
         max_answer_chars: int = DEFAULT_MAX_ANSWER_CHARS,
         owns_client: bool = False,
-        on_usage: Callable[[int, int], None] = lambda input_tokens, output_tokens: None,
+        on_usage: Callable[[int, int], object] = lambda input_tokens, output_tokens: None,
     ) -> None:
         # on_usage(input_tokens, output_tokens) hears what each answered request used: the cost meter.
         self._settings = settings
@@ -131,7 +132,9 @@ class Brain:
         log.debug("asking brain (model=%s, %d characters, timeout %.3fs)", self._settings.model, len(query), timeout)
         # The web search tool (BRAIN_WEB_SEARCH): the model searches when the question needs it
         # (news, scores, weather); its sources come back as url_citation annotations.
-        tools = [{"type": "web_search"}] if self._settings.web_search else []
+        tools: list[ToolParam] | openai.Omit = openai.omit
+        if self._settings.web_search:
+            tools = [WebSearchToolParam(type="web_search")]
         # The SDK's timeout applies per network phase; this one bounds the whole call.
         async with asyncio.timeout(timeout):
             response = await self._client.responses.create(
@@ -139,7 +142,7 @@ class Brain:
                 instructions=INSTRUCTIONS,
                 input=query,
                 timeout=timeout,
-                **({"tools": tools} if tools else {}),
+                tools=tools,
             )
         if response.usage is not None:
             self._on_usage(response.usage.input_tokens, response.usage.output_tokens)
@@ -161,7 +164,7 @@ class Brain:
         verdict = verdict_of(exc)
         if verdict is not None and verdict.kind is ErrorKind.NO_CREDIT:  # the same line the assistant says when it stops
             log.error("brain unavailable: %s", reason)
-            return BrainAnswer(verdict.spoken, ok=False, attempts=attempts, error=reason)
+            return BrainAnswer(verdict.spoken or APOLOGY_SETUP, ok=False, attempts=attempts, error=reason)
         if is_setup_problem(exc):
             log.error("brain unavailable: %s", reason)
             return BrainAnswer(APOLOGY_SETUP, ok=False, attempts=attempts, error=reason)

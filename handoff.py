@@ -24,7 +24,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass
-from typing import Any, Awaitable, Callable, Protocol
+from typing import Any, Awaitable, Callable, Coroutine, Protocol
 
 from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
 from audio_io.echo import EchoSuppressor
@@ -39,8 +39,8 @@ from decisions.coordinator import (
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
     StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded, TurnPaused, SpeechResumed, WithdrawRoute, PrepareNarration,
-    DropNarration, SetPause, PrepareTools,
-    Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp, CommandTaken,
+    DropNarration, SetPause, PrepareTools, Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
+    CommandTaken,
 )
 from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
@@ -65,6 +65,7 @@ WORKING_SOUND_GAP_S = 0.7  # between ticks of the working sound
 class Tools(Protocol):
     def session_tools(self) -> list[dict[str, Any]]: ...
     async def run(self, name: str, arguments_json: str, call_id: str) -> Any: ...
+    async def run_confirmed(self, name: str, arguments_json: str, call_id: str) -> Any: ...  # after a spoken yes
     def prepare(self, name: str, arguments_json: str) -> None: ...  # a held call: what it may do first
     def format(self, result: Any) -> Any: ...
 
@@ -77,6 +78,7 @@ class MicFilter(Protocol):
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
+    def command_heard(self) -> None: ...  # a command was routed: its wake's window closes with the answer
     def take_wake(self) -> float | None: ...  # a wake the device heard since last asked: the phrase's length (s)
     def take_turn(self) -> bytes | None: ...  # a woken utterance the device heard end: its audio
     def take_pause(self) -> bytes | None: ...  # ... or pause inside it, maybe its end: its audio so far
@@ -139,7 +141,7 @@ class Coordinator:
         )
         self.echo, self.canceller, self.speaker, self._mic_stamps = self._echo_gate()
         self._reader_lock = asyncio.Lock()
-        self._cut: tuple[NarrationCut, _CutSpeaker] | None = None  # the narration being read, to cut it
+        self._cut: tuple[NarrationCut, CutSpeaker] | None = None  # the narration being read, to cut it
         # Answers of provisional routes, read ahead into a held speaker, by command id (issue 33).
         self._prepared: dict[int, _ReadAhead] = {}
         self._stop = StopListener(parts.stop_detector) if parts.stop_detector is not None else None
@@ -265,7 +267,7 @@ class Coordinator:
                 if self._exit is not None and not self._exit.done():
                     self._exit.set_result(action)
 
-    def _spawn(self, coro: Awaitable[Any], name: str) -> None:
+    def _spawn(self, coro: Coroutine[Any, Any, Any], name: str) -> None:
         assert self._tg is not None, "the coordinator is not running"
         self._tg.create_task(coro, name=name)  # owned by the TaskGroup: cancelled and awaited with it
 
@@ -289,8 +291,7 @@ class Coordinator:
                           provisional: bool = False) -> None:  # fmt: skip
         if audio is not None:  # inline, at the device's own end of turn (or a pause that may be it)
             carried = await self.listener.route_inline(audio, provisional)
-            self._feed(RouteWithdrawn(route) if carried is None else RouteSent(route, carried) if carried
-                       else RouteNotSent(route))
+            self._feed(RouteWithdrawn(route) if carried is None else RouteSent(route, carried) if carried else RouteNotSent(route))
             return
         if item is not None:  # by its audio, at the commit
             sent = await self.listener.route_audio(item)
@@ -425,7 +426,7 @@ class Coordinator:
                 timing.flushed_at = self._clock()
         # else: between the worker taking the request and reading it; it sees the cut state
 
-    def _narration_stopped(self, speaker: _CutSpeaker, narrator_done_at: float) -> None:
+    def _narration_stopped(self, speaker: CutSpeaker, narrator_done_at: float) -> None:
         """After a cut narration: how fast the cut was, in the log and `stop_timings`."""
         if not speaker.cut_done or not self.stop_timings:
             return

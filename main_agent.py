@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 from openai import AsyncOpenAI
 
@@ -143,7 +143,7 @@ class Listener:
         await self._apply(actions, self._link)
         return True
 
-    async def route_inline(self, pcm: bytes, provisional: bool = False) -> str | bool | None:
+    async def route_inline(self, pcm: bytes, provisional: bool = False) -> str | Literal[False] | None:
         """Route the woken utterance in progress with its audio inline (the device heard its end,
         or a pause that may be it: `provisional`). Its item id: sent; None: no such utterance
         known here (its commit routes it); False: no session."""

@@ -155,7 +155,7 @@ class Narrator:
 
     def _backoff_s(self, failures: int) -> float:
         policy = self.settings.reconnect
-        return min(policy.initial_s * 2 ** (failures - 1), policy.max_s)
+        return min(policy.initial_s * 2.0 ** (failures - 1), policy.max_s)
 
     async def _keep_warm(self) -> None:
         """Keep one spare ready: open one whenever there is none. Failed attempts and spares that
@@ -282,8 +282,8 @@ class Narrator:
         else:
             try:
                 link = await open_configured(self.client, self.settings, "narrator", narrator_session(self.settings), self.refusal)
-            except HandshakeFailed as failure:
-                return NarrationResult(False, "", 0.0, attempt, 0, str(failure), fatal=failure.fatal)
+            except HandshakeFailed as refused:
+                return NarrationResult(False, "", 0.0, attempt, 0, str(refused), fatal=refused.fatal)
             self.sessions_opened += 1
             self.cold_starts += 1
         try:

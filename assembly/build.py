@@ -129,7 +129,10 @@ async def shared_parts(
         control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
         await control.start()
         stack.push_async_callback(control.close)
-        routing = Routing(tools, brain_picker(client, settings.brain.model, settings.brain.timeout_s, cost.brain_usage),
+        def brain_usage(input_tokens: int, output_tokens: int) -> None:  # (brain_picker's callback returns None)
+            cost.brain_usage(input_tokens, output_tokens)
+
+        routing = Routing(tools, brain_picker(client, settings.brain.model, settings.brain.timeout_s, brain_usage),
                           mode=settings.mcp_routing)
         hands = await stack.enter_async_context(mcp_servers(settings, tools, routing))
         yield SharedParts(client, Refusal(), cost, tools, task_manager, hands, control)
@@ -139,7 +142,9 @@ async def shared_parts(
 async def cost_meter(settings: Settings) -> AsyncIterator[CostMeter]:
     """The cost meter on local days, starting from what earlier runs spent today (a restart
     resets neither today's cost nor the daily budget), its spending saved as it goes."""
-    clock = lambda: datetime.now().astimezone()  # noqa: E731  (local days)
+    def clock() -> datetime:  # local days
+        return datetime.now().astimezone()
+
     days = CostDays(settings.state_dir / COST_DAYS_FILE, run=f"{int(time.time())}-{os.getpid()}")
     today = clock().date()
     earlier = DayTotals(today, **{f"{part}_usd": usd for part, usd in days.earlier(today).items()})

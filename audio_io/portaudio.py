@@ -191,7 +191,7 @@ def open_portaudio() -> Any:
 def list_devices(pa: Any) -> list[AudioDevice]:
     """Every device PortAudio reports, with the system defaults marked."""
 
-    def default_index(getter: Callable[[], dict]) -> int | None:
+    def default_index(getter: Callable[[], dict[str, Any]]) -> int | None:
         try:
             return int(getter()["index"])
         except OSError:
@@ -412,7 +412,7 @@ class PyAudioMicrophone:
         )
 
     def _on_device_audio(
-        self, in_data: bytes, frame_count: int, time_info: dict, status: int
+        self, in_data: bytes, frame_count: int, time_info: dict[str, float], status: int
     ) -> tuple[None, int]:
         # PortAudio's thread: hand the bytes over and return at once.
         assert self._bridge is not None
@@ -547,7 +547,7 @@ class PyAudioSpeaker:
             await asyncio.to_thread(stream.shut_down)  # blocking: keep it off the loop
 
     def _on_device_wants_audio(
-        self, in_data: None, frame_count: int, time_info: dict, status: int
+        self, in_data: None, frame_count: int, time_info: dict[str, float], status: int
     ) -> tuple[bytes, int]:
         # PortAudio's thread: take from the locked buffer; tell the loop when it ran dry.
         data, real, ran_dry = self._buffer.take(frame_count * self._frame_bytes)
@@ -573,7 +573,7 @@ class PyAudioSpeaker:
             self._idle_timer = None
 
 
-def _timestamp_latency(time_info: dict, earlier: str, later: str, reported: float) -> float:
+def _timestamp_latency(time_info: dict[str, float], earlier: str, later: str, reported: float) -> float:
     """A callback's latency from its PortAudio timestamps (`later` less `earlier`); where they say
     nothing (0, or nonsense: some backends), the stream's reported latency. Bounded to 0-0.5 s."""
     first, second = time_info.get(earlier, 0.0), time_info.get(later, 0.0)

@@ -456,7 +456,7 @@ def run(args: argparse.Namespace) -> int:
     severities = list(Severity)  # what stops it first, then what breaks a part, then the rest
     for finding in sorted(findings, key=lambda f: severities.index(f.severity)):
         print(finding.line())
-    if failed:
+    if failed or settings is None:  # (no settings has failed: this says so to the type checker)
         print(count_line(findings))
         return EXIT_PROBLEMS
     if wake_is_private(settings):  # (the less private fallback is a warning above)

@@ -92,7 +92,7 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
     microphone, speaker = open_audio(settings.audio)
     # The runtime around the assistant: its last status and history come after every task stopped.
     async with runtime, web_page.feeding(settings, timeline, runtime) as feed:  # WEB_PORT=0: no feed
-        on_task_change = web_page.task_watchers(runtime.task_changed, feed and feed.task_changed)
+        on_task_change = web_page.task_watchers(runtime.task_changed, feed.task_changed if feed is not None else None)
         async with assistant(settings, microphone, speaker, timeline, on_task_change=on_task_change) as coordinator:
             runtime.attach(Probes(
                 listener_up=lambda: coordinator.core.listener_up,

@@ -13,6 +13,7 @@ import json
 import logging
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from brain import Brain
 from commands.options import add_common_arguments, settings_from_args
@@ -53,7 +54,7 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-async def catalog(settings: Settings) -> tuple[list[dict], list[ServerState]]:
+async def catalog(settings: Settings) -> tuple[list[dict[str, Any]], list[ServerState]]:
     """The tools as the assistant builds them: rows in its order, and each MCP server's state."""
     servers, problems = load_servers(settings.mcp_config, settings.mcp_config_named)
     if problems:
@@ -78,7 +79,7 @@ async def catalog(settings: Settings) -> tuple[list[dict], list[ServerState]]:
     return rows(tools, kinds), states
 
 
-def rows(tools: ToolRegistry, kinds: dict[str, str]) -> list[dict]:
+def rows(tools: ToolRegistry, kinds: dict[str, str]) -> list[dict[str, Any]]:
     found = []
     for spec in tools.specs():
         kind = kinds.get(spec.name, "mcp")

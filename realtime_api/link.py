@@ -30,6 +30,7 @@ CLOSE_NO_FRAME = 1006  # what a client sees when the network drops without a clo
 # What a broken connection raises (network errors and timeouts are OSErrors; protocol errors are
 # WebSocketExceptions). Anything else is a bug: it propagates, it is not reported as a 1006 close.
 LINK_ERRORS: tuple[type[BaseException], ...] = (OSError, WebSocketException)
+_HANDSHAKE_ERRORS: tuple[type[BaseException], ...] = (*LINK_ERRORS, OpenAIError)  # ... or the SDK refusing
 
 
 class HandshakeFailed(Exception):
@@ -70,14 +71,25 @@ def make_client(settings: RealtimeSettings) -> AsyncOpenAI:
     return AsyncOpenAI(api_key=settings.api_key or "sk-none", base_url=settings.base_url, max_retries=0)
 
 
+def _error_fields(body: bytes | bytearray | None) -> dict[str, str]:
+    """The text fields of a refusal's `{"error": {...}}` body; a bare `{"error": "..."}` (as proxies
+    send) is its message; any other body says nothing."""
+    try:
+        parsed = json.loads(body or b"{}")
+    except (ValueError, RecursionError):
+        return {}
+    error = parsed.get("error") if isinstance(parsed, dict) else None
+    if isinstance(error, str):
+        return {"message": error}
+    if not isinstance(error, dict):
+        return {}
+    return {key: value for key, value in error.items() if isinstance(value, str)}
+
+
 def _describe_handshake_failure(exc: BaseException) -> HandshakeFailed:
     if isinstance(exc, InvalidStatus):
         status = exc.response.status_code
-        error: dict = {}
-        try:
-            error = json.loads(exc.response.body or b"{}").get("error") or {}
-        except (ValueError, AttributeError):
-            pass
+        error = _error_fields(exc.response.body)
         verdict = classify(error.get("type"), error.get("code"), error.get("message"), status)
         if verdict.fatal:
             return HandshakeFailed(fatal_message(verdict), status=status, fatal=True, verdict=verdict)
@@ -111,7 +123,7 @@ class RealtimeLink:
         try:
             async with asyncio.timeout(settings.connect_timeout_s):
                 connection = await manager.enter()
-        except (*LINK_ERRORS, OpenAIError) as exc:  # a bug in here propagates as itself
+        except _HANDSHAKE_ERRORS as exc:  # a bug in here propagates as itself
             raise _describe_handshake_failure(exc) from None
         return cls(_connection=connection, _manager=manager, label=label)
 

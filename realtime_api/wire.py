@@ -13,7 +13,7 @@ from __future__ import annotations
 import base64
 import json
 from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any, Callable, Union
 
 from realtime_api.fatal import ErrorKind, Verdict, classify
 from safety.text import clean
@@ -427,8 +427,9 @@ def _transcription_usage(block: Any) -> TranscriptionUsage:
         return TranscriptionUsage()
     if block.get("type") == "duration":
         seconds = block.get("seconds")
-        valid = isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < 2**53
-        return TranscriptionUsage(seconds=float(seconds) if valid else 0.0)
+        if isinstance(seconds, (int, float)) and not isinstance(seconds, bool) and 0 < seconds < 2**53:
+            return TranscriptionUsage(seconds=float(seconds))
+        return TranscriptionUsage(seconds=0.0)
     inputs = _details(block, "input_token_details")
     audio = _count(inputs.get("audio_tokens"))
     return TranscriptionUsage(
@@ -463,7 +464,7 @@ def _item_id(data: dict[str, Any]) -> str:
     return _str(data, "item_id", required=True, limit=200)
 
 
-_PARSERS = {
+_PARSERS: dict[str, Callable[[dict[str, Any]], ServerEvent]] = {
     "session.created": lambda d: SessionCreated(_str(_session(d), "id", limit=200), _opt_int(_session(d), "expires_at")),
     "session.updated": lambda d: SessionUpdated(_modalities(d)),
     "input_audio_buffer.speech_started": lambda d: SpeechStarted(_item_id(d), _ms(d, "audio_start_ms")),

@@ -16,8 +16,9 @@ import contextvars
 import functools
 import logging
 import time
+from collections.abc import Set
 from dataclasses import dataclass
-from typing import Any, AsyncIterator, Callable
+from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from audio_io import SpeakerSink, with_volume
 from assembly.build import build_stop_detector, shared_parts, upload_filter
@@ -40,6 +41,11 @@ from speech.sounds import load_sounds
 from tasks import TaskManager, TaskRecord
 from tasks.records import Notice
 
+if TYPE_CHECKING:  # the shared tools (assembly.build makes them)
+    from tools.formatters import Speakable
+    from tools.registry import ToolRegistry
+    from tools.result import ToolResult
+
 log = logging.getLogger("handoff.rooms")
 
 ORIGIN_TOOLS = frozenset({"start_task", "set_timer", "set_reminder"})  # what they start is the room's
@@ -48,14 +54,32 @@ ORIGIN_TOOLS = frozenset({"start_task", "set_timer", "set_reminder"})  # what th
 class RoomTools:
     """The shared tools as one room calls them: what a call starts is remembered as this room's."""
 
-    def __init__(self, tools: Any, room: str, targets: NoticeTargets) -> None:
+    def __init__(self, tools: ToolRegistry, room: str, targets: NoticeTargets) -> None:
         self._tools, self._room, self._targets = tools, room, targets
 
     def session_tools(self) -> list[dict[str, Any]]:
         return self._tools.session_tools()
 
-    async def run(self, name: str, arguments_json: str, call_id: str) -> Any:
-        result = await self._tools.run(name, arguments_json, call_id)
+    async def run(self, name: str, arguments_json: str, call_id: str) -> ToolResult:
+        return self._note_origin(name, await self._tools.run(name, arguments_json, call_id))
+
+    async def run_confirmed(self, name: str, arguments_json: str, call_id: str) -> ToolResult:
+        """A call the room's user said yes to (a tool that cannot be undone)."""
+        return self._note_origin(name, await self._tools.run_confirmed(name, arguments_json, call_id))
+
+    def prepare(self, name: str, arguments_json: str) -> None:
+        self._tools.prepare(name, arguments_json)
+
+    def read_only_names(self) -> Set[str]:
+        return self._tools.read_only_names()  # live views: MCP tools come and go
+
+    def needs_yes_names(self) -> Set[str]:
+        return self._tools.needs_yes_names()
+
+    def question_for(self, name: str, arguments_json: str) -> str | None:
+        return self._tools.question_for(name, arguments_json)
+
+    def _note_origin(self, name: str, result: ToolResult) -> ToolResult:
         if name in ORIGIN_TOOLS and result.ok:
             for key in ("task", "timer"):
                 started = result.data.get(key)
@@ -63,7 +87,7 @@ class RoomTools:
                     self._targets.started(started["id"], self._room)
         return result
 
-    def format(self, result: Any) -> Any:
+    def format(self, result: ToolResult) -> Speakable:
         return self._tools.format(result)
 
 
@@ -75,7 +99,7 @@ class RoomNotices:
         self._queue, self._room, self._targets = manager.notices, room, targets
 
     def _for_me(self, notice: Notice) -> bool:
-        return self._targets.wants(self._room, notice.id, notice.task_id)
+        return notice.id is not None and self._targets.wants(self._room, notice.id, notice.task_id)
 
     async def wait_pending(self) -> None:
         await self._queue.wait_pending(self._for_me)

@@ -280,6 +280,8 @@ class SatelliteLink:
         async with asyncio.timeout(self.settings.connect_timeout_s):
             infos = await loop.getaddrinfo(self.spec.host, self.spec.port, type=socket.SOCK_STREAM)
             address = infos[0][4][0]
+            if not isinstance(address, str):  # (an IP address is text; an int is another family's)
+                raise RefusedAddress(f"{self.spec.host} resolves to no IP address")
             problem = address_problem(address, self.settings.allow_public)
             if problem:
                 raise RefusedAddress(f"{self.spec.host} resolves to {problem}")

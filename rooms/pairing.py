@@ -27,7 +27,7 @@ import secrets
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from config.rooms import hub_keys_folder, pinned_satellite
 from rooms.keys import (
@@ -89,7 +89,7 @@ class SatelliteKeys:
         write_private(self.folder / "pairing.json", json.dumps(window).encode())
         return code
 
-    def _window(self, now: float) -> dict | None:
+    def _window(self, now: float) -> dict[str, Any] | None:
         path = self.folder / "pairing.json"
         try:
             window = json.loads(path.read_text())
@@ -144,7 +144,7 @@ def satellite_keys(settings: Any) -> SatelliteKeys:
 
 
 async def answer_pairing(reader: asyncio.StreamReader, writer: asyncio.StreamWriter, keys: SatelliteKeys,
-                         on_paired=lambda pem: None) -> bool:  # type: ignore[no-untyped-def]  # fmt: skip
+                         on_paired: Callable[[str], object] = lambda pem: None) -> bool:  # fmt: skip
     """The satellite's side of one pairing connection: True when a hub paired."""
     answer: dict[str, str] = {"refused": "no"}
     paired = False

@@ -16,7 +16,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from wyoming.event import Event
 
@@ -258,7 +258,7 @@ def _text(data: dict[str, Any], optional: bool = False, key: str = "text") -> st
     return text[:4000]
 
 
-_PARSERS: dict[str, Any] = {
+_PARSERS: dict[str, Callable[[dict[str, Any], bytes | None], SatelliteEvent]] = {
     "audio-chunk": _chunk,
     "run-pipeline": _pipeline,
     "audio-start": _begins,

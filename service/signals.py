@@ -23,7 +23,7 @@ class StopSignals:
     shell's code for that signal (whatever tasks are left are found and stopped, by their
     marker, at the next start)."""
 
-    def __init__(self, on_stop: Callable[[signal.Signals], None]) -> None:
+    def __init__(self, on_stop: Callable[[signal.Signals], object]) -> None:
         self._on_stop = on_stop
         self.received: signal.Signals | None = None
 

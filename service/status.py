@@ -237,7 +237,7 @@ def _count(value: object) -> bool:
 
 def _time(value: object) -> bool:
     """A wall-clock or duration in seconds: a finite number, within a few thousand years."""
-    return type(value) in (int, float) and math.isfinite(value) and 0 <= value < 1e11  # type: ignore[arg-type]
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) and 0 <= value < 1e11
 
 
 def _optional(check: Callable[[object], bool]) -> Callable[[object], bool]:

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from decisions.errors import IllegalTransition
 from tasks.config import TaskConfig, TaskParam, TaskSettings, TaskTemplate, load_task_config, parse_task_config
 from tasks.errors import (
     AmbiguousTask,
@@ -32,7 +33,6 @@ from tasks.errors import (
 from tasks.manager import Cancellation, TaskManager
 from tasks.notices import NoticeBatch, NoticeQueue
 from tasks.records import Notice, TaskKind, TaskRecord, TaskStatus
-from tasks.state import IllegalTransition
 from tasks.store import TaskStore
 
 __all__ = [

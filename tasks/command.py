@@ -17,7 +17,7 @@ import sys
 import time
 
 from pathlib import Path
-from typing import BinaryIO
+from typing import Any, BinaryIO
 
 from config.read_only import readable_settings
 from safety.text import printable
@@ -134,7 +134,7 @@ def _cancel(ident: str, task_settings: TaskSettings) -> int:
     return 0
 
 
-def _ask(task_settings: TaskSettings, request: dict) -> dict | int:
+def _ask(task_settings: TaskSettings, request: dict[str, Any]) -> dict[str, Any] | int:
     """The running assistant's reply, or the exit code once its refusal (or its absence) is printed."""
     try:
         reply = control.ask(task_settings.control_path, request, CONTROL_TIMEOUT_S)

@@ -182,6 +182,13 @@ def ask(path: Path, request: dict[str, Any], timeout_s: float) -> dict[str, Any]
             reply += chunk
         if not reply:
             raise TaskError("handoff closed the connection without answering; the details are in its log.")
-        return json.loads(reply)
+        try:
+            answer = json.loads(reply)
+        except (ValueError, RecursionError):  # cut short (it stopped while answering), or not handoff
+            answer = None
+        if not isinstance(answer, dict):
+            raise TaskError("handoff's answer could not be read (it may have stopped while answering); "
+                            "see its log.")  # fmt: skip
+        return answer
     finally:
         client.close()

@@ -36,7 +36,8 @@ from tasks.output import OutputSink, OutputTail, Redactor
 from tasks.records import FINAL_STATUSES, TIMER_KINDS, Notice, TaskKind, TaskRecord, TaskStatus
 from tasks.runner import LaunchError, ProcessRunner, stop_marked, task_environment
 from tasks.state import (
-    Crashed, Exited, Fired, Interrupted, LaunchFailed, ShutDown, Started, StopRequested, TaskEvent, transition,
+    Crashed, Exited, Fired, Interrupted, LaunchFailed, ShutDown, Started, StopReason, StopRequested, TaskEvent,
+    transition,
 )
 from tasks.store import StoreWorker, TaskStore
 
@@ -65,7 +66,7 @@ class _LiveTask:
 
     record: TaskRecord
     tail: OutputTail
-    stop: asyncio.Future[str]  # resolved with "cancel" to stop it
+    stop: asyncio.Future[StopReason]  # resolved with "cancel" to stop it
     env: tuple[str, ...] = ()  # secret variables its template passes on
     launched: asyncio.Event = field(default_factory=asyncio.Event)  # spawned, or failed to
     done: asyncio.Event = field(default_factory=asyncio.Event)  # reached a final state
@@ -94,7 +95,8 @@ class TaskManager:
         self._clock = clock
         self._on_change = on_change
         self._runner = ProcessRunner(kill_grace_s=settings.kill_grace_s, drain_s=settings.drain_s)
-        self._io = StoreWorker(store)
+        self._io = StoreWorker(store, on_busy=self._store_found_busy)
+        self.store_busy = Changes()  # notified each time a store call found the database locked (and retries)
         self.notices = NoticeQueue(self._io, settings, clock)
         self._loop: asyncio.AbstractEventLoop | None = None  # set by start; store results come back on it
         self.internal_errors = 0  # bugs caught while running tasks (each logged with its traceback)
@@ -186,6 +188,10 @@ class TaskManager:
         """How often a store call found the database locked by another program and was retried."""
         return self._io.busy_retries
 
+    def _store_found_busy(self) -> None:  # (on the store's thread)
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self.store_busy.notify)
+
     @property
     def running_count(self) -> int:
         return sum(1 for live in self._live.values() if live.record.status is TaskStatus.RUNNING)
@@ -201,14 +207,14 @@ class TaskManager:
         self._require_started()
         template = self.config.template(check_text(name, "The task name", 200))
         argv, filled = template.fill(params or {})
-        return await self._admit(
-            self._draft(template.name, template.spoken_name, argv, template.cwd, template.timeout_s),
-            template.env,
+        draft = self._draft(
+            template.name, template.spoken_name, argv, template.cwd, template.timeout_s,
             params=filled,
             # An agent's prompt is what tells its runs apart ("cancel the login bug one").
             label=" ".join(value for _, value in filled) if template.agent else "",
             agent=template.agent,
-        )
+        )  # fmt: skip
+        return await self._admit(draft, template.env)
 
     async def start_shell(self, command: str) -> TaskRecord:
         """Run `command` with /bin/sh, only if the config has `allow_shell = true`."""
@@ -222,8 +228,8 @@ class TaskManager:
             raise ShellNotAllowed("Say the shell command to run.")
         check_text(command, "The shell command")
         draft = self._draft(SHELL_NAME, "the shell command", ("/bin/sh", "-c", command),
-                            self.config.shell_cwd, self.config.shell_timeout_s)  # fmt: skip
-        return await self._admit(draft, (), label=command)
+                            self.config.shell_cwd, self.config.shell_timeout_s, label=command)  # fmt: skip
+        return await self._admit(draft, ())
 
     async def add_timer(self, kind: TaskKind, due_at: float, spoken: str, label: str = "") -> TaskRecord:
         """A timer or reminder due at `due_at` (wall-clock seconds), named `spoken` ("your
@@ -325,7 +331,8 @@ class TaskManager:
             raise NotStarted("Background tasks are not available right now: the task manager is not running.")
 
     def _draft(
-        self, name: str, spoken: str, argv: tuple[str, ...], cwd: Path | None, timeout_s: float | None
+        self, name: str, spoken: str, argv: tuple[str, ...], cwd: Path | None, timeout_s: float | None, *,
+        params: tuple[tuple[str, str], ...] = (), label: str = "", agent: bool = False,
     ) -> TaskRecord:
         """A new task's record before the store gives it an id (and with it a log path)."""
         return TaskRecord(
@@ -337,9 +344,12 @@ class TaskManager:
             timeout_s=timeout_s if timeout_s is not None else self.settings.default_timeout_s,
             log_path="",
             created_at=self._clock(),
+            params=params,
+            label=label,
+            agent=agent,
         )
 
-    async def _admit(self, draft: TaskRecord, env: tuple[str, ...], **details: object) -> TaskRecord:
+    async def _admit(self, draft: TaskRecord, env: tuple[str, ...]) -> TaskRecord:
         """Store the new task, queue it, and start it if a slot is free."""
         # Those being stored count too: the check and the queueing are an await apart, and 40 starts
         # at once queued 22. (A free slot takes one at once: it does not wait.)
@@ -348,8 +358,7 @@ class TaskManager:
             raise TooMany(f"{MAX_QUEUED_TASKS} tasks are already waiting to start; try again when some have finished.")
         self._admitting += 1
         try:
-            record = await self._io.call(self._store.create_task, dataclasses.replace(draft, **details),
-                                         self.settings.log_path)  # fmt: skip
+            record = await self._io.call(self._store.create_task, draft, self.settings.log_path)
         finally:
             self._admitting -= 1
         live = _LiveTask(

@@ -128,34 +128,38 @@ class NoticeQueue:
         self._io = io
         self._settings = settings
         self._clock = clock
-        self._pending: list[Notice] = []  # stored, not yet acked; oldest first
-        self._announcements: list[Notice] = []  # about handoff itself (not stored): said once
+        self._pending: dict[int, Notice] = {}  # by id: stored, not yet acked; oldest first
+        self._announcements: dict[int, Notice] = {}  # about handoff itself (not stored, ids < 0): said once
         self._next_announcement_id = -1
         self._posted = Changes()  # notified whenever a notice is queued
 
     async def load(self) -> None:
         """Read what earlier runs left undelivered."""
-        self._pending = await self._io.call(self._io.store.pending_notices)
+        self._pending = _by_id(await self._io.call(self._io.store.pending_notices))
         self._posted.notify()
 
     def posted(self, notice: Notice) -> None:
         """Called after `notice` was stored (it has its id): wakes whoever waits in `wait_pending`."""
-        self._pending.append(notice)
+        self._pending.update(_by_id([notice]))
         self._posted.notify()
 
     def announce(self, script: str) -> int:
         """Queue a sentence about handoff itself (a damaged task list was replaced); it is said
         once, before any task's notice, and not stored."""
-        notice = Notice(task_id=0, created_at=self._clock(), outcome=TaskStatus.FAILED, spoken="",
-                        duration_s=None, summary=script, id=self._next_announcement_id)  # fmt: skip
+        notice_id = self._next_announcement_id
         self._next_announcement_id -= 1
-        self._announcements.append(notice)
+        self._announcements[notice_id] = Notice(task_id=0, created_at=self._clock(), outcome=TaskStatus.FAILED,
+                                                spoken="", duration_s=None, summary=script, id=notice_id)  # fmt: skip
         self._posted.notify()
-        return notice.id
+        return notice_id
 
     def task_of(self, notice_id: int) -> int | None:
         """The task a waiting notice is about (0: about handoff itself); None: not waiting."""
-        return next((n.task_id for n in self._announcements + self._pending if n.id == notice_id), None)
+        notice = self._announcements.get(notice_id) or self._pending.get(notice_id)
+        return notice.task_id if notice is not None else None
+
+    def _waiting(self) -> list[Notice]:
+        return [*self._announcements.values(), *self._pending.values()]
 
     def pending_count(self) -> int:
         return len(self._announcements) + len(self._pending)
@@ -166,39 +170,50 @@ class NoticeQueue:
         if accept is None:
             await self._posted.wait_until(lambda: self.pending_count() > 0)
         else:
-            await self._posted.wait_until(lambda: any(map(accept, self._announcements + self._pending)))
+            await self._posted.wait_until(lambda: any(map(accept, self._waiting())))
 
     def next_batch(self, now: float | None = None, accept: Callable[[Notice], bool] | None = None) -> NoticeBatch | None:
         """What to narrate next, or None. A timer or reminder comes first and alone (it is about
         now). Task notices older than `merge_older_than_s` (piled up while nobody could be
         told, e.g. across a restart) come together as one script; a fresh one comes alone.
         Nothing is marked delivered until `ack`."""
-        announcements = [n for n in self._announcements if accept is None or accept(n)]
+        announcements = [(i, n) for i, n in self._announcements.items() if accept is None or accept(n)]
         if announcements:
-            first = announcements[0]
-            return NoticeBatch(ids=[first.id], script=first.summary)
-        pending = [n for n in self._pending if accept is None or accept(n)]
+            first_id, first = announcements[0]
+            return NoticeBatch(ids=[first_id], script=first.summary)
+        pending = [(i, n) for i, n in self._pending.items() if accept is None or accept(n)]
         if not pending:
             return None
         now = self._clock() if now is None else now
-        timer = next((n for n in pending if n.kind in TIMER_KINDS), None)
+        timer = next(((i, n) for i, n in pending if n.kind in TIMER_KINDS), None)
         if timer is not None:
-            return NoticeBatch(ids=[timer.id], script=timer_script(timer, now))
-        old = [n for n in pending if now - n.created_at >= self._settings.merge_older_than_s]
+            return NoticeBatch(ids=[timer[0]], script=timer_script(timer[1], now))
+        old = [(i, n) for i, n in pending if now - n.created_at >= self._settings.merge_older_than_s]
         if len(old) >= 2:
-            return NoticeBatch(ids=[n.id for n in old], script=merged_script(old, self._settings.max_merged_notices))
-        first = pending[0]
-        return NoticeBatch(ids=[first.id], script=notice_script(first))
+            script = merged_script([n for _, n in old], self._settings.max_merged_notices)
+            return NoticeBatch(ids=[i for i, _ in old], script=script)
+        first_id, first = pending[0]
+        return NoticeBatch(ids=[first_id], script=notice_script(first))
 
     def ack(self, ids: Sequence[int]) -> None:
         """These notices have been heard; they are never offered again, across restarts too."""
         heard = set(ids)
-        self._announcements = [n for n in self._announcements if n.id not in heard]
-        self._pending = [n for n in self._pending if n.id not in heard]
+        self._announcements = {i: n for i, n in self._announcements.items() if i not in heard}
+        self._pending = {i: n for i, n in self._pending.items() if i not in heard}
         stored = [i for i in ids if i >= 0]
         if stored:
             written = self._io.submit(self._io.store.mark_delivered, stored, self._clock())
             written.add_done_callback(_log_failure)
+
+
+def _by_id(notices: list[Notice]) -> dict[int, Notice]:
+    """Stored notices by their id (the store gives every one an id; a notice without one was never stored)."""
+    by_id: dict[int, Notice] = {}
+    for notice in notices:
+        if notice.id is None:
+            raise ValueError("a notice is queued only once it is stored (with its id)")
+        by_id[notice.id] = notice
+    return by_id
 
 
 def _log_failure(future: "concurrent.futures.Future[None]") -> None:

@@ -63,7 +63,8 @@ def _decode(line: bytes) -> str:
 
 
 class LogFile(Protocol):
-    name: str
+    @property
+    def name(self) -> str: ...
 
     def write(self, data: bytes) -> object: ...
 

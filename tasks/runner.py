@@ -19,7 +19,9 @@ import re
 import signal
 import subprocess
 from pathlib import Path
-from typing import Callable, Mapping, Sequence
+from typing import Any, Callable, Mapping, Sequence
+
+from tasks.state import StopReason
 
 log = logging.getLogger(__name__)
 
@@ -136,9 +138,9 @@ class ProcessRunner:
         sink: Callable[[bytes], None],
         *,
         timeout_s: float,
-        stop: asyncio.Future[str],
+        stop: asyncio.Future[StopReason],
         on_started: Callable[[int], None],
-        on_stop: Callable[[str], None],
+        on_stop: Callable[[StopReason], None],
         env: Mapping[str, str],
     ) -> int:
         """Run `argv` to the end and return its exit code (negative: killed by that signal).
@@ -177,7 +179,8 @@ class ProcessRunner:
         pgid = transport.get_pid()
         try:
             on_started(pgid)
-            await asyncio.wait({exited, stop}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+            either: set[asyncio.Future[Any]] = {exited, stop}
+            await asyncio.wait(either, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
             if not exited.done():
                 on_stop(stop.result() if stop.done() else "timeout")
                 await self._stop_group(pgid, token, exited)

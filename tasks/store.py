@@ -194,7 +194,7 @@ class TaskStore:
             checked = db.execute("PRAGMA quick_check").fetchone()[0]
             if checked != "ok":
                 error = sqlite3.DatabaseError(f"database disk image is malformed: {checked}")
-                error.sqlite_errorcode = _SQLITE_CORRUPT  # type: ignore[attr-defined]
+                error.sqlite_errorcode = _SQLITE_CORRUPT
                 raise error
             # executescript would commit an open transaction first, so the script carries its own.
             db.executescript("BEGIN IMMEDIATE;" + _SCHEMA + "COMMIT;")
@@ -241,7 +241,7 @@ class TaskStore:
                 f"INSERT INTO tasks ({', '.join(_TASK_COLUMNS)}) VALUES ({', '.join('?' * len(_TASK_COLUMNS))})",
                 values,
             )
-            task_id = int(cursor.lastrowid)
+            task_id = _inserted_id(cursor)
             log_path = str(log_path_for(task_id)) if log_path_for is not None else ""
             db.execute("UPDATE tasks SET log_path = ? WHERE id = ?", (log_path, task_id))
         return dataclasses.replace(draft, id=task_id, log_path=log_path)
@@ -262,7 +262,7 @@ class TaskStore:
                     notice.label, notice.due_at, int(notice.late),
                 ),
             )  # fmt: skip
-            return dataclasses.replace(notice, id=int(cursor.lastrowid))
+            return dataclasses.replace(notice, id=_inserted_id(cursor))
 
     def get_task(self, task_id: int) -> TaskRecord | None:
         row = self._db.execute("SELECT * FROM tasks WHERE id = ?", (task_id,)).fetchone()
@@ -318,7 +318,14 @@ def _add_missing_columns(db: sqlite3.Connection) -> None:
     db.execute("COMMIT")
 
 
-def _task_values(record: TaskRecord) -> tuple:
+def _inserted_id(cursor: sqlite3.Cursor) -> int:
+    """The row id an INSERT gave (sqlite3 sets it after every INSERT; None only after other statements)."""
+    if cursor.lastrowid is None:
+        raise sqlite3.DatabaseError("the INSERT gave no row id")
+    return cursor.lastrowid
+
+
+def _task_values(record: TaskRecord) -> tuple[object, ...]:
     return (
         record.name, record.spoken, json.dumps(list(record.argv)), record.cwd, record.timeout_s,
         record.log_path, record.created_at, json.dumps([list(p) for p in record.params]), record.label,
@@ -381,8 +388,11 @@ class StoreWorker:
     outcome must not be lost because another program held the file for a while. Once `close`
     has begun, retrying stops after `close_wait_s` and what is still pending is logged as lost."""
 
-    def __init__(self, store: TaskStore, *, max_backoff_s: float = 0.5, close_wait_s: float = 10.0) -> None:
+    def __init__(self, store: TaskStore, *, max_backoff_s: float = 0.5, close_wait_s: float = 10.0,
+                 on_busy: Callable[[], None] | None = None) -> None:  # fmt: skip
+        """`on_busy` is called (on the store's thread) each time a call found the database locked."""
         self.store = store
+        self._on_busy = on_busy
         self.busy_retries = 0  # how often a call found the database locked (tests and logs)
         self.failures = 0  # calls that failed for good
         self._max_backoff_s = max_backoff_s
@@ -418,6 +428,8 @@ class StoreWorker:
                     first = self.busy_retries == 1
                 if first:
                     log.warning("task database %s is locked by another program; retrying", self.store.path)
+                if self._on_busy is not None:
+                    self._on_busy()
                 time.sleep(backoff)
                 backoff = min(backoff * 2, self._max_backoff_s)
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from datetime import datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from safety.text import clean
 from tasks.errors import AmbiguousTask, UnknownTask
@@ -114,7 +114,7 @@ def _clean(text: str | None) -> str:
     return re.sub(r"[\s\x00-\x1f\x7f-\x9f]+", " ", clean(text or "")).strip().strip(".!?").strip()
 
 
-def timer_data(record: TaskRecord, now: float) -> dict:
+def timer_data(record: TaskRecord, now: float) -> dict[str, Any]:
     """A timer as tool-result data (the model and the logs see this)."""
     due = record.due_at if record.due_at is not None else now
     return {
@@ -133,7 +133,7 @@ class _TimerToolHandlers:
     def __init__(self, manager: "TaskManager") -> None:
         self._manager = manager
 
-    async def set_timer(self, args: dict) -> dict:
+    async def set_timer(self, args: dict[str, Any]) -> dict[str, Any]:
         with spoken_errors():
             length = parse_length(args["duration"])
             if length.total_s > MAX_TIMER_S:
@@ -144,7 +144,7 @@ class _TimerToolHandlers:
             record = await self._manager.add_timer(TaskKind.TIMER, now + length.total_s, spoken, label)
         return {"timer": timer_data(record, now), "length": length.words()}
 
-    async def set_reminder(self, args: dict) -> dict:
+    async def set_reminder(self, args: dict[str, Any]) -> dict[str, Any]:
         text = re.sub(r"^to\s+", "", _clean(args["text"]), flags=re.I)
         if not text:
             raise ToolError("Say what to remind you of.")
@@ -154,14 +154,14 @@ class _TimerToolHandlers:
             record = await self._manager.add_timer(TaskKind.REMINDER, due.timestamp(), reminder_name(text), text)
         return {"timer": timer_data(record, now)}
 
-    async def time_left(self, args: dict) -> dict:
+    async def time_left(self, args: dict[str, Any]) -> dict[str, Any]:
         pending = self._manager.pending_timers()
         if _clean(args.get("name")):
             pending = self._matching(args.get("name"), pending)
         now = self._manager.now()
         return {"timers": [timer_data(r, now) for r in pending[:MAX_LISTED]], "more": max(0, len(pending) - MAX_LISTED)}
 
-    async def cancel_timer(self, args: dict) -> dict:
+    async def cancel_timer(self, args: dict[str, Any]) -> dict[str, Any]:
         if _ALL.search(_clean(args.get("name")).lower()):  # "cancel all timers", from any room
             return await self._cancel_all(_ALL.sub(" ", _clean(args.get("name"))))
         record = self._pick(args.get("name"), self._manager.pending_timers())
@@ -171,7 +171,7 @@ class _TimerToolHandlers:
             outcome = await self._manager.cancel(record.id)
         return {"timer": {**timer_data(outcome.record, now), "remaining_s": left}, "cancelled": outcome.stopped}
 
-    async def _cancel_all(self, kinds_said: str) -> dict:
+    async def _cancel_all(self, kinds_said: str) -> dict[str, Any]:
         now = self._manager.now()
         cancelled = []
         for record in self._matching(kinds_said, self._manager.pending_timers()):
@@ -230,7 +230,7 @@ def format_set_reminder(result: ToolResult) -> str:
     return sentence(f"I'll remind you {timer['due_words']}: {timer['label']}")
 
 
-def _left_clause(timer: dict) -> str:
+def _left_clause(timer: dict[str, Any]) -> str:
     if timer["kind"] == str(TaskKind.REMINDER):
         return f"{timer['spoken']} is due {timer['due_words']}, in {remaining_words(timer['remaining_s'])}"
     return f"{timer['spoken']} has {remaining_words(timer['remaining_s'])} left"

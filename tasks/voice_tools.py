@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import time
 from contextlib import contextmanager
-from typing import TYPE_CHECKING, Callable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterator
 
 from tools.registry import Effect
 from tools.result import ToolError, ToolResult
@@ -93,10 +93,10 @@ def start_task_description(config: TaskConfig) -> str:
     return " ".join(parts)
 
 
-def start_task_parameters(config: TaskConfig) -> dict:
+def start_task_parameters(config: TaskConfig) -> dict[str, Any]:
     """name, command, and every parameter any template declares, as a flat set of strings
     (the tool schema has no nested objects); the chosen template checks which apply."""
-    properties: dict[str, dict] = {
+    properties: dict[str, dict[str, Any]] = {
         "name": {"type": "string", "description": "The template to start, for example backup."},
         "command": {"type": "string", "description": "A shell command, only if the user has enabled shell commands."},
     }
@@ -117,7 +117,7 @@ class _TaskToolHandlers:
         self._manager = manager
         self._clock = clock
 
-    async def start_task(self, args: dict) -> dict:
+    async def start_task(self, args: dict[str, Any]) -> dict[str, Any]:
         command = (args.get("command") or "").strip()
         name = (args.get("name") or "").strip()
         # The schema is flat, so models send "" for parameters they are not using.
@@ -140,18 +140,18 @@ class _TaskToolHandlers:
             "queued": self._manager.queued_count,
         }
 
-    async def list_tasks(self, args: dict) -> dict:
+    async def list_tasks(self, args: dict[str, Any]) -> dict[str, Any]:
         records = await self._manager.list_tasks()
         shown = pick_for_listing(records, MAX_LISTED)
         now = self._clock()
         return {"tasks": [task_data(r, now) for r in shown], "more": len(records) - len(shown)}
 
-    async def get_task_result(self, args: dict) -> dict:
+    async def get_task_result(self, args: dict[str, Any]) -> dict[str, Any]:
         with spoken_errors():
             record = await self._manager.get_result(args["task"])
         return {"task": task_data(record, self._clock())}
 
-    async def cancel_task(self, args: dict) -> dict:
+    async def cancel_task(self, args: dict[str, Any]) -> dict[str, Any]:
         with spoken_errors():
             outcome = await self._manager.cancel(args["task"])
         return {"task": task_data(outcome.record, self._clock()), "cancelled": outcome.stopped}
@@ -178,7 +178,7 @@ def pick_for_listing(records: list[TaskRecord], limit: int) -> list[TaskRecord]:
     return sorted(picked, key=lambda r: r.id)
 
 
-def task_data(record: TaskRecord, now: float) -> dict:
+def task_data(record: TaskRecord, now: float) -> dict[str, Any]:
     """A task as tool-result data (JSON-friendly; the model and the logs see this)."""
     duration = record.duration_s(now)
     return {
@@ -199,7 +199,7 @@ def task_data(record: TaskRecord, now: float) -> dict:
 # --- formatters ---------------------------------------------------------------------------------
 
 
-def _clause(task: dict, detailed: bool) -> str:
+def _clause(task: dict[str, Any], detailed: bool) -> str:
     return status_clause(
         task["spoken"],
         task["status"],

@@ -28,7 +28,7 @@ MAX_ENUM_SPOKEN = 8  # "must be one of: ..." names this many choices
 MAX_MESSAGE_CHARS = 200  # the validator's own words, when no sentence of ours fits, are cut here
 
 
-def compile_schema(parameters: dict) -> Validator:
+def compile_schema(parameters: dict[str, Any]) -> Validator:
     """A validator for a tool's `parameters`; ValueError if they are no JSON schema of an object."""
     if not isinstance(parameters, dict) or parameters.get("type") != "object":
         raise ValueError("a tool's parameters must be a JSON schema of type 'object'")
@@ -41,7 +41,7 @@ def compile_schema(parameters: dict) -> Validator:
     return cls(parameters, registry=Registry())
 
 
-def validate_arguments(tool: str, validator: Validator, arguments: object) -> dict:
+def validate_arguments(tool: str, validator: Validator, arguments: object) -> dict[str, Any]:
     """The arguments with top-level defaults filled in, or ToolError saying the first thing wrong."""
     if not isinstance(arguments, dict):
         raise ToolError(f"The arguments for {tool} must be a JSON object.")
@@ -64,7 +64,7 @@ def _rank(error: schema_exceptions.ValidationError) -> tuple[int, int, str]:
     return order, len(error.absolute_path), "/".join(map(str, error.absolute_path))
 
 
-def _sentence(tool: str, schema: dict, error: schema_exceptions.ValidationError) -> str:
+def _sentence(tool: str, schema: dict[str, Any], error: schema_exceptions.ValidationError) -> str:
     path = ".".join(str(p) for p in error.absolute_path)
     kind, value = str(error.validator), error.validator_value
     instance = error.instance

@@ -13,7 +13,7 @@ import logging
 import os
 import stat
 from datetime import datetime
-from typing import TYPE_CHECKING, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from config.settings import SETTINGS_FILE, Settings
 from safety.text import clean
@@ -56,10 +56,10 @@ class FileTools:
     def __init__(self, workspace: Workspace) -> None:
         self.workspace = workspace
 
-    async def list_files(self, args: dict) -> dict:
+    async def list_files(self, args: dict[str, Any]) -> dict[str, Any]:
         return await asyncio.to_thread(self._list, args["path"])
 
-    def _list(self, path: str) -> dict:
+    def _list(self, path: str) -> dict[str, Any]:
         fd, folder = self.workspace.open(path, folder=True)
         try:
             # Listed through the descriptor that was checked, not by path again.
@@ -80,7 +80,7 @@ class FileTools:
             "more": max(0, len(entries) - len(shown)),
         }
 
-    async def read_file_head(self, args: dict) -> dict:
+    async def read_file_head(self, args: dict[str, Any]) -> dict[str, Any]:
         fd, path = self.workspace.open(args["path"], folder=False)
         wanted: int = args["lines"]
         name = self.workspace.relative(path)
@@ -119,7 +119,7 @@ def _os_reason(exc: OSError) -> str:
     return (exc.strerror or "the system refused").lower()
 
 
-def _describe_entry(entry: os.DirEntry) -> dict:
+def _describe_entry(entry: os.DirEntry[str]) -> dict[str, Any]:
     # Not following symlinks: a link's target may be outside the workspace.
     name = speakable_name(entry.name)
     if entry.is_symlink():
@@ -159,7 +159,7 @@ def build_listener_tools(
     files = FileTools(Workspace(settings.workspace_root, private))
     registry = ToolRegistry(max_chars, secrets=[settings.realtime.api_key])
 
-    async def get_time(args: dict) -> dict:
+    async def get_time(args: dict[str, Any]) -> dict[str, Any]:
         moment = now()
         moment = moment.astimezone() if moment.tzinfo is None else moment
         offset = moment.strftime("%z")
@@ -170,7 +170,7 @@ def build_listener_tools(
             "utc_offset": f"{offset[:3]}:{offset[3:]}" if offset else "",
         }
 
-    async def echo(args: dict) -> dict:
+    async def echo(args: dict[str, Any]) -> dict[str, Any]:
         text = clean(args["text"])  # a lone surrogate: U+FFFD, so it can be stored, logged and said
         return {"text": text[:MAX_ECHO_CHARS], "truncated": len(text) > MAX_ECHO_CHARS}
 
@@ -234,7 +234,7 @@ def build_listener_tools(
     )
     if brain is not None:  # without a brain the model is not offered a tool that cannot work
 
-        async def ask_brain(args: dict) -> dict:
+        async def ask_brain(args: dict[str, Any]) -> dict[str, Any]:
             answer = await brain.ask(clean(args["query"]))  # a lone surrogate cannot be sent: U+FFFD
             data = {"answer": answer.text, "attempts": answer.attempts}
             if answer.citations:  # kept for history and the page; the narrator says only the answer

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Callable
+from typing import Any, Callable
 
 from speech.speakable import DEFAULT_MAX_CHARS, join_spoken, speakable_text
 from tools.result import ToolResult
@@ -25,7 +25,7 @@ class Speakable:
     """A script to read aloud and the full structured result it came from (for logs)."""
 
     script: str
-    full: dict
+    full: dict[str, Any]
 
 
 # --- per-tool formatters --------------------------------------------------------------------
@@ -90,7 +90,7 @@ def format_list_files(result: ToolResult) -> str:
     return f"{folder} has {items}. Among them: {', '.join(spoken)} and {rest} more."
 
 
-def _spoken_entry(entry: dict) -> str:
+def _spoken_entry(entry: dict[str, Any]) -> str:
     name = _spoken_name(entry["name"])
     if entry["kind"] == "dir":
         return f"a folder called {name}"
@@ -139,7 +139,7 @@ def format_ask_brain(result: ToolResult) -> str:
     # On failure the brain's own apology is the error: it is already meant to be heard.
     if not result.ok:
         return result.error or "Sorry, I couldn't get an answer just now."
-    return result.data["answer"]
+    return str(result.data["answer"])
 
 
 def _as_sentence(text: str) -> str:

@@ -37,7 +37,7 @@ from tools.result import ToolError, ToolResult
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict], Awaitable[dict]]
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
 
 
 # --- the registry ---------------------------------------------------------------------------
@@ -62,7 +62,7 @@ BUILT_IN = "built-in"  # the source of the tools this program ships
 class ToolSpec:
     name: str
     description: str
-    parameters: dict
+    parameters: dict[str, Any]
     handler: Handler
     formatter: Formatter = format_generic  # ToolResult -> words for the narrator
     effect: Effect = Effect.ACTS  # unmarked: treated as changing something (it waits)
@@ -72,14 +72,14 @@ class ToolSpec:
     validator: Validator | None = field(default=None, compare=False, repr=False)
     # Work that changes nothing and may start while the call waits for its command's words (the
     # brain's pick behind `use_device`): its run then finds it done. None: nothing to prepare.
-    prepare: Callable[[dict], None] | None = field(default=None, compare=False, repr=False)
+    prepare: Callable[[dict[str, Any]], None] | None = field(default=None, compare=False, repr=False)
 
     @property
     def needs_yes(self) -> bool:
         """Runs only after a spoken yes (`ToolRegistry.run_confirmed`)."""
         return self.effect is Effect.CONFIRMS
 
-    def question(self, arguments: dict) -> str:
+    def question(self, arguments: dict[str, Any]) -> str:
         """What is asked before it runs: "Unlock the front door?" (its title, or its name, and the
         simple values it was given)."""
         action = (self.title or self.name.replace("_", " ")).strip().rstrip("?.")
@@ -88,12 +88,12 @@ class ToolSpec:
         return said[:1].upper() + said[1:] + "?"
 
 
-def function_tool(spec: ToolSpec) -> dict:
+def function_tool(spec: ToolSpec) -> dict[str, Any]:
     """A tool as the Realtime session and the Responses API declare a function."""
     return {"type": "function", "name": spec.name, "description": spec.description, "parameters": spec.parameters}
 
 
-class _LiveNames(Set):
+class _LiveNames(Set[str]):
     """The names of the tools of one effect, as they are now (not a copy)."""
 
     def __init__(self, tools: dict[str, ToolSpec], effect: Effect = Effect.READS) -> None:
@@ -118,12 +118,12 @@ class ToolRegistry:
         self._tools: dict[str, ToolSpec] = {}
         self._max_chars = max_chars  # the longest script `format` returns
         self._secrets = tuple(s for s in secrets if s)  # cut out of every result
-        self._session_tools: list[dict] = []  # one list, changed in place: whoever holds it sees changes
+        self._session_tools: list[dict[str, Any]] = []  # one list, changed in place: whoever holds it sees changes
         self._read_only = _LiveNames(self._tools)
         self._needs_yes = _LiveNames(self._tools, Effect.CONFIRMS)
 
     def register(
-        self, name: str, description: str, parameters: dict, handler: Handler, formatter: Formatter = format_generic,
+        self, name: str, description: str, parameters: dict[str, Any], handler: Handler, formatter: Formatter = format_generic,
         effect: Effect = Effect.ACTS, source: str = BUILT_IN, title: str = "",
     ) -> None:
         self.add(ToolSpec(name, description, parameters, handler, formatter, effect, source, title))
@@ -182,7 +182,7 @@ class ToolRegistry:
         try:
             arguments = json.loads(arguments_json) if arguments_json.strip() else {}
             assert spec is not None and spec.validator is not None
-            return self._safe(spec.question(validate_arguments(name, spec.validator, arguments)))
+            return self._safe_text(spec.question(validate_arguments(name, spec.validator, arguments)))
         except (AssertionError, ValueError, RecursionError, TypeError, ToolError):
             return None
 
@@ -198,7 +198,7 @@ class ToolRegistry:
             return  # (its run says what is wrong with them)
         spec.prepare(validated)
 
-    def session_tools(self) -> list[dict]:
+    def session_tools(self) -> list[dict[str, Any]]:
         """The tools in the shape `session.update {session: {tools: [...]}}` expects: one list,
         kept up to date in place."""
         return self._session_tools
@@ -225,14 +225,14 @@ class ToolRegistry:
             assert spec.validator is not None  # (set by `add`)
             validated = validate_arguments(name, spec.validator, arguments)
             if spec.needs_yes and not confirmed:
-                question = self._safe(spec.question(validated))
+                question = self._safe_text(spec.question(validated))
                 log.info("tool %s (call %s) waits for a spoken yes", name, call_id)
                 return ToolResult(tool=name, call_id=call_id, ok=False, error="That needs a spoken yes first; nothing was done.",
                                   data={"needs_yes": True, "question": question, "tool": name,
                                         "arguments": self._safe(validated)})
             data = await spec.handler(validated)
         except ToolError as exc:
-            return self._failed(name, call_id, self._safe(str(exc)), self._safe(exc.data))
+            return self._failed(name, call_id, self._safe_text(str(exc)), self._safe(exc.data))
         except Exception as exc:  # a bug or an unexpected OS error: say so, keep the session going
             log.exception("tool %s (call %s) failed unexpectedly", name, call_id)
             return self._failed(name, call_id, f"The {name} tool failed: {type(exc).__name__}.")
@@ -241,7 +241,10 @@ class ToolRegistry:
 
     def _safe(self, value: Any) -> Any:
         """`value` with lone surrogates replaced and the secrets cut out of every string in it."""
-        return map_strings(value, lambda text: redact(clean(text), self._secrets))
+        return map_strings(value, self._safe_text)
+
+    def _safe_text(self, text: str) -> str:
+        return redact(clean(text), self._secrets)
 
     def format(self, result: ToolResult) -> Speakable:
         """The result as a script to read aloud, by its tool's formatter; always something speakable
@@ -258,6 +261,6 @@ class ToolRegistry:
         return Speakable(script=script, full=dataclasses.asdict(result))
 
     @staticmethod
-    def _failed(name: str, call_id: str, error: str, data: dict | None = None) -> ToolResult:
+    def _failed(name: str, call_id: str, error: str, data: dict[str, Any] | None = None) -> ToolResult:
         log.info("tool %s (call %s) refused: %s", name, call_id, error)
         return ToolResult(tool=name, call_id=call_id, ok=False, data=dict(data or {}), error=error)

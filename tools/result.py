@@ -15,7 +15,7 @@ class ToolError(Exception):
     `data` is optional structured detail kept in the result for logs.
     """
 
-    def __init__(self, message: str, *, data: dict | None = None) -> None:
+    def __init__(self, message: str, *, data: dict[str, Any] | None = None) -> None:
         super().__init__(message)
         self.data = dict(data or {})
 
@@ -27,7 +27,7 @@ class ToolResult:
     tool: str
     call_id: str
     ok: bool
-    data: dict = field(default_factory=dict)
+    data: dict[str, Any] = field(default_factory=dict)
     error: str | None = None
 
     def short_output(self) -> str:

@@ -14,6 +14,7 @@ from config.logging_setup import redact
 from config.settings import Settings
 from decisions.timeline import Timeline
 from decisions.upload_gate import GateState
+from detectors.pipeline import UploadFilter
 from hands.manager import servers_shown
 from service.history import HISTORY_FILE, read_history
 from service.runtime import ServiceRuntime
@@ -83,7 +84,7 @@ async def serving(settings: Settings, feed: WebFeed | None, coordinator: "Coordi
         session_age_s=lambda: coordinator.listener.session_age_s,
         sessions_opened=lambda: coordinator.listener.sessions_opened,
         upload_mode=settings.upload.mode.value,
-        upload_state=lambda: (parts.mic_filter.gate.state if parts.mic_filter is not None else GateState.STREAMING).value,
+        upload_state=lambda: (f.gate.state if isinstance(f := parts.mic_filter, UploadFilter) else GateState.STREAMING).value,
         cost=lambda: None if parts.cost is None else parts.cost.summary(),
         rooms=lambda: getattr(runtime.tracker.status, "satellites", None) or None,  # the hub's satellites, once there are any
         mcp_servers=lambda: servers_shown(parts.notices),

@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from concurrency.changes import Changes
-from decisions.coordinator import NarrationKind
 from decisions.stages import Stage, StageTimes
 from decisions.events import (
-    CommandClosed, CommandRouted, ConnectAttemptFailed, FatalError, ListenerLost, ListenerReady, LossCause, Narrated, ToolFinished, ToolOutcome,
+    CommandClosed, CommandRouted, ConnectAttemptFailed, FatalError, ListenerLost, ListenerReady, LossCause, Narrated, NarrationKind,
+    ToolFinished, ToolOutcome,
 )
 from decisions.timeline import TimelineEntry, TimelineKind
 from service.history import HistoryEntry, HistoryKind

@@ -85,18 +85,18 @@ class FeedCollector:
                 yield budget
 
 
-def _bounded(rows: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
+def _bounded(rows: list[tuple[tuple[str, ...], int]]) -> list[tuple[tuple[str, ...], int]]:
     """At most MAX_LABEL_VALUES values of each label, the most counted; the others summed as "other"."""
     if not rows or not rows[0][0]:
         return rows
     for position in range(len(rows[0][0])):
-        totals: dict[object, int] = {}
+        totals: dict[str, int] = {}
         for values, n in rows:
             totals[values[position]] = totals.get(values[position], 0) + n
         if len(totals) <= MAX_LABEL_VALUES:
             continue
         kept = set(sorted(totals, key=lambda v: (-totals[v], str(v)))[: MAX_LABEL_VALUES - 1])
-        merged: dict[tuple, int] = {}
+        merged: dict[tuple[str, ...], int] = {}
         for values, n in rows:
             if values[position] not in kept:
                 values = (*values[:position], OTHER, *values[position + 1:])

@@ -6,11 +6,12 @@ import asyncio
 import json
 import socket
 import stat
+import tempfile
 from pathlib import Path
 
 import pytest
 
-from tasks import TaskConfig, TaskManager, TaskSettings, TaskStore, TaskTemplate
+from tasks import TaskConfig, TaskError, TaskManager, TaskSettings, TaskStore, TaskTemplate
 from tasks.control import ControlServer, NotRunning, ask
 
 
@@ -73,3 +74,23 @@ async def test_garbage_on_the_socket_gets_a_refusal_not_a_crash(tmp_path: Path) 
         await server.close()
         await manager.close()
         store.close()
+
+
+@pytest.mark.parametrize("answer", [b'{"ok": true, "task": {"id"', b"[1, 2]\n"], ids=["cut-short", "not-an-object"])
+async def test_an_answer_that_cannot_be_read_is_one_sentence_not_a_traceback(answer: bytes) -> None:
+    # An assistant stopped while answering leaves half a reply; the command line says so in a sentence.
+    async def reply(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.readline()
+        writer.write(answer)
+        await writer.drain()
+        writer.close()
+
+    with tempfile.TemporaryDirectory(prefix="ctl") as folder:  # a unix socket's path must be short
+        path = Path(folder) / "control.sock"
+        server = await asyncio.start_unix_server(reply, path=str(path))
+        try:
+            with pytest.raises(TaskError, match=r"^handoff's answer could not be read \(it may have stopped"):
+                await asyncio.to_thread(ask, path, {"op": "cancel", "task": 1}, 10.0)
+        finally:
+            server.close()
+            await server.wait_closed()

@@ -13,7 +13,7 @@ import pytest
 
 from commands import cli
 from tasks import TaskStatus, TaskStore
-from tests.tasks.test_tasks_manager import eventually, running_manager, settings_for, sh
+from tests.tasks.test_tasks_manager import running_manager, settings_for, sh
 
 
 def damage(db: Path) -> None:
@@ -102,9 +102,9 @@ async def test_a_locked_database_does_not_stall_the_loop_and_the_outcome_lands_a
         db = settings_for(tmp_path).db_path
         with exclusive_lock(db):
             gate.touch()  # the task ends while the database is locked
-            await eventually(lambda: manager.store_busy_retries >= 1)
+            await manager.store_busy.wait_until(lambda: manager.store_busy_retries >= 1, 60)
             during = ticks[0]
-            await eventually(lambda: manager.store_busy_retries >= 5)
+            await manager.store_busy.wait_until(lambda: manager.store_busy_retries >= 5, 60)
             assert ticks[0] > during  # the loop kept turning while the write waited
             ended = asyncio.create_task(manager.wait(record.id))
             assert not ended.done() and manager.next_batch() is None  # not lost: still waiting to be written

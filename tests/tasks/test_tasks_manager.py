@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import re
-import inspect
 import json
 import resource
 import sys
@@ -64,16 +63,6 @@ async def running_manager(
         store.close()
 
 
-async def eventually(predicate: Callable[[], object], timeout: float = 60.0) -> None:
-    """Poll for a condition no event reports (output appearing, a file being written);
-    `predicate` may return an awaitable."""
-    deadline = time.monotonic() + timeout
-    while not await _value(predicate()):
-        if time.monotonic() > deadline:
-            raise AssertionError("condition not met in time")
-        await asyncio.sleep(0.01)
-
-
 def alive(pid: int) -> bool:
     """Running (zombies are dead: this container's init never reaps adopted children)."""
     try:
@@ -81,10 +70,6 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return stat[stat.rfind(")") + 2] not in "ZX"
-
-
-async def _value(result: object) -> object:
-    return await result if inspect.isawaitable(result) else result
 
 
 def printed(record: TaskRecord, text: str) -> Callable[[], bool]:
