@@ -129,10 +129,7 @@ async def shared_parts(
         control = ControlServer(task_manager, task_settings.control_path)  # `handoff tasks start` / `cancel`
         await control.start()
         stack.push_async_callback(control.close)
-        def brain_usage(input_tokens: int, output_tokens: int) -> None:  # (brain_picker's callback returns None)
-            cost.brain_usage(input_tokens, output_tokens)
-
-        routing = Routing(tools, brain_picker(client, settings.brain.model, settings.brain.timeout_s, brain_usage),
+        routing = Routing(tools, brain_picker(client, settings.brain.model, settings.brain.timeout_s, cost.brain_usage),
                           mode=settings.mcp_routing)
         hands = await stack.enter_async_context(mcp_servers(settings, tools, routing))
         yield SharedParts(client, Refusal(), cost, tools, task_manager, hands, control)

@@ -225,7 +225,7 @@ class ServerLink:
         self._wake.set()
 
     # -- calls from other tasks ---------------------------------------------------------------------
-    async def call(self, tool: str, arguments: dict) -> CallToolResult:
+    async def call(self, tool: str, arguments: dict[str, Any]) -> CallToolResult:
         """Call a tool; Unreachable (one sentence) when the server is down, goes down, or does not
         answer within the call timeout."""
         client = self._client
@@ -283,7 +283,8 @@ class _Watched:
         assert self._group is not None
         self._group.cancel_scope.cancel()
         await self._group.__aexit__(None, None, None)
-        return await self._transport.__aexit__(*exc)
+        ended: bool | None = await self._transport.__aexit__(*exc)  # (an SDK transport: untyped)
+        return ended
 
 
 def _reason(exc: BaseException) -> str:

@@ -143,7 +143,7 @@ class Hands:
         if self.routing is not None:
             self.routing.update()
 
-    async def _call(self, server: str, tool: str, arguments: dict) -> CallToolResult | None:
+    async def _call(self, server: str, tool: str, arguments: dict[str, Any]) -> CallToolResult | None:
         """The call's result; None when it takes longer than `answer_wait_s`: it goes on in the
         background (the command is answered that it is still working, and the next command is
         routed meanwhile) and its answer, or its failure, is said later as a notice."""

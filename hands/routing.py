@@ -111,7 +111,7 @@ class Routing:
     def _offered(self) -> list[dict[str, Any]]:
         return [function_tool(s) for s in self._registry.specs() if s.source.startswith("mcp:")]
 
-    def _prepare(self, arguments: dict) -> None:
+    def _prepare(self, arguments: dict[str, Any]) -> None:
         """Start the brain's pick for a held call (it changes nothing); its run takes it."""
         assert self._pick is not None
         request = arguments["request"]
@@ -124,7 +124,7 @@ class Routing:
             _, (_, dropped) = self._picks.popitem(last=False)
             dropped.cancel()
 
-    async def _route(self, arguments: dict) -> dict:
+    async def _route(self, arguments: dict[str, Any]) -> dict[str, Any]:
         assert self._pick is not None
         started = self._picks.pop(arguments["request"], None)
         if started is not None and started[0] == self._listing:
@@ -133,7 +133,8 @@ class Routing:
             if started is not None:
                 started[1].cancel()  # made for tools that have changed since
             pick = await self._pick(arguments["request"], self._offered())
-        if pick.name is None or self._registry.get(pick.name) is None or not self._registry.get(pick.name).source.startswith("mcp:"):
+        chosen = self._registry.get(pick.name) if pick.name is not None else None
+        if pick.name is None or chosen is None or not chosen.source.startswith("mcp:"):
             raise ToolError(pick.text or "None of the connected devices or services can do that.")
         result: ToolResult = await self._registry.run(pick.name, pick.arguments, f"routed:{pick.name}")
         log.info("use_device: the brain chose %s", pick.name)
@@ -142,7 +143,7 @@ class Routing:
         return {**result.data, "routed_to": pick.name}
 
 
-def brain_picker(client: Any, model: str, timeout_s: float, on_usage: Callable[[int, int], None]) -> Picker:
+def brain_picker(client: Any, model: str, timeout_s: float, on_usage: Callable[[int, int], object]) -> Picker:
     """The brain's choice through the Responses API: one request, the MCP tools as functions,
     a call required; no retries (someone is waiting), no result ever sent back."""
 

@@ -39,7 +39,7 @@ _INVALID_NAME = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME_CHARS = 64  # a function name the Realtime and Responses APIs take: ^[A-Za-z0-9_-]{1,64}$
 
 # (the server's tool name, arguments) -> its result, or None: still running, its answer comes later as a notice
-Caller = Callable[[str, dict], Awaitable[CallToolResult | None]]
+Caller = Callable[[str, dict[str, Any]], Awaitable[CallToolResult | None]]
 
 
 def effect_of(tool: Tool, said: str | None = None) -> Effect:
@@ -71,7 +71,7 @@ def spec_for(server: ServerConfig, tool: Tool, name: str, call: Caller) -> ToolS
     title = (tool.annotations.title if tool.annotations and tool.annotations.title else None) or tool.title or ""
     description = " ".join((tool.description or title or tool.name).split())[:MAX_DESCRIPTION_CHARS]
 
-    async def handler(arguments: dict) -> dict:
+    async def handler(arguments: dict[str, Any]) -> dict[str, Any]:
         result = await call(tool.name, arguments)
         if result is None:  # slow: it goes on in the background (hands.manager)
             return {"server": server.name, "text": "", "pending": True}
