@@ -29,7 +29,8 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any
+from typing import Any, Iterator
+from unittest import mock
 
 from audio_io import MemorySpeaker, PushMicrophone
 from benchmarks.corpus import (
@@ -232,17 +233,34 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path)
     return 100 * cpu / wall, timeline.count("narrated")
 
 
-def listening_table(corpus: Corpus, seconds: float, hiss: bytes) -> list[str]:
+@contextlib.contextmanager
+def detectors_before_issue_34() -> Iterator[None]:
+    """The detectors as they were before issue 34's cuts: Silero on every window of speech,
+    openWakeWord started at once on every candidate (the baseline, measured in the same run)."""
+    import detectors.pipeline as pipeline
+    from detectors.vad import SileroVad, VadSettings
+    from detectors.wake_confirm import ConfirmSettings
+
+    with mock.patch.object(pipeline, "SileroVad", lambda: SileroVad(VadSettings(speech_stride=1))), \
+            mock.patch.object(pipeline, "ConfirmSettings", lambda: ConfirmSettings(start_after_s=0)):
+        yield
+
+
+def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[int, ...] = (20, 40)) -> list[str]:
     silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
     talking, placed = talking_room(corpus, seconds, hiss)
-    lines = ["| room | microphone chunk | handoff CPU % of a core | answers narrated |", "|---|---|---|---|"]
+    lines = ["| room | microphone chunk | handoff CPU % of a core, detectors before issue 34's cuts | now | ratio | answers narrated (before / now) |",
+             "|---|---|---|---|---|---|"]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
                                     (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
-            for chunk_ms in (20, 40):
+            for chunk_ms in chunks:
+                with detectors_before_issue_34():
+                    before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{chunk_ms}-{commands}"))
                 cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"{chunk_ms}-{commands}"))
                 label = f"{chunk_ms} ms" + (" (the default)" if chunk_ms == 20 else "")
-                lines.append(f"| {room}, {seconds:g} s | {label} | {cpu:.2f} | {narrated} |")
+                lines.append(f"| {room}, {seconds:g} s | {label} | {before:.2f} | {cpu:.2f} | {cpu / before:.2f} "
+                             f"| {narrated_before} / {narrated} |")
     return lines
 
 
@@ -278,12 +296,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cache", default=DEFAULT_CACHE)
     parser.add_argument("--listening", type=float, default=0, metavar="S",
                         help="only what listening costs in wake_word mode: S seconds of a silent and of a talking room, "
-                             "20 and 40 ms microphone chunks")
+                             "each microphone chunk of --chunks, the detectors before issue 34's cuts and now")
+    parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40)")
     args = parser.parse_args(argv)
     if args.listening:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
-        print("\n".join(listening_table(corpus, args.listening, hiss)))
+        chunks = tuple(int(c) for c in args.chunks.split(","))
+        print("\n".join(listening_table(corpus, args.listening, hiss, chunks)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)

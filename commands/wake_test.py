@@ -69,7 +69,7 @@ def run(args: argparse.Namespace) -> int:
             pcm = read_wav(args.input_wav)
         except AudioFileError as exc:
             raise SettingsError(str(exc)) from None
-        tries = split_tries(pcm)
+        tries = split_tries(pcm, judge.vad())  # as the filter's own VAD hears it
         if not tries:
             print(f"no speech found in {args.input_wav}: is it the right file, and loud enough?")
             return 1

@@ -64,13 +64,21 @@ class ConfirmSettings:
     pause_word_s: tuple[float, float] = (0.12, 0.6)
     pause_gap_s: tuple[float, float] = (0.15, 1.0)
     pause_window_s: float = 1.5
+    # openWakeWord costs about 0.1-0.3 s of CPU per start (it hears 3 s at once), and microWakeWord
+    # alone passes its own cutoff within a few frames of opening most candidates of real commands:
+    # a candidate's start waits this long (issue 34, "What listening costs"), and a wake
+    # microWakeWord makes alone meanwhile never starts it. When it starts, it hears the look-back
+    # from where the candidate opened, padded as before, so it scores the same audio on the same
+    # frame grid; only its verdict comes up to this much later. 0: at once, as before.
+    start_after_s: float = 0.25
 
 
 class Fusion(Enum):
     """What the spotter does after `FusionCore` heard a score or the clock."""
 
     NOTHING = "nothing"
-    START = "start"  # a candidate opened: start openWakeWord on the last `lookback_s`, then feed it every chunk
+    HOLD = "hold"  # a candidate opened: keep its look-back, openWakeWord starts at `start_after_s` unless microWakeWord wakes first
+    START = "start"  # start openWakeWord on the look-back (the held candidate's, else the last `lookback_s`), then feed it every chunk
     STOP = "stop"  # the window closed with no agreement: stop feeding openWakeWord
     WAKE = "wake"  # both models agree: a wake (openWakeWord stops too)
 
@@ -91,14 +99,21 @@ class FusionCore:
         self._peak = 0.0
         self._open_best = [0.0] * settings.phases  # openWakeWord's best in this window, per frame grid
         self.paused_from: float | None = None  # a pause window's "hey" began here (None: a candidate's window)
+        self.start_at: float | None = None  # a held candidate: openWakeWord starts then (None: started, or no window)
 
     @property
     def listening(self) -> bool:
-        return self.deadline is not None
+        """openWakeWord is running (a window is open and its start is not held)."""
+        return self.deadline is not None and self.start_at is None
+
+    @property
+    def holding(self) -> bool:
+        return self.start_at is not None
 
     def reset(self) -> None:
         self.deadline = None
         self.paused_from = None
+        self.start_at = None
 
     def pause(self, word_start: float, word_end: float, at_s: float) -> Fusion:
         """The VAD heard a word from `word_start` to `word_end`, then a pause, then speech again at
@@ -116,7 +131,7 @@ class FusionCore:
 
     def micro(self, probability: float, at_s: float) -> Fusion:
         if probability > self.alone_cutoff:  # what microWakeWord alone wakes on, as without the second model
-            self.deadline, self.peak_s = None, at_s
+            self.deadline, self.peak_s, self.start_at = None, at_s, None
             return Fusion.WAKE
         if probability <= self.settings.candidate_cutoff:
             return self.tick(at_s)
@@ -127,9 +142,12 @@ class FusionCore:
         if started or probability > self._peak:
             self._peak, self.peak_s = probability, at_s
         self.deadline = at_s + self.settings.window_s
+        if started and self.settings.start_after_s > 0:
+            self.start_at = at_s + self.settings.start_after_s
+            return Fusion.HOLD
         if started:
             return Fusion.START
-        return self._agreed()
+        return self._started(at_s) or self._agreed()
 
     def open(self, phase: int, probability: float, at_s: float) -> Fusion:
         """`phase`: which of openWakeWord's frame grids scored it."""
@@ -155,9 +173,16 @@ class FusionCore:
 
     def tick(self, now: float) -> Fusion:
         if self.deadline is not None and now > self.deadline:
-            self.deadline = self.paused_from = None
+            self.deadline = self.paused_from = self.start_at = None
             return Fusion.STOP
-        return Fusion.NOTHING
+        return self._started(now) or Fusion.NOTHING
+
+    def _started(self, now: float) -> Fusion | None:
+        """A held candidate whose time has come: START (once)."""
+        if self.start_at is None or now < self.start_at:
+            return None
+        self.start_at = None
+        return Fusion.START
 
 
 def confirm_available() -> bool:
@@ -174,15 +199,18 @@ class OpenStream:
 
         self._grids = [(OpenWakeWordFeatures.from_builtin(), OpenWakeWord.from_builtin(Model(model))) for _ in range(phases)]
 
-    def start(self, recent: bytes) -> list[tuple[int, float]]:
+    def start(self, recent: bytes, lead: int | None = None) -> list[tuple[int, float]]:
+        """`lead`: the samples of `recent` that count as its look-back for the padding (the rest
+        came after it: a held start); None: all of it."""
         # A fresh start: what came before the candidate's look-back is not its business. The model
         # needs about 2 s of features before its first score, so the look-back is padded in front
         # with silence to `PADDED_S` (reset() pads 8 s, three times the cost; pyopen-wakeword 1.1.0,
         # pinned); each grid's padding is shifted by its share of a frame.
+        lead = len(recent) // 2 if lead is None else lead
         for phase, (features, model) in enumerate(self._grids):
             features.reset()
             shift = phase * FRAME_SAMPLES // len(self._grids)
-            features.new_audio_samples = max(0, PADDED_SAMPLES - len(recent) // 2) + shift
+            features.new_audio_samples = max(0, PADDED_SAMPLES - lead) + shift
             model.reset()
         return self.feed(recent)
 

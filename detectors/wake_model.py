@@ -62,7 +62,9 @@ class ModelSpotter:
             self._open = OpenStream(settings.model.model, self._confirm.phases)
         else:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
-        self._recent = bytearray()  # the last `confirm.lookback_s` of 16 kHz audio, for the second model
+        self._recent = bytearray()  # the last `confirm.lookback_s` (+ `start_after_s`) of 16 kHz audio, for the second model
+        self._recent_end = 0  # 16 kHz samples ever added to `_recent` (where its end lies in the stream)
+        self._held_from: int | None = None  # a held candidate's look-back starts at this sample of the stream
         self._resample = Resampler(settings.input_rate)
         self._quiet_until = float("-inf")  # the refractory period after the last hit
         self._last_time = float("-inf")
@@ -79,6 +81,7 @@ class ModelSpotter:
         self._features.reset()
         self._resample.reset()
         self._recent.clear()
+        self._held_from = None
         if self._confirm is not None:
             self._fusion.reset()
 
@@ -112,12 +115,17 @@ class ModelSpotter:
         return self._fused(self._fusion.pause(word_start, word_end, now), now)
 
     def _confirmed(self, pcm16k: bytes, end_time: float) -> KeywordHit | None:
-        """Keep the last `lookback_s` of audio; while a candidate's window is open, openWakeWord hears
-        each chunk (a window that opened on this chunk started on the look-back before it)."""
+        """Keep the last `lookback_s` (and `start_after_s`) of audio; while a candidate's window is
+        open, openWakeWord hears each chunk (a window that started on this chunk heard the look-back
+        before it, or, held, everything from its look-back's start to this chunk's end)."""
         assert self._confirm is not None
         listening = self._fusion.listening
         self._recent += pcm16k
-        del self._recent[: max(0, len(self._recent) - int(self._confirm.lookback_s * MODEL_RATE) * SAMPLE_WIDTH)]
+        self._recent_end += len(pcm16k) // SAMPLE_WIDTH
+        keep_s = self._confirm.lookback_s + self._confirm.start_after_s + 0.1
+        del self._recent[: max(0, len(self._recent) - int(keep_s * MODEL_RATE) * SAMPLE_WIDTH)]
+        if self._fusion.holding:  # started now (its look-back includes this chunk), or not yet
+            return self._fused(self._fusion.tick(end_time), end_time)
         if not listening:
             return None
         hit = None
@@ -126,13 +134,30 @@ class ModelSpotter:
         return hit or self._fused(self._fusion.tick(end_time), end_time)
 
     def _fused(self, action: Fusion, end_time: float) -> KeywordHit | None:
-        if action is Fusion.START:  # openWakeWord hears the phrase that made the candidate
-            for phase, probability in self._open.start(bytes(self._recent)):
+        if action in (Fusion.STOP, Fusion.WAKE):
+            self._held_from = None
+        if action is Fusion.HOLD:  # its look-back is the last `lookback_s` before this chunk
+            self._held_from = self._recent_end - int(self._confirm.lookback_s * MODEL_RATE) if self._confirm else None
+        elif action is Fusion.START:  # openWakeWord hears the phrase that made the candidate
+            for phase, probability in self._open.start(*self._look_back()):
                 if self._fusion.open(phase, probability, end_time) is Fusion.WAKE:
                     return self._wake(end_time)
         elif action is Fusion.WAKE:
             return self._wake(end_time)
         return None
+
+    def _look_back(self) -> tuple[bytes, int]:
+        """What openWakeWord hears at its start, and how many samples of it come before the
+        candidate (padded in front as if it started then, so its frames fall where they would)."""
+        assert self._confirm is not None
+        lookback = int(self._confirm.lookback_s * MODEL_RATE)
+        held_from, self._held_from = self._held_from, None
+        if held_from is None:  # started at once (a pause window): the last `lookback_s`
+            recent = bytes(self._recent[-lookback * SAMPLE_WIDTH:])
+            return recent, len(recent) // SAMPLE_WIDTH
+        samples = self._recent_end - max(held_from, self._recent_end - len(self._recent) // SAMPLE_WIDTH)
+        recent = bytes(self._recent[-samples * SAMPLE_WIDTH:]) if samples else b""
+        return recent, max(0, len(recent) // SAMPLE_WIDTH - (self._recent_end - held_from - lookback))
 
     def _wake(self, end_time: float) -> KeywordHit:
         # Timed from microWakeWord's peak (near the phrase's end, as a one-model hit is), not from

@@ -70,7 +70,7 @@ def split_tries(pcm: bytes, vad: SileroVad | None = None) -> list[Try]:
 def heard_in(judge: TryJudge, pcm: bytes) -> bool:
     """A recording of one command (a benchmark's clip): heard when any of its tries is, as
     `handoff wake-test` would report it."""
-    return any(judge(t.pcm).heard for t in split_tries(pcm))
+    return any(judge(t.pcm).heard for t in split_tries(pcm, judge.vad()))
 
 
 @dataclass(frozen=True)
@@ -87,6 +87,11 @@ class TryJudge:
             raise ValueError("the upload filter has no wake spotter (upload mode wake_word builds one)")
         self.upload = upload
         self.spotter = upload.detectors.spotter
+
+    def vad(self) -> SileroVad:
+        """A fresh VAD with the filter's own settings, to split a recording into tries as it hears them."""
+        assert self.upload.detectors is not None
+        return SileroVad(self.upload.detectors.vad.settings)
 
     def __call__(self, pcm: bytes) -> Judged:
         self.upload.restart()

@@ -188,3 +188,19 @@ def test_wake_test_reports_what_the_benchmark_measures_on_the_same_recording(hom
         verdicts.append(benchmark)
         assert f"heard {int(benchmark)} of 1 wake phrases" in out
     assert True in verdicts  # (flite's voices are heard: the comparison is not of two zeros)
+
+
+def test_tries_are_split_by_a_vad_with_the_filter_s_own_settings():
+    """`wake-test` and the benchmark cut a recording into tries as the filter's VAD hears it: a
+    VAD that amplifies far speech (`quiet_margin`) must also find its tries (issue 34)."""
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.vad import SileroVad, VadSettings
+    from detectors.wake_test import TryJudge
+
+    upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000)
+    assert upload.detectors is not None
+    upload.detectors.vad = SileroVad(VadSettings(quiet_margin=1.5))
+    judge = TryJudge(upload)
+    split_by = judge.vad()
+    assert split_by.settings == VadSettings(quiet_margin=1.5) and split_by is not upload.detectors.vad

@@ -8,7 +8,7 @@ from benchmarks.corpus import FRAME_BYTES, FRAME_S, Clip, Noise, active_rms, mix
 from decisions.upload_gate import UploadGate, UploadGateSettings, UploadMode
 from detectors.keyword import KeywordSpotter, KeywordSpotterSettings, UnknownWakeWord
 from detectors.pipeline import MicDetectors
-from detectors.vad import SileroVad
+from detectors.vad import SileroVad, VadSettings
 from tests.detectors.fakes import OracleDetectors
 
 
@@ -43,6 +43,19 @@ def test_vad_takes_chunks_of_any_size(small_corpus):
     odd = [clip.pcm[i : i + 334] for i in range(0, len(clip.pcm), 334)]  # 167 samples: 7 ms
     vad = SileroVad()
     assert sum(vad.feed(c).is_speech for c in odd) > 0
+
+
+def test_while_speech_goes_on_silero_runs_on_every_other_window_and_the_verdicts_hold(corpus, small_corpus):
+    """Silero is most of what listening costs where people talk (issue 34): inside speech it runs
+    on half the windows, and the verdicts (onsets included) stay those of every window."""
+    for clip in small_corpus[0][:3]:
+        for pcm in (clip.pcm, mix(clip.pcm, corpus.noise(Noise.FAN, 5.0), 20)):
+            every, half = SileroVad(VadSettings(speech_stride=1)), SileroVad()
+            old = [every.feed(c).is_speech for c in chunks(pcm)]
+            new = [half.feed(c).is_speech for c in chunks(pcm)]
+            assert half.windows_run <= 0.65 * every.windows_run
+            assert sum(a == b for a, b in zip(old, new)) >= 0.97 * len(old)
+            assert new.index(True) == old.index(True)
 
 
 def feed_spotter(spotter: KeywordSpotter, clip: Clip):

@@ -6,7 +6,7 @@ import pytest
 
 from detectors.wake_confirm import ConfirmSettings, Fusion, FusionCore
 
-SETTINGS = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.7, window_s=1.0, phases=2)
+SETTINGS = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.7, window_s=1.0, phases=2, start_after_s=0)
 
 
 def test_a_score_under_the_candidate_cutoff_opens_no_window():
@@ -73,7 +73,7 @@ def test_a_score_heard_after_the_deadline_does_not_count():
 
 
 def test_microwakeword_must_pass_its_own_cutoff_in_the_same_window_whichever_model_comes_first():
-    one_grid = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.8, window_s=1.0, phases=1)
+    one_grid = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.8, window_s=1.0, phases=1, start_after_s=0)
     core = FusionCore(one_grid, 0.97)
     assert core.micro(0.3, 1.0) is Fusion.START
     assert core.open(0, 0.99, 1.1) is Fusion.NOTHING  # openWakeWord sure, microWakeWord not: "hey chavez"
@@ -118,3 +118,33 @@ def test_the_pause_rule_wants_a_short_word_and_a_pause_of_a_pause_s_length():
     assert FusionCore(ConfirmSettings(pause_threshold=None), 0.97).pause(1.0, 1.3, 1.8) is Fusion.NOTHING
     core.pause(1.0, 1.3, 1.8)
     assert core.tick(3.4) is Fusion.STOP and core.paused_from is None  # lapsed: the next window is ordinary
+
+
+HELD = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.8, window_s=1.0, phases=1, start_after_s=0.25)
+
+
+def test_a_candidate_holds_the_second_model_back_and_a_wake_microwakeword_makes_meanwhile_never_starts_it():
+    """openWakeWord costs 0.1-0.3 s of CPU per start; microWakeWord alone passes its cutoff on most
+    real commands a few frames after the candidate opened (issue 34, what listening costs)."""
+    core = FusionCore(HELD, 0.97)
+    assert core.micro(0.3, 1.0) is Fusion.HOLD
+    assert core.holding and not core.listening and core.deadline == pytest.approx(2.0)
+    assert core.micro(0.6, 1.1) is Fusion.NOTHING
+    assert core.micro(0.98, 1.2) is Fusion.WAKE
+    assert not core.holding and not core.listening and core.peak_s == pytest.approx(1.2)
+
+
+def test_a_held_candidate_starts_the_second_model_once_its_time_comes_and_it_still_decides():
+    core = FusionCore(HELD, 0.97)
+    core.micro(0.8, 1.0)
+    assert core.tick(1.2) is Fusion.NOTHING
+    assert core.tick(1.25) is Fusion.START and core.listening
+    assert core.tick(1.3) is Fusion.NOTHING  # started once
+    assert core.open(0, 0.9, 1.3) is Fusion.WAKE  # microWakeWord's 0.8 and openWakeWord's 0.9, one window
+    core = FusionCore(HELD, 0.97)
+    core.micro(0.5, 1.0)
+    assert core.micro(0.4, 1.3) is Fusion.START  # a score past the hold starts it too
+    core = FusionCore(HELD, 0.97)
+    core.micro(0.5, 1.0)
+    core.reset()
+    assert not core.holding and core.tick(1.5) is Fusion.NOTHING

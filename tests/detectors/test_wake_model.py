@@ -225,3 +225,55 @@ def test_hey_a_pause_and_jarvis_is_heard_through_the_vad_and_the_gate_and_upload
     else:
         assert results["jarvis"] is None  # without the rule, never
     assert results["chavez"] is None
+
+
+class CountingOpen(OpenStream):
+    """openWakeWord as the spotter runs it, remembering what each start heard and scored."""
+
+    def __init__(self, model: str) -> None:
+        super().__init__(model)
+        self.starts: list[list[tuple[int, float]]] = []
+        self.scores: list[float] = []
+
+    def start(self, recent: bytes, lead: int | None = None) -> list[tuple[int, float]]:
+        scored = super().start(recent, lead)  # (scored through `feed`)
+        self.starts.append(scored)
+        return scored
+
+    def feed(self, pcm16k: bytes) -> list[tuple[int, float]]:
+        scored = super().feed(pcm16k)
+        self.scores += [p for _, p in scored]
+        return scored
+
+
+def counted(confirm: ConfirmSettings) -> tuple[ModelSpotter, CountingOpen]:
+    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=confirm))
+    spotter._open = CountingOpen(JARVIS.model)
+    return spotter, spotter._open
+
+
+def test_a_wake_microwakeword_makes_alone_no_longer_starts_the_second_model(corpus):
+    """openWakeWord's start costs 0.1-0.3 s of CPU: three commands a minute were 1.5 % of a core
+    (issue 34, what listening costs). microWakeWord passes its own cutoff on this one."""
+    pcm = said(corpus, "hey jarvis, what time is it", "flite:slt")
+    at_once, old = counted(ConfirmSettings(start_after_s=0))
+    held, new = counted(ConfirmSettings())
+    [before], [after] = hits(at_once, pcm), hits(held, pcm)
+    assert len(old.starts) == 1 and new.starts == []
+    assert after.start_s == pytest.approx(before.start_s, abs=0.1)
+
+
+@pytest.mark.parametrize("text, voice, effect", [("hey jarvis, what time is it", "flite:awb", Effect.PITCH),
+                                                 ("hey jarvis", "flite:kal16", Effect.PITCH)])
+def test_a_held_start_hears_the_same_audio_on_the_same_frames_and_still_wakes(corpus, text, voice, effect):
+    """Voices only the two models together hear: openWakeWord starts a quarter second later but
+    scores the candidate's look-back on the frame grid it had (the same scores), so it still wakes."""
+    pcm = said(corpus, text, voice, effect)
+    at_once, old = counted(ConfirmSettings(start_after_s=0))
+    held, new = counted(ConfirmSettings())
+    [before], [after] = hits(at_once, pcm), hits(held, pcm)
+    assert len(new.starts) == 1
+    shared = min(len(old.scores), len(new.scores))
+    assert shared >= 3 and new.scores[:shared] == pytest.approx(old.scores[:shared], abs=1e-5)
+    assert before.detected_s <= after.detected_s <= before.detected_s + 0.3
+    assert after.start_s == pytest.approx(before.start_s, abs=0.1)  # microWakeWord's peak, heard a little longer
