@@ -378,7 +378,6 @@ class PyAudioMicrophone:
         check_chunk_ms(chunk_ms)
         self._spec = device
         self._chunk_ms = chunk_ms
-        # Each chunk with the loop time its first sample was captured (see `captured_at`).
         self._queue: deque[tuple[bytes, float]] = deque(maxlen=max(1, int(max_queued_s * 1000 / chunk_ms)))
         self._stall_timeout_s = stall_timeout_s
         self._ready = asyncio.Event()
@@ -394,8 +393,7 @@ class PyAudioMicrophone:
         # nothing (0, as ALSA's file plugin does). The echo canceller's stream delay reads it.
         self.latency_s = 0.0
         self._stream_latency_s = 0.0
-        # The loop time the first sample of the chunk last read was captured: when PortAudio called
-        # back with it, less its length (as the echo gate's arrival stamp, without a busy loop's lag).
+        # Loop time of the first sample of the chunk last read: its callback's less its length (queued with it).
         self.captured_at: float | None = None
 
     async def start(self) -> None:

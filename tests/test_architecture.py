@@ -182,6 +182,14 @@ def test_the_project_has_no_import_circles() -> None:
     assert cycle is None, "import circle: " + " -> ".join(cycle or [])
 
 
+def test_every_product_file_is_under_600_lines() -> None:
+    """A file past 600 lines has more than one thing in it: split it along its seams."""
+    sizes = {name: len(path.read_text().splitlines()) for name, path in project_files().items()
+             if not name.startswith(("tests.", "benchmarks."))}
+    assert len(sizes) > 100, "project files not found"
+    assert {name: lines for name, lines in sizes.items() if lines >= 600} == {}
+
+
 def test_only_the_command_line_imports_the_command_line() -> None:
     graph = build_graph("every")
     below = [m for m in graph if m.split(".")[0] not in {"commands", "benchmarks"}]
