@@ -90,6 +90,9 @@ class ArbitrationCore:
     # as soon as every level is in, so this only holds the winner back while audio is late
     tie_db: float = 3.0  # louder by less than this: not nearer, the first wins
     same_above: float = 0.6  # signatures this alike: the same sound, heard in two rooms
+    # A measure this quiet heard no sound (the pause after "computer," when a room's satellite
+    # streams from its own wake): each room's signature is its own noise, which tells nothing.
+    heard_above_db: float = -45.0
     similar: Similarity | None = None  # None: every candidate heard the same (nothing to compare with)
     pick: Pick = Pick.LOUDEST_THEN_FIRST
     state: EpisodeState = EpisodeState.IDLE
@@ -180,12 +183,16 @@ class ArbitrationCore:
         return said
 
     def _same(self, a: Candidate, b: Candidate) -> bool:
-        if not a.signature or not b.signature or self.similar is None:
-            return True  # nothing to compare (no audio came): one wake, as far as anyone can tell
+        if not a.signature or not b.signature or self.similar is None or self._quiet(a) or self._quiet(b):
+            return True  # nothing to compare (no audio came, or no sound in it): one wake, as far as anyone can tell
         return self.similar(a.signature, b.signature) >= self.same_above
 
+    def _quiet(self, candidate: Candidate) -> bool:
+        return candidate.level_db is not None and candidate.level_db < self.heard_above_db
+
     def _choose(self, rooms: list[Candidate]) -> Candidate:
-        level = {c.room: c.level_db if c.level_db is not None else -math.inf for c in rooms}
+        # (A measure that heard no sound says nothing of how near the room is: its mic's own noise.)
+        level = {c.room: c.level_db if c.level_db is not None and not self._quiet(c) else -math.inf for c in rooms}
         if self.pick is Pick.FIRST:
             return rooms[0]
         if self.pick is Pick.LOUDEST:

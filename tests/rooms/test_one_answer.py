@@ -104,6 +104,21 @@ def test_the_core_takes_the_loudest_room_and_the_first_when_they_are_alike() -> 
     assert (second.winner, second.losers) == ("office", frozenset())
 
 
+def test_rooms_whose_measure_heard_no_sound_are_one_command_however_unlike_their_noise() -> None:
+    """The first 0.25 s after a satellite's own wake can be the pause after "computer,": each room
+    measures its own noise (or digital silence), and unlike noise is no sign of two people."""
+    unlike = lambda a, b: 0.0  # noqa: E731 (every pair of signatures: nothing alike)
+    core = ArbitrationCore(join_s=0.35, measure_s=0.25, pick=Pick.LOUDEST_THEN_FIRST, similar=unlike)
+    core.woke("kitchen", 0.0), core.woke("office", 0.02)
+    core.level("kitchen", -120.0, 0.25, ((1.0,),)), core.level("office", -70.0, 0.27, ((2.0,),))
+    [verdict] = core.tick(0.35)
+    assert (verdict.winner, verdict.losers) == ("kitchen", frozenset({"office"}))
+    # Sound in both, and unlike: two people, two commands.
+    core.woke("kitchen", 5.0), core.woke("office", 5.02)
+    core.level("kitchen", -20.0, 5.25, ((1.0,),)), core.level("office", -22.0, 5.27, ((2.0,),))
+    assert sorted((v.winner, v.losers) for v in core.tick(5.35)) == [("kitchen", frozenset()), ("office", frozenset())]
+
+
 def test_the_same_sound_next_door_is_alike_and_another_persons_is_not() -> None:
     """Signatures of espeak-ng-like material: the same tone quieter and later matches; another
     pitch does not; the same words match, other words do not."""
