@@ -265,3 +265,36 @@ def without_citations(response: object) -> tuple[str, tuple[dict[str, str], ...]
 
 
 _CITATION_GAP = re.compile(r"\s+([.,;:!?])")  # "won 2-1 ." after its citation was cut: "won 2-1."
+
+
+_CANNED = {  # every field a real answer carries: each type the SDK builds on first sight
+    "id": "resp_warm", "object": "response", "created_at": 0, "completed_at": 0, "model": "warm-up", "status": "completed",
+    "background": False, "error": None, "incomplete_details": None, "instructions": "-", "max_output_tokens": None,
+    "output": [{"id": "fc_warm", "type": "function_call", "status": "completed", "call_id": "call_warm", "name": "warm",
+                "arguments": "{}"},
+               {"id": "msg_warm", "type": "message", "status": "completed", "role": "assistant",
+                "content": [{"type": "output_text", "text": "-", "annotations": [], "logprobs": []}]}],
+    "parallel_tool_calls": False, "previous_response_id": None, "reasoning": {"effort": None, "summary": None},
+    "store": False, "temperature": 1.0, "text": {"format": {"type": "text"}}, "tool_choice": "required",
+    "tools": [{"type": "function", "name": "warm", "description": "-", "parameters": {"type": "object", "properties": {}},
+               "strict": False}],
+    "top_p": 1.0, "truncation": "disabled", "user": None, "metadata": {},
+    "usage": {"input_tokens": 1, "output_tokens": 1, "total_tokens": 2,
+              "input_tokens_details": {"cached_tokens": 0, "cache_write_tokens": 0},
+              "output_tokens_details": {"reasoning_tokens": 0}},
+}  # fmt: skip
+
+
+async def warm_responses_sdk() -> None:
+    """The SDK's first Responses call builds its request and response types: measured, the first
+    brain answer in a process took 0.5-0.75 s more than the next ones on a busy two-core machine
+    (34 ms after this). One call to a canned answer in memory (no network) pays it at start
+    instead of the user's first question (or first device command through the brain)."""
+    import httpx2
+
+    transport = httpx2.MockTransport(lambda request: httpx2.Response(200, json=_CANNED))
+    async with httpx2.AsyncClient(transport=transport) as http:
+        client = openai.AsyncOpenAI(api_key="sk-warm-up-only", base_url="http://warm.invalid/v1", http_client=http, max_retries=0)
+        await client.responses.create(model="warm-up", input="warm up", tool_choice="required", store=False, tools=[
+            {"type": "function", "name": "warm", "description": "-", "parameters": {"type": "object", "properties": {}},
+             "strict": False}])

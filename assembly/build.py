@@ -3,8 +3,10 @@ live command, the demo and the end-to-end tests alike)."""
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
+import logging
 import os
 import time
 from datetime import date, datetime
@@ -14,7 +16,7 @@ from typing import AsyncIterator, Callable
 from openai import AsyncOpenAI
 
 from audio_io import BYTES_PER_SECOND, MicrophoneSource, SpeakerSink, with_volume
-from brain import Brain
+from brain import Brain, warm_responses_sdk
 from config.settings import EndOfTurn, Settings, SettingsError
 from config.wake_phrases import model_for
 from concurrency.changes import Changes
@@ -42,6 +44,8 @@ from tasks.control import ControlServer
 from tools.builtin import build_listener_tools
 from tools.registry import ToolRegistry
 from web.cost_days import COST_DAYS_FILE, CostDays, saving
+
+log = logging.getLogger("handoff")
 
 
 @contextlib.asynccontextmanager
@@ -113,6 +117,8 @@ async def shared_parts(
     async with contextlib.AsyncExitStack() as stack:
         client = make_client(settings.realtime)
         stack.push_async_callback(client.close)
+        warming = asyncio.create_task(_warmed(), name="warm the Responses SDK")  # the brain's first answer
+        stack.callback(warming.cancel)
         cost = await stack.enter_async_context(cost_meter(settings))
         tools = build_listener_tools(settings, Brain(settings.brain, client, on_usage=cost.brain_usage))
         task_settings = TaskSettings.from_settings(settings)
@@ -133,6 +139,13 @@ async def shared_parts(
                           mode=settings.mcp_routing)
         hands = await stack.enter_async_context(mcp_servers(settings, tools, routing))
         yield SharedParts(client, Refusal(), cost, tools, task_manager, hands, control)
+
+
+async def _warmed() -> None:
+    try:
+        await warm_responses_sdk()
+    except Exception as exc:  # (it only saves time: the first answer pays it instead)
+        log.warning("the Responses SDK was not warmed up: %s", exc)
 
 
 @contextlib.asynccontextmanager

@@ -27,7 +27,7 @@ from concurrency.changes import Changes
 from config.logging_setup import add_secrets, redact
 from hands.config import ServerConfig
 from hands.link import LinkTiming, ServerLink, Unreachable
-from hands.routing import Routing, warm_sdk
+from hands.routing import Routing
 from hands.tools import function_name, result_data, spec_for
 from tasks.notices import NoticeBatch
 from tools.formatters import format_mcp
@@ -108,8 +108,6 @@ class Hands:
                 wait.cancel()
             ready = [n for n, link in self._links.items() if link.up]
             log.info("MCP servers up at start: %s of %d", ", ".join(ready) or "none", len(self._links))
-        if self.routing is not None and self.routing.through_brain:
-            self._tasks.append(asyncio.create_task(warm_sdk(), name="warm the Responses SDK"))
 
     async def close(self) -> None:
         """Stop every server (each link leaves its connection the SDK's way); a link still busy

@@ -229,3 +229,12 @@ def test_retry_after_headers_are_read() -> None:
     assert retry_after_s(status_error(openai.RateLimitError, 429, headers={"retry-after": "3"})) == 3.0
     assert retry_after_s(status_error(openai.RateLimitError, 429, headers={"retry-after": "soon"})) == 0.0
     assert retry_after_s(TimeoutError()) == 0.0
+
+
+async def test_the_sdk_warm_up_runs_without_the_network_and_its_canned_answer_parses() -> None:
+    """`warm_responses_sdk` (run at every start, so the first question is not 0.5 s slower) must
+    keep parsing with the pinned SDK, and touch nothing outside the process."""
+    from brain import warm_responses_sdk
+
+    async with asyncio.timeout(30):
+        await warm_responses_sdk()  # raises if the SDK refuses the canned answer; it has no network to reach
