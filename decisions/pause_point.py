@@ -13,10 +13,10 @@ fed the listener's usage as it comes): every route's tokens, those of the withdr
 the answers read ahead for them and dropped. A pause is routed early only while one more
 withdrawal (as costly as the average one so far) would leave that extra share within `budget`
 (`PROVISIONAL_TOKEN_BUDGET`); else it is routed at its turn end, as without provisional routes,
-and the point moves a chunk later (`floor_s`: fewer of this user's pauses reach it), up to the
-last chunk before the turn end. With room for two more withdrawals it moves back a chunk. So a
-user who often pauses inside commands pays at most the budget and still gets some answers sooner
-than at the turn end; one who does not keeps the earliest point.
+and the point moves to the last chunk before the turn end (`floor_s`: few pauses inside a command
+last that long; a turn's end still reaches it, 60 ms early). With room for two more withdrawals
+it comes back a chunk a pause. So a user who often pauses inside commands pays at most the
+budget; one who does not keeps the point the round trips allow.
 """
 
 from __future__ import annotations
@@ -40,6 +40,7 @@ class PausePoint:
     keep: int = 9  # the latest round trips of each kind
     budget: float | None = None  # the extra share withdrawn routes may add to the routing's; None: unbounded
     account: Provisional = field(default_factory=Provisional, init=False)
+    _responses: int = field(default=0, init=False)  # the listener's, for the average route
     floor_s: float = field(default=0.0, init=False)  # the point is never sooner (the budget moves it)
     _route: deque[float] = field(default_factory=deque, init=False)
     _voice: deque[float] = field(default_factory=deque, init=False)
@@ -85,6 +86,7 @@ class PausePoint:
     def routed(self, usage: Usage) -> None:
         """A listener response finished: a route's, provisional or not."""
         self.account = self.account.routed(usage)
+        self._responses += 1
 
     def billed(self, usage: Usage, sent: bool, withdrawn: bool) -> None:
         """A provisional route's tokens (listener_core.ProvisionalBilled)."""
@@ -100,12 +102,14 @@ class PausePoint:
         self.account = replace(self.account, withdrawn=self.account.withdrawn + 1)
 
     def _headroom(self) -> float:
-        """How many more withdrawals (each as costly as the average so far) the budget allows."""
+        """How many more withdrawals (each as costly as the average so far) the budget allows, this
+        command's own useful route counted (it ends in one: the route that stands, or the whole
+        command's after a withdrawal)."""
         a = self.account
         if self.budget is None or a.extra_tokens == 0:  # (the first is not refused: nothing says yet
             return math.inf                               # that this user pauses inside commands)
-        average = a.extra_tokens / max(1, a.withdrawn)
-        return (self.budget * (a.routing_tokens - a.withdrawn_tokens) - a.extra_tokens) / average
+        route = a.routing_tokens / max(1, self._responses)
+        return (self.budget * (a.routing_tokens - a.withdrawn_tokens + route) - a.extra_tokens) / (a.extra_tokens / max(1, a.withdrawn))
 
     @property
     def within_budget(self) -> bool:
@@ -114,12 +118,12 @@ class PausePoint:
 
     def may_route(self) -> bool:
         """A pause was reached: route it early? No, over the budget: counted as held back, and the
-        point moves a chunk later (`SetPause` from the core). With room for two more withdrawals,
+        point moves to the latest (`SetPause` from the core). With room for two more withdrawals,
         a point the budget moved comes back a chunk."""
         headroom = self._headroom()
         if headroom < 1:
             self.account = replace(self.account, held_back=self.account.held_back + 1)
-            self.floor_s = round(min(self.latest_s, max(self.floor_s, self.pause_s or 0) + CHUNK_S), 3)
+            self.floor_s = self.latest_s
             return False
         if headroom >= 2 and self.floor_s > 0:
             self.floor_s = round(self.floor_s - CHUNK_S, 3) if self.floor_s - CHUNK_S > self.earliest_s else 0.0
