@@ -68,11 +68,8 @@ class PausePoint:
         if not 0 < self.earliest_s < self.turn_end_s:
             return None
         lead = self.lead_s
-        if lead is None:
-            return round(min(self.latest_s, max(self.earliest_s, self.floor_s)), 3)
-        point = math.floor(round((self.turn_end_s - lead) / CHUNK_S, 6)) * CHUNK_S
+        point = 0.0 if lead is None else math.floor(round((self.turn_end_s - lead) / CHUNK_S, 6)) * CHUNK_S
         return round(min(self.latest_s, max(self.earliest_s, self.floor_s, point)), 3)
-
 
     @property
     def latest_s(self) -> float:
@@ -109,7 +106,8 @@ class PausePoint:
         if self.budget is None or a.extra_tokens == 0:  # (the first is not refused: nothing says yet
             return math.inf                               # that this user pauses inside commands)
         route = a.routing_tokens / max(1, self._responses)
-        return (self.budget * (a.routing_tokens - a.withdrawn_tokens + route) - a.extra_tokens) / (a.extra_tokens / max(1, a.withdrawn))
+        allowed = self.budget * (a.routing_tokens - a.withdrawn_tokens + route)
+        return (allowed - a.extra_tokens) / (a.extra_tokens / max(1, a.withdrawn))
 
     @property
     def within_budget(self) -> bool:
