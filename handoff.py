@@ -39,8 +39,8 @@ from decisions.coordinator import (
     CutNarration, DeviceFailed, FetchNotices, InputEnded, NarrationDone, NarrationRequest, NarrationsFinished,
     NoticeBatchFetched, NoticesPending, Phase, PlayChime, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, SendRoute,
     StartTools, ToolDone, ToolNeedsYes, ToolStarted, TurnEnded, TurnPaused, SpeechResumed, WithdrawRoute, PrepareNarration,
-    DropNarration, SetPause, PrepareTools, Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected, OpenFollowUp,
-    CommandTaken,
+    DropNarration, SetPause, PrepareTools, ReadAheadBilled, Stop, StopHeard, Tick, ToolsFinished, UtteranceRejected,
+    OpenFollowUp, CommandTaken,
 )
 from decisions.cost import CostMeter
 from decisions.errors import IllegalTransition
@@ -223,7 +223,7 @@ class Coordinator:
             case DropNarration(command_id=command_id):
                 if (prepared := self._prepared.pop(command_id, None)) is not None:
                     prepared.speaker.drop()
-                    prepared.cut.cut()
+                    prepared.cut.cut(billed=lambda usage: self._feed(ReadAheadBilled(usage)))  # its tokens bought nothing
             case SetPause(seconds=seconds):
                 if self.parts.mic_filter is not None:
                     self.parts.mic_filter.set_pause(seconds)

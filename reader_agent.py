@@ -63,18 +63,32 @@ class _Spare:
 class NarrationCut:
     """Cuts one narration mid-way ("computer, stop"). `cut()` is sync and immediate: the
     narrator's wait for its session's next event ends at once, it plays nothing more, sends
-    `response.cancel` for a response still running and closes the session; no retry follows."""
+    `response.cancel` for a response still running and closes the session; no retry follows.
+    `cut(billed)`: `billed` also hears what the narration used, once the server says (issue 33:
+    an answer read ahead, then dropped)."""
 
     def __init__(self) -> None:
         self.requested = False
         self._waiting: asyncio.Timeout | None = None  # the narrator's wait for its next event
+        self._usage: wire.Usage | None = None
+        self._billed: Callable[[wire.Usage], object] | None = None
 
-    def cut(self) -> None:
+    def cut(self, billed: Callable[[wire.Usage], object] | None = None) -> None:
+        if billed is not None:
+            self._billed = billed
+            if self._usage is not None:  # (it was over already)
+                billed(self._usage)
         if self.requested:
             return
         self.requested = True
         if self._waiting is not None and not self._waiting.expired():
             self._waiting.reschedule(asyncio.get_running_loop().time())  # ends the wait now
+
+    def used(self, usage: wire.Usage) -> None:
+        """What the narration's response used (the narrator says, finished or cancelled)."""
+        self._usage = usage
+        if self._billed is not None:
+            self._billed(usage)
 
 
 @dataclass
@@ -286,6 +300,7 @@ class Narrator:
                 return NarrationResult(False, "", 0.0, attempt, 0, str(refused), fatal=refused.fatal)
             self.sessions_opened += 1
             self.cold_starts += 1
+        drained = False  # the cut response's end is awaited in the background, then the session closed
         try:
             outcome: NarrationAction = Stopped()
             if not cut.requested:
@@ -297,12 +312,16 @@ class Narrator:
                 # The server may still be generating it (audio comes faster than it plays): stop
                 # that too. A response that ended meanwhile gets a harmless error; the close follows.
                 await link.send(ClientEvents.cancel_response(core.response_id))
+                if self._group is not None:  # its usage comes with its end: billed, then closed, meanwhile
+                    self._spawn(self._bill_cancelled(link, core, cut), "narration billed")
+                    drained = True
         finally:
             if watcher is not None and not watcher.done():  # cut before the send: still winding down
                 await asyncio.wait([watcher])
-            await link.close()  # a fresh session per narration: nothing carries over
-        if isinstance(outcome, Finished) and self.on_usage is not None:
-            self.on_usage(outcome.usage)
+            if not drained:
+                await link.close()  # a fresh session per narration: nothing carries over
+        if isinstance(outcome, Finished):
+            self._bill(outcome.usage, cut)
         match outcome:
             case Stopped():
                 log.info("narration %s stopped by the user after %d bytes of audio", narration_id, core.audio_bytes)
@@ -323,6 +342,26 @@ class Narrator:
                     self.refusal.refuse(reason)
                 return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, reason, fatal=fatal)
         return NarrationResult(False, "", 0.0, attempt, core.audio_bytes, "no outcome")
+
+    def _bill(self, usage: wire.Usage, cut: NarrationCut) -> None:
+        if self.on_usage is not None:
+            self.on_usage(usage)
+        cut.used(usage)
+
+    async def _bill_cancelled(self, link: Any, core: NarrationCore, cut: NarrationCut) -> None:
+        """A cut narration's response, cancelled: what it used comes with its `response.done`
+        (bounded by the response timeout), then its session is closed."""
+        try:
+            async with asyncio.timeout(self.settings.narrator.response_timeout_s):
+                async for event in link.events():
+                    finished = [a for a in core.feed(event) if isinstance(a, Finished)]
+                    if finished:
+                        self._bill(finished[0].usage, cut)
+                        return
+        except TimeoutError:
+            log.info("a cut narration's response did not end in time: its usage is not counted")
+        finally:
+            await link.close()
 
     async def _stream(self, link: Any, core: NarrationCore, speaker: SpeakerSink, cut: NarrationCut) -> NarrationAction:
         events = link.events()

@@ -86,6 +86,7 @@ class FirstPlaySpeaker(MemorySpeaker):
 class Cell:
     v2v_ms: list[float] = field(default_factory=list)
     stages: list[dict[str, float]] = field(default_factory=list)
+    provisional: str = ""  # routes sent at a pause / withdrawn / held back by the token budget (issue 33)
 
 
 def _sim_config(rtt_ms: float, **extra: object) -> SimConfig:
@@ -145,6 +146,8 @@ async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int,
                 cell.stages.append(dict(coordinator.core.stage_log[-1]))
                 # Wait out the transcript of a route by audio, so the next command starts clean.
                 await wait_for(timeline, lambda t: t.count("confirmed") + t.count("heard") > 0, 30)
+            a = coordinator.core.pause_point.account
+            cell.provisional = f"{a.sent} / {a.withdrawn} / {a.held_back}"
     return cell
 
 
@@ -183,6 +186,7 @@ async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r fo
         "|---|---|---|---|---|---|---|---|",
     ]
     stage_rows: list[str] = []
+    accounts: list[str] = []
     with tempfile.TemporaryDirectory(prefix="voice-to-voice-") as folder:
         for rtt in rtts:
             for label, transcript_ms in TRANSCRIPTS:
@@ -202,6 +206,8 @@ async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r fo
                     ]
                     stage_rows.append(f"| {rtt} | {label} | {route} | "
                                       + " | ".join(offsets) + " |")
+                    if route == "provisional":
+                        accounts.append(f"RTT {rtt}, transcript {label}: {cell.provisional}")
     names = [stage.value.replace("_", " ") for stage in STAGE_ORDER if stage is not Stage.END_OF_SPEECH]
     lines += [
         "",
@@ -212,6 +218,9 @@ async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r fo
         "|---|---|---|" + "---|" * len(names),
         *stage_rows,
     ]
+    if accounts:
+        lines += ["", "Provisional routes sent / withdrawn / pauses held back by the token budget, per cell: "
+                  + "; ".join(accounts)]
     return "\n".join(lines)
 
 

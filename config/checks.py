@@ -64,6 +64,7 @@ def build_settings(values: Mapping[str, str]) -> Settings:
     end_of_turn = _choice(values, "END_OF_TURN", EndOfTurn, str.lower, problems)
     turn_end_ms = _number(values, "TURN_END_MS", 100, problems)
     provisional_ms = _number(values, "PROVISIONAL_MS", 0, problems)
+    provisional_budget = _number(values, "PROVISIONAL_TOKEN_BUDGET", 0, problems)
     stop = _stop_settings(values, problems)
     # Each of these raises on its first problem: collected, so every problem is said at once.
     warm_max_age_s = _collected(problems, _positive_seconds, values, "NARRATOR_WARM_MAX_AGE_S")
@@ -99,7 +100,8 @@ def build_settings(values: Mapping[str, str]) -> Settings:
             reader_voice=values["READER_VOICE"],
         ),
         listener=ListenerSettings(wake_phrase=wake_phrase, wake_aliases=aliases, stop_words=stop_words,
-                                  end_of_turn=end_of_turn, turn_end_ms=turn_end_ms, provisional_ms=provisional_ms),
+                                  end_of_turn=end_of_turn, turn_end_ms=turn_end_ms, provisional_ms=provisional_ms,
+                                  provisional_token_budget=provisional_budget),
         narrator=NarratorSettings(warm=narrator_warm, warm_max_age_s=warm_max_age_s),
         brain=BrainSettings(model=values["BRAIN_MODEL"], web_search=brain_web_search),
         audio=AudioSettings(

@@ -43,7 +43,8 @@ ENV_DEFAULTS: dict[str, str] = {
     "FOLLOW_UP": "invited",  # invited | always | never: when an answer takes a follow-up without the wake phrase
     "END_OF_TURN": "device",  # device | server: who ends a turn the device heard the wake in
     "TURN_END_MS": "460",  # END_OF_TURN=device: silence that ends it
-    "PROVISIONAL_MS": "140",  # END_OF_TURN=device: the earliest pause that sends the route provisionally (0: never)
+    "PROVISIONAL_MS": "120",  # END_OF_TURN=device: the earliest pause that sends the route provisionally (0: never)
+    "PROVISIONAL_TOKEN_BUDGET": "15",  # % more routing tokens the withdrawn provisional routes may cost
     "STOP_WHILE_TALKING": "true",
     "NARRATOR_VOLUME": "100",
     "WAKE_SOUND_WAV": "",

@@ -143,6 +143,7 @@ class ListenerSettings:
     end_of_turn: EndOfTurn = EndOfTurn(_default("END_OF_TURN"))
     turn_end_ms: int = int(_default("TURN_END_MS"))  # counted in 20 ms chunks: a value between two is rounded up
     provisional_ms: int = int(_default("PROVISIONAL_MS"))  # the earliest pause that routes provisionally (0: never)
+    provisional_token_budget: int = int(_default("PROVISIONAL_TOKEN_BUDGET"))  # % (decisions.pause_point)
 
 
 class FollowUp(enum.Enum):

@@ -95,7 +95,8 @@ class CommandRouting:
         self._pending_question = ""  # asked once a command's tools are done (a call the brain picked)
         self._outbox: list[Action] = []  # what a handler that returns nothing asks the shell to do
         self._dropped_routes: set[int] = set()  # withdrawn provisional routes whose tools still run
-        self.pause_point = PausePoint(self.timings.turn_end_s, self.timings.provisional_s)
+        self.pause_point = PausePoint(self.timings.turn_end_s, self.timings.provisional_s,
+                                      budget=self.timings.provisional_budget)  # (the account lasts as long as the core)
         self._pause_told = self.pause_point.pause_s  # (what the upload filter was built with)
 
     def _take_outbox(self) -> list[Action]:
@@ -197,6 +198,7 @@ class CommandRouting:
         self._fire(E.COMMAND_ROUTED, "provisionally, at a pause inside it" if provisional else "by its audio, at the commit")
         self.timeline.emit(CommandRouted(command.record()))
         if provisional:
+            self.pause_point.sent()
             if self.cost is not None:
                 self.cost.provisional_sent()
             return [SendRoute(command.route, "", audio=audio, provisional=True)]
@@ -515,6 +517,11 @@ class CommandRouting:
         asked and nothing is said until the turn end confirms it (the table has no such rows)."""
         if self.provisional_command is not None:
             return []
+        if not self.pause_point.may_route():  # the extra share is at its budget: routed at the turn end
+            log.info("a pause inside a command: not routed early (provisional routes are at their token budget)")
+            if self.cost is not None:
+                self.cost.provisional_held_back()
+            return []
         paused_s = self.pause_point.reached_s(self._pause_told or self.timings.provisional_s)  # (the filter's)
         marks = ((Stage.END_OF_SPEECH, now - paused_s),)
         return self._route_by_audio(None, marks, now, audio, provisional=True)
@@ -552,6 +559,7 @@ class CommandRouting:
             actions.append(DropNarration(command.id))
         command.held = None
         self._move(command, Move.RESUME)
+        self.pause_point.withdrawn()
         if self.cost is not None:
             self.cost.provisional_withdrawn()
         self.timeline.emit(CommandWithdrawn(command.record(), "the user went on after a pause: its provisional route "

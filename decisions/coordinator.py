@@ -29,7 +29,7 @@ from decisions.coordinator_messages import (
     InputEnded, NarrationDone, NarrationRequest, NarrationsFinished, NoticeBatchFetched, NoticesPending, OpenFollowUp,
     PlayChime, Priority, RestartListener, RouteNotSent, RouteSent, RouteWithdrawn, Stop, StopHeard, Tick, ToolDone,
     ToolNeedsYes, ToolStarted, ToolsFinished, TurnEnded, CommandTaken, UtteranceRejected, asks_the_user, TurnPaused,
-    SpeechResumed,
+    SpeechResumed, ReadAheadBilled,
 )
 from decisions.coordinator_table import *  # noqa: F403
 from decisions.coordinator_table import (
@@ -109,6 +109,8 @@ class CoordinatorCore(CommandRouting):
         self._confirming = False
         self.fatal_message: str | None = None
         self.cost = cost  # what the API says it used, priced; None: not counted
+        if cost is not None:
+            cost.provisional_budget(timings.provisional_budget)
         self._cost_log_at = clock() + COST_LOG_EVERY_S
         self._budget_resume_at = 0.0  # when a paused budget may start again (the next local day)
         self._notices_after = 0.0  # a stop asked for quiet: no notice is fetched before this
@@ -232,6 +234,7 @@ class CoordinatorCore(CommandRouting):
                 if not quiet:
                     self._speech_began_at_release = None if self.mute.muted else self.mute.releases
             case UsageReported(usage=usage):
+                self.pause_point.routed(usage)
                 if self.cost is not None:
                     self.cost.response_usage(RealtimeRole.LISTENER, usage)
             case TranscriptionBilled(seconds=seconds):
@@ -250,8 +253,13 @@ class CoordinatorCore(CommandRouting):
             case SpeechResumed():
                 actions += self._speech_resumed()
             case ProvisionalBilled():
+                self.pause_point.billed(event.usage, event.sent, event.withdrawn)
                 if self.cost is not None:
                     self.cost.provisional_billed(event.usage, event.sent, event.withdrawn)
+            case ReadAheadBilled(usage=usage):
+                self.pause_point.read_ahead_dropped(usage)
+                if self.cost is not None:
+                    self.cost.provisional_read_ahead(usage)
             case CommandConfirmed(item_id=item, text=text, stages=marks):
                 actions += self._confirmed(item, text, marks)
             case CommandRejected(item_id=item, transcript=transcript):

@@ -17,6 +17,7 @@ from decisions.listener_core import (
     QuietChanged, RoutingFailed, RunTools, SessionEnd, SessionReady, SpeakText, TranscriptionBilled, UsageReported,
 )
 from realtime_api.fatal import SPOKEN, ErrorKind
+from realtime_api.wire import Usage
 
 from realtime_api.wire import FunctionCall
 
@@ -61,6 +62,14 @@ class TurnPaused:
 class SpeechResumed:
     """The user went on talking after a `TurnPaused` (or the turn was dropped): the provisional
     route is withdrawn; the whole utterance is routed at its end."""
+
+
+@dataclass(frozen=True)
+class ReadAheadBilled:
+    """What the narrator used for an answer read ahead for a provisional route that was withdrawn
+    (its narration dropped: those tokens bought nothing)."""
+
+    usage: Usage
 
 
 @dataclass(frozen=True)
@@ -173,7 +182,7 @@ CoordinatorEvent = (
     SessionReady | SessionEnd | ConnectFailed | QuietChanged | Heard | CommandHeard | RunTools | SpeakText
     | UsageReported | TranscriptionBilled
     | RoutingFailed | Fatal | Tick | RouteSent | RouteNotSent | RouteWithdrawn | TurnEnded | TurnPaused | SpeechResumed
-    | ProvisionalBilled
+    | ProvisionalBilled | ReadAheadBilled
     | CommandCommitted | CommandConfirmed | CommandRejected | ToolsFinished | NarrationDone | NarrationsFinished
     | ChimeStarted | ChimeFinished | StopHeard | NoticesPending | NoticeBatchFetched | InputEnded | DeviceFailed
     | AudioHeard | ToolStarted | ToolDone | ToolNeedsYes
@@ -386,6 +395,7 @@ class CoordinatorTimings:
     route_at_commit: bool = True  # route an utterance the device heard the wake in at its commit, by its audio
     turn_end_s: float = 0.0  # the device's own end of turn (its silence), when it ends turns
     provisional_s: float = 0.0  # the pause inside a woken turn a provisional route is sent at (0: none)
+    provisional_budget: float | None = None  # the extra routing share withdrawn ones may add (None: unbounded)
     yes_grace_s: float = 4.0  # after the follow-up window, how long a reply begun in it may take to be heard
 
     @classmethod
@@ -406,4 +416,5 @@ class CoordinatorTimings:
             route_at_commit=settings.listener.route_at_commit,
             turn_end_s=settings.listener.turn_end_ms / 1000,
             provisional_s=settings.listener.provisional_ms / 1000,
+            provisional_budget=settings.listener.provisional_token_budget / 100,
         )

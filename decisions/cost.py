@@ -84,19 +84,41 @@ _AMOUNTS = ("listener_usd", "narrator_usd", "transcription_usd", "brain_usd", "u
 class Provisional:
     """Routes sent at a pause inside a command before its turn was over (issue 33), since the start:
     how many, how many the user talked past (withdrawn: routed again whole), and their tokens
-    (those of the withdrawn ones bought nothing), next to every listener response's tokens."""
+    (those of the withdrawn ones bought nothing, nor did the narrator's of an answer read ahead for
+    one and dropped), next to every listener response's tokens; and the pauses not routed early
+    because that would have taken the extra share over its budget (decisions.pause_point)."""
 
     sent: int = 0
     withdrawn: int = 0
     tokens: int = 0
     withdrawn_tokens: int = 0
     routing_tokens: int = 0  # every listener response's, provisional ones included
+    read_ahead_tokens: int = 0  # the narrator's, for answers read ahead then dropped
+    held_back: int = 0  # pauses routed only at their turn end: the budget was spent
+    budget: float | None = None  # the extra share allowed (PROVISIONAL_TOKEN_BUDGET); None: unbounded
+
+    @property
+    def extra_tokens(self) -> int:
+        return self.withdrawn_tokens + self.read_ahead_tokens
 
     @property
     def extra_share(self) -> float:
-        """The withdrawn routes' tokens over the rest of the routing's: what routing early adds."""
+        """The tokens that bought nothing over the rest of the routing's: what routing early adds."""
         useful = self.routing_tokens - self.withdrawn_tokens
-        return self.withdrawn_tokens / useful if useful > 0 else 0.0
+        return self.extra_tokens / useful if useful > 0 else 0.0
+
+    def routed(self, usage: Usage) -> Provisional:
+        """A listener response finished (every route's, provisional or not)."""
+        return replace(self, routing_tokens=self.routing_tokens + _tokens(usage))
+
+    def billed(self, usage: Usage, sent: bool, withdrawn: bool) -> Provisional:
+        """A provisional route's tokens (listener_core.ProvisionalBilled)."""
+        tokens = _tokens(usage)
+        return replace(self, tokens=self.tokens + tokens * sent, withdrawn_tokens=self.withdrawn_tokens + tokens * withdrawn)
+
+    def read_ahead_dropped(self, usage: Usage) -> Provisional:
+        """What the narrator used for an answer read ahead for a route then withdrawn."""
+        return replace(self, read_ahead_tokens=self.read_ahead_tokens + _tokens(usage))
 
 
 @dataclass(frozen=True)
@@ -120,8 +142,9 @@ class CostSummary:
         )
         p = self.provisional
         if p.sent:
-            line += (f"; {p.sent} provisional routes, {p.withdrawn} withdrawn ({p.withdrawn_tokens} tokens, "
+            line += (f"; {p.sent} provisional routes, {p.withdrawn} withdrawn ({p.extra_tokens} tokens, "
                      f"{100 * p.extra_share:.0f} % more routing)")
+            line += f", {p.held_back} held back by the {100 * p.budget:g} % budget" if p.held_back and p.budget is not None else ""
         if self.budget_usd is None:
             return line
         state = "reached" if self.over_budget else f"{100 * t.spent_usd / self.budget_usd:.0f} % used"
@@ -155,7 +178,7 @@ class CostMeter:
         """A Realtime response finished (`ResponseDone.usage`)."""
         cost = response_cost(self.prices, usage)
         if role is RealtimeRole.LISTENER:
-            self._provisional = replace(self._provisional, routing_tokens=self._provisional.routing_tokens + _tokens(usage))
+            self._provisional = self._provisional.routed(usage)
             self._add(cost, listener_usd=cost)
         else:
             self._add(cost, narrator_usd=cost)
@@ -172,8 +195,20 @@ class CostMeter:
     def provisional_billed(self, usage: Usage, sent: bool, withdrawn: bool) -> None:
         """A provisional route's tokens (listener_core.ProvisionalBilled): `sent` once its response
         was done, `withdrawn` once it is known to have bought nothing."""
-        p, tokens = self._provisional, _tokens(usage)
-        self._provisional = replace(p, tokens=p.tokens + tokens * sent, withdrawn_tokens=p.withdrawn_tokens + tokens * withdrawn)
+        self._provisional = self._provisional.billed(usage, sent, withdrawn)
+
+    def provisional_read_ahead(self, usage: Usage) -> None:
+        """The narrator's tokens for an answer read ahead for a withdrawn route (priced with the
+        narrator's responses: counted here as bought nothing)."""
+        self._provisional = self._provisional.read_ahead_dropped(usage)
+
+    def provisional_held_back(self) -> None:
+        """A pause not routed early: the extra share was at its budget."""
+        self._provisional = replace(self._provisional, held_back=self._provisional.held_back + 1)
+
+    def provisional_budget(self, budget: float | None) -> None:
+        """The extra share provisional routes may add (shown with them)."""
+        self._provisional = replace(self._provisional, budget=budget)
 
     def transcription(self, seconds: float) -> float:
         """An utterance transcribed (`TranscriptCompleted.usage.audio_seconds`)."""

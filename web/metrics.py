@@ -69,13 +69,23 @@ class FeedCollector:
                                          labels=["outcome"])  # fmt: skip
             routes.add_metric(["sent"], p.sent)
             routes.add_metric(["withdrawn"], p.withdrawn)
+            routes.add_metric(["held_back"], p.held_back)  # a pause routed at its turn end: the budget was spent
             yield routes
             tokens = CounterMetricFamily("handoff_provisional_route_tokens", "Tokens of those routes (withdrawn: "
-                                         "they bought nothing), and of all routing.", labels=["outcome"])  # fmt: skip
+                                         "they bought nothing), of all routing, and the narrator's for answers read "
+                                         "ahead for withdrawn routes.", labels=["outcome"])  # fmt: skip
             tokens.add_metric(["sent"], p.tokens)
             tokens.add_metric(["withdrawn"], p.withdrawn_tokens)
             tokens.add_metric(["all_routing"], p.routing_tokens)
+            tokens.add_metric(["read_ahead_dropped"], p.read_ahead_tokens)  # the narrator's, for answers dropped
             yield tokens
+            share = GaugeMetricFamily("handoff_provisional_extra_share", "What the withdrawn routes and the answers "
+                                      "read ahead for them added to the routing's tokens (spent), and its bound "
+                                      "(budget: PROVISIONAL_TOKEN_BUDGET).", labels=["of"])  # fmt: skip
+            share.add_metric(["spent"], round(p.extra_share, 6))
+            if p.budget is not None:
+                share.add_metric(["budget"], p.budget)
+            yield share
             uploaded = GaugeMetricFamily("handoff_uploaded_audio_today_seconds", "Microphone audio sent today.")
             uploaded.add_metric([], summary.today.uploaded_s)
             yield uploaded

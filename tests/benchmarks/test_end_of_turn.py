@@ -57,7 +57,7 @@ def test_the_provisional_replay_withdraws_the_route_sent_at_the_pause_and_acts_o
     # the wake phrase ends 300 ms into the speech; the 400 ms pause inside is past a 140 ms point
     replay(COMMAND, 800, "set a timer", 0.14, 0.46, frozenset({"get_time"}), 1000, 0.05, tally)
     assert (tally.split, tally.sent, tally.withdrawn, tally.acted_early, tally.answers) == (0, 2, 1, 0, [1])
-    assert 0 < tally.withdrawn_tokens < tally.route_tokens
+    assert 0 < tally.account.withdrawn_tokens < tally.account.routing_tokens
     off = Tally()
     replay(COMMAND, 800, "set a timer", None, 0.46, frozenset({"get_time"}), 1000, 0.05, off)
-    assert (off.sent, off.withdrawn, off.answers, off.withdrawn_tokens) == (0, 0, [1], 0)
+    assert (off.sent, off.withdrawn, off.answers, off.account.extra_tokens) == (0, 0, [1], 0)

@@ -38,7 +38,8 @@ async def test_a_command_with_a_pause_inside_is_answered_once_whole_and_its_prov
         sim.script.push_tool_call("set_timer", {"duration": "PT20M"})  # (the whole command: PT10M)
         sim.script.push_transcript("Hey Jarvis, set a timer for ten minutes.")
         env = daemon_env(tmp_path, sim.base_url, HANDOFF_UPLOAD_MODE="wake_word", WAKE_PHRASE="hey jarvis",
-                         PROVISIONAL_MS="160", TURN_END_MS="460")
+                         PROVISIONAL_MS="160", TURN_END_MS="460",
+                         PROVISIONAL_TOKEN_BUDGET="1000")  # (else the first withdrawal holds the next pause back)
         async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as handoff:
             assert await handoff.exited(timeout=100) == 0, handoff.log
         routes = [e["response"] for c in sim.connections if c.role == "listener" for e in c.received
