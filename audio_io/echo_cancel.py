@@ -157,7 +157,7 @@ class EchoCanceller:
         if self._ref_at is None:
             return bytes(length)
         start = _bytes(at - self._ref_at)
-        piece = self._ref[max(0, start):max(0, start + length)]
+        piece = bytes(self._ref[max(0, start):max(0, start + length)])
         if start < 0:
             piece = bytes(min(length, -start)) + piece
         return bytes(piece) + bytes(length - len(piece))
@@ -183,7 +183,7 @@ def stream_latency_s(device: object) -> float:
     """A device's latency as PortAudio reports it (`latency_s` of `audio_io.portaudio`'s microphone
     and speaker), through the wrappers around it (`inner`); 0 for a device that has none (memory)."""
     while not hasattr(device, "latency_s") and hasattr(device, "inner"):
-        device = device.inner  # type: ignore[attr-defined]
+        device = getattr(device, "inner")
     return float(getattr(device, "latency_s", 0.0))
 
 

@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from audio_io import BYTES_PER_SECOND
-from detectors.audio import SAMPLE_WIDTH, audioop
+from audio_io.format import audioop
+from detectors.audio import SAMPLE_WIDTH
 
 
 @dataclass(frozen=True)
