@@ -57,7 +57,9 @@ class Pacer:
 # --------------------------------------------------------------------------- push microphone
 
 
-MAX_BACKLOG_S = 5.0  # room seconds a late reader may find queued (audio_io.portaudio keeps as much)
+# Room seconds of silence a late reader may find queued (older is skipped: its stamps move on). A
+# device keeps more (audio_io.portaudio: 5 s), but at a test's 20x pace every second costs 50 chunks.
+MAX_BACKLOG_S = 1.0
 
 
 class PushMicrophone:

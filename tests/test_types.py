@@ -7,9 +7,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 
+@pytest.mark.timeout(600)  # a fresh clone has no mypy cache: over two minutes beside CPU hogs
 def test_the_product_type_checks() -> None:
     result = subprocess.run([sys.executable, "-m", "mypy", "."], cwd=REPO, capture_output=True, text=True, timeout=600)
     assert result.returncode == 0, result.stdout + result.stderr

@@ -6,9 +6,12 @@ from __future__ import annotations
 
 import dataclasses
 
+import pytest
+
 from benchmarks.soak import QUICK, run_soak
 
 
+@pytest.mark.timeout(400)  # 120 commands at 20x: about two minutes on a busy machine, more beside CPU hogs
 async def test_quick_soak_answers_every_command_once_with_flat_resources(tmp_path):
     report = await run_soak(dataclasses.replace(QUICK, seed=7), tmp_path)
     print(report.table())

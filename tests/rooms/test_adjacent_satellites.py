@@ -21,6 +21,8 @@ import threading
 import wave
 from pathlib import Path
 
+import pytest
+
 from audio_io.format import audioop
 from concurrency.changes import wait_for
 from config.rooms import SatelliteSpec
@@ -88,6 +90,7 @@ async def paired(settings, room: str, port: int, code: str) -> None:  # type: ig
                 await asyncio.sleep(0.2)  # another process starting: nothing to await on
 
 
+@pytest.mark.timeout(400)  # three processes and two wake word engines in real time: slow beside CPU hogs
 async def test_two_satellite_processes_next_door_answer_once_in_the_nearer_room(tmp_path: Path) -> None:
     command = await spoken("computer, what time is it", rate=RATE)
     next_door = bytes(2 * RATE * 15 // 1000) + audioop.mul(command, 2, 10 ** (-4 / 20))  # 4 dB quieter, 15 ms later
