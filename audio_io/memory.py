@@ -87,14 +87,12 @@ class PushMicrophone:
         self._emptied.set()
         self._started = False
         self._closed = False
-        self._started_at = 0.0  # loop time of the stream's start
         self._read_bytes = 0  # bytes of the stream emitted so far
         self.captured_at: float | None = None  # loop time of the first sample of the chunk last emitted (paced only)
 
     async def start(self) -> None:
         self._started = True
         self._pacer.start()
-        self._started_at = self._pacer.started_at
 
     def feed(self, pcm: bytes) -> None:
         check_pcm(pcm)
@@ -108,7 +106,7 @@ class PushMicrophone:
         most `MAX_BACKLOG_S` of it: as a device's full queue, the oldest is gone)."""
         if not self._started or self.pace <= 0:
             return
-        now_s = (asyncio.get_running_loop().time() - self._started_at) * self.pace  # chunk i is due at i chunks
+        now_s = (asyncio.get_running_loop().time() - self._pacer.started_at) * self.pace  # chunk i is due at i chunks
         due = (int(now_s / self._chunk_s) + 1) * self._chunk_bytes  # the first chunk not due yet
         queued_end = self._read_bytes + len(self._pending)
         backlog = int(MAX_BACKLOG_S / self._chunk_s) * self._chunk_bytes
@@ -138,7 +136,7 @@ class PushMicrophone:
             if chunk and not self._pending:
                 self._emptied.set()
             if self.pace > 0:  # chunk i is due at i chunks and holds the chunk before that
-                self.captured_at = self._started_at + (self._read_bytes / self._chunk_bytes - 1) * self._chunk_s / self.pace
+                self.captured_at = self._pacer.started_at + (self._read_bytes / self._chunk_bytes - 1) * self._chunk_s / self.pace
             self._read_bytes += self._chunk_bytes
             yield chunk + bytes(self._chunk_bytes - len(chunk))
 
