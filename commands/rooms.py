@@ -6,12 +6,16 @@ from __future__ import annotations
 import dataclasses
 import logging
 import sys
+from typing import TYPE_CHECKING
 
 from config.settings import Settings
 from hands.manager import servers_shown, watch_servers
 from rooms.hub import Hub, hub
 from service.runtime import ServiceRuntime
 from service.status import Probes
+
+if TYPE_CHECKING:
+    from handoff import Coordinator
 
 log = logging.getLogger("handoff")
 
@@ -23,7 +27,7 @@ async def serve_hub(settings: Settings, runtime: ServiceRuntime) -> int:
             for room in the_hub.rooms.values():
                 runtime.watch_room(room.name, room.timeline)
             runtime.attach(_probes(the_hub))
-            watch_servers(next(iter(the_hub.rooms.values())).coordinator.parts.notices, runtime.shown_changed)
+            watch_servers(_first_room(the_hub).parts.notices, runtime.shown_changed)
             names = ", ".join(f"{r.name} ({r.link.spec.uri})" for r in the_hub.rooms.values())
             log.info("handoff is the hub for %s: say %r to a satellite (Ctrl-C stops)", names, settings.listener.wake_phrase)
             code = await the_hub.run()
@@ -35,9 +39,14 @@ async def serve_hub(settings: Settings, runtime: ServiceRuntime) -> int:
     return code
 
 
+def _first_room(the_hub: Hub) -> Coordinator:
+    """The room whose shared parts (MCP servers, cost, the narrator's counters) every room uses."""
+    return next(iter(the_hub.rooms.values())).coordinator
+
+
 def _probes(the_hub: Hub) -> Probes:
     rooms = list(the_hub.rooms.values())
-    first = rooms[0].coordinator
+    first = _first_room(the_hub)
     return Probes(
         listener_up=lambda: any(r.coordinator.core.listener_up for r in rooms if r.link.connected) or not any(
             r.link.connected for r in rooms),  # no room connected: nothing to listen to, nothing stuck
