@@ -29,7 +29,7 @@ from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopDetector
 from handoff import Coordinator, CoordinatorParts
 from hands.config import load_servers
-from hands.link import LinkTiming
+from hands.link_types import LinkTiming
 from hands.manager import CombinedNotices, Hands
 from hands.routing import Routing, brain_picker
 from main_agent import Listener

@@ -18,7 +18,6 @@ import contextlib
 import logging
 import os
 import random
-from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable
 
 import anyio
@@ -32,26 +31,11 @@ from mcp_types.version import MODERN_PROTOCOL_VERSIONS
 
 from concurrency.changes import Changes
 from hands.config import ServerConfig
+from hands.link_types import LinkTiming, Unreachable
 
 log = logging.getLogger("handoff.hands")
 
 MAX_LISTED_PAGES = 20  # a server that pages its tools forever is read this far
-
-
-class Unreachable(Exception):
-    """The server is down (or went down during the call); the message is one spoken sentence."""
-
-
-@dataclass(frozen=True)
-class LinkTiming:
-    connect_timeout_s: float = 20.0  # start (or reach) the server and list its tools
-    call_timeout_s: float = 15.0  # one tool call
-    # How long a command waits for a call's answer; a slower call goes on in the background (its
-    # answer, or its timeout, said later as a notice) so the next command is not held up.
-    answer_wait_s: float = 3.0
-    backoff_initial_s: float = 0.5  # the first restart after a death
-    backoff_max_s: float = 60.0
-    jitter: float = 0.1  # each backoff is stretched by up to this fraction
 
 
 class ServerLink:

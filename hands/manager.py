@@ -19,20 +19,23 @@ import functools
 import itertools
 import logging
 from dataclasses import dataclass
-from typing import Any, Callable
-
-from mcp_types import CallToolResult, Tool
+from typing import TYPE_CHECKING, Any, Callable
 
 from concurrency.changes import Changes
 from config.logging_setup import add_secrets, redact
 from hands.config import ServerConfig
-from hands.link import LinkTiming, ServerLink, Unreachable
+from hands.link_types import LinkTiming, Unreachable
 from hands.routing import Routing
 from hands.tools import function_name, result_data, spec_for
 from tasks.notices import NoticeBatch
 from tools.formatters import format_mcp
 from tools.registry import ToolRegistry
 from tools.result import ToolError, ToolResult
+
+if TYPE_CHECKING:  # the MCP SDK loads only when a server is configured (see hands.link_types)
+    from mcp_types import CallToolResult, Tool
+
+    from hands.link import ServerLink
 
 log = logging.getLogger("handoff.hands")
 
@@ -64,16 +67,21 @@ class Hands:
         # Told whenever a server comes up, goes down or lists its tools again: the status file
         # and the page show it at once, not at their next write (the daemon subscribes).
         self.on_change: list[Callable[[], None]] = []
-        self._links = {
-            s.name: ServerLink(s, functools.partial(self._listed, s), self._down, timing, self._shown_changed)
-            for s in servers
-        }
+        self._links = self._linked(servers, timing)
         self._tasks: list[asyncio.Task[None]] = []
         self._notices: dict[int, str] = {}  # id (negative: apart from the task notices) -> script
         self._ids = itertools.count(-1, -1)
         self._posted = Changes()
         self._timing = timing
         self._background: set[asyncio.Task[CallToolResult]] = set()  # slow calls the command no longer waits for
+
+    def _linked(self, servers: list[ServerConfig], timing: LinkTiming) -> dict[str, ServerLink]:
+        if not servers:
+            return {}
+        from hands.link import ServerLink  # the MCP SDK: only for a start with servers configured
+
+        return {s.name: ServerLink(s, functools.partial(self._listed, s), self._down, timing, self._shown_changed)
+                for s in servers}  # fmt: skip
 
     @property
     def servers(self) -> list[ServerState]:

@@ -22,14 +22,15 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any, Awaitable, Callable
-
-from mcp_types import CallToolResult, Tool
+from typing import TYPE_CHECKING, Any, Awaitable, Callable
 
 from hands.config import ServerConfig
 from tools.formatters import format_mcp
 from tools.registry import Effect, ToolSpec
 from tools.result import ToolError
+
+if TYPE_CHECKING:  # the MCP SDK loads only with a server configured (see hands.link_types)
+    from mcp_types import CallToolResult, Tool
 
 MAX_DESCRIPTION_CHARS = 400  # of a server's tool description, given to the model
 MAX_TEXT_CHARS = 16_000  # of a result's text kept (history, the page); the narrator says far less
@@ -39,7 +40,7 @@ _INVALID_NAME = re.compile(r"[^A-Za-z0-9_-]")
 MAX_NAME_CHARS = 64  # a function name the Realtime and Responses APIs take: ^[A-Za-z0-9_-]{1,64}$
 
 # (the server's tool name, arguments) -> its result, or None: still running, its answer comes later as a notice
-Caller = Callable[[str, dict[str, Any]], Awaitable[CallToolResult | None]]
+Caller = Callable[[str, dict[str, Any]], Awaitable["CallToolResult | None"]]
 
 
 def effect_of(tool: Tool, said: str | None = None) -> Effect:

@@ -171,3 +171,16 @@ async def test_home_over_streamable_http_with_a_token_that_is_never_shown(tmp_pa
         async with running(wrong) as (hands, registry):
             assert not hands.servers[0].up and registry.names() == []
     assert token not in caplog.text and "wrong-token-000" not in caplog.text
+
+
+def test_the_mcp_sdk_loads_only_when_a_server_is_configured() -> None:
+    """A start with no MCP servers (and every `handoff` process of the suite) does not pay the
+    SDK's second of import; `Hands` with a server loads it."""
+    import subprocess
+
+    code = ("import sys, commands.run, commands.checks, web.daemon; from hands.manager import Hands; "
+            "from hands.config import ServerConfig; from tools.registry import ToolRegistry; "
+            "Hands([], ToolRegistry()); print('mcp' in sys.modules, end=' '); "
+            "Hands([ServerConfig('time', command='unused')], ToolRegistry()); print('mcp' in sys.modules)")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=REPO)
+    assert result.stdout.strip() == "False True", result.stderr
