@@ -41,6 +41,9 @@ from speech.sounds import sound_problems
 from tasks import TaskConfigError, load_task_config
 from tasks.config import TaskConfig
 
+if typing.TYPE_CHECKING:
+    from detectors.stop_word import StopDetector
+
 EXIT_OK = 0
 EXIT_PROBLEMS = 2
 
@@ -73,8 +76,10 @@ TRANSCRIBE_MODELS = _literals(AudioTranscription.model_fields["model"].annotatio
 BRAIN_MODELS = _literals(ResponsesModel)
 
 
-def preflight(settings: Settings) -> list[Finding]:
-    """Every check that needs no network, in the order a user would fix them."""
+def preflight(settings: Settings, built: list[StopDetector] | None = None) -> list[Finding]:
+    """Every check that needs no network, in the order a user would fix them. `built`: given,
+    it receives the stop detector the check built, for `run` to use (built once, not twice:
+    its pocketsphinx searches cost about half a second of CPU)."""
     findings = [*_names(settings), *_wake_phrase(settings)]
     state = state_dir_problem(settings.state_dir)
     if state:
@@ -82,7 +87,7 @@ def preflight(settings: Settings) -> list[Finding]:
     findings += workspace_findings(settings)
     findings += _audio_files(settings)
     findings += [Finding(Severity.ERROR, problem) for problem in sound_problems(settings.audio)]
-    findings += _detectors(settings)
+    findings += _detectors(settings, built if built is not None else [])
     findings += task_findings(settings)
     findings += room_findings(settings)
     findings += mcp_findings(settings)
@@ -155,16 +160,19 @@ def voice_problem(voice: str, named: str) -> str | None:
     return f"{shown} is not a voice the narrator has; use one of {', '.join(VOICES)}."
 
 
-def _detectors(settings: Settings) -> list[Finding]:
+def _detectors(settings: Settings, built: list[StopDetector]) -> list[Finding]:
     """The on-device detectors `run` builds (the wake-word upload filter, the stop phrase), built
     here too: a phrase the spotter does not know is refused by `check`, not first by `run`."""
     from assembly.build import build_stop_detector, upload_filter  # the spotter's model: only when checking
 
     found = []
-    builders = [upload_filter] + ([build_stop_detector] if settings.stop.enabled else [])
-    for build in builders:
+    try:
+        upload_filter(settings)
+    except SettingsError as exc:
+        found.append(Finding(Severity.ERROR, str(exc)))
+    if settings.stop.enabled:
         try:
-            build(settings)
+            built.append(build_stop_detector(settings))
         except SettingsError as exc:
             found.append(Finding(Severity.ERROR, str(exc)))
     return found
@@ -415,15 +423,15 @@ def _audio_checked(settings: Settings) -> str:
     return f"{mic}, {speaker}"
 
 
-def validate(args: argparse.Namespace) -> tuple[Settings | None, list[Finding]]:
+def validate(args: argparse.Namespace, built: list[StopDetector] | None = None) -> tuple[Settings | None, list[Finding]]:
     """Every check `run` and `check` make before starting, all found at once: the settings
     (None when they cannot be built; every problem is then an error finding), the key, then
-    what `preflight` checks."""
+    what `preflight` checks (`built`: see there)."""
     try:
         settings = settings_from_args(args)
     except SettingsError as exc:
         return None, [Finding(Severity.ERROR, problem) for problem in exc.problems]
-    findings = preflight(settings)
+    findings = preflight(settings, built)
     try:
         require_api_key(settings)
     except SettingsError as exc:

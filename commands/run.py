@@ -16,6 +16,7 @@ from commands.options import add_run_arguments, settings_from_args
 from hands.manager import servers_shown, watch_servers
 from config.settings import Settings, SettingsError, UploadMode
 from decisions.timeline import Timeline
+from detectors.stop_word import StopDetector
 from safety.process import keep_key_private
 from safety.text import printable
 from service.health import ListenerHealth, stuck_after_s
@@ -32,7 +33,7 @@ log = logging.getLogger("handoff")
 add_auto_arguments = add_run_arguments
 
 
-async def run_live(settings: Settings) -> int:
+async def run_live(settings: Settings, stop_detector: StopDetector | None = None) -> int:
     """Run until the input ends (a WAV file), a fatal error, or SIGTERM/SIGINT/SIGHUP. The first signal
     cancels the run, whatever it is doing (starting, running, closing does not begin twice):
     everything is closed on the way out by its owner (tasks stopped and recorded as stopped by
@@ -41,7 +42,7 @@ async def run_live(settings: Settings) -> int:
     timeline = Timeline(log_overheard=settings.log.overheard)
     runtime = ServiceRuntime(timeline, SystemdNotifier(), ListenerHealth(stuck_after_s(settings)),
                              watchdog_interval_s(), status_files(settings))  # fmt: skip
-    main = asyncio.create_task(_serve(settings, timeline, runtime), name="handoff")
+    main = asyncio.create_task(_serve(settings, timeline, runtime, stop_detector), name="handoff")
 
     def stop(sig: signal.Signals) -> None:
         runtime.stopping(f"stopping ({sig.name})")
@@ -82,7 +83,7 @@ def nothing_heard(settings: Settings, timeline: Timeline) -> str | None:
     return f"no command was heard {source}: no speech reached the listener; check the microphone (or the recording)."
 
 
-async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime) -> int:
+async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime, stop_detector: StopDetector | None) -> int:
     if settings.rooms.satellites:
         from commands.rooms import serve_hub  # only with satellites: the wyoming package loads here
 
@@ -93,7 +94,8 @@ async def _serve(settings: Settings, timeline: Timeline, runtime: ServiceRuntime
     # The runtime around the assistant: its last status and history come after every task stopped.
     async with runtime, web_page.feeding(settings, timeline, runtime) as feed:  # WEB_PORT=0: no feed
         on_task_change = web_page.task_watchers(runtime.task_changed, feed.task_changed if feed is not None else None)
-        async with assistant(settings, microphone, speaker, timeline, on_task_change=on_task_change) as coordinator:
+        async with assistant(settings, microphone, speaker, timeline, on_task_change=on_task_change,
+                             stop_detector=stop_detector) as coordinator:
             runtime.attach(Probes(
                 listener_up=lambda: coordinator.core.listener_up,
                 phase=lambda: coordinator.phase.value,
@@ -130,7 +132,8 @@ def status_files(settings: Settings) -> StatusFiles:
 
 
 def run_run(args: argparse.Namespace) -> int:
-    settings, findings = validate(args)  # the same checks as `handoff check`, every error at once
+    built: list[StopDetector] = []  # the stop detector the checks built: the assistant uses it
+    settings, findings = validate(args, built)  # the same checks as `handoff check`, every error at once
     errors = errors_of(findings)
     if settings is None or errors:
         print_errors(errors)
@@ -139,13 +142,13 @@ def run_run(args: argparse.Namespace) -> int:
         # Before anything in the state folder is touched: a second daemon on it must not take the
         # first one's running tasks for left behind, nor write its status and history.
         with state_folder_lock(settings.state_dir):
-            return _run_locked(settings, findings)
+            return _run_locked(settings, findings, built[0] if built else None)
     except AlreadyRunning as exc:
         print(f"handoff: {exc}", file=sys.stderr)
         return 2
 
 
-def _run_locked(settings: Settings, findings: list[Finding]) -> int:
+def _run_locked(settings: Settings, findings: list[Finding], stop_detector: StopDetector | None) -> int:
     configure_logging(settings.log_level, secrets=[settings.realtime.api_key], file=settings.log.file,
                       max_bytes=settings.log.max_bytes, backups=settings.log.backups)  # fmt: skip
     keep_key_private(settings.realtime.api_key)  # from here on the key lives in `settings` alone
@@ -153,7 +156,7 @@ def _run_locked(settings: Settings, findings: list[Finding]) -> int:
         log.warning("%s", finding.line())
     problems: list[BaseException] = []
     try:
-        return asyncio.run(run_live(settings))
+        return asyncio.run(run_live(settings, stop_detector))
     except* (AudioDeviceError, AudioFileError, TaskError) as group:
         # TaskError: the task templates (TaskConfigError), or a task database that cannot be
         # written (a full disk: StoreUnwritable).
