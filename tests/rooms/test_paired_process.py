@@ -14,30 +14,10 @@ from config.rooms import RoomSettings, SatelliteSpec
 from rooms.link import SatelliteLink
 from rooms.pairing import HubKeys, hub_keys
 from tests.rooms.satellite_process import RATE, TIMEOUT, paired, satellite
-from tests.rooms.test_pairing import hostile_tries
+from tests.rooms.test_pairing import hostile_tries, recording_proxy, replayed
 from tests.support.pipeline_harness import fast_settings
 from tests.support.rooms_harness import command_tone
 from tests.support.satellites import free_port
-
-
-async def recording_proxy(port: int, recorded: list[bytes]) -> asyncio.Server:
-    """Relays a connection to the satellite, keeping what the hub sent."""
-
-    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
-
-        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, keep: bool) -> None:
-            with contextlib.suppress(OSError, ConnectionError):
-                while data := await src.read(65536):
-                    if keep:
-                        recorded.append(data)
-                    dst.write(data)
-                    await dst.drain()
-            dst.close()
-
-        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
-
-    return await asyncio.start_server(relay, "127.0.0.1", 0)
 
 
 async def _until(predicate) -> None:  # type: ignore[no-untyped-def]
@@ -71,14 +51,7 @@ async def test_a_paired_satellite_process_gives_strangers_and_a_replay_nothing(t
             with contextlib.suppress(asyncio.CancelledError):
                 await linking
             proxy.close()
-        reader, writer = await asyncio.open_connection("127.0.0.1", port)  # the paired session, sent again
-        with contextlib.suppress(OSError, ConnectionError):
-            for data in recorded:
-                writer.write(data)
-                await writer.drain()
-        async with asyncio.timeout(30):
-            answer = await reader.read()
-        writer.close()
+        answer = await replayed(port, recorded)  # the paired session, sent again
     finally:
         process.terminate()  # SIGTERM: a clean stop writes the WAV file's header
         process.wait(30)
