@@ -86,6 +86,7 @@ class Run:
     paired: bool = False  # TLS with pinned keys (else plain Wyoming)
     merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
     one_answer: bool = True  # the arbitration between rooms on (the shipped way)
+    rooms_cpu: float = 0.0  # this process (the satellites' detectors and the simulator) while commands run
 
 
 async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
@@ -144,8 +145,10 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                         latencies.append(satellite.server.counts.stream_starts[before] - end_of_speech)
                         await asyncio.sleep(rng.uniform(2.0, 4.0))  # a few seconds, then the next
 
+                own1 = time.process_time()
                 await asyncio.gather(*(talk(i) for i in range(n)))
                 cpu2, t2 = await _cpu(parent), time.monotonic()
+                rooms_cpu = (time.process_time() - own1) / (t2 - t1)
                 active = (cpu2 - cpu1) / (t2 - t1)
                 parent.send("merged")
                 merged = await asyncio.to_thread(parent.recv)
@@ -154,7 +157,7 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                 await asyncio.to_thread(process.join, 30)
                 if process.is_alive():
                     process.kill()
-        return Run(n, latencies, idle, active, lost, paired, merged, one_answer)
+        return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu)
     finally:
         await sim.stop()
 
@@ -166,8 +169,8 @@ def _p90(values: list[float]) -> float:
 
 def report(runs: list[Run]) -> str:
     lines = ["| link | satellites | commands | lost | latency median (s) | p90 (s) | latency vs N=1 | hub CPU idle (% of a core) "
-             "| hub CPU active (% of a core) | active CPU vs N=1 |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| hub CPU active (% of a core) | active CPU vs N=1 | satellites + simulator CPU (% of a core) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
         base = next(r for r in runs if r.paired == run.paired)  # N=1 of the same kind of link
         base_latency = statistics.median(base.latencies_s) if base.latencies_s else float("nan")
@@ -175,7 +178,7 @@ def report(runs: list[Run]) -> str:
         lines.append(
             f"| {'paired (TLS)' if run.paired else 'plain'}{'' if run.one_answer else ', no arbitration'} | {run.rooms} | {len(run.latencies_s)} | {run.lost} | {median:.3f} | {_p90(run.latencies_s):.3f} "
             f"| {median / base_latency:.2f} | {100 * run.idle_cpu:.2f} | {100 * run.active_cpu:.1f} "
-            f"| {run.active_cpu / base.active_cpu:.2f} |")
+            f"| {run.active_cpu / base.active_cpu:.2f} | {100 * run.rooms_cpu:.0f} |")
     return "\n".join(lines)
 
 

@@ -72,6 +72,7 @@ class Verdict:
     winner: str
     losers: frozenset[str]
     why: str  # for the log: "kitchen -4.1 dBFS, office -16.0 dBFS: loudest"
+    late: bool = False  # the losers woke after `winner`'s episode was decided (it goes on as it was)
 
 
 @dataclass
@@ -93,12 +94,17 @@ class ArbitrationCore:
     # A measure this quiet heard no sound (the pause after "computer," when a room's satellite
     # streams from its own wake): each room's signature is its own noise, which tells nothing.
     heard_above_db: float = -45.0
+    # A room that wakes after an episode was decided, this soon after its winner woke, and heard
+    # the same sound (its signature matches), is that command heard late (a satellite behind real
+    # time, a slow network): it loses to that winner. Two people a second apart sound unlike.
+    late_s: float = 2.0
     similar: Similarity | None = None  # None: every candidate heard the same (nothing to compare with)
     pick: Pick = Pick.LOUDEST_THEN_FIRST
     state: EpisodeState = EpisodeState.IDLE
     opened_at: float = 0.0
     candidates: dict[str, Candidate] = field(default_factory=dict)
     queued: dict[str, Candidate] = field(default_factory=dict)  # woke too late for the open episode
+    winners: list[Candidate] = field(default_factory=list)  # of the episodes decided within late_s
     decided: int = 0  # episodes decided
     contested: int = 0  # ... of them with more than one room
     illegal: int = 0
@@ -169,7 +175,8 @@ class ArbitrationCore:
         """One verdict per sound: the winner among all, with the rooms that heard the same; then
         the same among the rooms left (another person, another command)."""
         left = sorted(self.candidates.values(), key=lambda c: c.woke_at)
-        said: list[Verdict] = []
+        said = self._heard_late(left)
+        left = [c for c in left if not any(c.room in v.losers for v in said)]
         while left:
             winner = self._choose(left)
             same = [c for c in left if c is winner or self._same(winner, c)]
@@ -177,10 +184,30 @@ class ArbitrationCore:
                             f"+{1000 * (c.woke_at - left[0].woke_at):.0f} ms" for c in same)  # fmt: skip
             said.append(Verdict(winner.room, frozenset(c.room for c in same) - {winner.room}, f"{why}: {self.pick.value}"))
             left = [c for c in left if c not in same]
+            self.winners.append(winner)
         self.state, self.candidates = EpisodeState.IDLE, {}
         self.decided += 1
         self.contested += any(v.losers for v in said)
         return said
+
+    def _heard_late(self, rooms: list[Candidate]) -> list[Verdict]:
+        """The rooms that heard a command already decided (see `late_s`): they lose to its winner."""
+        if rooms:
+            self.winners = [w for w in self.winners if rooms[0].woke_at - w.woke_at <= self.late_s]
+        said: list[Verdict] = []
+        for c in rooms:
+            earlier = next((w for w in self.winners if w.room != c.room and 0.0 <= c.woke_at - w.woke_at <= self.late_s
+                            and self._alike(w, c)), None)  # fmt: skip
+            if earlier is not None:
+                said.append(Verdict(earlier.room, frozenset({c.room}), f"{c.room} +{1000 * (c.woke_at - earlier.woke_at):.0f} "
+                                    f"ms after {earlier.room}, the same sound: heard late", late=True))  # fmt: skip
+        return said
+
+    def _alike(self, a: Candidate, b: Candidate) -> bool:
+        """Both heard a sound, and the same one (nothing to compare: not shown to be the same)."""
+        return (bool(a.signature) and bool(b.signature) and self.similar is not None and not self._quiet(a)
+                and not self._quiet(b) and a.level_db is not None and b.level_db is not None
+                and self.similar(a.signature, b.signature) >= self.same_above)  # fmt: skip
 
     def _same(self, a: Candidate, b: Candidate) -> bool:
         if not a.signature or not b.signature or self.similar is None or self._quiet(a) or self._quiet(b):

@@ -187,8 +187,12 @@ class ArbitratedMicrophone:
         self._arbiter.woke(self.room)
 
     def _measure(self, chunk: bytes) -> None:
-        wanted = int(self._arbiter.core.measure_s * BYTES_PER_SECOND)
-        if len(self._measured) >= wanted:
+        """Its first measure_s of sound: a satellite streams from its own wake, and what follows
+        "computer," may be a pause (digital silence, or the room's noise), which says nothing of
+        how near the room is; the measure begins with the first chunk above heard_above_db."""
+        core = self._arbiter.core
+        wanted = int(core.measure_s * BYTES_PER_SECOND)
+        if len(self._measured) >= wanted or (not self._measured and dbfs(chunk) < core.heard_above_db):
             return
         self._measured += chunk
         if len(self._measured) >= wanted:
@@ -230,7 +234,8 @@ class Arbiter:
             if verdict.losers:
                 log.info("one command heard in %d rooms: %s answers (%s)", 1 + len(verdict.losers), verdict.winner,
                          verdict.why)  # fmt: skip
-            self.rooms[verdict.winner].won()
+            if not verdict.late:  # (a late loser's winner went on at its own verdict)
+                self.rooms[verdict.winner].won()
             for room in verdict.losers:
                 self.rooms[room].lost()
         self.changes.notify()

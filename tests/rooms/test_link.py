@@ -74,3 +74,29 @@ async def test_a_satellite_that_woke_for_nothing_is_told_to_stop_streaming() -> 
     async with linked(woke, RoomSettings(ping_s=0.05, pipeline_timeout_s=0.2)):
         await asyncio.wait_for(got_transcript.wait(), TIMEOUT)
         assert received.count("transcript") == 1
+
+
+async def test_a_hub_too_busy_to_read_does_not_call_its_satellite_gone() -> None:
+    """A beat the hub's own loop was late for (CPU hogs) judges nothing: what the satellite sent
+    meanwhile is still unread. Here every look at the clock finds the hub 10 s late."""
+    late = asyncio.Event()
+    looks = 0
+
+    def busy_clock() -> float:
+        nonlocal looks
+        looks += 1
+        if looks == 20:
+            late.set()
+        return 10.0 * looks
+
+    link = SatelliteLink(SatelliteSpec("kitchen", "127.0.0.1", 1), RoomSettings(ping_s=0.01), clock=busy_clock)
+    keeping = asyncio.create_task(link._keep_alive(None))  # type: ignore[arg-type]  # (never written to: not connected)
+    try:
+        looked = asyncio.create_task(late.wait())
+        await asyncio.wait([looked, keeping], timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert late.is_set() and not keeping.done(), keeping.result() if keeping.done() else "not looked"
+        looked.cancel()
+    finally:
+        keeping.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await keeping

@@ -119,6 +119,39 @@ def test_rooms_whose_measure_heard_no_sound_are_one_command_however_unlike_their
     assert sorted((v.winner, v.losers) for v in core.tick(5.35)) == [("kitchen", frozenset()), ("office", frozenset())]
 
 
+def test_a_room_that_heard_the_same_command_late_loses_to_the_room_already_answering() -> None:
+    """A satellite behind real time (a busy machine) wakes after the episode was decided: the
+    same sound loses to its winner; another sound a second later is another command."""
+    alike = lambda a, b: 1.0 if a == b else 0.0  # noqa: E731
+    core = ArbitrationCore(join_s=0.35, measure_s=0.25, similar=alike)
+    core.woke("kitchen", 0.0)
+    [first] = core.level("kitchen", -26.0, 0.6, ((1.0,),))
+    assert (first.winner, first.losers, first.late) == ("kitchen", frozenset(), False)
+    core.woke("office", 0.7)  # 0.7 s after the kitchen: too late to join its episode
+    [late] = core.level("office", -30.0, 1.3, ((1.0,),))
+    assert (late.winner, late.losers, late.late) == ("kitchen", frozenset({"office"}), True)
+    core.woke("office", 1.5)  # someone else, in the office
+    [other] = core.level("office", -20.0, 2.0, ((2.0,),))
+    assert (other.winner, other.losers) == ("office", frozenset())
+
+
+async def test_the_measure_begins_with_the_sound_after_the_pause_that_follows_the_wake() -> None:
+    """A satellite streams from its own wake: "computer," <pause> "what time is it". The pause
+    (digital silence here) says nothing of the room; the level is the speech's."""
+    from rooms.arbiter import Arbiter, dbfs
+    from rooms.link import SatelliteMicrophone
+    from rooms.wire import PipelineStarted
+
+    arbiter = Arbiter(ArbitrationCore(join_s=0.35, measure_s=0.25))
+    mic = arbiter.microphone("kitchen", SatelliteMicrophone(20), lambda started: None, lambda: None)
+    mic.pipeline(PipelineStarted(woken=True))
+    speech = command_tone(0)[: 2 * SAMPLE_RATE // 4]
+    for chunk in [bytes(960)] * 20 + [speech[i : i + 960] for i in range(0, len(speech), 960)]:
+        mic._take(chunk)
+    [candidate] = arbiter.core.candidates.values()
+    assert candidate.level_db is not None and abs(candidate.level_db - dbfs(speech)) < 0.5
+
+
 def test_the_same_sound_next_door_is_alike_and_another_persons_is_not() -> None:
     """Signatures of espeak-ng-like material: the same tone quieter and later matches; another
     pitch does not; the same words match, other words do not."""

@@ -46,6 +46,39 @@ async def hostile_tries(port: int, stranger: HubKeys) -> list[bytes]:
     return got
 
 
+async def recording_proxy(port: int, recorded: list[bytes]) -> asyncio.Server:
+    """Relays a connection to the satellite, keeping what the hub sent."""
+
+    async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
+
+        async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, keep: bool) -> None:
+            with contextlib.suppress(OSError, ConnectionError):
+                while data := await src.read(65536):
+                    if keep:
+                        recorded.append(data)
+                    dst.write(data)
+                    await dst.drain()
+            dst.close()
+
+        await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
+
+    return await asyncio.start_server(relay, "127.0.0.1", 0)
+
+
+async def replayed(port: int, recorded: list[bytes]) -> bytes:
+    """What the satellite answers to a recorded session sent again as it was."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    with contextlib.suppress(OSError, ConnectionError):
+        for data in recorded:
+            writer.write(data)
+            await writer.drain()
+    async with asyncio.timeout(30):
+        answer = await reader.read()
+    writer.close()
+    return answer
+
+
 async def test_a_paired_satellite_answers_only_its_hub(tmp_path: Path) -> None:
     async with tone_sim(["computer, echo kitchen one"]) as sim:
         settings = hub_settings(sim, tmp_path, [])
@@ -75,30 +108,12 @@ async def test_a_paired_satellite_answers_only_its_hub(tmp_path: Path) -> None:
 
 async def test_a_replayed_recording_of_a_paired_session_gets_nothing(tmp_path: Path) -> None:
     recorded: list[bytes] = []
-
-    async def recording_proxy(port: int) -> asyncio.Server:
-        async def relay(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", port)
-
-            async def pump(src: asyncio.StreamReader, dst: asyncio.StreamWriter, keep: bool) -> None:
-                with contextlib.suppress(OSError, ConnectionError):
-                    while data := await src.read(65536):
-                        if keep:
-                            recorded.append(data)
-                        dst.write(data)
-                        await dst.drain()
-                dst.close()
-
-            await asyncio.gather(pump(reader, up_writer, True), pump(up_reader, writer, False))
-
-        return await asyncio.start_server(relay, "127.0.0.1", 0)
-
     async with tone_sim(["computer, echo kitchen one"]) as sim:
         settings = hub_settings(sim, tmp_path, [])
         satellite_keys, keys = await paired(tmp_path, settings)
         async with started([handoff_satellite("kitchen", keys=satellite_keys)]) as (kitchen,):
             await pair_with("127.0.0.1", kitchen.spec.port, "kitchen", keys, satellite_keys.open_window())
-            proxy = await recording_proxy(kitchen.spec.port)
+            proxy = await recording_proxy(kitchen.spec.port, recorded)
             spec = kitchen.spec.__class__("kitchen", "127.0.0.1", proxy.sockets[0].getsockname()[1])
             async with running_hub(hub_settings(sim, tmp_path, [spec])) as running:
                 kitchen.say(command_tone(0))
@@ -107,14 +122,7 @@ async def test_a_replayed_recording_of_a_paired_session_gets_nothing(tmp_path: P
             await kitchen.server.changes.wait_until(lambda: not kitchen.server.hub_connected, TIMEOUT)
             streams, connections = len(kitchen.server.counts.streams), kitchen.server.counts.connections
             # The hub's side of that session, sent again as it was.
-            reader, writer = await asyncio.open_connection("127.0.0.1", kitchen.spec.port)
-            with contextlib.suppress(OSError, ConnectionError):
-                for data in recorded:
-                    writer.write(data)
-                    await writer.drain()
-            async with asyncio.timeout(10):
-                answer = await reader.read()
-            writer.close()
+            answer = await replayed(kitchen.spec.port, recorded)
     assert len(b"".join(recorded)) > 10000  # a whole session: describe, run-satellite, a command's audio
     assert kitchen.server.counts.connections == connections and len(kitchen.server.counts.streams) == streams
     assert len(answer) < 4096, len(answer)  # a handshake and its refusal, nothing else
