@@ -41,9 +41,6 @@ _SAMPLE_BYTES = SAMPLE_WIDTH
 _FRAME = SAMPLE_RATE // 100  # speexdsp works on 10 ms frames
 _FRAME_BYTES = _FRAME * SAMPLE_WIDTH
 _SET_SAMPLING_RATE = 24  # SPEEX_ECHO_SET_SAMPLING_RATE (speex/speex_echo.h)
-# speex/speex_preprocess.h: the residual echo suppressor behind the filter, and what else it does
-_PP_SET_DENOISE, _PP_SET_AGC, _PP_SET_DEREVERB = 0, 2, 8
-_PP_SET_ECHO_SUPPRESS, _PP_SET_ECHO_SUPPRESS_ACTIVE, _PP_SET_ECHO_STATE = 20, 22, 24
 _LIBRARY = "libspeexdsp.so.1"
 
 
@@ -58,11 +55,6 @@ def _load() -> Any | None:
     lib.speex_echo_state_reset.argtypes = [ctypes.c_void_p]
     lib.speex_echo_cancellation.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
     lib.speex_echo_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    lib.speex_preprocess_state_init.restype = ctypes.c_void_p
-    lib.speex_preprocess_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
-    lib.speex_preprocess_state_destroy.argtypes = [ctypes.c_void_p]
-    lib.speex_preprocess_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
-    lib.speex_preprocess_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     return lib
 
 
@@ -74,8 +66,7 @@ def canceller_available() -> bool:
 class EchoCanceller:
     """AEC3 on 24 kHz pcm16 mono chunks, its reference kept on the caller's clock (room seconds)."""
 
-    def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0,
-                 suppress_db: tuple[int, int] | None = None) -> None:
+    def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0) -> None:
         lib = _load()
         if lib is None:
             raise RuntimeError(f"{_LIBRARY} is missing: apt-get install libspeexdsp1 (scripts/setup.sh does)")
@@ -84,13 +75,6 @@ class EchoCanceller:
         self._state = lib.speex_echo_state_init(_FRAME, taps)
         lib.speex_echo_ctl(self._state, _SET_SAMPLING_RATE, ctypes.byref(ctypes.c_int(SAMPLE_RATE)))
         self._out = ctypes.create_string_buffer(_FRAME_BYTES)
-        self._pre = None  # speexdsp's residual echo suppressor (attenuation alone, while the user talks)
-        if suppress_db is not None:
-            self._pre = lib.speex_preprocess_state_init(_FRAME, SAMPLE_RATE)
-            for request, value in ((_PP_SET_DENOISE, 0), (_PP_SET_AGC, 0), (_PP_SET_DEREVERB, 0),
-                                   (_PP_SET_ECHO_SUPPRESS, suppress_db[0]), (_PP_SET_ECHO_SUPPRESS_ACTIVE, suppress_db[1])):
-                lib.speex_preprocess_ctl(self._pre, request, ctypes.byref(ctypes.c_int(value)))
-            lib.speex_preprocess_ctl(self._pre, _PP_SET_ECHO_STATE, ctypes.c_void_p(self._state))
         self._delay_s = delay_s
         self._idle_s = settings.cancel_idle_s
         self._keep = int((settings.cancel_idle_s + 1.0) * BYTES_PER_SECOND)  # reference kept behind the mic
@@ -154,8 +138,6 @@ class EchoCanceller:
         out = bytearray(near)  # a tail shorter than a frame (a chunk not a multiple of 10 ms) passes as it is
         for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
             self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
-            if self._pre is not None:
-                self._lib.speex_preprocess_run(self._pre, self._out)
             out[i:i + _FRAME_BYTES] = self._out.raw
         return bytes(out)
 
@@ -164,9 +146,6 @@ class EchoCanceller:
 
     def __del__(self) -> None:
         state, self._state = getattr(self, "_state", None), None
-        pre, self._pre = getattr(self, "_pre", None), None
-        if pre:
-            self._lib.speex_preprocess_state_destroy(pre)
         if state:
             self._lib.speex_echo_state_destroy(state)
 

@@ -25,6 +25,13 @@ before this change (the raw microphone around what the echo gate passed, no canc
   reference for it), next to the quiet room;
 - CPU per second of audio of the detector path, canceller on and off.
 
+Options for the ideas measured in session 9 (docs/PERFORMANCE.md, "Barge-in: stream delay and
+the twin veto"): `--delay device|true` tells the canceller the room's stream delay (its first
+path's, as PortAudio's latencies would; or the path's own, following the change) instead of 0;
+`--veto N` adds rows where the detectors hear every cancelled chunk (`EchoVetoListener`) and a
+twin detector on what was played vetoes the narrator's own words (N: gate passes a hit needs);
+`--levels=0,-6`, `--no-shipped`, `--no-extras` (no CPU or recall) narrow a run.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -171,8 +178,7 @@ def aec3_available() -> bool:
 class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
-    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
-                 suppress: tuple[int, int] | None = None) -> None:
+    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
@@ -188,7 +194,7 @@ class Path:
         if cancel == "aec3":
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
-            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, suppress) if cancel else None
+            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
 
     def told(self, scene: Scene, at: float) -> float:
@@ -299,13 +305,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--delay", choices=("zero", "device", "true"), default="zero",
                         help="the stream delay the canceller is told: 0, the room's first path's (a device's latency), or the path's own as it changes")
     parser.add_argument("--veto", type=int, default=None, help="the detectors hear every cancelled chunk, a twin hears what was played and vetoes the narrator's own hits; a hit also needs this many gate-passed chunks (default: the gated feed)")
-    parser.add_argument("--suppress", default="", help="speexdsp's residual echo suppressor: 'idle,active' dB (e.g. -40,-15); off by default")
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--no-extras", action="store_true", help="skip the false-hit run, CPU and recall")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
-    suppress = tuple(int(x) for x in args.suppress.split(",")) if args.suppress else None
     false_minutes = 1.0 if args.quick else args.false_minutes
     corpus = Corpus(args.cache)
     narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
@@ -328,7 +332,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, suppress))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -336,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, suppress))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -367,7 +371,7 @@ def main(argv: list[str] | None = None) -> int:
             delays, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, delays)
-            path = Path(stop_settings, cancel, delay, veto, suppress)
+            path = Path(stop_settings, cancel, delay, veto)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t
