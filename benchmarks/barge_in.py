@@ -220,8 +220,8 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
             lead = round(path.listener.lead_s * RATE)
             start = i * CHUNK + lead - round(path.delay_now * RATE)
             ahead = np.zeros(CHUNK)
-            piece = played[max(0, start):max(0, start + CHUNK)]
-            ahead[CHUNK - len(piece) if start < 0 else 0:][:len(piece)] = piece
+            upcoming = played[max(0, start):max(0, start + CHUNK)]
+            ahead[CHUNK - len(upcoming) if start < 0 else 0:][:len(upcoming)] = upcoming
             path.listener.heard_reference(pcm(ahead), narrating or path.hold.holding)
         if ref:
             path.gate.played(ref, at)
@@ -368,9 +368,9 @@ def main(argv: list[str] | None = None) -> int:
             length = 30 * RATE
             start = int(rng.uniform(0, len(narration) - length))
             narr = narration[start:start + length].copy()
-            delays, irs = two_paths(rng)
+            direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
-            scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, delays)
+            scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
             path = Path(stop_settings, cancel, delay, veto)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
