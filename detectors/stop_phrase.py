@@ -20,6 +20,7 @@ docs/PERFORMANCE.md ("Stop phrase").
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from pocketsphinx import Decoder
@@ -107,9 +108,10 @@ class StopPhraseDetector:
         self._resample = Resampler(settings.input_rate)
         self._fed_s = 0.0  # audio fed since reset()
         self._wake: tuple[float, float] | None = None  # (start, end) of the last wake phrase heard, audio time
-        # Every word spotted, phrase or not: (the word, its end on the caller's clock). Cleared by
-        # whoever reads it (`detectors.barge_in.EchoVetoListener` on what the speaker played).
-        self.spotted: list[tuple[str, float]] = []
+        # The words spotted lately, phrase or not: (the word, its end on the caller's clock). Cleared
+        # by whoever reads it (`detectors.barge_in.EchoVetoListener` on what the speaker played);
+        # bounded, since the microphone's detector has no reader.
+        self.spotted: deque[tuple[str, float]] = deque(maxlen=16)
 
     @property
     def phrases(self) -> tuple[str, ...]:
