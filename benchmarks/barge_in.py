@@ -25,13 +25,22 @@ before this change (the raw microphone around what the echo gate passed, no canc
   reference for it), next to the quiet room;
 - CPU per second of audio of the detector path, canceller on and off.
 
+Options for the ideas measured in session 9 (docs/PERFORMANCE.md, "Barge-in: stream delay and
+the twin veto"): `--delay device|true` tells the canceller the room's stream delay (its first
+path's, as PortAudio's latencies would; or the path's own, following the change) instead of 0;
+`--veto N` adds rows where the detectors hear every cancelled chunk (`EchoVetoListener`) and a
+twin detector on what was played vetoes the narrator's own words (N: gate passes a hit needs);
+`--levels=0,-6`, `--no-shipped`, `--no-extras` (no CPU or recall) narrow a run.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
+from typing import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +49,7 @@ from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
-from detectors.barge_in import BargeInDetector, CommandHold, Held
+from detectors.barge_in import BargeInDetector, CommandHold, EchoVetoListener, Held
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -65,6 +74,9 @@ LEVELS_DB = (0.0, -6.0, -12.0)
 USER_RMS = 2000.0  # the user's active level at the microphone (about -24 dBFS)
 LEAD_S, SWITCH_S, TAIL_S = 9.0, 6.0, 3.0  # the user speaks 9 s into the narration, 3 s after its path changed
 FLOOR_RMS = 33.0
+# The twin on what the speaker played spots stop words more readily than the microphone's
+# detector (1e-20): the narration's "stop" must be found there whenever its echo could be heard.
+TWIN_WAKE_THRESHOLD, TWIN_STOP_THRESHOLD = 1e-70, 1e-30
 
 
 def pcm(x: np.ndarray) -> bytes:
@@ -93,6 +105,14 @@ def room_ir(rng: np.random.Generator, delay_s: float) -> np.ndarray:
     return h / np.sqrt((h**2).sum())
 
 
+def two_paths(rng: np.random.Generator) -> tuple[tuple[float, float], tuple[np.ndarray, np.ndarray]]:
+    """The room's echo path before and after the switch: their direct sound's delays, and the paths."""
+    first = rng.uniform(0.02, 0.12)
+    before = room_ir(rng, first)
+    second = rng.uniform(0.02, 0.12)
+    return (first, second), (before, room_ir(rng, second))
+
+
 def convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
     n = len(x) + len(h) - 1
     size = 1 << (n - 1).bit_length()
@@ -107,6 +127,10 @@ class Scene:
     user: np.ndarray  # the user's voice at the microphone, the whole trial (zeros where silent)
     word_end_s: float  # where the user's last word ends
     noise: np.ndarray
+    delays: tuple[float, float] = (0.0, 0.0)  # the direct sound's delay before and after the switch
+
+    def delay_at(self, at: float) -> float:
+        return self.delays[0] if at < SWITCH_S else self.delays[1]
 
     def echo(self, played: np.ndarray) -> np.ndarray:
         switch = int(SWITCH_S * RATE)
@@ -133,8 +157,8 @@ class Aec3Canceller(EchoCanceller):
     """The same reference handling with WebRTC's AEC3 (`pywebrtc-audio`, dev only) as the filter:
     the candidate measured first."""
 
-    def __init__(self, settings: EchoSettings = EchoSettings()) -> None:
-        super().__init__(settings)
+    def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0) -> None:
+        super().__init__(settings, delay_s)
         from pywebrtc_audio import AudioProcessor
 
         self._aec3 = AudioProcessor(sample_rate=RATE, num_channels=1, echo_cancellation=True)
@@ -154,14 +178,31 @@ def aec3_available() -> bool:
 class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
-    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str) -> None:
+    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
-        self.listener = StopListener(self.detector)
+        if veto is not None and cancel:  # the twin detector on what the speaker played
+            lenient = dataclasses.replace(stop_settings, wake_threshold=TWIN_WAKE_THRESHOLD, stop_threshold=TWIN_STOP_THRESHOLD)
+            twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
+            self.listener: StopListener = EchoVetoListener(self.detector, twin, veto)
+        else:
+            self.listener = StopListener(self.detector)
         self.hold = CommandHold()
         self.gate = EchoSuppressor(EchoSettings())
-        self.canceller = (Aec3Canceller() if cancel == "aec3" else EchoCanceller()) if cancel else None
+        self.delay = delay  # what the canceller is told of the devices' latency: see DELAYS
+        self.delay_now = 0.0
+        if cancel == "aec3":
+            self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
+        else:
+            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
+
+    def told(self, scene: Scene, at: float) -> float:
+        if self.delay == "device":
+            return scene.delays[0]
+        if self.delay == "true":
+            return scene.delay_at(at)
+        return 0.0
 
 
 def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
@@ -174,6 +215,14 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         at = i * CHUNK / RATE
         ref = pcm(played[i * CHUNK:(i + 1) * CHUNK]) if narrating else b""
         raw = pcm(mic[i * CHUNK:(i + 1) * CHUNK])
+        path.delay_now = path.told(scene, at)
+        if isinstance(path.listener, EchoVetoListener):  # what was played, lined up with the mic, lead_s ahead
+            lead = round(path.listener.lead_s * RATE)
+            start = i * CHUNK + lead - round(path.delay_now * RATE)
+            ahead = np.zeros(CHUNK)
+            upcoming = played[max(0, start):max(0, start + CHUNK)]
+            ahead[CHUNK - len(upcoming) if start < 0 else 0:][:len(upcoming)] = upcoming
+            path.listener.heard_reference(pcm(ahead), narrating or path.hold.holding)
         if ref:
             path.gate.played(ref, at)
             if path.canceller is not None:
@@ -230,11 +279,11 @@ def build_scenes(corpus: Corpus, text: str, level_db: float, count: int, narrati
         user = np.zeros(length)
         onset = int(LEAD_S * RATE)
         user[onset:onset + len(said)] = said
-        irs = (room_ir(rng, rng.uniform(0.02, 0.12)), room_ir(rng, rng.uniform(0.02, 0.12)))
+        delays, irs = two_paths(rng)
         echo_level = active_rms(convolve(narr, irs[0]))
         gain = USER_RMS * 10 ** (level_db / 20) / echo_level
         noise = rng.standard_normal(length) * FLOOR_RMS
-        scenes.append(Scene(narr, irs, gain, user, (onset + len(said)) / RATE, noise))
+        scenes.append(Scene(narr, irs, gain, user, (onset + len(said)) / RATE, noise, delays))
     return scenes
 
 
@@ -252,6 +301,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate-trials", type=int, default=10, help="trials per level for the gate rows (the figures before)")
     parser.add_argument("--false-minutes", type=float, default=5.0)
     parser.add_argument("--no-gate-rows", action="store_true")
+    parser.add_argument("--no-shipped", action="store_true", help="skip the shipped canceller's rows")
+    parser.add_argument("--delay", choices=("zero", "device", "true"), default="zero",
+                        help="the stream delay the canceller is told: 0, the room's first path's (a device's latency), or the path's own as it changes")
+    parser.add_argument("--veto", type=int, default=None, help="the detectors hear every cancelled chunk, a twin hears what was played and vetoes the narrator's own hits; a hit also needs this many gate-passed chunks (default: the gated feed)")
+    parser.add_argument("--levels", default="0,-6,-12")
+    parser.add_argument("--no-extras", action="store_true", help="skip the false-hit run, CPU and recall")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
@@ -263,18 +318,21 @@ def main(argv: list[str] | None = None) -> int:
     stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
 
     rows = []
-    variants: list[tuple[str, bool | str]] = [("canceller (speexdsp)", True)]
-    variants += [] if args.no_gate_rows else [("gate (before)", False)]
-    variants += [("canceller (WebRTC AEC3)", "aec3")] if args.aec3 and aec3_available() else []
-    for name, cancel in variants:
+    # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed)
+    variants: list[tuple[str, bool | str, str, int | None]] = []
+    variants += [] if args.no_shipped else [("canceller (speexdsp), shipped", True, "zero", None)]
+    variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto)] if args.veto is not None else []
+    variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None)]
+    variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None)] if args.aec3 and aec3_available() else []
+    for name, cancel, delay, veto in variants:
         count = trials if cancel else min(trials, args.gate_trials)
-        for level in LEVELS_DB:
+        for level in [float(x) for x in args.levels.split(",") if x]:
             stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level))
             commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level))
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -282,7 +340,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -294,32 +352,40 @@ def main(argv: list[str] | None = None) -> int:
     print("|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
+    if false_minutes <= 0:
+        return 0
     # False stops and wakes: the narration's echo alone at 0 dB, rooms changing every 30 s.
     rng = np.random.default_rng(7)
     seconds = false_minutes * 60
     false_hits = {}
+    vetoed: dict[str, int] = {}
     cpu = {}
-    for name, cancel in variants:
+    for name, cancel, delay, veto in variants:
+        rng = np.random.default_rng(7)  # the same hour for each
         hits = 0
         spent = 0.0
         for block in range(int(seconds // 30)):
             length = 30 * RATE
             start = int(rng.uniform(0, len(narration) - length))
             narr = narration[start:start + length].copy()
-            irs = (room_ir(rng, rng.uniform(0.02, 0.12)), room_ir(rng, rng.uniform(0.02, 0.12)))
+            direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
-            scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS)
-            path = Path(stop_settings, cancel)
+            scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
+            path = Path(stop_settings, cancel, delay, veto)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t
             hits += o.hits
+            vetoed[name] = vetoed.get(name, 0) + getattr(path.listener, "vetoed", 0)
         false_hits[name] = hits
         cpu[name] = spent / max(seconds, 1) * 1000
     print(f"\nfalse stops and wakes on {false_minutes:g} min of the narration's echo alone at 0 dB "
           f"(scaled to an hour): " + ", ".join(f"{n}: {h} ({h * 60 / false_minutes:.0f}/h)" for n, h in false_hits.items()))
+    print("hits on the echo alone that the gate's count vetoed: " + ", ".join(f"{n}: {v}" for n, v in vetoed.items()))
     print("CPU per second of audio, the whole detector path (canceller, stop phrase, wake model, gate, hold): "
           + ", ".join(f"{n}: {c:.1f} ms" for n, c in cpu.items()))
+    if args.no_extras:
+        return 0
 
     # The canceller alone, per second of audio it runs on.
     canceller = EchoCanceller(EchoSettings())

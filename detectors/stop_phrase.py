@@ -20,6 +20,7 @@ docs/PERFORMANCE.md ("Stop phrase").
 
 from __future__ import annotations
 
+from collections import deque
 from dataclasses import dataclass
 
 from pocketsphinx import Decoder
@@ -107,6 +108,10 @@ class StopPhraseDetector:
         self._resample = Resampler(settings.input_rate)
         self._fed_s = 0.0  # audio fed since reset()
         self._wake: tuple[float, float] | None = None  # (start, end) of the last wake phrase heard, audio time
+        # The words spotted lately, phrase or not: (the word, its end on the caller's clock). Cleared
+        # by whoever reads it (`detectors.barge_in.EchoVetoListener` on what the speaker played);
+        # bounded, since the microphone's detector has no reader.
+        self.spotted: deque[tuple[str, float]] = deque(maxlen=16)
 
     @property
     def phrases(self) -> tuple[str, ...]:
@@ -133,12 +138,16 @@ class StopPhraseDetector:
         (default: seconds of audio fed since `reset()`); the hit's times are on the same clock."""
         self._fed_s += len(chunk) / SAMPLE_WIDTH / self.settings.input_rate
         pcm16k = self._resample(chunk)
+        offset = (self._fed_s if end_time is None else end_time) - self._fed_s  # the caller's clock minus audio time
         wake = self._wake_spotter.feed(pcm16k)
         if wake is not None:
             self._wake = wake
+            self.spotted.append((self.wake, wake[1] + offset))
         hit = None
         for spotter in self._stop_spotters:
             heard = spotter.feed(pcm16k)
+            if heard is not None:
+                self.spotted.append((spotter.phrase, heard[1] + offset))
             if heard is None or self._wake is None or hit is not None:
                 continue
             if -0.2 <= heard[0] - self._wake[1] <= self.settings.max_gap_s:
@@ -147,6 +156,5 @@ class StopPhraseDetector:
             return None
         self._wake = None
         now = self._fed_s if end_time is None else end_time
-        offset = now - self._fed_s  # the caller's clock minus audio time
         # end_s: when it had heard the stop word (the end of the chunk that completed it).
         return StopHit(phrase=f"{self.wake} {hit[0]}", end_s=now, stop_word=hit[0], start_s=hit[1] + offset)

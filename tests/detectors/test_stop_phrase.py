@@ -84,3 +84,12 @@ def test_the_real_detector_and_the_fakes_report_one_hit_type_and_the_coordinator
     assert StopTiming(hit, heard_at=0.0).detector_ms is None  # it reports the hit at the stop word's end
     fake = StopHit("computer stop", end_s=1.0, detected_s=1.25)
     assert StopTiming(fake, heard_at=0.0).detector_ms == 250.0
+
+
+def test_a_stop_word_alone_is_no_hit_but_is_spotted_on_the_callers_clock(corpus, detector):
+    """What a twin detector on the speaker's own output reports (`detectors.barge_in.EchoVetoListener`)."""
+    detector.spotted.clear()
+    said = corpus.speech("stop", "en-us", 160)
+    assert hits(detector, _silence(0.5) + said + _silence(0.6), start=50.0) == []
+    assert [word for word, _ in detector.spotted] == ["stop"]
+    assert 50.5 < detector.spotted[0][1] <= 50.5 + len(said) / 48000 + 0.2
