@@ -49,7 +49,8 @@ from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
-from detectors.barge_in import BargeInDetector, CommandHold, EchoVetoListener, Held
+from benchmarks.echo_veto import EchoVetoListener
+from detectors.barge_in import BargeInDetector, CommandHold, Held
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
