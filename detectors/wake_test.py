@@ -114,7 +114,8 @@ class TryJudge:
         if confirm is None:
             describe = f"microWakeWord alone above {cutoff:g}"
         else:
-            agree = f"openWakeWord above {confirm.threshold:g} in {confirm.frames} of its frames"
+            agree = (f"openWakeWord above {confirm.threshold:g} in {confirm.frames} of its frames" if confirm.frames > 1
+                     else "openWakeWord agreeing")
             describe = (f"microWakeWord above {cutoff:g}, or above {confirm.micro_cutoff:g} with {agree}"
                         if confirm.micro_alone else f"microWakeWord above {confirm.micro_cutoff:g} and {agree}")
         return Rule(describe, alone_cutoff=cutoff, two_stage=confirm is not None,
