@@ -206,14 +206,15 @@ def talking_room(corpus: Corpus, seconds: float, hiss: bytes) -> tuple[bytes, li
     return audioop.add(pcm, (hiss * (len(pcm) // len(hiss) + 1))[: len(pcm)], WIDTH), placed
 
 
-async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path) -> tuple[float, int]:
+async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path, strict: bool = False) -> tuple[float, int]:
     """handoff's CPU (% of a core) while the room is played at real speed in wake_word mode, and
-    how many commands were answered."""
+    how many commands were answered. `strict`: WAKE_STRICT=true."""
     (folder / "workspace").mkdir(parents=True)
     with SimProcess() as sim:
         settings = fast_settings(sim.base_url, (folder / "workspace").resolve(), folder / "state",
                                  upload_mode=UploadMode.ON_DEVICE_WAKE, wake_phrase="hey jarvis")
-        settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms))
+        settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms),
+                                       upload=dataclasses.replace(settings.upload, wake_strict=strict))
         for text in LISTEN_COMMANDS[:commands]:
             sim.call("push", [text], 1)
         timeline = Timeline()
@@ -246,11 +247,14 @@ def detectors_before_issue_34() -> Iterator[None]:
         yield
 
 
-def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[int, ...] = (20, 40)) -> list[str]:
+def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[int, ...] = (20, 40),
+                    strict: bool = False) -> list[str]:
+    """`strict`: also now with WAKE_STRICT=true (two more columns)."""
     silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
     talking, placed = talking_room(corpus, seconds, hiss)
-    lines = ["| room | microphone chunk | handoff CPU % of a core, detectors before issue 34's cuts | now | ratio | answers narrated (before / now) |",
-             "|---|---|---|---|---|---|"]
+    extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
+    lines = ["| room | microphone chunk | handoff CPU % of a core, detectors before issue 34's cuts | now | ratio | answers narrated (before / now) |"
+             + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
                                     (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
@@ -259,8 +263,12 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[i
                     before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{chunk_ms}-{commands}"))
                 cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"{chunk_ms}-{commands}"))
                 label = f"{chunk_ms} ms" + (" (the default)" if chunk_ms == 20 else "")
-                lines.append(f"| {room}, {seconds:g} s | {label} | {before:.2f} | {cpu:.2f} | {cpu / before:.2f} "
-                             f"| {narrated_before} / {narrated} |")
+                line = (f"| {room}, {seconds:g} s | {label} | {before:.2f} | {cpu:.2f} | {cpu / before:.2f} "
+                        f"| {narrated_before} / {narrated} |")
+                if strict:
+                    strict_cpu, strict_narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{chunk_ms}-{commands}", True))
+                    line += f" {strict_cpu:.2f} | {strict_cpu / before:.2f} | {strict_narrated} |"
+                lines.append(line)
     return lines
 
 
@@ -298,12 +306,13 @@ def main(argv: list[str] | None = None) -> int:
                         help="only what listening costs in wake_word mode: S seconds of a silent and of a talking room, "
                              "each microphone chunk of --chunks, the detectors before issue 34's cuts and now")
     parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40)")
+    parser.add_argument("--strict", action="store_true", help="--listening: also with WAKE_STRICT=true, in the same run")
     args = parser.parse_args(argv)
     if args.listening:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
         chunks = tuple(int(c) for c in args.chunks.split(","))
-        print("\n".join(listening_table(corpus, args.listening, hiss, chunks)))
+        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)

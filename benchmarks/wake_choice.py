@@ -288,10 +288,11 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     return lines
 
 
-def neural_table(phrase: str, per_variant: int, cache: str) -> list[str]:
+def neural_table(phrase: str, per_variant: int, cache: str, strict: bool = False) -> list[str]:
     """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
     judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
-    the default settings: what `handoff wake-test` reports on the same recording."""
+    the default settings: what `handoff wake-test` reports on the same recording. `strict`: also
+    with WAKE_STRICT=true (every wake needs both models), on the same clips in the same run."""
     from benchmarks.neural_corpus import (
         NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
     )
@@ -300,29 +301,35 @@ def neural_table(phrase: str, per_variant: int, cache: str) -> list[str]:
     from detectors.wake_test import TryJudge, heard_in
 
     corpus = NeuralCorpus(cache, Corpus(cache))
-    judge = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), phrase, 8.0, RATE * WIDTH))
-    tallies: dict[tuple[str, str], Tally] = defaultdict(Tally)
-    audio_s = cpu_s = 0.0
+    rules = ["shipped"] + (["WAKE_STRICT=true"] if strict else [])
+    judges = {rule: TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule != "shipped"),
+                                                 phrase, 8.0, RATE * WIDTH)) for rule in rules}
+    tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
+    audio_s = 0.0
+    cpu_s: dict[str, float] = defaultdict(float)
     for kind, specs in (("addressed", neural_wake_specs(phrase, per_variant)),
                         ("near", neural_near_specs(phrase, per_variant)), ("ordinary", neural_ordinary_specs(per_variant))):
         for spec in specs:
             clip = corpus.clip(spec)
-            start = time.process_time()
-            heard = heard_in(judge, clip.pcm)
-            cpu_s += time.process_time() - start
             audio_s += clip.seconds
-            tallies[(kind, spec.variant.value)].add(heard)
-            if kind == "addressed" and spec.variant not in (Variant.PAUSE_AFTER_HEY, Variant.NAME_ALONE):
-                tallies[(kind, POOLED)].add(heard)
-            tallies[(kind, "all")].add(heard)
-    lines = [f"| variant ({phrase}, piper en_US-joe-medium) | recall % | near misses woken per 100 | ordinary woken per 100 |",
-             "|---|---|---|---|"]
+            for rule, judge in judges.items():
+                start = time.process_time()
+                heard = heard_in(judge, clip.pcm)
+                cpu_s[rule] += time.process_time() - start
+                tallies[(rule, kind, spec.variant.value)].add(heard)
+                if kind == "addressed" and spec.variant not in (Variant.PAUSE_AFTER_HEY, Variant.NAME_ALONE):
+                    tallies[(rule, kind, POOLED)].add(heard)
+                tallies[(rule, kind, "all")].add(heard)
+    lines = [f"| variant ({phrase}, piper en_US-joe-medium) | " + " | ".join(
+                f"{rule}: recall % | near misses woken per 100 | ordinary woken per 100" for rule in rules) + " |",
+             "|---|" + "---|---|---|" * len(rules)]
     for variant in [v.value for v in Variant] + [POOLED + " (the phrase said as it is: every variant but the two wordings)", "all"]:
         key = variant.split(" (")[0] if variant.startswith(POOLED) else variant
-        lines.append(f"| {variant} | {tallies[('addressed', key)].pct()} | {tallies[('near', key)].per100()} | "
-                     f"{tallies[('ordinary', key)].per100()} |")
-    lines.append(f"\nCPU of the whole detector path (VAD, spotter, gate): {1000 * cpu_s / audio_s:.1f} ms per s of audio "
-                 f"({audio_s:.0f} s of clips).")
+        lines.append(f"| {variant} | " + " | ".join(
+            f"{tallies[(rule, 'addressed', key)].pct()} | {tallies[(rule, 'near', key)].per100()} | "
+            f"{tallies[(rule, 'ordinary', key)].per100()}" for rule in rules) + " |")
+    lines.append("\nCPU of the whole detector path (VAD, spotter, gate): " + ", ".join(
+        f"{rule} {1000 * cpu_s[rule] / audio_s:.1f} ms per s of audio" for rule in rules) + f" ({audio_s:.0f} s of clips).")
     return lines
 
 
@@ -341,10 +348,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=0, help="--quick: clips per set (default 12)")
     parser.add_argument("--neural", type=int, default=0, metavar="N",
                         help="only the neural-voice table (piper en_US-joe-medium), N clips per variant (e.g. 12)")
+    parser.add_argument("--strict", action="store_true", help="--neural: also with WAKE_STRICT=true, in the same run")
     args = parser.parse_args(argv)
     if args.neural:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
-            print("\n".join(neural_table(phrase, args.neural, args.cache)))
+            print("\n".join(neural_table(phrase, args.neural, args.cache, args.strict)))
         return 0
     corpus = Corpus(args.cache)
     n_addr, n_other = (args.count or 12, args.count or 12) if args.quick else (100, 100)

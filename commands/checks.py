@@ -212,6 +212,8 @@ def wake_mode_line(settings: Settings) -> str:
         cutoff = settings.upload.wake_cutoff
         if cutoff is not None:
             how = f"pymicro-wakeword alone, WAKE_CUTOFF {cutoff:g}"
+        elif model.confirmed and confirm_available() and settings.upload.wake_strict:
+            how = "WAKE_STRICT: pymicro-wakeword and pyopen-wakeword must both agree, fewer sound-alikes and fewer voices"
         elif model.confirmed and confirm_available():
             how = "pymicro-wakeword at its own cutoff, or lower with pyopen-wakeword agreeing"
         else:

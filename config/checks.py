@@ -168,7 +168,11 @@ def _upload_settings(values: Mapping[str, str], server_silence_ms: int, wake_phr
     refractory = _seconds(values, "WAKE_REFRACTORY_S", UploadSettings.wake_refractory_s)
     if not 0 <= refractory <= 10:
         raise SettingsError(f"WAKE_REFRACTORY_S={refractory:g} is not from 0 to 10 seconds; 2 to 5 is usual (default 3).")
-    return UploadSettings(mode, preroll, hangover, cutoff, refractory)
+    flag_problems: list[str] = []
+    strict = _flag(values, "WAKE_STRICT", flag_problems)
+    if flag_problems:
+        raise SettingsError(flag_problems[0])
+    return UploadSettings(mode, preroll, hangover, cutoff, refractory, strict)
 
 
 def _stop_settings(values: Mapping[str, str], problems: list[str]) -> StopSettings:

@@ -53,6 +53,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "HANDOFF_UPLOAD_MODE": "",  # "" = wake_word when WAKE_PHRASE has a model, else speech_only
     "WAKE_CUTOFF": "",  # "" = the model's own; lower hears more (and wakes more falsely): `handoff wake-test`
     "WAKE_REFRACTORY_S": "",  # "" = UploadSettings' default
+    "WAKE_STRICT": "false",  # true: every wake needs both models (issue 34: half the near misses)
     "HANDOFF_PREROLL_MS": "",
     "HANDOFF_HANGOVER_MS": "",
     "DAILY_BUDGET_USD": "",  # "" = no budget

@@ -86,6 +86,7 @@ class UploadSettings:
     hangover_ms: int = 1000  # silence still sent after speech: longer than the server VAD's, so it ends the turn
     wake_cutoff: float | None = None  # the wake model's probability cutoff (None: the model's own)
     wake_refractory_s: float = 3.0  # after a wake, the model does not wake it again for this long
+    wake_strict: bool = False  # every wake needs both models (fewer sound-alikes, fewer synthetic voices): WAKE_STRICT
 
 
 @dataclass(frozen=True)

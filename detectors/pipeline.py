@@ -21,7 +21,7 @@ from config.wake_phrases import model_for
 from decisions.upload_gate import KeywordHit, UploadGate, UploadGateSettings
 from detectors.turn_pause import TurnFollower, TurnSignal
 from detectors.vad import SileroVad
-from detectors.wake_confirm import ConfirmSettings, confirm_available
+from detectors.wake_confirm import STRICT, ConfirmSettings, confirm_available
 
 
 class WakeSpotter(Protocol):
@@ -266,7 +266,8 @@ def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
 
         # WAKE_CUTOFF empty: two models must agree (for a phrase where that was measured to help);
         # a number: microWakeWord alone at that cutoff (what `handoff wake-test` measures and suggests).
-        confirm = ConfirmSettings() if upload.wake_cutoff is None and model.confirmed and confirm_available() else None
+        rule = STRICT if upload.wake_strict else ConfirmSettings()  # WAKE_STRICT: both models for every wake
+        confirm = rule if upload.wake_cutoff is None and model.confirmed and confirm_available() else None
         return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, confirm=confirm,
                                                  refractory_s=upload.wake_refractory_s))
     from detectors.keyword import KeywordSpotter, KeywordSpotterSettings  # pocketsphinx

@@ -19,7 +19,11 @@ sound-alikes the other refuses.
 
 microWakeWord alone still wakes at its own cutoff, as it does without the second model: the
 second model only adds wakes both agree on (openWakeWord scores some clean flite commands 0.45
-that microWakeWord scores 0.99, "hey jarvis, list my tasks").
+that microWakeWord scores 0.99, "hey jarvis, list my tasks"). `STRICT` (WAKE_STRICT=true, issue
+34's near misses) makes every wake need both: on a neural voice microWakeWord scores "hey chavez",
+"hey jarvie", "hey jealous" and "a jar of peas" 0.97-1.00, and openWakeWord peaks on most of them
+for a frame at most, while the phrase holds it above 0.8 for 4-8 frames; so the window wants
+`frames` (2) of openWakeWord's frames above `threshold` (openWakeWord's own "patience").
 
 `FusionCore` decides (synchronous, fed probabilities with their times, reports its deadline);
 `OpenStream` is the model it asks about. numpy and TFLite load only when a stream is built.
@@ -43,8 +47,16 @@ class ConfirmSettings:
     # microWakeWord's best in the window must pass this too ("hey chavez" said by an espeak-ng
     # voice scores 1.0 with openWakeWord and 0.69 with microWakeWord; real "hey jarvis" mostly 0.8+).
     micro_cutoff: float = 0.7
-    # openWakeWord's probability above which it agrees (its documented default is 0.5).
+    # openWakeWord's probability above which a frame agrees (its documented default is 0.5), and
+    # how many of its 80 ms frames in the window must (the phrase itself holds openWakeWord above
+    # 0.8 for 4-8 frames; most sound-alikes that microWakeWord is sure of for 0-1: issue 34's near
+    # misses, measured in docs/PERFORMANCE.md). 2 with `micro_alone` off: `STRICT` (WAKE_STRICT).
     threshold: float = 0.8
+    frames: int = 1
+    # microWakeWord above its own cutoff wakes alone, without openWakeWord (the closest sound-alikes
+    # score 0.97-1.00 with microWakeWord, but so do synthetic voices openWakeWord barely hears, flite's
+    # "hey jarvis, list my tasks" 0.45). False: every wake waits for openWakeWord's `frames`.
+    micro_alone: bool = True
     # What openWakeWord hears first when a candidate opens: the phrase before the candidate.
     lookback_s: float = 2.0
     # How long it keeps listening after microWakeWord last passed the candidate cutoff.
@@ -60,17 +72,22 @@ class ConfirmSettings:
     # `pause_word_s`) and, after a pause of `pause_gap_s`, speech again, openWakeWord alone listens
     # (the look-back holds "hey" and the pause) for `pause_window_s` and wakes above
     # `pause_threshold`. None: no such rule.
-    pause_threshold: float | None = 0.9
+    pause_threshold: float | None = 0.9  # with `frames` frames above it, as in a candidate's window
     pause_word_s: tuple[float, float] = (0.12, 0.6)
     pause_gap_s: tuple[float, float] = (0.15, 1.0)
     pause_window_s: float = 1.5
     # openWakeWord costs about 0.1-0.3 s of CPU per start (it hears 3 s at once), and microWakeWord
     # alone passes its own cutoff within a few frames of opening most candidates of real commands:
-    # a candidate's start waits this long (issue 34, "What listening costs"), and a wake
-    # microWakeWord makes alone meanwhile never starts it. When it starts, it hears the look-back
+    # a candidate's start waits this long (issue 34, "What listening costs"), and (with
+    # `micro_alone`) a wake microWakeWord makes alone meanwhile never starts it. When it starts, it hears the look-back
     # from where the candidate opened, padded as before, so it scores the same audio on the same
     # frame grid; only its verdict comes up to this much later. 0: at once, as before.
     start_after_s: float = 0.25
+
+
+# Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses
+# on the neural voice, but synthetic voices openWakeWord barely hears are lost (docs/PERFORMANCE.md).
+STRICT = ConfirmSettings(frames=2, micro_alone=False)
 
 
 class Fusion(Enum):
@@ -97,7 +114,7 @@ class FusionCore:
         self.deadline: float | None = None
         self.peak_s = 0.0
         self._peak = 0.0
-        self._open_best = [0.0] * settings.phases  # openWakeWord's best in this window, per frame grid
+        self._open_frames = [0] * settings.phases  # openWakeWord's frames above its threshold in this window, per frame grid
         self.paused_from: float | None = None  # a pause window's "hey" began here (None: a candidate's window)
         self.start_at: float | None = None  # a held candidate: openWakeWord starts then (None: started, or no window)
 
@@ -124,13 +141,13 @@ class FusionCore:
         if not (settings.pause_word_s[0] <= word_end - word_start <= settings.pause_word_s[1]
                 and settings.pause_gap_s[0] <= at_s - word_end <= settings.pause_gap_s[1]):
             return Fusion.NOTHING
-        self._open_best = [0.0] * settings.phases
+        self._open_frames = [0] * settings.phases
         self._peak, self.peak_s, self.paused_from = 0.0, at_s, word_start
         self.deadline = at_s + settings.pause_window_s
         return Fusion.START
 
     def micro(self, probability: float, at_s: float) -> Fusion:
-        if probability > self.alone_cutoff:  # what microWakeWord alone wakes on, as without the second model
+        if probability > self.alone_cutoff and self.settings.micro_alone:  # microWakeWord alone, as without the second model
             self.deadline, self.peak_s, self.start_at = None, at_s, None
             return Fusion.WAKE
         if probability <= self.settings.candidate_cutoff:
@@ -138,7 +155,7 @@ class FusionCore:
         self.paused_from = None  # microWakeWord heard something: the ordinary rule judges it
         started = self.deadline is None
         if started:
-            self._open_best = [0.0] * self.settings.phases
+            self._open_frames = [0] * self.settings.phases
         if started or probability > self._peak:
             self._peak, self.peak_s = probability, at_s
         self.deadline = at_s + self.settings.window_s
@@ -155,18 +172,21 @@ class FusionCore:
             return Fusion.NOTHING
         if at_s > self.deadline:
             return self.tick(at_s)
-        self._open_best[phase] = max(self._open_best[phase], probability)
+        threshold = self.settings.threshold if self.paused_from is None else (self.settings.pause_threshold or 1.0)
+        self._open_frames[phase] += probability > threshold
         return self._agreed()
 
     def _agreed(self) -> Fusion:
-        """Both models, each at its own cutoff, somewhere in this window (not necessarily at once);
-        in a pause window, openWakeWord alone at `pause_threshold`."""
+        """Both models, each at its own cutoff, somewhere in this window (not necessarily at once),
+        openWakeWord in `frames` frames of it; in a pause window, openWakeWord alone (its frames
+        above `pause_threshold`)."""
+        agreed = min(self._open_frames) >= self.settings.frames
         if self.paused_from is not None:
-            if min(self._open_best) > (self.settings.pause_threshold or 1.0):
+            if agreed:
                 self.deadline = None
                 return Fusion.WAKE
             return Fusion.NOTHING
-        if self._peak > self.settings.micro_cutoff and min(self._open_best) > self.settings.threshold:
+        if self._peak > self.settings.micro_cutoff and agreed:
             self.deadline = None
             return Fusion.WAKE
         return Fusion.NOTHING

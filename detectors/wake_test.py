@@ -111,8 +111,13 @@ class TryJudge:
             return Rule("pocketsphinx's keyphrase search", alone_cutoff=None, two_stage=False)
         confirm = self.spotter.settings.confirm
         cutoff = self.spotter.model_cutoff if confirm is not None else self.spotter.cutoff
-        describe = (f"microWakeWord above {cutoff:g}, or above {confirm.micro_cutoff:g} with openWakeWord agreeing"
-                    if confirm is not None else f"microWakeWord alone above {cutoff:g}")
+        if confirm is None:
+            describe = f"microWakeWord alone above {cutoff:g}"
+        else:
+            agree = (f"openWakeWord above {confirm.threshold:g} in {confirm.frames} of its frames" if confirm.frames > 1
+                     else "openWakeWord agreeing")
+            describe = (f"microWakeWord above {cutoff:g}, or above {confirm.micro_cutoff:g} with {agree}"
+                        if confirm.micro_alone else f"microWakeWord above {confirm.micro_cutoff:g} and {agree}")
         return Rule(describe, alone_cutoff=cutoff, two_stage=confirm is not None,
                     model_cutoff=self.spotter.model_cutoff)
 

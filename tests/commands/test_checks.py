@@ -258,6 +258,10 @@ def test_check_says_which_upload_mode_the_wake_phrase_gets_and_why(home, capsys,
     code, out, _ = handoff(capsys, "check")
     assert "shipped model (pymicro-wakeword alone, WAKE_CUTOFF 0.8)" in out
     monkeypatch.delenv("WAKE_CUTOFF")
+    monkeypatch.setenv("WAKE_STRICT", "true")  # both models for every wake (issue 34)
+    code, out, _ = handoff(capsys, "check")
+    assert "shipped model (WAKE_STRICT: pymicro-wakeword and pyopen-wakeword must both agree" in out
+    monkeypatch.delenv("WAKE_STRICT")
     monkeypatch.setenv("WAKE_PHRASE", "computer")  # no model: the fallback, said to be less private
     code, out, _ = handoff(capsys, "check")
     assert code == 0

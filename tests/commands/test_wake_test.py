@@ -204,3 +204,15 @@ def test_tries_are_split_by_a_vad_with_the_filter_s_own_settings():
     judge = TryJudge(upload)
     split_by = judge.vad()
     assert split_by.settings == VadSettings(quiet_margin=1.5) and split_by is not upload.detectors.vad
+
+
+def test_wake_test_with_wake_strict_says_every_wake_needs_both_models():
+    """WAKE_STRICT=true is what the assistant runs, so it is what wake-test measures and names."""
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.wake_test import TryJudge
+
+    strict = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=True), "hey jarvis", 8.0, 48000))
+    rule = strict.rule()
+    assert rule.describe == "microWakeWord above 0.7 and openWakeWord above 0.8 in 2 of its frames" and rule.two_stage
+    assert strict.spotter.settings.confirm is not None and not strict.spotter.settings.confirm.micro_alone

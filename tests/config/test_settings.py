@@ -85,7 +85,9 @@ def test_private_by_default_a_phrase_with_a_shipped_model_gets_on_device_wake_an
 def test_wake_cutoff_and_refractory_are_read_and_checked():
     settings = load_settings(environ={"WAKE_CUTOFF": "0.8", "WAKE_REFRACTORY_S": "2"}, dotenv_path=None)
     assert settings.upload.wake_cutoff == 0.8 and settings.upload.wake_refractory_s == 2.0
-    for key, value in (("WAKE_CUTOFF", "1.5"), ("WAKE_CUTOFF", "high"), ("WAKE_REFRACTORY_S", "60")):
+    assert not settings.upload.wake_strict
+    assert load_settings(environ={"WAKE_STRICT": "true"}, dotenv_path=None).upload.wake_strict
+    for key, value in (("WAKE_CUTOFF", "1.5"), ("WAKE_CUTOFF", "high"), ("WAKE_REFRACTORY_S", "60"), ("WAKE_STRICT", "maybe")):
         with pytest.raises(SettingsError, match=key) as raised:
             load_settings(environ={key: value}, dotenv_path=None)
         assert len(raised.value.problems) == 1

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
-from detectors.wake_confirm import ConfirmSettings, Fusion, FusionCore
+from detectors.wake_confirm import STRICT, ConfirmSettings, Fusion, FusionCore
 
 SETTINGS = ConfirmSettings(candidate_cutoff=0.1, micro_cutoff=0.7, threshold=0.7, window_s=1.0, phases=2, start_after_s=0)
 
@@ -148,3 +150,38 @@ def test_a_held_candidate_starts_the_second_model_once_its_time_comes_and_it_sti
     core.micro(0.5, 1.0)
     core.reset()
     assert not core.holding and core.tick(1.5) is Fusion.NOTHING
+
+
+def test_strict_every_wake_waits_for_the_second_model_even_when_microwakeword_is_sure():
+    """"hey chavez", "hey jarvie", "a jar of peas" score 0.97-1.00 with microWakeWord (issue 34):
+    its score alone no longer wakes."""
+    core = FusionCore(dataclasses.replace(STRICT, start_after_s=0), 0.97)
+    assert core.micro(0.99, 1.0) is Fusion.START
+    assert core.micro(1.0, 1.1) is Fusion.NOTHING
+    assert core.open(0, 0.9, 1.2) is Fusion.NOTHING
+    assert core.open(0, 0.9, 1.28) is Fusion.WAKE
+    assert core.peak_s == pytest.approx(1.1)  # the upload still starts from microWakeWord's peak
+
+
+def test_the_second_model_must_hold_above_its_threshold_for_frames_frames_not_peak_once():
+    """The phrase holds openWakeWord above 0.8 for 4-8 frames; most sound-alikes peak in 0-1."""
+    core = FusionCore(dataclasses.replace(STRICT, start_after_s=0), 0.97)
+    core.micro(0.9, 1.0)
+    assert core.open(0, 1.0, 1.1) is Fusion.NOTHING  # one frame, however sure
+    assert core.open(0, 0.5, 1.2) is Fusion.NOTHING
+    assert core.open(0, 0.8, 1.3) is Fusion.NOTHING  # not above it
+    assert core.open(0, 0.81, 1.4) is Fusion.WAKE  # two (not in a row: counted in the window)
+    core = FusionCore(dataclasses.replace(STRICT, start_after_s=0), 0.97)
+    core.micro(0.9, 1.0)
+    core.open(0, 1.0, 1.1)
+    assert core.micro(0.05, 2.3) is Fusion.STOP  # the window closed at one frame
+    core.micro(0.9, 3.0)
+    assert core.open(0, 1.0, 3.1) is Fusion.NOTHING  # a new window counts afresh
+
+
+def test_a_pause_window_wants_its_frames_too():
+    core = FusionCore(STRICT, 0.97)
+    assert core.pause(1.0, 1.3, 1.8) is Fusion.START
+    assert core.open(0, 0.99, 2.0) is Fusion.NOTHING  # "hey, <pause> jarvie": one frame
+    assert core.open(0, 0.9, 2.1) is Fusion.NOTHING  # not above its threshold
+    assert core.open(0, 0.95, 2.2) is Fusion.WAKE and core.paused_from == 1.0  # the upload starts at "hey"

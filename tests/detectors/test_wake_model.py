@@ -11,7 +11,7 @@ from decisions.upload_gate import UploadGate, UploadGateSettings
 from detectors.pipeline import MicDetectors, build_upload_filter, build_wake_spotter
 from detectors.vad import SileroVad
 from detectors.audio import Resampler
-from detectors.wake_confirm import ConfirmSettings, OpenStream
+from detectors.wake_confirm import STRICT, ConfirmSettings, OpenStream
 from detectors.wake_model import ModelSpotter, ModelSpotterSettings
 
 JARVIS = MODEL_PHRASES["hey jarvis"]
@@ -123,6 +123,8 @@ def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_ot
     # Two models over a window: more recall on every voice family and fewer near misses than
     # microWakeWord alone at its cutoff (docs/PERFORMANCE.md).
     assert isinstance(default, ModelSpotter) and default.settings.confirm == ConfirmSettings()
+    strict = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=True), "hey jarvis")
+    assert isinstance(strict, ModelSpotter) and strict.settings.confirm == STRICT  # WAKE_STRICT: both models, every wake
     wake = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_cutoff=0.8, wake_refractory_s=2.0)
     spotter = build_wake_spotter(wake, "Hey, Jarvis")
     assert isinstance(spotter, ModelSpotter) and spotter.cutoff == 0.8 and spotter.settings.refractory_s == 2.0
