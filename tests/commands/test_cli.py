@@ -28,7 +28,13 @@ async def run_handoff(tmp_path: Path, *args: str, env: dict[str, str], timeout: 
         sys.executable, "-m", "commands.cli", *args, cwd=tmp_path, env=env,
         stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.PIPE,
     )
-    out, err = await asyncio.wait_for(process.communicate(), timeout)
+    try:
+        out, err = await asyncio.wait_for(process.communicate(), timeout)
+    finally:  # a timeout (or the test's own) must not leave a daemon reconnecting for the rest of the suite
+        if process.returncode is None:
+            process.kill()
+            await process.wait()
+    assert process.returncode is not None
     return process.returncode, out.decode(), err.decode()
 
 
