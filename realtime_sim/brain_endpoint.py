@@ -7,6 +7,7 @@ OpenAI-shaped bodies so the SDK raises its usual exceptions (RateLimitError, Int
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import time
 from types import MappingProxyType
@@ -147,7 +148,11 @@ class BrainEndpoint:
         elif isinstance(step, BrainToolCall):  # scripted, but no function was offered
             step = None
         if isinstance(step, BrainDelay):
-            await asyncio.sleep(step.seconds)
+            if step.until is None:
+                await asyncio.sleep(step.seconds)
+            else:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(step.until.wait(), step.seconds)
             text = step.text if step.text is not None else default_answer(body.get("input"))
         elif isinstance(step, BrainError):
             return error_response(step.status, step.message, step.code, step.error_type)

@@ -7,9 +7,10 @@ Tests push before or during a conversation; nothing here does I/O.
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Callable, Literal, get_args
 
 FaultKind = Literal[
@@ -141,6 +142,9 @@ class BrainError:
 class BrainDelay:
     seconds: float
     text: str | None = None  # None: the default answer
+    # Set: the answer waits for it instead (at most `seconds`): a test lets it go at an event of
+    # its own rather than betting on a sleep that a busy machine outruns.
+    until: asyncio.Event | None = field(default=None, compare=False)
 
 
 @dataclass(frozen=True)
@@ -226,13 +230,14 @@ class SimScript:
             raise ValueError(f"a brain error needs an HTTP error status (400-599), got {status}")
         self._brain_steps.append(BrainError(status, message, code, error_type))
 
-    def push_brain_delay(self, seconds: float, text: str | None = None) -> None:
-        """The next `POST /v1/responses` waits this long, then answers `text` (default: the usual
-        default answer). Each push shapes exactly one request, so a slow reply followed by a
-        scripted answer for the client's retry is `push_brain_delay(5); push_brain_answer(...)`."""
+    def push_brain_delay(self, seconds: float, text: str | None = None, until: asyncio.Event | None = None) -> None:
+        """The next `POST /v1/responses` waits this long (or, with `until`, until it is set, at
+        most this long), then answers `text` (default: the usual default answer). Each push
+        shapes exactly one request, so a slow reply followed by a scripted answer for the
+        client's retry is `push_brain_delay(5); push_brain_answer(...)`."""
         if seconds < 0:
             raise ValueError(f"a brain delay cannot be negative, got {seconds}")
-        self._brain_steps.append(BrainDelay(seconds, text))
+        self._brain_steps.append(BrainDelay(seconds, text, until))
 
     def push_fault(self, fault: Fault) -> None:
         """Inject a fault into the next connection/occurrence that matches it (see `Fault`)."""

@@ -4,6 +4,8 @@ transcribed (a transcript completes after its commit: closing at once would lose
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from audio_io import PushMicrophone
@@ -57,7 +59,8 @@ async def test_an_utterance_straddling_the_handover_arrives_whole_in_one_session
     # No follow-up window: the utterance was begun before the answer; it is no follow-up.
     async with running_pipeline(tmp_path, sim, microphone=microphone, conversation=ConversationSettings(follow_up_s=0)) as p:
         before = p.counts()
-        sim.script.push_brain_delay(0.3, "Because of scattering.")
+        heard_begin = asyncio.Event()  # the answer waits until the first session heard the next utterance begin
+        sim.script.push_brain_delay(30.0, "Because of scattering.", until=heard_begin)
         sim.script.push_tool_call("ask_brain", {"query": "why"})
         p.say("Computer, ask the brain why")
         await p.wait(lambda t: t.count("command") > before["command"])
@@ -65,6 +68,9 @@ async def test_an_utterance_straddling_the_handover_arrives_whole_in_one_session
         long = tone([180.0, 220.0, 200.0, 240.0], 2.0) + bytes(2 * 24000 * 500 // 1000)
         sim.script.push_transcript("and the grass is green and the sea is wide")
         p.microphone.feed(long)
+        first = p.listener_connections()[0]
+        await sim.wait_for(lambda s: len(first.sent_of("input_audio_buffer.speech_started")) == 2, 30)
+        heard_begin.set()
         await p.wait(lambda t: t.count("ignored") > before["ignored"])
         first, second = p.listener_connections()[:2]
         assert len(first.sent_of("input_audio_buffer.speech_started")) == 2  # the first session heard it start...
