@@ -23,7 +23,7 @@ from decisions.listener_session import Current, ListenerSessions, Move, Standby
 from decisions.wake_gate import WakeGate
 from realtime_api import wire
 from realtime_api.fatal import fatal_message
-from realtime_api.link import HandshakeFailed, RealtimeLink, Refusal, open_configured, reconnect_policy
+from realtime_api.link import CLOSE_NO_FRAME, HandshakeFailed, RealtimeLink, Refusal, open_configured, reconnect_policy
 from realtime_api.sessions import listener_session
 from realtime_api.wire import ClientEvents
 
@@ -353,6 +353,7 @@ class Listener:
             interrupted_command=core.in_flight,
             replay_from_ms=(replay := core.replay_from_ms(include_unfinished=not link.closed_by_us)),
             heard_spans=core.heard_after(replay),
+            untold_from_ms=core.last_end_ms if closed.code == CLOSE_NO_FRAME and not link.closed_by_us else None,
         )
 
     def _connect_failed(self, error: HandshakeFailed, attempt: int) -> None:

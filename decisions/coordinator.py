@@ -370,11 +370,13 @@ class CoordinatorCore(CommandRouting):
             self._confirm_at = now + self.timings.healthy_after_s  # said only once it proves healthy
 
     def _listener_lost(self, end: SessionEnd) -> None:
-        replayed = self.uplink.session_lost(end.replay_from_ms, self.timings.chunk_ms, end.heard_spans)
-        if end.replay_from_ms is not None:
-            # The session went away before transcribing what was said: that audio goes to the
-            # next session first, so the user's words are not lost (and nothing heard is re-sent).
-            self.timeline.add(TimelineKind.REPLAYING, f"{replayed} ms of speech the session never transcribed")
+        replayed = self.uplink.session_lost(end.replay_from_ms, self.timings.chunk_ms, end.heard_spans, end.untold_from_ms)
+        if end.replay_from_ms is not None or replayed:
+            # The session went away before transcribing what was said (or, dropped, before it
+            # could say that speech began): that audio goes to the next session first, so the
+            # user's words are not lost (and nothing heard is re-sent).
+            what = "speech the session never transcribed" if end.replay_from_ms is not None else "audio sent just before the drop"
+            self.timeline.add(TimelineKind.REPLAYING, f"{replayed} ms of {what}")
             if replayed:
                 self.revision += 1  # audio to send, even when no state changed (a retired session's end)
         self._route_lost_with_session(end.interrupted_command)

@@ -142,6 +142,9 @@ class SessionEnd:
     interrupted_command: str | None  # routed, but its response never came: not run
     replay_from_ms: int | None  # session audio from here on was never transcribed...
     heard_spans: tuple[tuple[int, int], ...] = ()  # ...but for these utterances (start, end ms): heard already
+    # Dropped without a close frame: what the server sent last may be lost with it (a speech_started
+    # among it), so audio after the latest utterance the session ended may hold untold speech.
+    untold_from_ms: int | None = None
 
     @property
     def failure(self) -> bool:

@@ -8,6 +8,12 @@ from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
 
+# After a drop, how far back from the end of what was sent the audio may hold speech the session
+# never told of: the server says speech_started some 300-800 ms after the onset (its VAD's onset,
+# with the prefix padding before it), a drop loses what was in flight (about a round trip), and
+# the client may send a little more before it sees the drop.
+UNTOLD_MS = 3000
+
 
 @dataclass
 class UplinkStats:
@@ -113,10 +119,16 @@ class Uplink:
         self._sent_bytes = 0
 
     def session_lost(self, replay_from_ms: int | None, chunk_ms: int,
-                     heard: tuple[tuple[int, int], ...] = ()) -> int:
+                     heard: tuple[tuple[int, int], ...] = (), untold_from_ms: int | None = None) -> int:
         """The session went away. Audio it was sent from `replay_from_ms` on (never transcribed)
         goes to the next session first, but for the `heard` spans (start, end ms: utterances
-        transcribed already, whose chunks lie wholly inside); returns how many ms that is."""
+        transcribed already, whose chunks lie wholly inside); returns how many ms that is. With
+        no such utterance, a dropped session's `untold_from_ms` (the end of the last utterance it
+        told of) replays its last `UNTOLD_MS` after that: speech it heard begin but whose
+        speech_started was lost with the connection (silence, at worst)."""
+        if replay_from_ms is None and untold_from_ms is not None and self._sent:
+            sent_end_ms = self._sent[-1][0] + chunk_ms
+            replay_from_ms = max(untold_from_ms, sent_end_ms - UNTOLD_MS)
         replayed = 0
         if replay_from_ms is not None:
             unheard = [

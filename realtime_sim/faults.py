@@ -42,7 +42,9 @@ def expire(out: Outbox) -> None:
 def apply_fault(fault: Fault, *, out: Outbox, responses: Responses, ids: IdFactory, hostile: random.Random) -> None:
     """Strike with `fault` (`hostile` draws mistyped frames)."""
     kind = fault.kind
-    if kind == "drop":
+    if kind in ("drop", "drop_in_flight"):
+        if kind == "drop_in_flight":
+            out.lose_last_sent()
         out.close(Drop())
     elif kind == "close_1011":
         out.close(Close(1011, "simulated server fault"))

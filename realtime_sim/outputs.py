@@ -109,6 +109,13 @@ class Outbox:
         """An output that is not a protocol event (raw frames, pauses, requests to the shell)."""
         self._out.append(output)
 
+    def lose_last_sent(self) -> None:
+        """The last event sent is lost on the way (a drop took it with the connection)."""
+        for i in range(len(self._out) - 1, -1, -1):
+            if isinstance(self._out[i], Send):
+                del self._out[i]
+                return
+
     def close(self, output: Close | Drop) -> None:
         self._out.append(output)
         self.closed = True

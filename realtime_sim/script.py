@@ -15,6 +15,7 @@ from typing import Any, Callable, Literal, get_args
 
 FaultKind = Literal[
     "drop",  # close the TCP connection without a close frame: the client sees 1006
+    "drop_in_flight",  # the same, and the event it struck after never arrives (it was in flight)
     "close_1011",  # close frame 1011 (server fault / keepalive timeout)
     "session_expired",  # error `session_expired`, then close 1001
     "handshake_401",  # refuse the upgrade: 401 with an `invalid_api_key` body

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import pytest
 
@@ -165,6 +166,22 @@ async def test_drop_mid_utterance_replays_the_speech_to_the_next_session(tmp_pat
         assert first.close_code == 1006 and not first.sent_of("input_audio_buffer.committed")
         heard = [e.text for e in p.timeline.entries if e.kind == "heard"]
         assert heard == ["Computer, what time is it"]  # heard once, in the next session
+        assert p.counts()["tool"] == before["tool"] + 1
+
+
+async def test_a_drop_that_took_speech_started_with_it_still_replays_the_speech(tmp_path, sim):
+    """A drop loses what was in flight: here the speech_started that would have told the client
+    that the user began. The audio sent just before the drop goes to the next session anyway, so
+    the command's beginning is not lost, and it is heard and run once."""
+    async with running_pipeline(tmp_path, sim) as p:
+        sim.script.push_fault(Fault("drop_in_flight", target="listener", after_sent="input_audio_buffer.speech_started"))
+        before = await p.ask("Computer, what time is it")
+        first, second = p.listener_connections()[:2]
+        assert first.close_code == 1006 and not first.sent_of("input_audio_buffer.speech_started")
+        assert p.timeline.count("replaying") == 1
+        replayed = b"".join(base64.b64decode(e["audio"]) for e in second.received if e["type"] == "input_audio_buffer.append")
+        assert UTTERANCE[:4800] in replayed  # its first 100 ms, which only the dropped session had been sent
+        assert [e.text for e in p.timeline.entries if e.kind == "heard"] == ["Computer, what time is it"]
         assert p.counts()["tool"] == before["tool"] + 1
 
 

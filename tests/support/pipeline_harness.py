@@ -102,7 +102,13 @@ class Pipeline:
         self.microphone.feed(audio)
 
     async def wait(self, predicate, timeout: float = 20.0) -> None:
-        await wait_for(self.timeline, predicate, timeout)
+        """Await a state of the timeline; on a timeout, the error carries the timeline's last lines
+        (a CI run beside CPU hogs keeps no log, and the failure must tell its own story)."""
+        try:
+            await wait_for(self.timeline, predicate, timeout)
+        except TimeoutError:
+            story = "\n".join(f"  {e.at:.3f} {e.kind}: {e.text}" for e in list(self.timeline.entries)[-40:])
+            raise TimeoutError(f"the timeline after {timeout} s:\n{story}") from None
 
     async def answered(self, before: dict[str, int], timeout: float = 20.0) -> None:
         """Narrated, and a fresh listener session is ready again."""
