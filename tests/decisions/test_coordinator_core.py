@@ -29,7 +29,7 @@ from decisions.listener_core import (
 from decisions.coordinator import PrepareTools, ToolDone, ToolStarted
 from decisions.events import ToolOutcome
 from decisions.timeline import Timeline
-from decisions.uplink import Uplink, placed_in_stream
+from decisions.uplink import UNTOLD_MS, Uplink, placed_in_stream
 from decisions.wake_gate import Command, Ignore, WakeGate, WakeOnly
 from realtime_api.wire import Closed, FunctionCall
 
@@ -566,6 +566,20 @@ def test_replay_keeps_a_whole_utterance_when_the_buffer_is_full():
         uplink.sent(nxt[0])
     assert order[:10] == list(range(5, 15))  # the utterance from its start, whole
     assert order[-5:] == list(range(200, 205))  # the newest audio kept too
+
+
+@pytest.mark.parametrize("told_until_ms, replayed_ms", [(None, 0), (1000, UNTOLD_MS), (4000, 1000)])
+def test_a_drop_replays_the_untold_end_of_what_was_sent(told_until_ms, replayed_ms):
+    """A drop may take the server's last events with it (a speech_started): what was sent after
+    the last utterance the session told of goes again, but at most its last UNTOLD_MS."""
+    uplink = Uplink(capacity_chunks=500, bytes_per_second=48000)
+    uplink.new_session()
+    for n in range(250):  # 5 s sent
+        uplink.take(bytes([n]) * 960, session_ready=True)
+        uplink.sent(uplink.next_chunk()[0])
+    assert uplink.session_lost(None, chunk_ms=20, untold_from_ms=told_until_ms) == replayed_ms
+    first = uplink.next_chunk()
+    assert (first is None) if replayed_ms == 0 else first[1][0] == 250 - replayed_ms // 20
 
 
 def conversational(clock):
