@@ -247,19 +247,38 @@ def detectors_before_issue_34() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def spotter_tail_before() -> Iterator[None]:
+    """The detectors as they were before the spotter's short tail (issue 34, 2026-11-26, session 10):
+    the spotter heard a second after every run of speech, whatever it was."""
+    import detectors.pipeline as pipeline
+
+    class FullTail(pipeline.MicDetectors):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs, short_tail_s=None)
+
+    with mock.patch.object(pipeline, "MicDetectors", FullTail):
+        yield
+
+
+BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
+             "tail": ("detectors before the spotter's short tail", spotter_tail_before)}
+
+
 def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[int, ...] = (20, 40),
-                    strict: bool = False) -> list[str]:
-    """`strict`: also now with WAKE_STRICT=true (two more columns)."""
+                    strict: bool = False, baseline: str = "issue34") -> list[str]:
+    """`strict`: also now with WAKE_STRICT=true (two more columns). `baseline`: a key of BASELINES."""
+    label_before, before_detectors = BASELINES[baseline]
     silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
     talking, placed = talking_room(corpus, seconds, hiss)
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
-    lines = ["| room | microphone chunk | handoff CPU % of a core, detectors before issue 34's cuts | now | ratio | answers narrated (before / now) |"
+    lines = [f"| room | microphone chunk | handoff CPU % of a core, {label_before} | now | ratio | answers narrated (before / now) |"
              + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
                                     (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
             for chunk_ms in chunks:
-                with detectors_before_issue_34():
+                with before_detectors():
                     before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{chunk_ms}-{commands}"))
                 cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"{chunk_ms}-{commands}"))
                 label = f"{chunk_ms} ms" + (" (the default)" if chunk_ms == 20 else "")
@@ -307,12 +326,14 @@ def main(argv: list[str] | None = None) -> int:
                              "each microphone chunk of --chunks, the detectors before issue 34's cuts and now")
     parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40)")
     parser.add_argument("--strict", action="store_true", help="--listening: also with WAKE_STRICT=true, in the same run")
+    parser.add_argument("--baseline", choices=sorted(BASELINES), default="issue34",
+                        help="--listening: the detectors measured beside today's (default issue34: before issue 34's cuts)")
     args = parser.parse_args(argv)
     if args.listening:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
         chunks = tuple(int(c) for c in args.chunks.split(","))
-        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict)))
+        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)

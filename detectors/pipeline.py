@@ -6,7 +6,11 @@
 
 The spotter costs more than the VAD, so it hears only speech: at each VAD onset it is reset and
 given the last `preroll_s` of audio first (the wake word's first syllable comes before the VAD
-notices it), then every chunk until `tail_s` after the last speech.
+notices it), then every chunk until `tail_s` after the last speech. A spotter that says when it
+is `listening` (a candidate's window open: `ModelSpotter`) is fed only `short_tail_s` after a run
+of speech longer than `word_s` (too long to be the "hey" of "hey, <pause> jarvis"; gaps shorter
+than `bridge_s` do not end a run), and on while its window is open: a talking room's spotter heard
+a second of silence after every sentence (issue 34).
 """
 
 from __future__ import annotations
@@ -42,14 +46,23 @@ class Verdict:
 
 class MicDetectors:
     def __init__(
-        self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 1.0
+        self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 1.0,
+        short_tail_s: float | None = 0.3, word_s: float = 0.6, bridge_s: float = 0.15,
     ) -> None:
         # tail_s: the second model may agree up to a second after microWakeWord's candidate
         # (`detectors.wake_confirm`), so a phrase followed by a pause must still be fed that long.
+        # short_tail_s: after a run longer than `word_s`, a spotter with no window open (its
+        # `listening`) stops this long after the speech (microWakeWord's 5-score average has
+        # settled by then); a short run keeps `tail_s`, for the pause rule's "hey" (its pause is at
+        # least `bridge_s`: shorter gaps, between a sentence's words, do not end a run). None: `tail_s` always.
         self.vad = vad
         self.spotter = spotter
         self._preroll_s = preroll_s
         self._tail_s = tail_s
+        self._short_tail_s = short_tail_s if hasattr(spotter, "listening") else None
+        self._word_s, self._bridge_s = word_s, bridge_s
+        self._run_start: float | None = None  # where the current run of speech began (the spotter's tail)
+        self._last_speech = float("-inf")  # the end of the last chunk of speech
         self._recent: deque[tuple[float, bytes]] = deque()  # (end time, chunk), the spotter's pre-roll
         self._spotting_until: float | None = None  # the spotter is fed until this time
         self._run: list[float] | None = None  # the VAD's current speech run [start, end]
@@ -63,6 +76,7 @@ class MicDetectors:
         self._recent.clear()
         self._spotting_until = None
         self._run = self._last_run = None
+        self._run_start, self._last_speech = None, float("-inf")
 
     def feed(self, chunk: bytes, now: float) -> Verdict:
         vad = self.vad.feed(chunk)
@@ -82,7 +96,9 @@ class MicDetectors:
             self._recent.clear()
             spotting = True
         if is_speech:
-            self._spotting_until = now + self._tail_s
+            self._spotting_until = now + self._tail(now, len(chunk) / (self.vad.settings.input_rate * 2))
+        if spotting and self._short_tail_s is not None and getattr(self.spotter, "listening", False):
+            self._spotting_until = max(self._spotting_until or now, now + self._short_tail_s)  # its window is open
         if spotting:
             hit = self.spotter.feed(chunk, now) or hit
         else:
@@ -91,6 +107,15 @@ class MicDetectors:
             while self._recent and now - self._recent[0][0] > self._preroll_s:
                 self._recent.popleft()
         return self._pause_rule(now, len(chunk) / (self.vad.settings.input_rate * 2), is_speech) or hit
+
+    def _tail(self, now: float, chunk_s: float) -> float:
+        """How long after this chunk of speech the spotter goes on hearing, unless its window is open."""
+        if self._run_start is None or now - chunk_s - self._last_speech > self._bridge_s:
+            self._run_start = now - chunk_s
+        self._last_speech = now
+        if self._short_tail_s is None or now - self._run_start <= self._word_s:
+            return self._tail_s
+        return self._short_tail_s
 
     def _pause_rule(self, now: float, chunk_s: float, is_speech: bool) -> KeywordHit | None:
         """Tell a spotter that listens for "hey, <pause> jarvis" when a short run, a pause and

@@ -75,6 +75,12 @@ class ModelSpotter:
         """The cutoff the model ships with."""
         return float(self._model.probability_cutoff)
 
+    @property
+    def listening(self) -> bool:
+        """A candidate's (or a pause's) window is open: what comes next may still make the wake
+        (`MicDetectors` feeds it on after the speech while so)."""
+        return self._confirm is not None and self._fusion.deadline is not None
+
     def reset(self) -> None:
         """What is fed next does not follow what came before (the refractory period still runs)."""
         self._model.reset()

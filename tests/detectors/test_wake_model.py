@@ -279,3 +279,39 @@ def test_a_held_start_hears_the_same_audio_on_the_same_frames_and_still_wakes(co
     assert shared >= 3 and new.scores[:shared] == pytest.approx(old.scores[:shared], abs=1e-5)
     assert before.detected_s <= after.detected_s <= before.detected_s + 0.3
     assert after.start_s == pytest.approx(before.start_s, abs=0.1)  # microWakeWord's peak, heard a little longer
+
+
+class FedSpotter(ModelSpotter):
+    """The two-model spotter, remembering the end time of every chunk it was fed."""
+
+    def __init__(self) -> None:
+        super().__init__(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings()))
+        self.fed: list[float] = []
+
+    def feed(self, chunk: bytes, end_time: float):
+        self.fed.append(end_time)
+        return super().feed(chunk, end_time)
+
+
+def test_after_a_sentence_with_no_candidate_the_spotter_stops_soon_and_a_window_keeps_it_on(corpus):
+    """A talking room's spotter heard a second of silence after every sentence: more than a third
+    of what it heard (issue 34, what listening costs). With no candidate open it now stops 0.3 s
+    after a long run; the phrase followed by a pause keeps it on through its window and still wakes."""
+    floor = corpus.noise(Noise.FAN, 5.0, seed=5)
+    ordinary = corpus.speech("the weather is nice today and the train leaves at seven", "flite:slt", 165)
+    phrase = corpus.speech("hey jarvis", "flite:slt", 165)
+    pcm = with_floor(_silence(0.5) + ordinary + _silence(2.0) + phrase + _silence(2.5), floor)
+    spotter = FedSpotter()
+    detectors = MicDetectors(SileroVad(), spotter)
+    speech, found = [], []
+    for n in range(len(pcm) // FRAME_BYTES):
+        now = (n + 1) * FRAME_S
+        verdict = detectors.feed(pcm[n * FRAME_BYTES : (n + 1) * FRAME_BYTES], now)
+        speech += [now] if verdict.is_speech else []
+        found += [verdict.keyword_hit] if verdict.keyword_hit else []
+    phrase_at = 0.5 + len(ordinary) / 48000 + 2.0
+    ordinary_end = max(t for t in speech if t < phrase_at)
+    after_ordinary = [t for t in spotter.fed if ordinary_end < t < phrase_at - 0.5]
+    assert 0 < len(after_ordinary) * FRAME_S <= 0.3 + FRAME_S
+    [hit] = found
+    assert phrase_at < hit.detected_s < phrase_at + len(phrase) / 48000 + 1.0
