@@ -166,6 +166,12 @@ class EchoSuppressor:
         return max(0.0, quiet - now)
 
     @property
+    def has_evidence(self) -> bool:
+        """It has heard enough of the reference to judge the room (a learnt path, or a bound on
+        the echo's gain); until then it assumes the worst: every delay at `unlearnt_gain_db`."""
+        return self._path is not None or self._bound is not None
+
+    @property
     def path(self) -> EchoPath | None:
         """The learnt echo path, once there is one."""
         if self._path is None:

@@ -21,7 +21,6 @@ from tests.support.room import RoomMicrophone, RoomSpeaker
 from tests.support.stop_detectors import HeardTheUser, LoudStopDetector, spotted
 
 LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
-BUDGET_S = 0.2  # from the stop word's end until the narration is silent
 
 
 def uploaded(p) -> bytes:
@@ -34,31 +33,57 @@ def uploaded(p) -> bytes:
 STREAMING = SimConfig(audio_frame_delay_s=0.02, use_espeak=False, seed=1)
 
 
+def stop_gate(p):
+    """The echo gate whose verdict the stop detector hears by: the one behind the canceller."""
+    canceller = p.coordinator.canceller
+    return canceller.residual if canceller is not None else p.coordinator.echo
+
+
 async def long_answer_playing(p, sim, speaker: WatchedSpeaker) -> None:
-    """A long answer is being read, and a second of it has been handed to the speaker (and is playing)."""
+    """A long answer is being read, a second of it has been handed to the speaker (and is
+    playing), and the echo gate has heard enough of it to judge the room: until then it takes
+    anything as loud as the narration for its echo (the first second of the first narration; on
+    a busy machine the microphone's reader can lag the speaker by that much)."""
     sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
     p.say("Computer, read me the long story")
     await p.wait(lambda t: t.count("narrating") == 1)
-    await speaker.changes.wait_until(lambda: speaker.queued >= BYTES_PER_SECOND, timeout=20)
+    gate = stop_gate(p)
+    await speaker.changes.wait_until(lambda: speaker.queued >= BYTES_PER_SECOND and gate.has_evidence, timeout=20)
+
+
+class FlushWatchingSpeaker(WatchedSpeaker):
+    """Notes how much microphone audio the stop listener had heard when the speaker was flushed."""
+
+    def __init__(self, pace: float) -> None:
+        super().__init__(pace=pace)
+        self.mic_clock = lambda: 0.0
+        self.flushed_at_mic: list[float] = []
+
+    def flush(self) -> None:
+        self.flushed_at_mic.append(self.mic_clock())
+        super().flush()
 
 
 @pytest.mark.parametrize("sim", [STREAMING], indirect=True)
 async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_is_routed(tmp_path, sim):
     detector = LoudStopDetector()
-    speaker = WatchedSpeaker(pace=MIC_PACE)  # plays in the microphone's time
+    speaker = FlushWatchingSpeaker(pace=MIC_PACE)  # plays in the microphone's time
     async with running_pipeline(tmp_path, sim, speaker=speaker, stop_detector=detector,
                                 conversation=ConversationSettings(follow_up_s=3.0)) as p:
+        speaker.mic_clock = lambda: p.coordinator._stop.clock
         await long_answer_playing(p, sim, speaker)  # "computer, stop" now
         listening = p.timeline.count("listening")
         p.microphone.feed(STOP_WORDS)
         await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
 
         timing = p.coordinator.stop_timings[-1]
-        assert timing.cut_ms is not None and timing.cut_ms <= BUDGET_S * 1000
-        # The speaker really went quiet: its playback ended within the budget of the hit (in the
-        # speaker's audio time), and no PCM of the narration was written after the cut.
+        # The cut came in the step that heard the hit, before the next microphone chunk was read
+        # (how many ms that is, is `benchmarks/stop_latency.py`'s: a wall-clock budget here would
+        # fail whenever a busy machine stalls the process); the speaker went quiet at the flush,
+        # and no PCM of the narration was written after it.
+        assert timing.flushed_at is not None and timing.hit.detected_s in speaker.flushed_at_mic
         end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
-        assert (end_of_playback - timing.heard_at) * MIC_PACE <= BUDGET_S
+        assert end_of_playback <= timing.flushed_at + 1e-3
         assert timing.last_write_at is not None and timing.last_write_at <= timing.flushed_at
         played_s = len(speaker.played) / BYTES_PER_SECOND
         assert 0.2 <= played_s < 10.0  # of about 40 s: the rest of the script was dropped
@@ -186,7 +211,7 @@ async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it
         assert sum(h.echo != bytes(len(h.echo)) for h in said) >= 5  # said over the narration's echo
         timing = p.coordinator.stop_timings[-1]
         end_of_playback = speaker.clock_at(speaker.intervals[-1][1])
-        assert end_of_playback - timing.heard_at <= BUDGET_S
+        assert timing.flushed_at is not None and end_of_playback <= timing.flushed_at + 1e-3  # quiet from the cut on
         assert len(p.coordinator.stop_timings) == 1
         voiced = [h.mixed for h in microphone.heard if h.user != bytes(len(h.user))][-20:]
         uploaded_audio = uploaded(p)
