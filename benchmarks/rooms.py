@@ -26,6 +26,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import math
 import multiprocessing
 import random
@@ -46,15 +47,46 @@ IDLE_S = 5.0
 TONE_S = 0.6  # command_tone's sound, before its silence
 
 
+class LoopLag:
+    """How late this process's event loop wakes: a 10 ms sleep, again and again, and how much
+    longer each took (a measuring probe, not product code)."""
+
+    PERIOD_S = 0.01
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.PERIOD_S)
+            self.lags.append(time.monotonic() - before - self.PERIOD_S)
+
+    def reset(self) -> list[float]:
+        lags, self.lags = self.lags, []
+        return lags
+
+
 def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-def]
     """The hub, alone in its process: answers "cpu" with its CPU seconds so far, stops on "stop"."""
+    from decisions.timeline import Timeline
     from rooms.hub import hub
 
+    marks: list[tuple[str, float, str, str]] = []  # room, monotonic clock, kind, text
+
+    def timeline(room: str) -> Timeline:
+        kept = Timeline()
+        kept.on_add.append(lambda entry: marks.append((room, time.monotonic(), entry.kind.value, entry.text))
+                           if entry.kind.value in ("command", "stages", "narrating") else None)  # fmt: skip
+        return kept
+
     async def main() -> None:
-        async with hub(settings) as the_hub:
+        async with hub(settings, {s.room: timeline(s.room) for s in settings.rooms.satellites}) as the_hub:
             running = asyncio.create_task(the_hub.run())
             loop = asyncio.get_running_loop()
             stop = loop.create_future()
+            lag = LoopLag()
+            probing = asyncio.create_task(lag.run())
 
             def on_message() -> None:
                 message = conn.recv()
@@ -62,6 +94,8 @@ def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-d
                     stop.set_result(None)
                 elif message == "merged":  # episodes where one room's wake silenced another's
                     conn.send(the_hub.arbiter.core.contested if the_hub.arbiter is not None else 0)
+                elif message == "marks":  # the hub's stages of each command, and its loop's lag
+                    conn.send((list(marks), lag.reset()))
                 else:
                     conn.send(time.process_time())
 
@@ -70,6 +104,7 @@ def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-d
             await stop
             loop.remove_reader(conn.fileno())
             running.cancel()
+            probing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await running
 
@@ -87,6 +122,9 @@ class Run:
     merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
     one_answer: bool = True  # the arbitration between rooms on (the shipped way)
     rooms_cpu: float = 0.0  # this process (the satellites' detectors and the simulator) while commands run
+    stages: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # seconds each stage took, per command
+    hub_lag: list[float] = dataclasses.field(default_factory=list)  # the hub's loop, late by (s), while commands ran
+    rooms_lag: list[float] = dataclasses.field(default_factory=list)  # ... this process's loop
 
 
 async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
@@ -126,7 +164,12 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                 idle = (cpu1 - cpu0) / (t1 - t0)
                 rng = random.Random(seed)
                 latencies: list[float] = []
+                said: list[tuple[str, float, float]] = []  # room, end of speech, first audio there
                 lost = 0
+                parent.send("marks")
+                await asyncio.to_thread(parent.recv)  # (the idle time's lags: not kept)
+                lag = LoopLag()
+                probing = asyncio.create_task(lag.run())
 
                 async def talk(index: int) -> None:
                     nonlocal lost
@@ -143,6 +186,7 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                             lost += 1
                             continue
                         latencies.append(satellite.server.counts.stream_starts[before] - end_of_speech)
+                        said.append((satellite.room, end_of_speech, satellite.server.counts.stream_starts[before]))
                         await asyncio.sleep(rng.uniform(2.0, 4.0))  # a few seconds, then the next
 
                 own1 = time.process_time()
@@ -150,16 +194,45 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                 cpu2, t2 = await _cpu(parent), time.monotonic()
                 rooms_cpu = (time.process_time() - own1) / (t2 - t1)
                 active = (cpu2 - cpu1) / (t2 - t1)
+                probing.cancel()
                 parent.send("merged")
                 merged = await asyncio.to_thread(parent.recv)
+                parent.send("marks")
+                marks, hub_lag = await asyncio.to_thread(parent.recv)
             finally:
                 parent.send("stop")
                 await asyncio.to_thread(process.join, 30)
                 if process.is_alive():
                     process.kill()
-        return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu)
+        return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu,
+                   _stages(said, marks), hub_lag, lag.lags)  # fmt: skip
     finally:
         await sim.stop()
+
+
+def _stages(said: list[tuple[str, float, float]], marks: list[tuple[str, float, str, str]]) -> dict[str, list[float]]:
+    """Where each command's time went, from the satellite's end of speech to the first audio
+    there: the hub's stage offsets (decisions.stages, from its end of speech) put on the one
+    clock (CLOCK_MONOTONIC is the machine's, in both processes) by the time of its "command"
+    entry, which is the route being sent."""
+    stages: dict[str, list[float]] = {}
+    for room in {r for r, _, _ in said}:
+        commands = [at for r, at, kind, _ in marks if r == room and kind == "command"]
+        offsets = [json.loads(text) for r, _, kind, text in marks if r == room and kind == "stages"]
+        for (_, end_of_speech, heard), command_at, offset in zip([c for c in said if c[0] == room], commands, offsets):
+            if "route_sent" not in offset or "first_audio" not in offset:
+                continue
+            hub_end = command_at - offset["route_sent"]
+            steps = [("to the hub's end of speech", end_of_speech, hub_end)]
+            previous = ("end_of_speech", hub_end)
+            for stage in ("commit", "transcript", "route_sent", "call_received", "tool_done", "first_audio"):
+                if stage in offset:
+                    steps.append((f"{previous[0]} -> {stage}", previous[1], hub_end + offset[stage]))
+                    previous = (stage, hub_end + offset[stage])
+            steps.append(("hub's first audio -> the satellite's", previous[1], heard))
+            for name, begun, ended in steps:
+                stages.setdefault(name, []).append(ended - begun)
+    return stages
 
 
 def _p90(values: list[float]) -> float:
@@ -182,6 +255,27 @@ def report(runs: list[Run]) -> str:
     return "\n".join(lines)
 
 
+def _q(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def stage_report(runs: list[Run]) -> str:
+    """Which stage grows with N: median and p90 (ms) of each, per run."""
+    names = list(dict.fromkeys(name for run in runs for name in run.stages))
+    heads = [f"{'paired' if r.paired else 'plain'} N={r.rooms}" for r in runs]
+    lines = ["| stage (ms, median / p90) | " + " | ".join(heads) + " |", "|---|" + "---|" * len(runs)]
+    for name in names:
+        cells = [f"{1000 * statistics.median(r.stages[name]):.0f} / {1000 * _q(r.stages[name], 0.9):.0f}"
+                 if r.stages.get(name) else "-" for r in runs]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for label, lags in (("hub loop late by", lambda r: r.hub_lag), ("satellites + simulator loop late by", lambda r: r.rooms_lag)):
+        cells = [f"{1000 * _q(lags(r), 0.5):.1f} / {1000 * _q(lags(r), 0.99):.0f} / {1000 * max(lags(r), default=float('nan')):.0f}"
+                 for r in runs]  # fmt: skip
+        lines.append(f"| {label} (ms, median / p99 / max) | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true", help="N = 1 and 2, two commands each")
@@ -201,6 +295,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.median(run.latencies_s) if run.latencies_s else float('nan'):.3f} s", flush=True)
         runs.append(run)
     print(report(runs))
+    print()
+    print(stage_report(runs))
     print()
     print(link_cost())
     return 0
