@@ -4,14 +4,18 @@
 
 For each N, N simulated satellites (`handoff satellite`'s server, in this process, real-time
 microphones and speakers) on 127.0.0.1 connect to one hub, run in a child process so its CPU time
-is its own; the simulator runs here too. First every room sits idle for `IDLE_S` (hub CPU per
+is its own; the simulator (OpenAI's side, another machine in reality) runs in a process of its
+own too, so that neither its work nor the satellites' is counted as the hub's latency. First every
+room sits idle for `IDLE_S` (hub CPU per
 second with N idle rooms), then each satellite says a command every few seconds (its next one
 2-4 s after its answer began), `--commands` each, all rooms at once and interleaved.
 
 Measured per command at the satellite: from the end of speech (the command's last sample left its
 microphone) to the first audio of the answer arriving there. Reported as the median and p90 and
 as ratios to N = 1 in the same run; the hub's CPU (user + system seconds per second of wall clock)
-idle and active, and per active room. The concurrent-session bound (MAX_REALTIME_SESSIONS, 2 by
+idle and active, and per active room. Then where the time went, stage by stage (the satellite's
+end of speech to the hub's, the hub's stages from decisions.stages, the hub's first audio to the
+satellite's), and how late each process's event loop woke (a 10 ms sleep, measured). The concurrent-session bound (MAX_REALTIME_SESSIONS, 2 by
 default) is raised to N here, so no room waits its turn: the bound would measure the bound.
 
 The simulator is its perfect model (transcripts right after the commit, no network delay): what
@@ -34,16 +38,22 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import AsyncIterator
+
+import numpy as np
 
 from config.rooms import RoomSettings, SatelliteSpec
+from audio_io.format import SAMPLE_RATE
 from config.settings import ConversationSettings, Settings
 from realtime_sim import SimConfig, SimServer
+from realtime_sim.transcriber import Segment
 from tests.support.pipeline_harness import fast_settings
 from rooms.pairing import HubKeys, SatelliteKeys, pair_with
-from tests.support.rooms_harness import ToneTranscriber, command_tone, handoff_satellite, started
+from tests.support.rooms_harness import BASE_HZ, STEP_HZ, command_tone, handoff_satellite, started
 from benchmarks.link_cost import link_cost
 
 IDLE_S = 5.0
+FRAME = SAMPLE_RATE // 50  # 20 ms
 TONE_S = 0.6  # command_tone's sound, before its silence
 
 
@@ -65,6 +75,63 @@ class LoopLag:
     def reset(self) -> list[float]:
         lags, self.lags = self.lags, []
         return lags
+
+
+class PitchTranscriber:
+    """The simulator's "recogniser" for the benchmark's tone commands: the loudest pitch of the
+    segment (an FFT), read back as its command. Constant time, whatever the number of phrases (the
+    tests' ToneTranscriber compares every phrase's pitch in pure Python: 46 ms a segment for
+    N = 8's 40 phrases against 4 ms for N = 1's 5, one segment at a time, which the N = 8 runs
+    measured as the hub's "commit -> transcript")."""
+
+    needs_audio = True
+
+    def __init__(self, phrases: list[str]) -> None:
+        self.phrases = phrases
+
+    def transcribe(self, segment: Segment) -> str:
+        samples = np.frombuffer(segment.pcm[: len(segment.pcm) // 2 * 2], dtype="<i2").astype(np.float32)
+        frames = samples[: samples.size // FRAME * FRAME].reshape(-1, FRAME)
+        loud = frames[np.sqrt((frames * frames).mean(axis=1)) > 1500].ravel()[: SAMPLE_RATE // 4]
+        if loud.size < FRAME * 5:
+            return "mm-hm"
+        spectrum = np.abs(np.fft.rfft(loud * np.hanning(loud.size)))
+        hz = float(np.fft.rfftfreq(loud.size, 1 / SAMPLE_RATE)[int(np.argmax(spectrum))])
+        return self.phrases[min(len(self.phrases) - 1, max(0, round((hz - BASE_HZ) / STEP_HZ)))]
+
+    def close(self) -> None:
+        pass
+
+
+def _sim_process(phrases: list[str], seed: int, conn) -> None:  # type: ignore[no-untyped-def]
+    """The simulator (OpenAI's side: another machine in reality), alone in its process: sends its
+    URL, stops on "stop"."""
+
+    async def main() -> None:
+        sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
+                        transcriber=PitchTranscriber(phrases))  # fmt: skip
+        await sim.start()
+        try:
+            conn.send(sim.base_url)
+            await asyncio.to_thread(conn.recv)
+        finally:
+            await sim.stop()
+
+    asyncio.run(main())
+
+
+@contextlib.asynccontextmanager
+async def _simulator(phrases: list[str], seed: int) -> AsyncIterator[str]:
+    parent, child = multiprocessing.get_context("spawn").Pipe()
+    process = multiprocessing.get_context("spawn").Process(target=_sim_process, args=(phrases, seed, child))
+    process.start()
+    try:
+        yield await asyncio.to_thread(parent.recv)
+    finally:
+        parent.send("stop")
+        await asyncio.to_thread(process.join, 30)
+        if process.is_alive():
+            process.kill()
 
 
 def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-def]
@@ -121,7 +188,7 @@ class Run:
     paired: bool = False  # TLS with pinned keys (else plain Wyoming)
     merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
     one_answer: bool = True  # the arbitration between rooms on (the shipped way)
-    rooms_cpu: float = 0.0  # this process (the satellites' detectors and the simulator) while commands run
+    rooms_cpu: float = 0.0  # this process (the satellites' audio and detectors) while commands run
     stages: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # seconds each stage took, per command
     hub_lag: list[float] = dataclasses.field(default_factory=list)  # the hub's loop, late by (s), while commands ran
     rooms_lag: list[float] = dataclasses.field(default_factory=list)  # ... this process's loop
@@ -135,15 +202,12 @@ async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
 async def measure(n: int, commands: int, seed: int, paired: bool = False, one_answer: bool = True) -> Run:
     rooms = [f"room{i}" for i in range(n)]
     phrases = [f"computer, echo {room} number {k}" for room in rooms for k in range(commands)]
-    sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
-                    transcriber=ToneTranscriber(phrases))  # fmt: skip
-    await sim.start()
     tmp = Path(tempfile.mkdtemp(prefix="handoff-rooms-bench-"))
     (tmp / "workspace").mkdir()
-    try:
+    async with _simulator(phrases, seed) as sim_url:
         keys = {room: SatelliteKeys(tmp / f"keys-{room}", room) if paired else None for room in rooms}
         async with started([handoff_satellite(room, keys=keys[room]) for room in rooms]) as satellites:
-            settings = fast_settings(sim.base_url, (tmp / "workspace").resolve(), tmp / "state",
+            settings = fast_settings(sim_url, (tmp / "workspace").resolve(), tmp / "state",
                                      conversation=ConversationSettings(follow_up_s=0, working_sound_after_s=600.0))  # fmt: skip
             for s in satellites:  # `handoff satellite pair` there, `handoff rooms pair` here
                 if keys[s.room] is not None:
@@ -206,8 +270,6 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                     process.kill()
         return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu,
                    _stages(said, marks), hub_lag, lag.lags)  # fmt: skip
-    finally:
-        await sim.stop()
 
 
 def _stages(said: list[tuple[str, float, float]], marks: list[tuple[str, float, str, str]]) -> dict[str, list[float]]:
@@ -242,7 +304,7 @@ def _p90(values: list[float]) -> float:
 
 def report(runs: list[Run]) -> str:
     lines = ["| link | satellites | commands | lost | latency median (s) | p90 (s) | latency vs N=1 | hub CPU idle (% of a core) "
-             "| hub CPU active (% of a core) | active CPU vs N=1 | satellites + simulator CPU (% of a core) |",
+             "| hub CPU active (% of a core) | active CPU vs N=1 | satellites CPU (% of a core) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
         base = next(r for r in runs if r.paired == run.paired)  # N=1 of the same kind of link
@@ -269,7 +331,7 @@ def stage_report(runs: list[Run]) -> str:
         cells = [f"{1000 * statistics.median(r.stages[name]):.0f} / {1000 * _q(r.stages[name], 0.9):.0f}"
                  if r.stages.get(name) else "-" for r in runs]  # fmt: skip
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    for label, lags in (("hub loop late by", lambda r: r.hub_lag), ("satellites + simulator loop late by", lambda r: r.rooms_lag)):
+    for label, lags in (("hub loop late by", lambda r: r.hub_lag), ("satellites' loop late by", lambda r: r.rooms_lag)):
         cells = [f"{1000 * _q(lags(r), 0.5):.1f} / {1000 * _q(lags(r), 0.99):.0f} / {1000 * max(lags(r), default=float('nan')):.0f}"
                  for r in runs]  # fmt: skip
         lines.append(f"| {label} (ms, median / p99 / max) | " + " | ".join(cells) + " |")
