@@ -18,7 +18,7 @@ import pytest
 from concurrency.changes import wait_for
 from config.rooms import RoomSettings, SatelliteSpec
 from decisions.timeline import Timeline
-from rooms.hub import hub
+from rooms.hub import Hub, hub
 from rooms.link import SatelliteLink
 from rooms.pairing import HubKeys, hub_keys
 from tests.rooms.satellite_process import RATE, TIMEOUT, SatelliteProcess, paired, satellite, start
@@ -74,7 +74,7 @@ async def test_a_paired_satellite_process_gives_strangers_and_a_replay_nothing(t
     assert len(tone) // 2 * 9 // 10 <= frames <= len(tone) // 2 * 11 // 10, (frames, log)  # once, nothing else
 
 
-async def _answered(the_hub, timeline: Timeline, satellite: SatelliteProcess, command: bytes, n: int) -> int:  # type: ignore[no-untyped-def]
+async def _answered(the_hub: Hub, timeline: Timeline, satellite: SatelliteProcess, command: bytes, n: int) -> int:
     """The room's `n`th command of this hub said into `satellite`: answered (the bytes sent there)."""
     link = the_hub.rooms["kitchen"].link
     await wait_for(timeline, lambda t: t.count("listening") >= n, TIMEOUT)  # its listener session ready
