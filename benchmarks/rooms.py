@@ -4,14 +4,18 @@
 
 For each N, N simulated satellites (`handoff satellite`'s server, in this process, real-time
 microphones and speakers) on 127.0.0.1 connect to one hub, run in a child process so its CPU time
-is its own; the simulator runs here too. First every room sits idle for `IDLE_S` (hub CPU per
+is its own; the simulator (OpenAI's side, another machine in reality) runs in a process of its
+own too, so that neither its work nor the satellites' is counted as the hub's latency. First every
+room sits idle for `IDLE_S` (hub CPU per
 second with N idle rooms), then each satellite says a command every few seconds (its next one
 2-4 s after its answer began), `--commands` each, all rooms at once and interleaved.
 
 Measured per command at the satellite: from the end of speech (the command's last sample left its
 microphone) to the first audio of the answer arriving there. Reported as the median and p90 and
 as ratios to N = 1 in the same run; the hub's CPU (user + system seconds per second of wall clock)
-idle and active, and per active room. The concurrent-session bound (MAX_REALTIME_SESSIONS, 2 by
+idle and active, and per active room. Then where the time went, stage by stage (the satellite's
+end of speech to the hub's, the hub's stages from decisions.stages, the hub's first audio to the
+satellite's), and how late each process's event loop woke (a 10 ms sleep, measured). The concurrent-session bound (MAX_REALTIME_SESSIONS, 2 by
 default) is raised to N here, so no room waits its turn: the bound would measure the bound.
 
 The simulator is its perfect model (transcripts right after the commit, no network delay): what
@@ -26,6 +30,7 @@ import argparse
 import asyncio
 import contextlib
 import dataclasses
+import json
 import math
 import multiprocessing
 import random
@@ -33,28 +38,122 @@ import statistics
 import tempfile
 import time
 from pathlib import Path
+from typing import AsyncIterator
+
+import numpy as np
 
 from config.rooms import RoomSettings, SatelliteSpec
+from audio_io.format import SAMPLE_RATE
 from config.settings import ConversationSettings, Settings
 from realtime_sim import SimConfig, SimServer
+from realtime_sim.transcriber import Segment
 from tests.support.pipeline_harness import fast_settings
 from rooms.pairing import HubKeys, SatelliteKeys, pair_with
-from tests.support.rooms_harness import ToneTranscriber, command_tone, handoff_satellite, started
+from tests.support.rooms_harness import BASE_HZ, STEP_HZ, command_tone, handoff_satellite, started
 from benchmarks.link_cost import link_cost
 
 IDLE_S = 5.0
+FRAME = SAMPLE_RATE // 50  # 20 ms
 TONE_S = 0.6  # command_tone's sound, before its silence
+
+
+class LoopLag:
+    """How late this process's event loop wakes: a 10 ms sleep, again and again, and how much
+    longer each took (a measuring probe, not product code)."""
+
+    PERIOD_S = 0.01
+
+    def __init__(self) -> None:
+        self.lags: list[float] = []
+
+    async def run(self) -> None:
+        while True:
+            before = time.monotonic()
+            await asyncio.sleep(self.PERIOD_S)
+            self.lags.append(time.monotonic() - before - self.PERIOD_S)
+
+    def reset(self) -> list[float]:
+        lags, self.lags = self.lags, []
+        return lags
+
+
+class PitchTranscriber:
+    """The simulator's "recogniser" for the benchmark's tone commands: the loudest pitch of the
+    segment (an FFT), read back as its command. Constant time, whatever the number of phrases (the
+    tests' ToneTranscriber compares every phrase's pitch in pure Python: 46 ms a segment for
+    N = 8's 40 phrases against 4 ms for N = 1's 5, one segment at a time, which the N = 8 runs
+    measured as the hub's "commit -> transcript")."""
+
+    needs_audio = True
+
+    def __init__(self, phrases: list[str]) -> None:
+        self.phrases = phrases
+
+    def transcribe(self, segment: Segment) -> str:
+        samples = np.frombuffer(segment.pcm[: len(segment.pcm) // 2 * 2], dtype="<i2").astype(np.float32)
+        frames = samples[: samples.size // FRAME * FRAME].reshape(-1, FRAME)
+        loud = frames[np.sqrt((frames * frames).mean(axis=1)) > 1500].ravel()[: SAMPLE_RATE // 4]
+        if loud.size < FRAME * 5:
+            return "mm-hm"
+        spectrum = np.abs(np.fft.rfft(loud * np.hanning(loud.size)))
+        hz = float(np.fft.rfftfreq(loud.size, 1 / SAMPLE_RATE)[int(np.argmax(spectrum))])
+        return self.phrases[min(len(self.phrases) - 1, max(0, round((hz - BASE_HZ) / STEP_HZ)))]
+
+    def close(self) -> None:
+        pass
+
+
+def _sim_process(phrases: list[str], seed: int, conn) -> None:  # type: ignore[no-untyped-def]
+    """The simulator (OpenAI's side: another machine in reality), alone in its process: sends its
+    URL, stops on "stop"."""
+
+    async def main() -> None:
+        sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
+                        transcriber=PitchTranscriber(phrases))  # fmt: skip
+        await sim.start()
+        try:
+            conn.send(sim.base_url)
+            await asyncio.to_thread(conn.recv)
+        finally:
+            await sim.stop()
+
+    asyncio.run(main())
+
+
+@contextlib.asynccontextmanager
+async def _simulator(phrases: list[str], seed: int) -> AsyncIterator[str]:
+    parent, child = multiprocessing.get_context("spawn").Pipe()
+    process = multiprocessing.get_context("spawn").Process(target=_sim_process, args=(phrases, seed, child))
+    process.start()
+    try:
+        yield await asyncio.to_thread(parent.recv)
+    finally:
+        parent.send("stop")
+        await asyncio.to_thread(process.join, 30)
+        if process.is_alive():
+            process.kill()
 
 
 def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-def]
     """The hub, alone in its process: answers "cpu" with its CPU seconds so far, stops on "stop"."""
+    from decisions.timeline import Timeline
     from rooms.hub import hub
 
+    marks: list[tuple[str, float, str, str]] = []  # room, monotonic clock, kind, text
+
+    def timeline(room: str) -> Timeline:
+        kept = Timeline()
+        kept.on_add.append(lambda entry: marks.append((room, time.monotonic(), entry.kind.value, entry.text))
+                           if entry.kind.value in ("command", "stages", "narrating") else None)  # fmt: skip
+        return kept
+
     async def main() -> None:
-        async with hub(settings) as the_hub:
+        async with hub(settings, {s.room: timeline(s.room) for s in settings.rooms.satellites}) as the_hub:
             running = asyncio.create_task(the_hub.run())
             loop = asyncio.get_running_loop()
             stop = loop.create_future()
+            lag = LoopLag()
+            probing = asyncio.create_task(lag.run())
 
             def on_message() -> None:
                 message = conn.recv()
@@ -62,6 +161,8 @@ def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-d
                     stop.set_result(None)
                 elif message == "merged":  # episodes where one room's wake silenced another's
                     conn.send(the_hub.arbiter.core.contested if the_hub.arbiter is not None else 0)
+                elif message == "marks":  # the hub's stages of each command, and its loop's lag
+                    conn.send((list(marks), lag.reset()))
                 else:
                     conn.send(time.process_time())
 
@@ -70,6 +171,7 @@ def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-d
             await stop
             loop.remove_reader(conn.fileno())
             running.cancel()
+            probing.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await running
 
@@ -86,7 +188,10 @@ class Run:
     paired: bool = False  # TLS with pinned keys (else plain Wyoming)
     merged: int = 0  # arbitration episodes in which a room lost (here: none should, every room says its own command)
     one_answer: bool = True  # the arbitration between rooms on (the shipped way)
-    rooms_cpu: float = 0.0  # this process (the satellites' detectors and the simulator) while commands run
+    rooms_cpu: float = 0.0  # this process (the satellites' audio and detectors) while commands run
+    stages: dict[str, list[float]] = dataclasses.field(default_factory=dict)  # seconds each stage took, per command
+    hub_lag: list[float] = dataclasses.field(default_factory=list)  # the hub's loop, late by (s), while commands ran
+    rooms_lag: list[float] = dataclasses.field(default_factory=list)  # ... this process's loop
 
 
 async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
@@ -97,15 +202,12 @@ async def _cpu(conn) -> float:  # type: ignore[no-untyped-def]
 async def measure(n: int, commands: int, seed: int, paired: bool = False, one_answer: bool = True) -> Run:
     rooms = [f"room{i}" for i in range(n)]
     phrases = [f"computer, echo {room} number {k}" for room in rooms for k in range(commands)]
-    sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
-                    transcriber=ToneTranscriber(phrases))  # fmt: skip
-    await sim.start()
     tmp = Path(tempfile.mkdtemp(prefix="handoff-rooms-bench-"))
     (tmp / "workspace").mkdir()
-    try:
+    async with _simulator(phrases, seed) as sim_url:
         keys = {room: SatelliteKeys(tmp / f"keys-{room}", room) if paired else None for room in rooms}
         async with started([handoff_satellite(room, keys=keys[room]) for room in rooms]) as satellites:
-            settings = fast_settings(sim.base_url, (tmp / "workspace").resolve(), tmp / "state",
+            settings = fast_settings(sim_url, (tmp / "workspace").resolve(), tmp / "state",
                                      conversation=ConversationSettings(follow_up_s=0, working_sound_after_s=600.0))  # fmt: skip
             for s in satellites:  # `handoff satellite pair` there, `handoff rooms pair` here
                 if keys[s.room] is not None:
@@ -126,7 +228,12 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                 idle = (cpu1 - cpu0) / (t1 - t0)
                 rng = random.Random(seed)
                 latencies: list[float] = []
+                said: list[tuple[str, float, float]] = []  # room, end of speech, first audio there
                 lost = 0
+                parent.send("marks")
+                await asyncio.to_thread(parent.recv)  # (the idle time's lags: not kept)
+                lag = LoopLag()
+                probing = asyncio.create_task(lag.run())
 
                 async def talk(index: int) -> None:
                     nonlocal lost
@@ -143,6 +250,7 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                             lost += 1
                             continue
                         latencies.append(satellite.server.counts.stream_starts[before] - end_of_speech)
+                        said.append((satellite.room, end_of_speech, satellite.server.counts.stream_starts[before]))
                         await asyncio.sleep(rng.uniform(2.0, 4.0))  # a few seconds, then the next
 
                 own1 = time.process_time()
@@ -150,16 +258,43 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                 cpu2, t2 = await _cpu(parent), time.monotonic()
                 rooms_cpu = (time.process_time() - own1) / (t2 - t1)
                 active = (cpu2 - cpu1) / (t2 - t1)
+                probing.cancel()
                 parent.send("merged")
                 merged = await asyncio.to_thread(parent.recv)
+                parent.send("marks")
+                marks, hub_lag = await asyncio.to_thread(parent.recv)
             finally:
                 parent.send("stop")
                 await asyncio.to_thread(process.join, 30)
                 if process.is_alive():
                     process.kill()
-        return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu)
-    finally:
-        await sim.stop()
+        return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu,
+                   _stages(said, marks), hub_lag, lag.lags)  # fmt: skip
+
+
+def _stages(said: list[tuple[str, float, float]], marks: list[tuple[str, float, str, str]]) -> dict[str, list[float]]:
+    """Where each command's time went, from the satellite's end of speech to the first audio
+    there: the hub's stage offsets (decisions.stages, from its end of speech) put on the one
+    clock (CLOCK_MONOTONIC is the machine's, in both processes) by the time of its "command"
+    entry, which is the route being sent."""
+    stages: dict[str, list[float]] = {}
+    for room in {r for r, _, _ in said}:
+        commands = [at for r, at, kind, _ in marks if r == room and kind == "command"]
+        offsets = [json.loads(text) for r, _, kind, text in marks if r == room and kind == "stages"]
+        for (_, end_of_speech, heard), command_at, offset in zip([c for c in said if c[0] == room], commands, offsets):
+            if "route_sent" not in offset or "first_audio" not in offset:
+                continue
+            hub_end = command_at - offset["route_sent"]
+            steps = [("to the hub's end of speech", end_of_speech, hub_end)]
+            previous = ("end_of_speech", hub_end)
+            for stage in ("commit", "transcript", "route_sent", "call_received", "tool_done", "first_audio"):
+                if stage in offset:
+                    steps.append((f"{previous[0]} -> {stage}", previous[1], hub_end + offset[stage]))
+                    previous = (stage, hub_end + offset[stage])
+            steps.append(("hub's first audio -> the satellite's", previous[1], heard))
+            for name, begun, ended in steps:
+                stages.setdefault(name, []).append(ended - begun)
+    return stages
 
 
 def _p90(values: list[float]) -> float:
@@ -169,7 +304,7 @@ def _p90(values: list[float]) -> float:
 
 def report(runs: list[Run]) -> str:
     lines = ["| link | satellites | commands | lost | latency median (s) | p90 (s) | latency vs N=1 | hub CPU idle (% of a core) "
-             "| hub CPU active (% of a core) | active CPU vs N=1 | satellites + simulator CPU (% of a core) |",
+             "| hub CPU active (% of a core) | active CPU vs N=1 | satellites CPU (% of a core) |",
              "|---|---|---|---|---|---|---|---|---|---|---|"]
     for run in runs:
         base = next(r for r in runs if r.paired == run.paired)  # N=1 of the same kind of link
@@ -179,6 +314,27 @@ def report(runs: list[Run]) -> str:
             f"| {'paired (TLS)' if run.paired else 'plain'}{'' if run.one_answer else ', no arbitration'} | {run.rooms} | {len(run.latencies_s)} | {run.lost} | {median:.3f} | {_p90(run.latencies_s):.3f} "
             f"| {median / base_latency:.2f} | {100 * run.idle_cpu:.2f} | {100 * run.active_cpu:.1f} "
             f"| {run.active_cpu / base.active_cpu:.2f} | {100 * run.rooms_cpu:.0f} |")
+    return "\n".join(lines)
+
+
+def _q(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, math.ceil(q * len(ordered)) - 1)] if ordered else float("nan")
+
+
+def stage_report(runs: list[Run]) -> str:
+    """Which stage grows with N: median and p90 (ms) of each, per run."""
+    names = list(dict.fromkeys(name for run in runs for name in run.stages))
+    heads = [f"{'paired' if r.paired else 'plain'} N={r.rooms}" for r in runs]
+    lines = ["| stage (ms, median / p90) | " + " | ".join(heads) + " |", "|---|" + "---|" * len(runs)]
+    for name in names:
+        cells = [f"{1000 * statistics.median(r.stages[name]):.0f} / {1000 * _q(r.stages[name], 0.9):.0f}"
+                 if r.stages.get(name) else "-" for r in runs]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    for label, lags in (("hub loop late by", lambda r: r.hub_lag), ("satellites' loop late by", lambda r: r.rooms_lag)):
+        cells = [f"{1000 * _q(lags(r), 0.5):.1f} / {1000 * _q(lags(r), 0.99):.0f} / {1000 * max(lags(r), default=float('nan')):.0f}"
+                 for r in runs]  # fmt: skip
+        lines.append(f"| {label} (ms, median / p99 / max) | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
 
@@ -201,6 +357,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{statistics.median(run.latencies_s) if run.latencies_s else float('nan'):.3f} s", flush=True)
         runs.append(run)
     print(report(runs))
+    print()
+    print(stage_report(runs))
     print()
     print(link_cost())
     return 0

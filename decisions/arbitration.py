@@ -148,12 +148,16 @@ class ArbitrationCore:
         return room in self.candidates or room in self.queued
 
     def next_deadline(self) -> float | None:
-        """When the episode is decided at the latest: once every candidate has had its measure_s
-        and `grace_s` more for its audio to arrive (one still not measured then counts as silence,
-        and as the same sound: run once rather than twice)."""
+        """When the episode is decided: at `join_s` if every candidate is measured by then (no
+        later: the winner's audio is held meanwhile), else once every candidate has had its
+        measure_s and `grace_s` more for its audio to arrive (one still not measured then counts
+        as silence, and as the same sound: run once rather than twice)."""
         if self.state is C:
+            joined_at = self.opened_at + self.join_s
+            if all(c.level_db is not None for c in self.candidates.values()):
+                return joined_at
             last = max([self.opened_at] + [c.woke_at for c in self.candidates.values()])
-            return max(self.opened_at + self.join_s, last + self.measure_s + self.grace_s)
+            return max(joined_at, last + self.measure_s + self.grace_s)
         return None
 
     def _decide(self, now: float) -> list[Verdict]:

@@ -42,16 +42,16 @@ async def test_two_satellite_processes_next_door_answer_once_in_the_nearer_room(
             settings = with_rooms(settings, [])
             settings = settings.replace(rooms=dataclasses.replace(settings.rooms, satellites=tuple(
                 SatelliteSpec(room, "127.0.0.1", port) for room, port in ports.items())))
-            for room, (_, _, _, code) in rooms.items():
-                await paired(settings, room, ports[room], code)
+            for room, (process, code) in rooms.items():
+                await paired(settings, room, process, ports[room], code)
             sim.script.push_transcript("computer, what time is it")
             async with hub(settings, timelines) as the_hub:
                 task = asyncio.create_task(the_hub.run())
                 try:
                     for room in rooms:
                         await wait_for(timelines[room], lambda t: t.count("listening") >= 1, TIMEOUT)
-                    rooms["kitchen"][1].say(command)
-                    rooms["office"][1].say(next_door)
+                    rooms["kitchen"][0].microphone.say(command)
+                    rooms["office"][0].microphone.say(next_door)
                     await wait_for(timelines["kitchen"], lambda t: t.count("narrated") >= 1, TIMEOUT)
                     await wait_for(timelines["kitchen"], lambda t: t.count("listening") >= 2, TIMEOUT)
                     verdicts = list(the_hub.arbiter.verdicts)
@@ -60,19 +60,18 @@ async def test_two_satellite_processes_next_door_answer_once_in_the_nearer_room(
                     with contextlib.suppress(asyncio.CancelledError):
                         await task
     finally:
-        for process, _, _, _ in rooms.values():
-            process.terminate()  # SIGTERM: a clean stop writes the WAV file's header
-        for process, _, _, _ in rooms.values():
-            process.wait(30)
+        for process, _ in rooms.values():
+            process.process.terminate()  # SIGTERM: a clean stop writes the WAV file's header
+        returncodes = [process.ended() for process, _ in rooms.values()]
     logs = {room: (tmp_path / f"{room}.log").read_text() for room in rooms}
-    assert all(process.returncode == 0 for process, _, _, _ in rooms.values()), logs
+    assert returncodes == [0, 0], logs
     # One verdict, or (a satellite behind real time) the kitchen's and then the office's, heard late.
     assert {v.winner for v in verdicts} == {"kitchen"} and set().union(*(v.losers for v in verdicts)) == {"office"}, (
         verdicts, logs)
     assert [e.text for e in timelines["kitchen"].entries if e.kind == "command"] == ["what time is it"]
     assert timelines["kitchen"].count("tool") == 1 and timelines["office"].count("tool") == 0
     assert timelines["office"].count("command") == 0 and timelines["office"].count("narrating") == 0
-    with wave.open(str(rooms["office"][2]), "rb") as office, wave.open(str(rooms["kitchen"][2]), "rb") as kitchen:
+    with wave.open(str(rooms["office"][0].played), "rb") as office, wave.open(str(rooms["kitchen"][0].played), "rb") as kitchen:
         office_audio = office.readframes(office.getnframes())
         assert kitchen.getnframes() / kitchen.getframerate() > 0.5  # the kitchen heard its answer
     assert not any(office_audio), "the office played something"

@@ -104,6 +104,24 @@ def test_the_core_takes_the_loudest_room_and_the_first_when_they_are_alike() -> 
     assert (second.winner, second.losers) == ("office", frozenset())
 
 
+def test_an_episode_whose_rooms_are_all_measured_is_decided_at_join_s_not_after_the_grace() -> None:
+    """The winner's audio is held until the verdict: a lone command (no other room woke) measured
+    within join_s is due at join_s. (It waited for measure_s + grace_s, 1.75 s, with two rooms or
+    more: every command ended ~0.9 s late, the rooms benchmark's N = 8 tail.)"""
+    core = ArbitrationCore(join_s=0.35, measure_s=0.25, grace_s=1.5)
+    core.woke("kitchen", 10.0)
+    assert core.next_deadline() == 10.0 + 0.25 + 1.5  # its audio may come late: waited for
+    assert core.level("kitchen", -14.0, 10.25) == []  # measured, but another room may still join
+    assert core.next_deadline() == 10.35
+    [verdict] = core.tick(10.35)
+    assert (verdict.winner, verdict.losers) == ("kitchen", frozenset())
+    core.woke("kitchen", 20.0), core.woke("office", 20.1)
+    core.level("office", -30.0, 20.35)
+    assert core.next_deadline() == 20.1 + 0.25 + 1.5  # the kitchen not measured yet: its grace holds
+    [verdict] = core.level("kitchen", -12.0, 20.4)  # the last measure, after join_s: decided at once
+    assert (verdict.winner, verdict.losers) == ("kitchen", frozenset({"office"}))
+
+
 def test_rooms_whose_measure_heard_no_sound_are_one_command_however_unlike_their_noise() -> None:
     """The first 0.25 s after a satellite's own wake can be the pause after "computer,": each room
     measures its own noise (or digital silence), and unlike noise is no sign of two people."""

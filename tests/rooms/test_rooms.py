@@ -183,6 +183,8 @@ async def test_with_one_session_allowed_the_second_room_hears_the_earcon_and_wai
     async with tone_sim(phrases) as sim:
         async with started([handoff_satellite("kitchen"), handoff_satellite("office")]) as (kitchen, office):
             async with running_hub(hub_settings(sim, tmp_path, [kitchen.spec, office.spec], max_sessions=1)) as running:
+                for room in ("kitchen", "office"):  # both listening: the two commands go on together
+                    await wait_for(running.timelines[room], lambda t: t.count("listening") >= 1, TIMEOUT)
                 kitchen.say(command_tone(0))
                 office.say(command_tone(1))
                 for room in ("kitchen", "office"):
