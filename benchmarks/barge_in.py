@@ -50,7 +50,7 @@ from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import EchoVetoListener
-from detectors.barge_in import BargeInDetector, CommandHold, Held
+from detectors.barge_in import BargeInDetector, CommandHold, Held, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -179,7 +179,8 @@ def aec3_available() -> bool:
 class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
-    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None) -> None:
+    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
+                 after_wake: bool = True) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
@@ -188,7 +189,7 @@ class Path:
             self.listener: StopListener = EchoVetoListener(self.detector, twin, veto)
         else:
             self.listener = StopListener(self.detector)
-        self.hold = CommandHold()
+        self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
         self.gate = EchoSuppressor(EchoSettings())
         self.delay = delay  # what the canceller is told of the devices' latency: see DELAYS
         self.delay_now = 0.0
@@ -309,6 +310,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--no-extras", action="store_true", help="skip the false-hit run, CPU and recall")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
+    parser.add_argument("--before-after-wake", action="store_true",
+                        help="add rows for the shipped path without the hold's stop check after a wake-cut (before session 10)")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -319,13 +322,15 @@ def main(argv: list[str] | None = None) -> int:
     stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
 
     rows = []
-    # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed)
-    variants: list[tuple[str, bool | str, str, int | None]] = []
-    variants += [] if args.no_shipped else [("canceller (speexdsp), shipped", True, "zero", None)]
-    variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto)] if args.veto is not None else []
-    variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None)]
-    variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None)] if args.aec3 and aec3_available() else []
-    for name, cancel, delay, veto in variants:
+    # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
+    # the hold's stop check after a wake-cut)
+    variants: list[tuple[str, bool | str, str, int | None, bool]] = []
+    variants += [] if args.no_shipped else [("canceller (speexdsp), shipped", True, "zero", None, True)]
+    variants += [("canceller (speexdsp), no stop check after a wake-cut (before)", True, "zero", None, False)] if args.before_after_wake else []
+    variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
+    variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
+    variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None, True)] if args.aec3 and aec3_available() else []
+    for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
         for level in [float(x) for x in args.levels.split(",") if x]:
             stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level))
@@ -333,7 +338,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -341,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -361,7 +366,7 @@ def main(argv: list[str] | None = None) -> int:
     false_hits = {}
     vetoed: dict[str, int] = {}
     cpu = {}
-    for name, cancel, delay, veto in variants:
+    for name, cancel, delay, veto, after_wake in variants:
         rng = np.random.default_rng(7)  # the same hour for each
         hits = 0
         spent = 0.0
@@ -372,7 +377,7 @@ def main(argv: list[str] | None = None) -> int:
             direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
-            path = Path(stop_settings, cancel, delay, veto)
+            path = Path(stop_settings, cancel, delay, veto, after_wake)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t

@@ -21,8 +21,10 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from audio_io.format import audioop
+from detectors.audio import SAMPLE_WIDTH, Resampler
 from detectors.pipeline import WakeSpotter
-from detectors.stop_phrase import StopPhraseDetector
+from detectors.stop_phrase import StopPhraseDetector, _Spotter
 from detectors.stop_word import StopDetector, StopHit
 
 
@@ -51,6 +53,71 @@ class BargeInDetector:
 
 
 @dataclass(frozen=True)
+class AfterWakeSettings:
+    threshold: float = 1e-30  # the stop words' keyphrase threshold (the stop phrase's: 1e-20)
+    voice_rms: int = 300  # a chunk this loud is speech (about -40 dBFS; the narration is silent by now)
+    after_s: float = 0.25  # speech after the stop word: more than this, and it was a command
+    settle_s: float = 0.4  # a stop word spotted this recently may yet be followed by more: wait
+
+
+class StopAfterWake:
+    """Was what followed the wake phrase a stop word alone? Feed it what the hold keeps
+    (`start`, then `feed` per chunk); `said_stop` says. Its pocketsphinx searches (about 0.3 s
+    of CPU each to build) are built at the first `start`, then reused. Sync, no I/O after that."""
+
+    def __init__(self, stop_words: tuple[str, ...], settings: AfterWakeSettings = AfterWakeSettings(),
+                 input_rate: int = 24000, delay_frames: int = 2) -> None:
+        self.stop_words = stop_words
+        self.settings = settings
+        self._delay_frames = delay_frames
+        self._spotters: list[_Spotter] | None = None
+        self._resample = Resampler(input_rate)
+        self._chunk_rate = input_rate * SAMPLE_WIDTH
+        self._spotted = False
+        self._voiced_after_s = 0.0  # speech since the last stop word spotted
+        self._since_spot_s = 0.0  # audio since then
+
+    @classmethod
+    def for_detector(cls, detector: object) -> "StopAfterWake | None":
+        """The check for a barge-in detector's stop words (None for any other detector: no barge-in)."""
+        stop = getattr(detector, "stop", None) if isinstance(detector, BargeInDetector) else None
+        if not isinstance(stop, StopPhraseDetector):
+            return None
+        return cls(stop.stop_words, input_rate=stop.settings.input_rate, delay_frames=stop.settings.kws_delay_frames)
+
+    @property
+    def said_stop(self) -> bool:
+        return self._spotted and self._voiced_after_s <= self.settings.after_s
+
+    @property
+    def settled(self) -> bool:
+        """Nothing spotted, or long enough ago to know whether more followed."""
+        return not self._spotted or self._since_spot_s >= self.settings.settle_s
+
+    def start(self) -> None:
+        if self._spotters is None:
+            self._spotters = [_Spotter(word, self.settings.threshold, self._delay_frames) for word in self.stop_words]
+        for spotter in self._spotters:
+            spotter.reset()
+        self._resample.reset()
+        self._spotted = False
+        self._voiced_after_s = self._since_spot_s = 0.0
+
+    def feed(self, chunk: bytes) -> None:
+        if self._spotters is None:
+            return
+        pcm16k = self._resample(chunk)
+        spotted = [spotter.feed(pcm16k) is not None for spotter in self._spotters]
+        if any(spotted):
+            self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+        elif self._spotted:
+            seconds = len(chunk) / self._chunk_rate
+            self._since_spot_s += seconds
+            if audioop.rms(chunk, SAMPLE_WIDTH) >= self.settings.voice_rms:
+                self._voiced_after_s += seconds
+
+
+@dataclass(frozen=True)
 class HoldSettings:
     preroll_s: float = 0.5  # held from this long before the wake phrase began
     decide_s: float = 1.5  # after the phrase: no stop word by then, it is a command
@@ -68,8 +135,9 @@ class CommandHold:
     """Per chunk: `take(piece)` returns what the upload path gets now (the piece itself, nothing
     while a barge-in is being decided, or everything held once it is a command). Pure."""
 
-    def __init__(self, settings: HoldSettings = HoldSettings()) -> None:
+    def __init__(self, settings: HoldSettings = HoldSettings(), check: StopAfterWake | None = None) -> None:
         self.settings = settings
+        self.check = check  # decides, at the hold's end, whether the user said "stop" after all
         self._recent: deque[Held] = deque()
         self._held: list[Held] | None = None  # a barge-in being decided
         self._decide_at = 0.0
@@ -92,6 +160,10 @@ class CommandHold:
             start = (hit.start_s if hit.start_s is not None else hit.end_s) - self.settings.preroll_s
             self._held = [h for h in self._recent if h.end_s > start]
             self._decide_at = hit.end_s + self.settings.decide_s
+            if self.check is not None:
+                self.check.start()
+                for held in self._held:
+                    self.check.feed(held.chunk)
         elif not hit.command and self._held is not None:
             self._held = None
             self.dropped += 1
@@ -102,9 +174,14 @@ class CommandHold:
         if self._held is None:
             return [piece]
         self._held.append(piece)
-        if piece.end_s < self._decide_at or muted:
+        if self.check is not None:
+            self.check.feed(piece.chunk)
+        if piece.end_s < self._decide_at or muted or (self.check is not None and not self.check.settled):
             return []
         held, self._held = self._held, None
+        if self.check is not None and self.check.said_stop:  # "hey jarvis, stop", the phrase missed
+            self.dropped += 1
+            return []
         self.released += 1
         return held
 

@@ -4,7 +4,7 @@ held until it is clearly no "stop", then goes up from just before the phrase."""
 from __future__ import annotations
 
 from decisions.upload_gate import KeywordHit
-from detectors.barge_in import BargeInDetector, CommandHold, Held, HoldSettings
+from detectors.barge_in import BargeInDetector, CommandHold, Held, HoldSettings, StopAfterWake
 from detectors.stop_word import StopHit
 
 CHUNK_S = 0.02
@@ -67,3 +67,34 @@ def test_hey_jarvis_stop_drops_what_was_held():
     assert not hold.holding and hold.dropped == 1 and hold.released == 0
     piece = chunks(2.4, 2.42)[0]
     assert hold.take(piece, muted=False) == [piece]
+
+
+def said(corpus, text: str) -> list[Held]:
+    """`text` said after a second of the narration's (cancelled) quiet, then 2 s of silence, as held pieces."""
+    from benchmarks.corpus import _silence
+
+    pcm = _silence(1.0) + corpus.speech(text, "en-us", 160) + _silence(2.0)
+    return [Held(i, pcm[i:i + 960], (i + 960) / 48000) for i in range(0, len(pcm) - 959, 960)]
+
+
+def test_a_stop_the_stop_phrase_missed_after_a_wake_cut_is_dropped_and_a_command_still_goes_up(corpus):
+    """The wake phrase cut the narration (a `command` hit) and the stop phrase's search missed the
+    "stop" that followed (it had no stop hit): the hold's own check, on what it kept, hears a stop
+    word with nothing after it and drops it all; a command (speech going on after any word spotted
+    as "stop") is released as before."""
+    check = StopAfterWake(("stop", "cancel"))
+    for text, stop in (("hey jarvis, stop", True), ("hey jarvis, what time is it", False),
+                       ("hey jarvis, stop the music and play the news instead", False), ("hey jarvis, cancel", True)):
+        hold = CommandHold(check=check)
+        pieces = said(corpus, text)
+        for piece in pieces[:95]:  # the narration, then the user starts: the wake model fires 1.9 s in
+            hold.remember(piece)
+        hold.hit(StopHit("hey jarvis", end_s=1.9, start_s=1.0, command=True))
+        for piece in pieces[95:]:
+            released = hold.take(piece, muted=False)
+            if not hold.holding:  # decided, 1.5 s after the phrase
+                break
+            assert released == []
+        assert (hold.dropped, hold.released, released == []) == ((1, 0, True) if stop else (0, 1, False)), text
+        if not stop:
+            assert released[0].offset == pieces[25].offset  # from 0.5 s before the phrase, as without the check
