@@ -103,6 +103,10 @@ class StopAfterWake:
         self._spotted = False
         self._voiced_after_s = self._since_spot_s = 0.0
 
+    def heard_stop(self) -> None:
+        """The stop phrase's own search heard a stop word just now (it counts as one spotted)."""
+        self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+
     def feed(self, chunk: bytes) -> None:
         if self._spotters is None:
             return
@@ -155,8 +159,10 @@ class CommandHold:
             self._recent.popleft()
 
     def hit(self, hit: StopHit) -> None:
-        """The detector's hit: a wake alone starts a hold; a stop phrase ends one (dropped)."""
-        if hit.command and self._held is None:
+        """The detector's hit: a wake alone starts a hold; a stop phrase ends one (dropped). With
+        a `check`, a stop phrase too starts a hold (or joins one) and the check decides at its
+        end: the stop phrase's search also fires on the "what" of "hey jarvis, what time is it"."""
+        if self._held is None and (hit.command or self.check is not None):
             start = (hit.start_s if hit.start_s is not None else hit.end_s) - self.settings.preroll_s
             self._held = [h for h in self._recent if h.end_s > start]
             self._decide_at = hit.end_s + self.settings.decide_s
@@ -164,6 +170,8 @@ class CommandHold:
                 self.check.start()
                 for held in self._held:
                     self.check.feed(held.chunk)
+        if not hit.command and self.check is not None:
+            self.check.heard_stop()
         elif not hit.command and self._held is not None:
             self._held = None
             self.dropped += 1

@@ -98,3 +98,26 @@ def test_a_stop_the_stop_phrase_missed_after_a_wake_cut_is_dropped_and_a_command
         assert (hold.dropped, hold.released, released == []) == ((1, 0, True) if stop else (0, 1, False)), text
         if not stop:
             assert released[0].offset == pieces[25].offset  # from 0.5 s before the phrase, as without the check
+
+
+def test_with_the_check_a_stop_phrase_heard_in_a_command_cuts_but_the_command_still_goes_up(corpus):
+    """The stop phrase's search fires on the "what" of "hey jarvis, what time is it" said over the
+    narration: the narration is cut (the coordinator's part), but what the user went on to say
+    makes it a command, held from before the phrase and released; "hey jarvis, stop" with its stop
+    phrase heard is dropped, as before."""
+    check = StopAfterWake(("stop", "cancel"))
+    for text, hit_at, stop in (("hey jarvis, what time is it", 2.1, False), ("hey jarvis, stop", 2.2, True)):
+        hold = CommandHold(check=check)
+        pieces = said(corpus, text)
+        n = round(hit_at / 0.02)
+        for piece in pieces[:n]:
+            hold.remember(piece)
+        hold.hit(StopHit("hey jarvis stop", end_s=hit_at, start_s=1.0, stop_word="stop"))
+        assert hold.holding
+        for piece in pieces[n:]:
+            released = hold.take(piece, muted=False)
+            if not hold.holding:
+                break
+            assert released == []
+        assert (hold.dropped, hold.released) == ((1, 0) if stop else (0, 1)), text
+        assert (released == []) == stop
