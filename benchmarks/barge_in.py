@@ -50,7 +50,7 @@ from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import EchoVetoListener
-from detectors.barge_in import BargeInDetector, CommandHold, Held, StopAfterWake
+from detectors.barge_in import BargeInDetector, BargeInListener, CommandHold, Held, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -180,13 +180,15 @@ class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
-                 after_wake: bool = True) -> None:
+                 after_wake: bool = True, wake_ungated: bool = False) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
             lenient = dataclasses.replace(stop_settings, wake_threshold=TWIN_WAKE_THRESHOLD, stop_threshold=TWIN_STOP_THRESHOLD)
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
             self.listener: StopListener = EchoVetoListener(self.detector, twin, veto)
+        elif wake_ungated and cancel:  # the wake model hears every cancelled chunk; a twin on what played vetoes
+            self.listener = BargeInListener(self.detector, build_wake_spotter(upload, PHRASE))
         else:
             self.listener = StopListener(self.detector)
         self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
@@ -234,7 +236,10 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         gated = raw if passed else bytes(len(raw))
         cancelled = path.canceller is not None
         heard_passed = path.canceller.passed if cancelled else passed  # the gate behind the canceller
-        hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
+        if isinstance(path.listener, BargeInListener):
+            hit = path.listener.hear(heard, heard_passed, narrating or path.hold.holding, played=ref or None)
+        else:
+            hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
         piece = Held(i * CHUNK * 2, heard if path.hold.holding else gated, path.listener.clock)
         if narrating and not path.hold.holding:
             path.hold.remember(Held(piece.offset, heard, piece.end_s))
@@ -310,6 +315,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--no-extras", action="store_true", help="skip the false-hit run, CPU and recall")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
+    parser.add_argument("--wake-ungated", action="store_true",
+                        help="add rows where the wake model hears every cancelled chunk and a twin on what was played vetoes the narration's own wakes")
     parser.add_argument("--before-after-wake", action="store_true",
                         help="add rows for the shipped path without the hold's stop check after a wake-cut (before session 10)")
     args = parser.parse_args(argv)
@@ -325,8 +332,12 @@ def main(argv: list[str] | None = None) -> int:
     # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
     # the hold's stop check after a wake-cut)
     variants: list[tuple[str, bool | str, str, int | None, bool]] = []
+    ungated: set[str] = set()
     variants += [] if args.no_shipped else [("canceller (speexdsp), shipped", True, "zero", None, True)]
     variants += [("canceller (speexdsp), no stop check after a wake-cut (before)", True, "zero", None, False)] if args.before_after_wake else []
+    if args.wake_ungated:
+        ungated.add("canceller (speexdsp), wake model ungated + its twin on what played")
+        variants += [("canceller (speexdsp), wake model ungated + its twin on what played", True, "zero", None, True)]
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
     variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
     variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None, True)] if args.aec3 and aec3_available() else []
@@ -338,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -346,7 +357,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -377,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
             direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
-            path = Path(stop_settings, cancel, delay, veto, after_wake)
+            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t
@@ -387,7 +398,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu[name] = spent / max(seconds, 1) * 1000
     print(f"\nfalse stops and wakes on {false_minutes:g} min of the narration's echo alone at 0 dB "
           f"(scaled to an hour): " + ", ".join(f"{n}: {h} ({h * 60 / false_minutes:.0f}/h)" for n, h in false_hits.items()))
-    print("hits on the echo alone that the gate's count vetoed: " + ", ".join(f"{n}: {v}" for n, v in vetoed.items()))
+    print("hits on the echo alone that the gate's count or a twin vetoed: " + ", ".join(f"{n}: {v}" for n, v in vetoed.items()))
     print("CPU per second of audio, the whole detector path (canceller, stop phrase, wake model, gate, hold): "
           + ", ".join(f"{n}: {c:.1f} ms" for n, c in cpu.items()))
     if args.no_extras:

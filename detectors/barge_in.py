@@ -21,11 +21,13 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
+from audio_io import BYTES_PER_SECOND
 from audio_io.format import audioop
 from detectors.audio import SAMPLE_WIDTH, Resampler
+from decisions.upload_gate import KeywordHit
 from detectors.pipeline import WakeSpotter
 from detectors.stop_phrase import StopPhraseDetector, _Spotter
-from detectors.stop_word import StopDetector, StopHit
+from detectors.stop_word import StopDetector, StopHit, StopListener
 
 
 class BargeInDetector:
@@ -38,7 +40,10 @@ class BargeInDetector:
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
         hit = self.stop.feed(chunk, at)
-        woke = self.wake.feed(chunk, at)
+        return self.combine(hit, self.wake.feed(chunk, at), at)
+
+    def combine(self, hit: StopHit | None, woke: KeywordHit | None, at: float) -> StopHit | None:
+        """The stop phrase's hit first; else the wake model's, as a `command` hit."""
         if hit is not None:
             return hit
         if woke is not None:
@@ -50,6 +55,61 @@ class BargeInDetector:
     def reset(self) -> None:
         self.stop.reset()
         self.wake.reset()
+
+
+class BargeInListener(StopListener):
+    """The stop listener for a `BargeInDetector` whose wake model hears every chunk the canceller
+    returns while the narrator talks (the stop phrase's pocketsphinx searches still hear only
+    what the gate behind the canceller let through: `EchoGatedStopFeed`), with a twin wake model
+    fed what the speaker played as each chunk was captured (`hear(..., played=)`: the canceller's
+    reference): a wake the narration itself said within `window_s` before vetoes the
+    microphone's. Sync; one call per chunk."""
+
+    def __init__(self, detector: BargeInDetector, twin: WakeSpotter, window_s: float = 1.5) -> None:
+        super().__init__(detector)
+        self.barge_in = detector
+        self.twin = twin
+        self.window_s = window_s
+        self._echoed: deque[float] = deque()  # when the narration said the wake phrase, lately
+        self._twin_fed = False
+        self.vetoed = 0  # the microphone's wakes the narration had said
+
+    def hear(self, raw: bytes, passed: bool, narrating: bool, played: bytes | None = None) -> StopHit | None:
+        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
+        now = self._mic_audio_s
+        if not narrating:
+            self._feed.reset()
+            self._reset_detector()
+            if self._twin_fed:
+                self.twin.reset()
+                self._twin_fed = False
+            self._echoed.clear()
+            return None
+        if played:
+            self._twin_fed = True
+            if self.twin.feed(played, now) is not None:
+                self._echoed.append(now)
+        while self._echoed and now - self._echoed[0] > self.window_s:
+            self._echoed.popleft()
+        heard = self._feed(raw, passed, now)
+        hit = None
+        if heard is None:
+            if self._fed:
+                self.barge_in.stop.reset()
+                self._fed = False
+        else:
+            self._fed = True
+            hit = self.barge_in.stop.feed(heard, now)
+        woke = self.barge_in.wake.feed(raw, now)
+        if woke is not None and self._echoed:
+            self.vetoed += 1
+            woke = None
+        return self.barge_in.combine(hit, woke, now)
+
+    def _reset_detector(self) -> None:
+        if self._fed:
+            self.barge_in.reset()
+            self._fed = False
 
 
 @dataclass(frozen=True)
