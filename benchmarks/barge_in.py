@@ -188,7 +188,7 @@ class Path:
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
             self.listener: StopListener = EchoVetoListener(self.detector, twin, veto)
         elif wake_ungated and cancel:  # the wake model hears every cancelled chunk; a twin on what played vetoes
-            self.listener = BargeInListener(self.detector, build_wake_spotter(upload, PHRASE))
+            self.listener = BargeInListener(self.detector, build_wake_spotter(upload, PHRASE), lambda: self.canceller.far if self.canceller else b"")
         else:
             self.listener = StopListener(self.detector)
         self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
@@ -236,10 +236,7 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         gated = raw if passed else bytes(len(raw))
         cancelled = path.canceller is not None
         heard_passed = path.canceller.passed if cancelled else passed  # the gate behind the canceller
-        if isinstance(path.listener, BargeInListener):
-            hit = path.listener.hear(heard, heard_passed, narrating or path.hold.holding, played=ref or None)
-        else:
-            hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
+        hit = path.listener.hear(heard if cancelled else raw, heard_passed, narrating or path.hold.holding)
         piece = Held(i * CHUNK * 2, heard if path.hold.holding else gated, path.listener.clock)
         if narrating and not path.hold.holding:
             path.hold.remember(Held(piece.offset, heard, piece.end_s))

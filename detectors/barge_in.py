@@ -19,9 +19,11 @@ any woken command is. Two pure parts, fed the echo-cancelled microphone (`audio_
 from __future__ import annotations
 
 from collections import deque
+from typing import Callable
 from dataclasses import dataclass
 
 from audio_io import BYTES_PER_SECOND
+from audio_io.echo_cancel import EchoCanceller
 from audio_io.format import audioop
 from detectors.audio import SAMPLE_WIDTH, Resampler
 from decisions.upload_gate import KeywordHit
@@ -33,10 +35,11 @@ from detectors.stop_word import StopDetector, StopHit, StopListener
 class BargeInDetector:
     """The stop phrase, and the wake phrase alone (a command follows): one `StopDetector`."""
 
-    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str) -> None:
+    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str, twin: WakeSpotter | None = None) -> None:
         self.stop = stop
         self.wake = wake
         self.wake_phrase = wake_phrase
+        self.twin = twin  # another model for the phrase, for what the speaker plays (`BargeInListener`)
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
         hit = self.stop.feed(chunk, at)
@@ -61,20 +64,22 @@ class BargeInListener(StopListener):
     """The stop listener for a `BargeInDetector` whose wake model hears every chunk the canceller
     returns while the narrator talks (the stop phrase's pocketsphinx searches still hear only
     what the gate behind the canceller let through: `EchoGatedStopFeed`), with a twin wake model
-    fed what the speaker played as each chunk was captured (`hear(..., played=)`: the canceller's
-    reference): a wake the narration itself said within `window_s` before vetoes the
-    microphone's. Sync; one call per chunk."""
+    fed what the speaker played as each chunk was captured (`played()`, asked once per chunk: the
+    canceller's reference for it, `EchoCanceller.far`): a wake the narration itself said within
+    `window_s` before vetoes the microphone's. Sync; one call per chunk."""
 
-    def __init__(self, detector: BargeInDetector, twin: WakeSpotter, window_s: float = 1.5) -> None:
+    def __init__(self, detector: BargeInDetector, twin: WakeSpotter, played: Callable[[], bytes],
+                 window_s: float = 1.5) -> None:
         super().__init__(detector)
         self.barge_in = detector
         self.twin = twin
+        self.played = played
         self.window_s = window_s
         self._echoed: deque[float] = deque()  # when the narration said the wake phrase, lately
         self._twin_fed = False
         self.vetoed = 0  # the microphone's wakes the narration had said
 
-    def hear(self, raw: bytes, passed: bool, narrating: bool, played: bytes | None = None) -> StopHit | None:
+    def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         self._mic_audio_s += len(raw) / BYTES_PER_SECOND
         now = self._mic_audio_s
         if not narrating:
@@ -85,6 +90,7 @@ class BargeInListener(StopListener):
                 self._twin_fed = False
             self._echoed.clear()
             return None
+        played = self.played()
         if played:
             self._twin_fed = True
             if self.twin.feed(played, now) is not None:
@@ -110,6 +116,15 @@ class BargeInListener(StopListener):
         if self._fed:
             self.barge_in.reset()
             self._fed = False
+
+
+def listener_for(detector: StopDetector, canceller: EchoCanceller | None) -> StopListener:
+    """The mic reader's stop listener: with an echo canceller in front and a barge-in detector
+    that has a twin, a `BargeInListener` (the wake model hears every cancelled chunk, the twin
+    what the canceller was given as played); else the gated `StopListener`."""
+    if canceller is not None and isinstance(detector, BargeInDetector) and detector.twin is not None:
+        return BargeInListener(detector, detector.twin, lambda: canceller.far)
+    return StopListener(detector)
 
 
 @dataclass(frozen=True)

@@ -132,8 +132,8 @@ def test_the_barge_in_listener_lets_the_wake_model_hear_what_the_gate_held_back_
     stop = Scripted({})
     wake = Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0), 3.0: KeywordHit("hey jarvis", 2.4, 3.0)})
     twin = Scripted({0.1: KeywordHit("hey jarvis", 0.0, 0.1)})
-    listener = BargeInListener(BargeInDetector(stop, wake, "hey jarvis"), twin, window_s=1.5)
-    hits = [listener.hear(bytes(960), passed=False, narrating=True, played=bytes(960)) for _ in range(200)]
+    listener = BargeInListener(BargeInDetector(stop, wake, "hey jarvis"), twin, lambda: bytes(960), window_s=1.5)
+    hits = [listener.hear(bytes(960), passed=False, narrating=True) for _ in range(200)]
     found = [(round(listener_at, 2), h) for listener_at, h in zip([(i + 1) * 0.02 for i in range(200)], hits) if h is not None]
     assert [(at, h.command, h.start_s) for at, h in found] == [(3.0, True, 2.4)]  # the one at 1.0 s was the narration's
     assert listener.vetoed == 1
