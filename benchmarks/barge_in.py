@@ -188,7 +188,8 @@ class Path:
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
             self.listener: StopListener = EchoVetoListener(self.detector, twin, veto)
         elif wake_ungated and cancel:  # the wake model hears every cancelled chunk; a twin on what played vetoes
-            self.listener = BargeInListener(self.detector, build_wake_spotter(upload, PHRASE), lambda: self.canceller.far if self.canceller else b"")
+            played = build_wake_spotter(upload, PHRASE)
+            self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
         else:
             self.listener = StopListener(self.detector)
         self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
@@ -312,10 +313,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--no-extras", action="store_true", help="skip the false-hit run, CPU and recall")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
-    parser.add_argument("--wake-ungated", action="store_true",
-                        help="add rows where the wake model hears every cancelled chunk and a twin on what was played vetoes the narration's own wakes")
-    parser.add_argument("--before-after-wake", action="store_true",
-                        help="add rows for the shipped path without the hold's stop check after a wake-cut (before session 10)")
+    parser.add_argument("--before", action="store_true",
+                        help="add rows for session 9's shipped path (the wake model behind the gate too, no stop check after a wake-cut)")
+    parser.add_argument("--wake-gated", action="store_true",
+                        help="add rows for the shipped stop check with the wake model behind the gate (no twin)")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -329,12 +330,11 @@ def main(argv: list[str] | None = None) -> int:
     # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
     # the hold's stop check after a wake-cut)
     variants: list[tuple[str, bool | str, str, int | None, bool]] = []
-    ungated: set[str] = set()
-    variants += [] if args.no_shipped else [("canceller (speexdsp), shipped", True, "zero", None, True)]
-    variants += [("canceller (speexdsp), no stop check after a wake-cut (before)", True, "zero", None, False)] if args.before_after_wake else []
-    if args.wake_ungated:
-        ungated.add("canceller (speexdsp), wake model ungated + its twin on what played")
-        variants += [("canceller (speexdsp), wake model ungated + its twin on what played", True, "zero", None, True)]
+    shipped = "canceller (speexdsp), shipped: wake model on every cancelled chunk + twin veto, stop check after a cut"
+    ungated: set[str] = {shipped}  # the wake model hears every cancelled chunk, a twin on what played vetoes
+    variants += [] if args.no_shipped else [(shipped, True, "zero", None, True)]
+    variants += [("canceller (speexdsp), wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
     variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
     variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None, True)] if args.aec3 and aec3_available() else []
