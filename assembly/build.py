@@ -194,9 +194,7 @@ def build_stop_detector(settings: Settings) -> StopDetector:
         stop = StopPhraseDetector(StopPhraseSettings(wake_phrase=phrase, stop_words=listener.stop_words))
         if model is None or not settings.stop.barge_in:
             return stop
-        # Its twin hears what the speaker plays: the narration's own wake phrase is no barge-in.
-        return BargeInDetector(stop, build_wake_spotter(settings.upload, listener.wake_phrase), phrase,
-                               twin=build_wake_spotter(settings.upload, listener.wake_phrase))
+        return BargeInDetector(stop, build_wake_spotter(settings.upload, listener.wake_phrase), phrase)
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; choose STOP_WORDS (and a WAKE_PHRASE) the on-device spotter knows, or set STOP_WHILE_TALKING=false."
