@@ -2,7 +2,7 @@
 
 "Hey jarvis, stop" cuts the narration (the stop phrase, `detectors.stop_phrase`). "Hey jarvis,
 what time is it" said over a narration must cut it too, and the command must then be routed as
-any woken command is. Two pure parts, fed the echo-cancelled microphone (`audio_io.echo_cancel`):
+any woken command is. Pure parts, fed the echo-cancelled microphone (`audio_io.echo_cancel`):
 
 - `BargeInDetector` is a `StopDetector`: the stop phrase detector and the wake model side by side.
   The stop phrase gives its hit; the wake phrase alone gives a hit with `command=True`, at once
@@ -19,8 +19,8 @@ any woken command is. Two pure parts, fed the echo-cancelled microphone (`audio_
 from __future__ import annotations
 
 from collections import deque
-from typing import Callable
 from dataclasses import dataclass
+from typing import Callable
 
 from audio_io import BYTES_PER_SECOND
 from audio_io.echo_cancel import EchoCanceller
@@ -76,7 +76,7 @@ class BargeInListener(StopListener):
         self.played = played
         self.window_s = window_s
         self._echoed: deque[float] = deque()  # when the narration said the wake phrase, lately
-        self._twin_fed = False
+        self._twin_fed = False  # the wake model and its twin heard something since their last reset
         self.vetoed = 0  # the microphone's wakes the narration had said
 
     def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
@@ -85,14 +85,15 @@ class BargeInListener(StopListener):
         if not narrating:
             self._feed.reset()
             self._reset_detector()
-            if self._twin_fed:
+            if self._twin_fed:  # the wake model and its twin heard this narration: the next starts afresh
                 self.twin.reset()
+                self.barge_in.wake.reset()
                 self._twin_fed = False
             self._echoed.clear()
             return None
         played = self.played()
+        self._twin_fed = True
         if played:
-            self._twin_fed = True
             if self.twin.feed(played, now) is not None:
                 self._echoed.append(now)
         while self._echoed and now - self._echoed[0] > self.window_s:
