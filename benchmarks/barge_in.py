@@ -32,6 +32,11 @@ path's, as PortAudio's latencies would; or the path's own, following the change)
 twin detector on what was played vetoes the narrator's own words (N: gate passes a hit needs);
 `--levels=0,-6`, `--no-shipped`, `--no-extras` (no CPU or recall) narrow a run.
 
+Session 10 (docs/PERFORMANCE.md, "Barge-in: the stop check after a cut, the ungated wake
+model"): the default row is the ungated wake model with its twin (`BargeInListener`, measured,
+not switched on); `--wake-gated` adds the shipped path (the wake model behind the gate, the hold's
+stop check `StopAfterWake`), `--before` session 9's (no stop check).
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
