@@ -87,6 +87,7 @@ class EchoCanceller:
         # filter left (the residual) and says whether a cancelled chunk holds more than that.
         self.residual = EchoSuppressor(dataclasses.replace(settings, margin_db=settings.cancel_margin_db))
         self.passed = True  # the last chunk `process` returned beat the residual (or nothing played)
+        self.far = b""  # what the filter was given as played for that chunk (b"": it did not run)
 
     def played(self, pcm: bytes, at: float) -> None:
         """`pcm` was written to the speaker at `at` (the clock `process` is stamped on)."""
@@ -121,11 +122,12 @@ class EchoCanceller:
         """The microphone chunk captured at `at`, with the echo of what was played cancelled."""
         if not self.active(at):
             self._trim(at)
-            self.passed = True
+            self.passed, self.far = True, b""
             return chunk
         delay = self._delay()
         self.stream_delay_ms = round(delay * 1000)
         far = self._reference(at - delay, len(chunk))  # what was written as this was captured, less the devices' latency
+        self.far = far
         self.frames += 1
         self._trim(at - delay)
         cancelled = self._cancel(chunk, far)

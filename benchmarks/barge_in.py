@@ -32,6 +32,11 @@ path's, as PortAudio's latencies would; or the path's own, following the change)
 twin detector on what was played vetoes the narrator's own words (N: gate passes a hit needs);
 `--levels=0,-6`, `--no-shipped`, `--no-extras` (no CPU or recall) narrow a run.
 
+Session 10 (docs/PERFORMANCE.md, "Barge-in: the stop check after a cut, the ungated wake
+model"): the default row is the ungated wake model with its twin (`BargeInListener`, measured,
+not switched on); `--wake-gated` adds the shipped path (the wake model behind the gate, the hold's
+stop check `StopAfterWake`), `--before` session 9's (no stop check).
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -50,7 +55,7 @@ from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import EchoVetoListener
-from detectors.barge_in import BargeInDetector, CommandHold, Held
+from detectors.barge_in import BargeInDetector, BargeInListener, CommandHold, Held, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -179,16 +184,20 @@ def aec3_available() -> bool:
 class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
-    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None) -> None:
+    def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
+                 after_wake: bool = True, wake_ungated: bool = False) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
             lenient = dataclasses.replace(stop_settings, wake_threshold=TWIN_WAKE_THRESHOLD, stop_threshold=TWIN_STOP_THRESHOLD)
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
             self.listener: StopListener = EchoVetoListener(self.detector, twin, veto)
+        elif wake_ungated and cancel:  # the wake model hears every cancelled chunk; a twin on what played vetoes
+            played = build_wake_spotter(upload, PHRASE)
+            self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
         else:
             self.listener = StopListener(self.detector)
-        self.hold = CommandHold()
+        self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
         self.gate = EchoSuppressor(EchoSettings())
         self.delay = delay  # what the canceller is told of the devices' latency: see DELAYS
         self.delay_now = 0.0
@@ -309,6 +318,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--no-extras", action="store_true", help="skip the false-hit run, CPU and recall")
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
+    parser.add_argument("--before", action="store_true",
+                        help="add rows for session 9's shipped path (the wake model behind the gate too, no stop check after a wake-cut)")
+    parser.add_argument("--wake-gated", action="store_true",
+                        help="add rows for the shipped stop check with the wake model behind the gate (no twin)")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -319,13 +332,18 @@ def main(argv: list[str] | None = None) -> int:
     stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
 
     rows = []
-    # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed)
-    variants: list[tuple[str, bool | str, str, int | None]] = []
-    variants += [] if args.no_shipped else [("canceller (speexdsp), shipped", True, "zero", None)]
-    variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto)] if args.veto is not None else []
-    variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None)]
-    variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None)] if args.aec3 and aec3_available() else []
-    for name, cancel, delay, veto in variants:
+    # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
+    # the hold's stop check after a wake-cut)
+    variants: list[tuple[str, bool | str, str, int | None, bool]] = []
+    shipped = "canceller (speexdsp), shipped: wake model on every cancelled chunk + twin veto, stop check after a cut"
+    ungated: set[str] = {shipped}  # the wake model hears every cancelled chunk, a twin on what played vetoes
+    variants += [] if args.no_shipped else [(shipped, True, "zero", None, True)]
+    variants += [("canceller (speexdsp), wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
+    variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
+    variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
+    variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None, True)] if args.aec3 and aec3_available() else []
+    for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
         for level in [float(x) for x in args.levels.split(",") if x]:
             stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level))
@@ -333,7 +351,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -341,7 +359,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -361,7 +379,7 @@ def main(argv: list[str] | None = None) -> int:
     false_hits = {}
     vetoed: dict[str, int] = {}
     cpu = {}
-    for name, cancel, delay, veto in variants:
+    for name, cancel, delay, veto, after_wake in variants:
         rng = np.random.default_rng(7)  # the same hour for each
         hits = 0
         spent = 0.0
@@ -372,7 +390,7 @@ def main(argv: list[str] | None = None) -> int:
             direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
-            path = Path(stop_settings, cancel, delay, veto)
+            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t
@@ -382,7 +400,7 @@ def main(argv: list[str] | None = None) -> int:
         cpu[name] = spent / max(seconds, 1) * 1000
     print(f"\nfalse stops and wakes on {false_minutes:g} min of the narration's echo alone at 0 dB "
           f"(scaled to an hour): " + ", ".join(f"{n}: {h} ({h * 60 / false_minutes:.0f}/h)" for n, h in false_hits.items()))
-    print("hits on the echo alone that the gate's count vetoed: " + ", ".join(f"{n}: {v}" for n, v in vetoed.items()))
+    print("hits on the echo alone that the gate's count or a twin vetoed: " + ", ".join(f"{n}: {v}" for n, v in vetoed.items()))
     print("CPU per second of audio, the whole detector path (canceller, stop phrase, wake model, gate, hold): "
           + ", ".join(f"{n}: {c:.1f} ms" for n, c in cpu.items()))
     if args.no_extras:

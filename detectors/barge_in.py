@@ -2,7 +2,7 @@
 
 "Hey jarvis, stop" cuts the narration (the stop phrase, `detectors.stop_phrase`). "Hey jarvis,
 what time is it" said over a narration must cut it too, and the command must then be routed as
-any woken command is. Two pure parts, fed the echo-cancelled microphone (`audio_io.echo_cancel`):
+any woken command is. Pure parts, fed the echo-cancelled microphone (`audio_io.echo_cancel`):
 
 - `BargeInDetector` is a `StopDetector`: the stop phrase detector and the wake model side by side.
   The stop phrase gives its hit; the wake phrase alone gives a hit with `command=True`, at once
@@ -20,23 +20,33 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable
 
+from audio_io import BYTES_PER_SECOND
+from audio_io.echo_cancel import EchoCanceller
+from audio_io.format import audioop
+from detectors.audio import SAMPLE_WIDTH, Resampler
+from decisions.upload_gate import KeywordHit
 from detectors.pipeline import WakeSpotter
-from detectors.stop_phrase import StopPhraseDetector
-from detectors.stop_word import StopDetector, StopHit
+from detectors.stop_phrase import StopPhraseDetector, _Spotter
+from detectors.stop_word import StopDetector, StopHit, StopListener
 
 
 class BargeInDetector:
     """The stop phrase, and the wake phrase alone (a command follows): one `StopDetector`."""
 
-    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str) -> None:
+    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str, twin: WakeSpotter | None = None) -> None:
         self.stop = stop
         self.wake = wake
         self.wake_phrase = wake_phrase
+        self.twin = twin  # another model for the phrase, for what the speaker plays (`BargeInListener`)
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
         hit = self.stop.feed(chunk, at)
-        woke = self.wake.feed(chunk, at)
+        return self.combine(hit, self.wake.feed(chunk, at), at)
+
+    def combine(self, hit: StopHit | None, woke: KeywordHit | None, at: float) -> StopHit | None:
+        """The stop phrase's hit first; else the wake model's, as a `command` hit."""
         if hit is not None:
             return hit
         if woke is not None:
@@ -48,6 +58,143 @@ class BargeInDetector:
     def reset(self) -> None:
         self.stop.reset()
         self.wake.reset()
+
+
+class BargeInListener(StopListener):
+    """The stop listener for a `BargeInDetector` whose wake model hears every chunk the canceller
+    returns while the narrator talks (the stop phrase's pocketsphinx searches still hear only
+    what the gate behind the canceller let through: `EchoGatedStopFeed`), with a twin wake model
+    fed what the speaker played as each chunk was captured (`played()`, asked once per chunk: the
+    canceller's reference for it, `EchoCanceller.far`): a wake the narration itself said within
+    `window_s` before vetoes the microphone's. Sync; one call per chunk."""
+
+    def __init__(self, detector: BargeInDetector, twin: WakeSpotter, played: Callable[[], bytes],
+                 window_s: float = 1.5) -> None:
+        super().__init__(detector)
+        self.barge_in = detector
+        self.twin = twin
+        self.played = played
+        self.window_s = window_s
+        self._echoed: deque[float] = deque()  # when the narration said the wake phrase, lately
+        self._twin_fed = False  # the wake model and its twin heard something since their last reset
+        self.vetoed = 0  # the microphone's wakes the narration had said
+
+    def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
+        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
+        now = self._mic_audio_s
+        if not narrating:
+            self._feed.reset()
+            self._reset_detector()
+            if self._twin_fed:  # the wake model and its twin heard this narration: the next starts afresh
+                self.twin.reset()
+                self.barge_in.wake.reset()
+                self._twin_fed = False
+            self._echoed.clear()
+            return None
+        played = self.played()
+        self._twin_fed = True
+        if played:
+            if self.twin.feed(played, now) is not None:
+                self._echoed.append(now)
+        while self._echoed and now - self._echoed[0] > self.window_s:
+            self._echoed.popleft()
+        heard = self._feed(raw, passed, now)
+        hit = None
+        if heard is None:
+            if self._fed:
+                self.barge_in.stop.reset()
+                self._fed = False
+        else:
+            self._fed = True
+            hit = self.barge_in.stop.feed(heard, now)
+        woke = self.barge_in.wake.feed(raw, now)
+        if woke is not None and self._echoed:
+            self.vetoed += 1
+            woke = None
+        return self.barge_in.combine(hit, woke, now)
+
+    def _reset_detector(self) -> None:
+        if self._fed:
+            self.barge_in.reset()
+            self._fed = False
+
+
+def listener_for(detector: StopDetector, canceller: EchoCanceller | None) -> StopListener:
+    """The mic reader's stop listener: with an echo canceller in front and a barge-in detector
+    that has a twin, a `BargeInListener` (the wake model hears every cancelled chunk, the twin
+    what the canceller was given as played); else the gated `StopListener`."""
+    if canceller is not None and isinstance(detector, BargeInDetector) and detector.twin is not None:
+        return BargeInListener(detector, detector.twin, lambda: canceller.far)
+    return StopListener(detector)
+
+
+@dataclass(frozen=True)
+class AfterWakeSettings:
+    threshold: float = 1e-30  # the stop words' keyphrase threshold (the stop phrase's: 1e-20)
+    voice_rms: int = 300  # a chunk this loud is speech (about -40 dBFS; the narration is silent by now)
+    after_s: float = 0.25  # speech after the stop word: more than this, and it was a command
+    settle_s: float = 0.4  # a stop word spotted this recently may yet be followed by more: wait
+
+
+class StopAfterWake:
+    """Was what followed the wake phrase a stop word alone? Feed it what the hold keeps
+    (`start`, then `feed` per chunk); `said_stop` says. Its pocketsphinx searches (about 0.3 s
+    of CPU each to build) are built at the first `start`, then reused. Sync, no I/O after that."""
+
+    def __init__(self, stop_words: tuple[str, ...], settings: AfterWakeSettings = AfterWakeSettings(),
+                 input_rate: int = 24000, delay_frames: int = 2) -> None:
+        self.stop_words = stop_words
+        self.settings = settings
+        self._delay_frames = delay_frames
+        self._spotters: list[_Spotter] | None = None
+        self._resample = Resampler(input_rate)
+        self._chunk_rate = input_rate * SAMPLE_WIDTH
+        self._spotted = False
+        self._voiced_after_s = 0.0  # speech since the last stop word spotted
+        self._since_spot_s = 0.0  # audio since then
+
+    @classmethod
+    def for_detector(cls, detector: object) -> "StopAfterWake | None":
+        """The check for a barge-in detector's stop words (None for any other detector: no barge-in)."""
+        stop = getattr(detector, "stop", None) if isinstance(detector, BargeInDetector) else None
+        if not isinstance(stop, StopPhraseDetector):
+            return None
+        return cls(stop.stop_words, input_rate=stop.settings.input_rate, delay_frames=stop.settings.kws_delay_frames)
+
+    @property
+    def said_stop(self) -> bool:
+        return self._spotted and self._voiced_after_s <= self.settings.after_s
+
+    @property
+    def settled(self) -> bool:
+        """Nothing spotted, or long enough ago to know whether more followed."""
+        return not self._spotted or self._since_spot_s >= self.settings.settle_s
+
+    def start(self) -> None:
+        if self._spotters is None:
+            self._spotters = [_Spotter(word, self.settings.threshold, self._delay_frames) for word in self.stop_words]
+        for spotter in self._spotters:
+            spotter.reset()
+        self._resample.reset()
+        self._spotted = False
+        self._voiced_after_s = self._since_spot_s = 0.0
+
+    def heard_stop(self) -> None:
+        """The stop phrase's own search heard a stop word just now (it counts as one spotted)."""
+        self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+
+    def feed(self, chunk: bytes) -> None:
+        if self._spotters is None:
+            return
+        pcm16k = self._resample(chunk)
+        spotted = [spotter.feed(pcm16k) is not None for spotter in self._spotters]
+        if any(spotted):
+            self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+        elif self._spotted:
+            seconds = len(chunk) / self._chunk_rate
+            self._since_spot_s += seconds
+            if audioop.rms(chunk, SAMPLE_WIDTH) >= self.settings.voice_rms:
+                self._voiced_after_s += seconds
 
 
 @dataclass(frozen=True)
@@ -68,8 +215,9 @@ class CommandHold:
     """Per chunk: `take(piece)` returns what the upload path gets now (the piece itself, nothing
     while a barge-in is being decided, or everything held once it is a command). Pure."""
 
-    def __init__(self, settings: HoldSettings = HoldSettings()) -> None:
+    def __init__(self, settings: HoldSettings = HoldSettings(), check: StopAfterWake | None = None) -> None:
         self.settings = settings
+        self.check = check  # decides, at the hold's end, whether the user said "stop" after all
         self._recent: deque[Held] = deque()
         self._held: list[Held] | None = None  # a barge-in being decided
         self._decide_at = 0.0
@@ -87,11 +235,19 @@ class CommandHold:
             self._recent.popleft()
 
     def hit(self, hit: StopHit) -> None:
-        """The detector's hit: a wake alone starts a hold; a stop phrase ends one (dropped)."""
-        if hit.command and self._held is None:
+        """The detector's hit: a wake alone starts a hold; a stop phrase ends one (dropped). With
+        a `check`, a stop phrase too starts a hold (or joins one) and the check decides at its
+        end: the stop phrase's search also fires on the "what" of "hey jarvis, what time is it"."""
+        if self._held is None and (hit.command or self.check is not None):
             start = (hit.start_s if hit.start_s is not None else hit.end_s) - self.settings.preroll_s
             self._held = [h for h in self._recent if h.end_s > start]
             self._decide_at = hit.end_s + self.settings.decide_s
+            if self.check is not None:
+                self.check.start()
+                for held in self._held:
+                    self.check.feed(held.chunk)
+        if not hit.command and self.check is not None:
+            self.check.heard_stop()
         elif not hit.command and self._held is not None:
             self._held = None
             self.dropped += 1
@@ -102,9 +258,14 @@ class CommandHold:
         if self._held is None:
             return [piece]
         self._held.append(piece)
-        if piece.end_s < self._decide_at or muted:
+        if self.check is not None:
+            self.check.feed(piece.chunk)
+        if piece.end_s < self._decide_at or muted or (self.check is not None and not self.check.settled):
             return []
         held, self._held = self._held, None
+        if self.check is not None and self.check.said_stop:  # "hey jarvis, stop", the phrase missed
+            self.dropped += 1
+            return []
         self.released += 1
         return held
 

@@ -4,7 +4,8 @@ held until it is clearly no "stop", then goes up from just before the phrase."""
 from __future__ import annotations
 
 from decisions.upload_gate import KeywordHit
-from detectors.barge_in import BargeInDetector, CommandHold, Held, HoldSettings
+from detectors.barge_in import BargeInDetector, BargeInListener, CommandHold, Held, HoldSettings, StopAfterWake
+from detectors.stop_word import StopListener
 from detectors.stop_word import StopHit
 
 CHUNK_S = 0.02
@@ -67,3 +68,74 @@ def test_hey_jarvis_stop_drops_what_was_held():
     assert not hold.holding and hold.dropped == 1 and hold.released == 0
     piece = chunks(2.4, 2.42)[0]
     assert hold.take(piece, muted=False) == [piece]
+
+
+def said(corpus, text: str) -> list[Held]:
+    """`text` said after a second of the narration's (cancelled) quiet, then 2 s of silence, as held pieces."""
+    from benchmarks.corpus import _silence
+
+    pcm = _silence(1.0) + corpus.speech(text, "en-us", 160) + _silence(2.0)
+    return [Held(i, pcm[i:i + 960], (i + 960) / 48000) for i in range(0, len(pcm) - 959, 960)]
+
+
+def test_a_stop_the_stop_phrase_missed_after_a_wake_cut_is_dropped_and_a_command_still_goes_up(corpus):
+    """The wake phrase cut the narration (a `command` hit) and the stop phrase's search missed the
+    "stop" that followed (it had no stop hit): the hold's own check, on what it kept, hears a stop
+    word with nothing after it and drops it all; a command (speech going on after any word spotted
+    as "stop") is released as before."""
+    check = StopAfterWake(("stop", "cancel"))
+    for text, stop in (("hey jarvis, stop", True), ("hey jarvis, what time is it", False),
+                       ("hey jarvis, stop the music and play the news instead", False), ("hey jarvis, cancel", True)):
+        hold = CommandHold(check=check)
+        pieces = said(corpus, text)
+        for piece in pieces[:95]:  # the narration, then the user starts: the wake model fires 1.9 s in
+            hold.remember(piece)
+        hold.hit(StopHit("hey jarvis", end_s=1.9, start_s=1.0, command=True))
+        for piece in pieces[95:]:
+            released = hold.take(piece, muted=False)
+            if not hold.holding:  # decided, 1.5 s after the phrase
+                break
+            assert released == []
+        assert (hold.dropped, hold.released, released == []) == ((1, 0, True) if stop else (0, 1, False)), text
+        if not stop:
+            assert released[0].offset == pieces[25].offset  # from 0.5 s before the phrase, as without the check
+
+
+def test_with_the_check_a_stop_phrase_heard_in_a_command_cuts_but_the_command_still_goes_up(corpus):
+    """The stop phrase's search fires on the "what" of "hey jarvis, what time is it" said over the
+    narration: the narration is cut (the coordinator's part), but what the user went on to say
+    makes it a command, held from before the phrase and released; "hey jarvis, stop" with its stop
+    phrase heard is dropped, as before."""
+    check = StopAfterWake(("stop", "cancel"))
+    for text, hit_at, stop in (("hey jarvis, what time is it", 2.1, False), ("hey jarvis, stop", 2.2, True)):
+        hold = CommandHold(check=check)
+        pieces = said(corpus, text)
+        n = round(hit_at / 0.02)
+        for piece in pieces[:n]:
+            hold.remember(piece)
+        hold.hit(StopHit("hey jarvis stop", end_s=hit_at, start_s=1.0, stop_word="stop"))
+        assert hold.holding
+        for piece in pieces[n:]:
+            released = hold.take(piece, muted=False)
+            if not hold.holding:
+                break
+            assert released == []
+        assert (hold.dropped, hold.released) == ((1, 0) if stop else (0, 1)), text
+        assert (released == []) == stop
+
+
+def test_the_barge_in_listener_lets_the_wake_model_hear_what_the_gate_held_back_and_vetoes_the_narrations_own():
+    """Every cancelled chunk reaches the wake model (the gate behind the canceller passed none of
+    them here: the old listener fed it nothing), and a wake the narration itself said (its twin,
+    fed what was played, heard it 1 s before) is vetoed; the stop phrase's search hears nothing
+    the gate held back."""
+    stop = Scripted({})
+    wake = Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0), 3.0: KeywordHit("hey jarvis", 2.4, 3.0)})
+    twin = Scripted({0.1: KeywordHit("hey jarvis", 0.0, 0.1)})
+    listener = BargeInListener(BargeInDetector(stop, wake, "hey jarvis"), twin, lambda: bytes(960), window_s=1.5)
+    hits = [listener.hear(bytes(960), passed=False, narrating=True) for _ in range(200)]
+    found = [(round(listener_at, 2), h) for listener_at, h in zip([(i + 1) * 0.02 for i in range(200)], hits) if h is not None]
+    assert [(at, h.command, h.start_s) for at, h in found] == [(3.0, True, 2.4)]  # the one at 1.0 s was the narration's
+    assert listener.vetoed == 1
+    old = StopListener(BargeInDetector(Scripted({}), Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0)}), "hey jarvis"))
+    assert all(old.hear(bytes(960), passed=False, narrating=True) is None for _ in range(100))
