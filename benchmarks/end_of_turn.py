@@ -1,7 +1,7 @@
 """Ending the turn sooner without cutting commands (issue 20): on a spoken corpus with pauses
 inside the commands, which end-of-turn method and setting splits none and ends soonest.
 
-    .venv/bin/python -m benchmarks.end_of_turn [--quick]
+    .venv/bin/python -m benchmarks.end_of_turn [--quick] [--chunk-ms MS]
 
 Corpus: five commands after the wake phrase, in four espeak-ng voices (en-us, en-us+f3, en-us+m3,
 en), with a pause of 0, 200, 300 or 400 ms after the wake phrase or in the middle of the command
@@ -12,7 +12,8 @@ en), with a pause of 0, 200, 300 or 400 ms after the wake phrase or in the middl
   in audio as the server's is);
 - `semantic_vad` at each eagerness, as the simulator models it (a silence per eagerness; the real
   model's judgement of a finished sentence is not modelled, so this row is a stand-in);
-- the device's own VAD (detectors/vad.py: webrtcvad then Silero, 20 ms chunks) ending the turn
+- the device's own VAD (detectors/vad.py: webrtcvad then Silero, in the microphone's chunks: the
+  settings' 20 ms, or `--chunk-ms`; the smart-turn and provisional rows use the same) ending the turn
   after `TURN_END_MS` 200..500 of silence (END_OF_TURN=device);
 - an end-of-utterance model on the device: pipecat's smart-turn v3.2 (the ONNX model and the
   numpy feature code inside the pipecat-ai wheel, run with onnxruntime), consulted as pipecat
@@ -58,6 +59,7 @@ except ImportError:  # only this benchmark uses it: the rows are left out, with 
 
 from benchmarks.provisional_replay import OUTPUT_TOKENS, Replay, Tally, narration_usage, route_text_tokens
 from benchmarks.tool_schema_size import registry
+from config.settings import AudioSettings
 from detectors.audio import MODEL_RATE, Resampler
 from detectors.vad import SileroVad
 from realtime_sim.session_config import _SEMANTIC_SILENCE_MS
@@ -85,7 +87,7 @@ SMART_TURN_DIR = "pipecat/audio/turn/smart_turn/"
 RTT_MS = 50
 CLIENT_MS = 25  # the client's and the simulator's own time in a command, measured by voice_to_voice
 BYTES_PER_MS = 48
-CHUNK = 960  # 20 ms
+CHUNK_MS = AudioSettings().chunk_ms  # the microphone's chunk size (--chunk-ms)
 
 
 def _silence(ms: int) -> bytes:
@@ -142,17 +144,17 @@ def server_turns(clip: Clip, silence_ms: int) -> tuple[int, float]:
     return starts, (stops[-1] - clip.speech_end_ms) if stops else float("nan")
 
 
-def device_speech(clip: Clip) -> list[bool]:
-    vad = SileroVad()
-    return [vad.feed(clip.pcm[i:i + CHUNK]).is_speech for i in range(0, len(clip.pcm) - CHUNK + 1, CHUNK)]
+def device_speech(clip: Clip, chunk_ms: int = CHUNK_MS) -> list[bool]:
+    vad, chunk = SileroVad(), chunk_ms * BYTES_PER_MS
+    return [vad.feed(clip.pcm[i:i + chunk]).is_speech for i in range(0, len(clip.pcm) - chunk + 1, chunk)]
 
 
-def device_turns(flags: list[bool], clip: Clip, turn_end_ms: int) -> tuple[int, float]:
+def device_turns(flags: list[bool], clip: Clip, turn_end_ms: int, chunk_ms: int = CHUNK_MS) -> tuple[int, float]:
     """(turns, end of the last turn after the end of speech, ms): a turn ends `turn_end_ms` after
     the last speech chunk, as detectors.pipeline.UploadFilter ends one."""
     turns, last, in_turn, end = 0, None, False, float("nan")
     for index, speech in enumerate(flags):
-        now = (index + 1) * 20
+        now = (index + 1) * chunk_ms
         if speech:
             if not in_turn:
                 turns, in_turn = turns + 1, True
@@ -208,16 +210,16 @@ class SmartTurn:
 
 
 def model_turns(flags: list[bool], clip_index: int, clip: Clip, model: SmartTurn, silence_ms: int,
-                threshold: float, probabilities: list[tuple[str, float]]) -> tuple[int, float]:
+                threshold: float, probabilities: list[tuple[str, float]], chunk_ms: int = CHUNK_MS) -> tuple[int, float]:
     """(turns, end of the last turn after the end of speech, ms): the device VAD's turn, the model
     consulted once per pause after `silence_ms`, the fallback silence when it says unfinished.
     Appends (where, probability) of each consultation to `probabilities`."""
     turns, last, start, in_turn, asked, end = 0, 0, 0, False, False, float("nan")
     for index, speech in enumerate(flags):
-        now = (index + 1) * 20
+        now = (index + 1) * chunk_ms
         if speech:
             if not in_turn:
-                turns, in_turn, start = turns + 1, True, now - 20
+                turns, in_turn, start = turns + 1, True, now - chunk_ms
             last, asked = now, False
             continue
         if not in_turn:
@@ -257,7 +259,7 @@ TURN_END_MS = 460
 ADAPTIVE_RTT_MS = (50, 150)
 
 
-def provisional_rows(flags: list[list[bool]], clips: list[Clip]) -> list[str]:
+def provisional_rows(flags: list[list[bool]], clips: list[Clip], chunk_ms: int = CHUNK_MS) -> list[str]:
     read_only = frozenset(registry(True, Path(tempfile.mkdtemp(prefix="eot-"))).read_only_names())
     text_tokens = route_text_tokens()
     narration = narration_usage()
@@ -282,7 +284,7 @@ def provisional_rows(flags: list[list[bool]], clips: list[Clip]) -> list[str]:
                      adaptive, budget)
         for f, c in zip(flags, clips):
             before, point_ms = tally.withdrawn, (run.pause_s or 0) * 1000
-            run.command(f, c.wake_end_ms, c.head, tally)
+            run.command(f, c.wake_end_ms, c.head, tally, chunk_ms)
             if tally.withdrawn > before:
                 by_place["gap" if c.pause_ms < point_ms else "wake" if c.after_wake else "inside"] += tally.withdrawn - before
         a = tally.account
@@ -299,9 +301,10 @@ def provisional_rows(flags: list[list[bool]], clips: list[Clip]) -> list[str]:
     return lines
 
 
-async def measure(quick: bool) -> str:
+async def measure(quick: bool, chunk_ms: int = CHUNK_MS) -> str:
     clips = await corpus(quick)
     lines = [
+        f"Microphone chunks of {chunk_ms} ms (the device VAD's, smart-turn's and the provisional rows' verdicts).",
         f"End of turn on {len(clips)} commands (pauses of {', '.join(map(str, PAUSES_MS))} ms after the wake phrase or",
         "inside the command): commands split, end of turn after the end of speech (median), and voice to",
         f"voice at RTT {RTT_MS} ms that follows (server: + 3 RTT; device: + 2 RTT; + {CLIENT_MS} ms of client and",
@@ -318,12 +321,12 @@ async def measure(quick: bool) -> str:
         lines.append(_row("semantic_vad (simulated)", f"eagerness {eagerness} (~{silence_ms} ms)",
                           [server_turns(c, silence_ms) for c in clips], clips, 3))
     began = time.process_time()
-    flags = [device_speech(c) for c in clips]
+    flags = [device_speech(c, chunk_ms) for c in clips]
     vad_ms = (time.process_time() - began) * 1000 / sum(map(len, flags))
     for turn_end_ms in DEVICE_MS:
         lines.append(_row("device VAD (END_OF_TURN=device)", f"TURN_END_MS {turn_end_ms}",
-                          [device_turns(f, c, turn_end_ms) for f, c in zip(flags, clips)], clips, 2))
-    lines += provisional_rows(flags, clips)
+                          [device_turns(f, c, turn_end_ms, chunk_ms) for f, c in zip(flags, clips)], clips, 2))
+    lines += provisional_rows(flags, clips, chunk_ms)
     model = SmartTurn.load()
     if model is None:
         lines += ["", "smart-turn rows left out: onnxruntime or pipecat-ai is not installed (see this module's doc)."]
@@ -335,7 +338,7 @@ async def measure(quick: bool) -> str:
             lines.append(_row("device VAD + smart-turn v3.2", f"after {silence_ms} ms, finished at >= {threshold}, "
                               f"else {MODEL_FALLBACK_MS} ms",
                               [model_turns(f, i, c, model, silence_ms, threshold,
-                                           probabilities if threshold == MODEL_THRESHOLDS[0] else [])
+                                           probabilities if threshold == MODEL_THRESHOLDS[0] else [], chunk_ms)
                                for i, (f, c) in enumerate(zip(flags, clips))], clips, 2))
         said = {where: sorted(p for w, p in probabilities if w == where) for where in ("wake", "inside", "gap", "end")}
         notes.append(f"- after {silence_ms} ms: " + "; ".join(
@@ -348,7 +351,7 @@ async def measure(quick: bool) -> str:
             if said[where]))
     cpu = sorted(model.cpu_ms)
     lines += ["", f"The model's probability of a finished turn (the consultations at threshold {MODEL_THRESHOLDS[0]}):", *notes,
-              "", f"CPU per decision: the device VAD {vad_ms:.2f} ms per 20 ms chunk; smart-turn "
+              "", f"CPU per decision: the device VAD {vad_ms:.2f} ms per {chunk_ms} ms chunk; smart-turn "
               f"{statistics.median(cpu):.0f} ms per consultation (median, 95th percentile {cpu[int(len(cpu) * 0.95)]:.0f} ms, "
               f"{len(cpu)} consultations, one thread)"]
     return "\n".join(lines)
@@ -357,8 +360,9 @@ async def measure(quick: bool) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.end_of_turn", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="two voices, two commands")
+    parser.add_argument("--chunk-ms", type=int, default=CHUNK_MS, help="the microphone's chunk size (default %(default)s)")
     args = parser.parse_args(argv)
-    print(asyncio.run(measure(args.quick)))
+    print(asyncio.run(measure(args.quick, args.chunk_ms)))
     return 0
 
 

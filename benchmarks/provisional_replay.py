@@ -194,29 +194,30 @@ class Replay:
                 item = self.item
                 self.at(self.now + TRANSCRIPT_AFTER_S, lambda: self.feed(CommandConfirmed(item, "the command")))
 
-    def command(self, flags: list[bool], wake_end_ms: float, head: str, tally: Tally) -> None:
-        """One clip's 20 ms VAD verdicts, from its wake phrase's end (the spotter's hit) on, a
-        second after the last command's answer."""
+    def command(self, flags: list[bool], wake_end_ms: float, head: str, tally: Tally, chunk_ms: int = 20) -> None:
+        """One clip's VAD verdicts (one per `chunk_ms` chunk), from its wake phrase's end (the
+        spotter's hit) on, a second after the last command's answer."""
         self.run_until(self.now + 5.0)
         began = round(self.now + 1.0, 2)  # (a whole number of chunks)
         self.tool, self.item = TOOL_OF[head], f"item_{tally.commands + 1}"
         answers, acted, waits = self.answers, self.acted_early, len(self.waits_s)
-        start = int(wake_end_ms // 20)
-        follower: TurnFollower | None = TurnFollower(began + start * 0.02, self.turn_end_s, self.pause_s)
+        step = chunk_ms / 1000
+        start = int(wake_end_ms // chunk_ms)
+        follower: TurnFollower | None = TurnFollower(began + start * step, self.turn_end_s, self.pause_s)
         turns, chunks = 1, 0
         for index in range(start, len(flags)):
-            now = began + (index + 1) * 0.02
+            now = began + (index + 1) * step
             self.run_until(now)
             chunks += 1
             if follower is None:  # the turn ended: more speech is a second turn (a split command)
                 turns += flags[index] and not flags[index - 1]
                 continue
-            signal = follower.feed(flags[index], now, 0.02)
+            signal = follower.feed(flags[index], now, step)
             if signal is not None:
-                self.signal(signal, bytes(chunks * 960))
+                self.signal(signal, bytes(chunks * chunk_ms * 48))  # 24 kHz pcm16
             if signal in (TurnSignal.ENDED, TurnSignal.DROPPED):
                 follower = None
-        self.run_until(began + len(flags) * 0.02 + 5.0)
+        self.run_until(began + len(flags) * step + 5.0)
         tally.commands += 1
         tally.split += turns > 1
         tally.acted_early += self.acted_early - acted

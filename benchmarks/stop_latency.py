@@ -1,13 +1,13 @@
 """How fast "computer, stop" silences a narration, through the whole pipeline in real time.
 
-    .venv/bin/python -m benchmarks.stop_latency [--quick] [--trials N]
+    .venv/bin/python -m benchmarks.stop_latency [--quick] [--trials N] [--chunk-ms MS]
 
 The assistant runs against the simulator (its narrator streams audio ten times faster than real
 time, as the real service does, so the speaker holds seconds of it when the user speaks), with a
 real-time in-memory microphone and speaker (the modelled speaker plays as a device would; a
 PortAudio device adds its output buffer, 20 ms by default). The user says "computer, stop" after
 0.5 to 3 s of a long answer. The stop detector is a scripted stand-in that reports the phrase one
-chunk (20 ms) after it ends, as a keyword spotter reports a word once it has ended; the acoustic
+chunk (20 ms, or `--chunk-ms`: the microphone's chunk size) after it ends, as a keyword spotter reports a word once it has ended; the acoustic
 detector's own delay is measured in its own benchmark.
 
 Printed per trial, from the detector's hit: the speaker flushed; the last PCM of the narration
@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import contextlib
+import dataclasses
 import statistics
 import sys
 import tempfile
@@ -32,7 +33,7 @@ from pathlib import Path
 from audio_io import BYTES_PER_SECOND, MemorySpeaker, PushMicrophone
 from assembly.build import assistant
 from concurrency.changes import Changes, wait_for
-from config.settings import ConversationSettings
+from config.settings import AudioSettings, ConversationSettings
 from decisions.timeline import Timeline
 from realtime_sim import SimConfig, SimServer
 from speech.local_voice import tone
@@ -72,7 +73,7 @@ class Trial:
     dropped_s: float  # the answer that would still have played (the baseline)
 
 
-async def one_trial(offset_s: float, folder: Path) -> Trial:
+async def one_trial(offset_s: float, folder: Path, chunk_ms: int = AudioSettings().chunk_ms) -> Trial:
     root = Path(tempfile.mkdtemp(dir=folder))
     sim = SimServer(SimConfig(audio_frame_delay_s=0.02, use_espeak=False, seed=1))
     await sim.start()
@@ -81,7 +82,8 @@ async def one_trial(offset_s: float, folder: Path) -> Trial:
         workspace.mkdir()
         settings = fast_settings(sim.base_url, workspace, root / f"s{offset_s}",
                                  conversation=ConversationSettings(follow_up_s=0), stop_while_talking=True)
-        timeline, microphone, speaker = Timeline(), PushMicrophone(chunk_ms=20, pace=1.0), WatchedSpeaker()
+        settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms))
+        timeline, microphone, speaker = Timeline(), PushMicrophone(chunk_ms=chunk_ms, pace=1.0), WatchedSpeaker()
         detector = LoudStopDetector()
         async with assistant(settings, microphone, speaker, timeline, stop_detector=detector) as coordinator:
             task = asyncio.create_task(coordinator.run())
@@ -143,9 +145,9 @@ def _closed(ms: float) -> str:
     return f"{ms:.0f} ms" if ms >= 0 else "before (all sent)"
 
 
-async def measure(offsets: tuple[float, ...]) -> str:
+async def measure(offsets: tuple[float, ...], chunk_ms: int = AudioSettings().chunk_ms) -> str:
     with tempfile.TemporaryDirectory() as folder:
-        trials = [await one_trial(offset, Path(folder)) for offset in offsets]
+        trials = [await one_trial(offset, Path(folder), chunk_ms) for offset in offsets]
     return table(trials)
 
 
@@ -153,9 +155,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m benchmarks.stop_latency", description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="one trial")
     parser.add_argument("--trials", type=int, default=1, help="runs of each stop offset")
+    parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
+                        help="the microphone's chunk size (default: the settings' %(default)s ms)")
     args = parser.parse_args(argv)
     offsets = OFFSETS_S[:1] if args.quick else OFFSETS_S * args.trials
-    print(asyncio.run(measure(offsets)))
+    print(f"microphone chunks of {args.chunk_ms} ms")
+    print(asyncio.run(measure(offsets, args.chunk_ms)))
     return 0
 
 

@@ -2,7 +2,7 @@
 the simulator behind a network, with the wake heard on the device (a scripted spotter) and the
 command routed at its commit by its audio, next to routing after its transcript, in one run.
 
-    .venv/bin/python -m benchmarks.voice_to_voice [--quick] [--trials N]
+    .venv/bin/python -m benchmarks.voice_to_voice [--quick] [--trials N] [--chunk-ms MS]
 
 (`python -m benchmarks.voice_loop` prints the same tables after its own.) `--routes provisional,device`
 measures only those rows (issue 33: `provisional` routes at a pause of PROVISIONAL_MS inside the
@@ -12,7 +12,8 @@ worst), the floor (the configured turn-end silence + 2 RTT) and the excess over 
 read-only command ("what time is it"); and a table of each stage's offset from the end of speech
 (decisions/stages.py, as history keeps them). The end of speech is when the microphone delivered
 the command's last voiced chunk; the first audio, when the narrator's first audio reached the
-speaker. Printed, never asserted (the machine is shared).
+speaker. `--chunk-ms`: the microphone's chunk size (the settings' by default; the command's
+speech ends on a chunk boundary at 20 and 40 ms). Printed, never asserted (the machine is shared).
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ from audio_io import BYTES_PER_SECOND, MemorySpeaker, PushMicrophone
 from assembly.build import assistant
 from concurrency.changes import wait_for
 from config.settings import (
-    ConversationSettings, EndOfTurn, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
+    AudioSettings, ConversationSettings, EndOfTurn, ListenerSettings, NarratorSettings, RealtimeSettings, Settings, UploadMode, UploadSettings,
 )
 from decisions.stages import STAGE_ORDER, Stage
 from decisions.timeline import Timeline
@@ -48,6 +49,7 @@ RTTS_MS = (50, 150)
 TRANSCRIPTS = (("with the commit", 0), ("0.8 s after it", 800))
 SPEECH = tone([190.0, 230.0, 210.0], 0.3)  # 0.9 s of "speech": the wake phrase and a short command
 TURN_SILENCE_MS = 500  # the server's turn end (ListenerSettings.vad_silence_ms)
+CHUNK_MS = AudioSettings().chunk_ms  # the microphone's chunk size (--chunk-ms)
 DEVICE_TURN_END_MS = ListenerSettings().turn_end_ms  # the device's own (END_OF_TURN=device, the default)
 PROVISIONAL_MS = ListenerSettings().provisional_ms  # a pause that routes provisionally (issue 33)
 # How each row routes: provisionally at a pause and said at the device's end of turn, at the
@@ -61,8 +63,8 @@ ROUTES = (("provisional", f"at a {PROVISIONAL_MS} ms pause, provisionally; said 
 class SpeechClockMicrophone(PushMicrophone):
     """Notes when it delivered the last chunk with any sound in it (the end of speech)."""
 
-    def __init__(self) -> None:
-        super().__init__(chunk_ms=20, pace=1.0)
+    def __init__(self, chunk_ms: int = CHUNK_MS) -> None:
+        super().__init__(chunk_ms=chunk_ms, pace=1.0)
         self.last_voiced_at: float | None = None
 
     async def chunks(self):  # type: ignore[override]
@@ -95,14 +97,14 @@ def _sim_config(rtt_ms: float, **extra: object) -> SimConfig:
                      **{"audio_frame_delay_s": 0.0, "use_espeak": False, "realistic": False, "seed": 7, **extra})
 
 
-def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settings:
+def _settings(sim: SimServer, root: Path, silence_ms: int, route: str, chunk_ms: int = CHUNK_MS) -> Settings:
     """A warm narrator; tones for speech (the scripted wake hears them); no follow-up window."""
     (root / "workspace").mkdir(parents=True, exist_ok=True)
     base = Settings(
         realtime=RealtimeSettings(api_key="sk-benchmark-0123456789", base_url=sim.base_url),
         narrator=NarratorSettings(warm=True), upload=UploadSettings(mode=UploadMode.CONTINUOUS),
         conversation=ConversationSettings(follow_up_s=0), workspace_root=root / "workspace",
-        state_dir=root / "state", tasks_config=None,
+        state_dir=root / "state", tasks_config=None, audio=AudioSettings(chunk_ms=chunk_ms),
     )
     device = route in ("device", "provisional")
     return dataclasses.replace(base, listener=ListenerSettings(
@@ -112,11 +114,11 @@ def _settings(sim: SimServer, root: Path, silence_ms: int, route: str) -> Settin
 
 
 @contextlib.asynccontextmanager
-async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, **changes: object
+async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, chunk_ms: int = CHUNK_MS, **changes: object
                    ) -> AsyncIterator[tuple[object, SpeechClockMicrophone, FirstPlaySpeaker, Timeline, ScriptedWake]]:
     """`changes`: settings to change (benchmarks/mcp_routing.py: its MCP servers)."""
-    microphone, speaker, timeline, wake = SpeechClockMicrophone(), FirstPlaySpeaker(), Timeline(), ScriptedWake()
-    settings = dataclasses.replace(_settings(sim, root, silence_ms, route), **changes)
+    microphone, speaker, timeline, wake = SpeechClockMicrophone(chunk_ms), FirstPlaySpeaker(), Timeline(), ScriptedWake()
+    settings = dataclasses.replace(_settings(sim, root, silence_ms, route, chunk_ms), **changes)
     turn_end_s = DEVICE_TURN_END_MS / 1000 if route in ("device", "provisional") else None
     mic_filter = scripted_wake_filter(wake, turn_end_s=turn_end_s)
     if route == "provisional":
@@ -134,12 +136,12 @@ async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, **ch
 
 
 async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int, root: Path,
-                       silence_ms: int = TURN_SILENCE_MS) -> Cell:
+                       silence_ms: int = TURN_SILENCE_MS, chunk_ms: int = CHUNK_MS) -> Cell:
     extra = dict(realistic=True, paraphrase_rate=0.0, transcription_delay_ms=(transcript_ms, transcript_ms)) \
         if transcript_ms else {}
     cell = Cell()
     async with SimServer(_sim_config(rtt_ms, **extra)) as sim:
-        async with _running(sim, root, silence_ms, route) as (coordinator, microphone, speaker, timeline, wake):
+        async with _running(sim, root, silence_ms, route, chunk_ms) as (coordinator, microphone, speaker, timeline, wake):
             for _ in range(trials):
                 running = (coordinator, microphone, speaker, timeline, wake)
                 cell.v2v_ms.append(await one_command(sim, running, "Computer, what time is it", ("get_time", {})))
@@ -175,10 +177,11 @@ def _median(values: list[float]) -> float:
     return statistics.median(values) if values else float("nan")
 
 
-async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r for r, _ in ROUTES)) -> str:
+async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r for r, _ in ROUTES),
+                  chunk_ms: int = CHUNK_MS) -> str:
     rtts = (50,) if quick else RTTS_MS
     lines = [
-        f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator,",
+        f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator, {chunk_ms} ms mic chunks,",
         f"turn end {TURN_SILENCE_MS} ms of silence (server VAD) or {DEVICE_TURN_END_MS} ms (the device's VAD), floor = that turn",
         f"end + 2 RTT (routed provisionally: the turn end alone); median and worst of {trials}:",
         "",
@@ -193,7 +196,8 @@ async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r fo
                 for route, how in ROUTES:
                     if route not in routes:
                         continue
-                    cell = await measure_cell(rtt, transcript_ms, route, trials, Path(folder) / f"{rtt}-{transcript_ms}-{route}")
+                    cell = await measure_cell(rtt, transcript_ms, route, trials, Path(folder) / f"{rtt}-{transcript_ms}-{route}",
+                                              chunk_ms=chunk_ms)
                     floor = ({"device": DEVICE_TURN_END_MS + 2 * rtt, "provisional": DEVICE_TURN_END_MS}.get(route)
                              or TURN_SILENCE_MS + 2 * rtt)
                     median, worst = _median(cell.v2v_ms), max(cell.v2v_ms)
@@ -224,22 +228,27 @@ async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r fo
     return "\n".join(lines)
 
 
-def quick_or_full(argv: list[str] | None, module: str, doc: str, run, trials: int, routes: bool = False) -> int:
+def quick_or_full(argv: list[str] | None, module: str, doc: str, run, trials: int, routes: bool = False,
+                  chunk: bool = False) -> int:
     """The command line these voice benchmarks share: `--quick` (RTT 50 only, two trials) or
-    `--trials N`; prints what `run(quick, trials)` measured. `routes`: `--routes a,b` too."""
+    `--trials N`; prints what `run(quick, trials)` measured. `routes`: `--routes a,b` too;
+    `chunk`: `--chunk-ms MS` too."""
     parser = argparse.ArgumentParser(prog=f"python -m {module}", description=doc.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="RTT 50 only, two trials")
     parser.add_argument("--trials", type=int, default=None, help=f"commands per cell (default {trials}; 2 with --quick)")
     if routes:
         parser.add_argument("--routes", default=",".join(r for r, _ in ROUTES), help="the rows to measure, comma-separated")
+    if chunk:
+        parser.add_argument("--chunk-ms", type=int, default=CHUNK_MS, help="the microphone's chunk size (default %(default)s)")
     args = parser.parse_args(argv)
     chosen = {"routes": tuple(args.routes.split(","))} if routes else {}
+    chosen |= {"chunk_ms": args.chunk_ms} if chunk else {}
     print(asyncio.run(run(args.quick, args.trials or (2 if args.quick else trials), **chosen)))
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    return quick_or_full(argv, "benchmarks.voice_to_voice", __doc__, measure, 7, routes=True)
+    return quick_or_full(argv, "benchmarks.voice_to_voice", __doc__, measure, 7, routes=True, chunk=True)
 
 
 if __name__ == "__main__":

@@ -38,6 +38,7 @@ from benchmarks.corpus import (
     DEFAULT_CACHE, FRAME_BYTES, FRAME_S, RATE, WIDTH, Clip, Corpus, Family, Noise, babble_stream, family_of, mix,
     near_miss_specs, ordinary_specs, wake_specs, with_floor,
 )
+from config.settings import AudioSettings
 from config.wake_phrases import MODEL_PHRASES
 from detectors.audio import Resampler
 from detectors.wake_confirm import ConfirmSettings
@@ -288,11 +289,12 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     return lines
 
 
-def neural_table(phrase: str, per_variant: int, cache: str, strict: bool = False) -> list[str]:
+def neural_table(phrase: str, per_variant: int, cache: str, strict: bool = False, chunk_ms: int = 20) -> list[str]:
     """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
     judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
     the default settings: what `handoff wake-test` reports on the same recording. `strict`: also
-    with WAKE_STRICT=true (every wake needs both models), on the same clips in the same run."""
+    with WAKE_STRICT=true (every wake needs both models), on the same clips in the same run.
+    `chunk_ms`: the microphone's chunk size the clips are fed in."""
     from benchmarks.neural_corpus import (
         NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
     )
@@ -303,7 +305,7 @@ def neural_table(phrase: str, per_variant: int, cache: str, strict: bool = False
     corpus = NeuralCorpus(cache, Corpus(cache))
     rules = ["shipped"] + (["WAKE_STRICT=true"] if strict else [])
     judges = {rule: TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule != "shipped"),
-                                                 phrase, 8.0, RATE * WIDTH)) for rule in rules}
+                                                 phrase, 8.0, RATE * WIDTH), chunk_ms) for rule in rules}
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     audio_s = 0.0
     cpu_s: dict[str, float] = defaultdict(float)
@@ -349,10 +351,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--neural", type=int, default=0, metavar="N",
                         help="only the neural-voice table (piper en_US-joe-medium), N clips per variant (e.g. 12)")
     parser.add_argument("--strict", action="store_true", help="--neural: also with WAKE_STRICT=true, in the same run")
+    parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
+                        help="--neural: the microphone's chunk size (default: the settings' %(default)s ms)")
     args = parser.parse_args(argv)
     if args.neural:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
-            print("\n".join(neural_table(phrase, args.neural, args.cache, args.strict)))
+            print(f"microphone chunks of {args.chunk_ms} ms")
+            print("\n".join(neural_table(phrase, args.neural, args.cache, args.strict, args.chunk_ms)))
         return 0
     corpus = Corpus(args.cache)
     n_addr, n_other = (args.count or 12, args.count or 12) if args.quick else (100, 100)

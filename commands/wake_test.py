@@ -62,7 +62,7 @@ def run(args: argparse.Namespace) -> int:
     # The wake the assistant runs with these settings, whatever the upload mode (the mode decides
     # only whether the wake gates the upload: see the note below).
     wake_settings = replace(settings, upload=replace(settings.upload, mode=UploadMode.ON_DEVICE_WAKE))
-    judge = TryJudge(upload_filter(wake_settings))
+    judge = TryJudge(upload_filter(wake_settings), settings.audio.chunk_ms)
     name = f'the "{model.phrase}" model' if model is not None else f'pocketsphinx\'s keyphrase search for "{phrase}"'
     if args.input_wav is not None:
         try:

@@ -81,13 +81,15 @@ class Judged:
 
 
 class TryJudge:
-    """Feeds one try at a time through the assistant's own upload filter, from a restart."""
+    """Feeds one try at a time through the assistant's own upload filter, from a restart, in
+    the microphone's chunks (`chunk_ms`: the settings' AUDIO chunk size)."""
 
-    def __init__(self, upload: UploadFilter) -> None:
+    def __init__(self, upload: UploadFilter, chunk_ms: int = 20) -> None:
         if upload.detectors is None or upload.detectors.spotter is None:
             raise ValueError("the upload filter has no wake spotter (upload mode wake_word builds one)")
         self.upload = upload
         self.spotter = upload.detectors.spotter
+        self.chunk_bytes = RATE * SAMPLE_WIDTH * chunk_ms // 1000
 
     def vad(self) -> SileroVad:
         """A fresh VAD with the filter's own settings, to split a recording into tries as it hears them."""
@@ -100,8 +102,9 @@ class TryJudge:
         if take_best is not None:
             take_best()
         heard = False
-        for index in range(len(pcm) // CHUNK_BYTES):
-            self.upload.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES])
+        step = self.chunk_bytes
+        for index in range(len(pcm) // step):
+            self.upload.feed(pcm[index * step : (index + 1) * step])
             heard = self.upload.take_wake() is not None or heard
         best = take_best() if take_best is not None else None
         return Judged(heard, (best.probability if best is not None else 0.0) if take_best is not None else None)

@@ -61,3 +61,15 @@ def test_the_provisional_replay_withdraws_the_route_sent_at_the_pause_and_acts_o
     off = Tally()
     replay(COMMAND, 800, "set a timer", None, 0.46, frozenset({"get_time"}), 1000, 0.05, off)
     assert (off.sent, off.withdrawn, off.answers, off.account.extra_tokens) == (0, 0, [1], 0)
+
+
+def test_the_device_turn_is_timed_in_the_microphones_chunks():
+    """--chunk-ms 40 (issue 34): each verdict stands for 40 ms, and the turn ends at the first chunk
+    end at least TURN_END_MS after the last speech (460 ms rounds up to 480)."""
+    from benchmarks.end_of_turn import device_turns
+
+    flags = [speech for speech, ms in ((False, 520), (True, 600), (False, 400), (True, 400), (False, 2000))
+             for _ in range(ms // 40)]
+    clip = Clip(pcm=b"", speech_end_ms=1920, pause_ms=400, after_wake=False, pause_at_ms=1120)
+    assert device_turns(flags, clip, 460, chunk_ms=40) == (1, 480)
+    assert device_turns(flags, clip, 380, chunk_ms=40) == (2, 400)  # the 400 ms pause ends a turn (380 rounds up)

@@ -216,3 +216,31 @@ def test_wake_test_with_wake_strict_says_every_wake_needs_both_models():
     rule = strict.rule()
     assert rule.describe == "microWakeWord above 0.7 and openWakeWord above 0.8 in 2 of its frames" and rule.two_stage
     assert strict.spotter.settings.confirm is not None and not strict.spotter.settings.confirm.micro_alone
+
+
+def test_each_try_is_fed_in_the_microphone_s_chunks():
+    """Issue 34: the judge feeds the filter chunks of the settings' AUDIO chunk size (wake-test
+    passes it), as the assistant's microphone would, not a fixed 20 ms."""
+    from types import SimpleNamespace
+
+    from detectors.wake_test import TryJudge
+
+    class Upload:
+        detectors = SimpleNamespace(spotter=object())
+
+        def __init__(self) -> None:
+            self.fed: list[int] = []
+
+        def restart(self) -> None:
+            pass
+
+        def feed(self, chunk: bytes) -> list[bytes]:
+            self.fed.append(len(chunk))
+            return []
+
+        def take_wake(self) -> None:
+            return None
+
+    upload = Upload()
+    assert not TryJudge(upload, chunk_ms=40)(bytes(48000)).heard  # type: ignore[arg-type]
+    assert upload.fed == [1920] * 25
