@@ -30,7 +30,7 @@ the twin veto"): `--delay device|true` tells the canceller the room's stream del
 path's, as PortAudio's latencies would; or the path's own, following the change) instead of 0;
 `--veto N` adds rows where the detectors hear every cancelled chunk (`EchoVetoListener`) and a
 twin detector on what was played vetoes the narrator's own words (N: gate passes a hit needs);
-`--levels=0,-6`, `--no-shipped`, `--no-extras` (no CPU or recall) narrow a run.
+`--levels=0,-6`, `--no-shipped` (no default canceller row), `--no-extras` (no CPU or recall) narrow a run.
 
 Session 10 (docs/PERFORMANCE.md, "Barge-in: the stop check after a cut, the ungated wake
 model"): the default row is the ungated wake model with its twin (`BargeInListener`, measured,
@@ -54,8 +54,8 @@ from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
-from benchmarks.echo_veto import EchoVetoListener
-from detectors.barge_in import BargeInDetector, BargeInListener, CommandHold, Held, StopAfterWake
+from benchmarks.echo_veto import BargeInListener, EchoVetoListener
+from detectors.barge_in import BargeInDetector, CommandHold, Held, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -311,7 +311,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--gate-trials", type=int, default=10, help="trials per level for the gate rows (the figures before)")
     parser.add_argument("--false-minutes", type=float, default=5.0)
     parser.add_argument("--no-gate-rows", action="store_true")
-    parser.add_argument("--no-shipped", action="store_true", help="skip the shipped canceller's rows")
+    parser.add_argument("--no-shipped", action="store_true",
+                        help="skip the default canceller row (since session 10 the ungated wake model with its twin, not what ships)")
     parser.add_argument("--delay", choices=("zero", "device", "true"), default="zero",
                         help="the stream delay the canceller is told: 0, the room's first path's (a device's latency), or the path's own as it changes")
     parser.add_argument("--veto", type=int, default=None, help="the detectors hear every cancelled chunk, a twin hears what was played and vetoes the narrator's own hits; a hit also needs this many gate-passed chunks (default: the gated feed)")
@@ -335,10 +336,10 @@ def main(argv: list[str] | None = None) -> int:
     # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
     # the hold's stop check after a wake-cut)
     variants: list[tuple[str, bool | str, str, int | None, bool]] = []
-    shipped = "canceller (speexdsp), shipped: wake model on every cancelled chunk + twin veto, stop check after a cut"
-    ungated: set[str] = {shipped}  # the wake model hears every cancelled chunk, a twin on what played vetoes
-    variants += [] if args.no_shipped else [(shipped, True, "zero", None, True)]
-    variants += [("canceller (speexdsp), wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    default_row = "canceller (speexdsp), not switched on: wake model on every cancelled chunk + twin veto, stop check after a cut"
+    ungated: set[str] = {default_row}  # the wake model hears every cancelled chunk, a twin on what played vetoes
+    variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
+    variants += [("canceller (speexdsp), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
     variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]

@@ -1,14 +1,20 @@
-"""A measured variant of the stop listener, not wired into the assistant (issue 32): the detectors
+"""Measured variants of the stop listener, not wired into the assistant (issue 32): the detectors
 hear every chunk of the echo canceller's output, and a twin detector on what the speaker played
-vetoes the narration's own phrases. `benchmarks/barge_in.py --veto N` measures it against the
-shipped path (docs/PERFORMANCE.md, "Barge-in: stream delay and the twin veto"): 5.8 times the
-detectors' CPU, not clearly better, so it stays here beside its benchmark."""
+vetoes the narration's own phrases. `benchmarks/barge_in.py --veto N` measures `EchoVetoListener`
+against the shipped path (docs/PERFORMANCE.md, "Barge-in: stream delay and the twin veto"): 5.8
+times the detectors' CPU, not clearly better. Its default row measures `BargeInListener` (only
+the wake model ungated, a twin wake model on what was played; "Barge-in: the stop check after a
+cut, the ungated wake model"): found the user far more often, but woke 4 times in an hour of
+echo. Neither is switched on, so both stay here beside their benchmark."""
 
 from __future__ import annotations
 
 from collections import deque
+from typing import Callable
 
 from audio_io import BYTES_PER_SECOND
+from detectors.barge_in import BargeInDetector
+from detectors.pipeline import WakeSpotter
 from detectors.stop_word import EchoGatedStopFeed, StopDetector, StopHit, StopListener
 
 
@@ -79,3 +85,62 @@ class EchoVetoListener(StopListener):
             return hit
         self.vetoed += 1
         return None
+
+
+class BargeInListener(StopListener):
+    """The stop listener for a `BargeInDetector` whose wake model hears every chunk the canceller
+    returns while the narrator talks (the stop phrase's pocketsphinx searches still hear only
+    what the gate behind the canceller let through: `EchoGatedStopFeed`), with a twin wake model
+    fed what the speaker played as each chunk was captured (`played()`, asked once per chunk: the
+    canceller's reference for it, `EchoCanceller.far`): a wake the narration itself said within
+    `window_s` before vetoes the microphone's. Sync; one call per chunk."""
+
+    def __init__(self, detector: BargeInDetector, twin: WakeSpotter, played: Callable[[], bytes],
+                 window_s: float = 1.5) -> None:
+        super().__init__(detector)
+        self.barge_in = detector
+        self.twin = twin
+        self.played = played
+        self.window_s = window_s
+        self._echoed: deque[float] = deque()  # when the narration said the wake phrase, lately
+        self._twin_fed = False  # the wake model and its twin heard something since their last reset
+        self.vetoed = 0  # the microphone's wakes the narration had said
+
+    def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
+        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
+        now = self._mic_audio_s
+        if not narrating:
+            self._feed.reset()
+            self._reset_detector()
+            if self._twin_fed:  # the wake model and its twin heard this narration: the next starts afresh
+                self.twin.reset()
+                self.barge_in.wake.reset()
+                self._twin_fed = False
+            self._echoed.clear()
+            return None
+        played = self.played()
+        self._twin_fed = True
+        if played:
+            if self.twin.feed(played, now) is not None:
+                self._echoed.append(now)
+        while self._echoed and now - self._echoed[0] > self.window_s:
+            self._echoed.popleft()
+        heard = self._feed(raw, passed, now)
+        hit = None
+        if heard is None:
+            if self._fed:
+                self.barge_in.stop.reset()
+                self._fed = False
+        else:
+            self._fed = True
+            hit = self.barge_in.stop.feed(heard, now)
+        woke = self.barge_in.wake.feed(raw, now)
+        if woke is not None and self._echoed:
+            self.vetoed += 1
+            woke = None
+        return self.barge_in.combine(hit, woke, now)
+
+    def _reset_detector(self) -> None:
+        if self._fed:
+            self.barge_in.reset()
+            self._fed = False

@@ -20,26 +20,21 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
-from typing import Callable
-
-from audio_io import BYTES_PER_SECOND
-from audio_io.echo_cancel import EchoCanceller
 from audio_io.format import audioop
 from detectors.audio import SAMPLE_WIDTH, Resampler
 from decisions.upload_gate import KeywordHit
 from detectors.pipeline import WakeSpotter
 from detectors.stop_phrase import StopPhraseDetector, _Spotter
-from detectors.stop_word import StopDetector, StopHit, StopListener
+from detectors.stop_word import StopDetector, StopHit
 
 
 class BargeInDetector:
     """The stop phrase, and the wake phrase alone (a command follows): one `StopDetector`."""
 
-    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str, twin: WakeSpotter | None = None) -> None:
+    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str) -> None:
         self.stop = stop
         self.wake = wake
         self.wake_phrase = wake_phrase
-        self.twin = twin  # another model for the phrase, for what the speaker plays (`BargeInListener`)
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
         hit = self.stop.feed(chunk, at)
@@ -58,74 +53,6 @@ class BargeInDetector:
     def reset(self) -> None:
         self.stop.reset()
         self.wake.reset()
-
-
-class BargeInListener(StopListener):
-    """The stop listener for a `BargeInDetector` whose wake model hears every chunk the canceller
-    returns while the narrator talks (the stop phrase's pocketsphinx searches still hear only
-    what the gate behind the canceller let through: `EchoGatedStopFeed`), with a twin wake model
-    fed what the speaker played as each chunk was captured (`played()`, asked once per chunk: the
-    canceller's reference for it, `EchoCanceller.far`): a wake the narration itself said within
-    `window_s` before vetoes the microphone's. Sync; one call per chunk."""
-
-    def __init__(self, detector: BargeInDetector, twin: WakeSpotter, played: Callable[[], bytes],
-                 window_s: float = 1.5) -> None:
-        super().__init__(detector)
-        self.barge_in = detector
-        self.twin = twin
-        self.played = played
-        self.window_s = window_s
-        self._echoed: deque[float] = deque()  # when the narration said the wake phrase, lately
-        self._twin_fed = False  # the wake model and its twin heard something since their last reset
-        self.vetoed = 0  # the microphone's wakes the narration had said
-
-    def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
-        self._mic_audio_s += len(raw) / BYTES_PER_SECOND
-        now = self._mic_audio_s
-        if not narrating:
-            self._feed.reset()
-            self._reset_detector()
-            if self._twin_fed:  # the wake model and its twin heard this narration: the next starts afresh
-                self.twin.reset()
-                self.barge_in.wake.reset()
-                self._twin_fed = False
-            self._echoed.clear()
-            return None
-        played = self.played()
-        self._twin_fed = True
-        if played:
-            if self.twin.feed(played, now) is not None:
-                self._echoed.append(now)
-        while self._echoed and now - self._echoed[0] > self.window_s:
-            self._echoed.popleft()
-        heard = self._feed(raw, passed, now)
-        hit = None
-        if heard is None:
-            if self._fed:
-                self.barge_in.stop.reset()
-                self._fed = False
-        else:
-            self._fed = True
-            hit = self.barge_in.stop.feed(heard, now)
-        woke = self.barge_in.wake.feed(raw, now)
-        if woke is not None and self._echoed:
-            self.vetoed += 1
-            woke = None
-        return self.barge_in.combine(hit, woke, now)
-
-    def _reset_detector(self) -> None:
-        if self._fed:
-            self.barge_in.reset()
-            self._fed = False
-
-
-def listener_for(detector: StopDetector, canceller: EchoCanceller | None) -> StopListener:
-    """The mic reader's stop listener: with an echo canceller in front and a barge-in detector
-    that has a twin, a `BargeInListener` (the wake model hears every cancelled chunk, the twin
-    what the canceller was given as played); else the gated `StopListener`."""
-    if canceller is not None and isinstance(detector, BargeInDetector) and detector.twin is not None:
-        return BargeInListener(detector, detector.twin, lambda: canceller.far)
-    return StopListener(detector)
 
 
 @dataclass(frozen=True)
@@ -180,7 +107,7 @@ class StopAfterWake:
         self._voiced_after_s = self._since_spot_s = 0.0
 
     def heard_stop(self) -> None:
-        """The stop phrase's own search heard a stop word just now (it counts as one spotted)."""
+        """A stop word was heard just now: by this check's searches, or by the stop phrase's own."""
         self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
 
     def feed(self, chunk: bytes) -> None:
@@ -189,7 +116,7 @@ class StopAfterWake:
         pcm16k = self._resample(chunk)
         spotted = [spotter.feed(pcm16k) is not None for spotter in self._spotters]
         if any(spotted):
-            self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+            self.heard_stop()
         elif self._spotted:
             seconds = len(chunk) / self._chunk_rate
             self._since_spot_s += seconds

@@ -1,8 +1,10 @@
-"""The twin-veto stop listener the barge-in benchmark measures (benchmarks/echo_veto.py)."""
+"""The twin-veto stop listeners the barge-in benchmark measures (benchmarks/echo_veto.py)."""
 
 from __future__ import annotations
 
-from benchmarks.echo_veto import EchoVetoListener
+from benchmarks.echo_veto import BargeInListener, EchoVetoListener
+from decisions.upload_gate import KeywordHit
+from detectors.barge_in import BargeInDetector
 from detectors.stop_word import StopHit, StopListener
 from tests.detectors.test_barge_in import CHUNK_S, Scripted
 
@@ -63,3 +65,20 @@ def test_the_detectors_hear_every_cancelled_chunk_and_a_hit_needs_the_gates_pass
     assert gated.resets == 1
     listener = EchoVetoListener(Scripted({3.0: STOP}), None, min_passed=3)
     assert run_veto(listener, 4.0, passed=True) == [STOP]
+
+
+def test_the_barge_in_listener_lets_the_wake_model_hear_what_the_gate_held_back_and_vetoes_the_narrations_own():
+    """Every cancelled chunk reaches the wake model (the gate behind the canceller passed none of
+    them here: the old listener fed it nothing), and a wake the narration itself said (its twin,
+    fed what was played, heard it 1 s before) is vetoed; the stop phrase's search hears nothing
+    the gate held back."""
+    stop = Scripted({})
+    wake = Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0), 3.0: KeywordHit("hey jarvis", 2.4, 3.0)})
+    twin = Scripted({0.1: KeywordHit("hey jarvis", 0.0, 0.1)})
+    listener = BargeInListener(BargeInDetector(stop, wake, "hey jarvis"), twin, lambda: bytes(960), window_s=1.5)
+    hits = [listener.hear(bytes(960), passed=False, narrating=True) for _ in range(200)]
+    found = [(round(listener_at, 2), h) for listener_at, h in zip([(i + 1) * 0.02 for i in range(200)], hits) if h is not None]
+    assert [(at, h.command, h.start_s) for at, h in found] == [(3.0, True, 2.4)]  # the one at 1.0 s was the narration's
+    assert listener.vetoed == 1
+    old = StopListener(BargeInDetector(Scripted({}), Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0)}), "hey jarvis"))
+    assert all(old.hear(bytes(960), passed=False, narrating=True) is None for _ in range(100))

@@ -4,8 +4,7 @@ held until it is clearly no "stop", then goes up from just before the phrase."""
 from __future__ import annotations
 
 from decisions.upload_gate import KeywordHit
-from detectors.barge_in import BargeInDetector, BargeInListener, CommandHold, Held, HoldSettings, StopAfterWake
-from detectors.stop_word import StopListener
+from detectors.barge_in import BargeInDetector, CommandHold, Held, HoldSettings, StopAfterWake
 from detectors.stop_word import StopHit
 
 CHUNK_S = 0.02
@@ -122,20 +121,3 @@ def test_with_the_check_a_stop_phrase_heard_in_a_command_cuts_but_the_command_st
             assert released == []
         assert (hold.dropped, hold.released) == ((1, 0) if stop else (0, 1)), text
         assert (released == []) == stop
-
-
-def test_the_barge_in_listener_lets_the_wake_model_hear_what_the_gate_held_back_and_vetoes_the_narrations_own():
-    """Every cancelled chunk reaches the wake model (the gate behind the canceller passed none of
-    them here: the old listener fed it nothing), and a wake the narration itself said (its twin,
-    fed what was played, heard it 1 s before) is vetoed; the stop phrase's search hears nothing
-    the gate held back."""
-    stop = Scripted({})
-    wake = Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0), 3.0: KeywordHit("hey jarvis", 2.4, 3.0)})
-    twin = Scripted({0.1: KeywordHit("hey jarvis", 0.0, 0.1)})
-    listener = BargeInListener(BargeInDetector(stop, wake, "hey jarvis"), twin, lambda: bytes(960), window_s=1.5)
-    hits = [listener.hear(bytes(960), passed=False, narrating=True) for _ in range(200)]
-    found = [(round(listener_at, 2), h) for listener_at, h in zip([(i + 1) * 0.02 for i in range(200)], hits) if h is not None]
-    assert [(at, h.command, h.start_s) for at, h in found] == [(3.0, True, 2.4)]  # the one at 1.0 s was the narration's
-    assert listener.vetoed == 1
-    old = StopListener(BargeInDetector(Scripted({}), Scripted({1.0: KeywordHit("hey jarvis", 0.4, 1.0)}), "hey jarvis"))
-    assert all(old.hear(bytes(960), passed=False, narrating=True) is None for _ in range(100))
