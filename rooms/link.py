@@ -119,6 +119,7 @@ class SatelliteSpeaker:
         self._converter = PcmConverter(SAMPLE_RATE, rate)
         self._streaming = False
         self._plays_until = 0.0  # clock time the satellite finishes what it was sent
+        self._flushed = Changes()  # wakes `drained`
         self.played_bytes = 0  # interface-format audio handed to the satellite
         self.first_audio_at: float | None = None  # clock time of the latest stream's first chunk
 
@@ -150,12 +151,14 @@ class SatelliteSpeaker:
         told to drop it), the hub sends no more."""
         self._end()
         self._plays_until = self._clock()
+        self._flushed.notify()
 
     async def drained(self) -> None:
+        """When the satellite will have played what was sent, or at once on a `flush` (a stop
+        must let the room's next command in now, not when the cut answer would have ended)."""
         self._end()
-        delay = self._plays_until - self._clock()
-        if delay > 0:
-            await asyncio.sleep(delay)
+        while (delay := self._plays_until - self._clock()) > 0:
+            await self._flushed.wait(delay)
 
     def _end(self) -> None:
         if self._streaming:

@@ -13,6 +13,9 @@ owns and installs its own SIGTERM handler, and handoff stops cleanly by its own.
 
 Only what passed the on-device wake word crosses the network: while the hub's voice plays here,
 the microphone goes to this satellite's own stop detector, and a hit is sent as `handoff-stop`.
+A barge-in ("hey jarvis, what time is it" over the hub's voice) cuts it the same way, and what the
+user said is held here (`CommandHold`) until it is known to be a command and the speaker is quiet,
+then goes through the on-device wake word like any command: "hey jarvis, stop" never leaves.
 Everything is bounded: one frame (rooms.wire), the events the hub has not read
 (`MAX_OUTBOX_EVENTS`: a hub that stops reading is dropped), the audio queued ahead of the
 speaker (`MAX_AHEAD_S`: more is dropped), and connections not yet a hub (`MAX_NEWCOMERS`, each
@@ -39,7 +42,8 @@ from audio_io import MicrophoneSource, SpeakerSink
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
-from detectors.stop_word import StopDetector, StopListener
+from detectors.barge_in import CommandHold, Held, StopAfterWake
+from detectors.stop_word import StopDetector, StopHit, StopListener
 from rooms.keys import SatelliteContexts
 from rooms.pairing import SatelliteKeys, answer_pairing
 from rooms.wire import (
@@ -76,7 +80,8 @@ class SatelliteCounts:
     refused: int = 0  # connections closed before they became the hub: nothing valid, too slow, too many
     unusable: int = 0  # frames from the hub that did not fit (ignored)
     dropped_audio_s: float = 0.0  # the hub's audio beyond MAX_AHEAD_S
-    stops: int = 0  # "computer, stop" heard here and sent to the hub
+    stops: int = 0  # "computer, stop" (or a barge-in's wake phrase) heard here and sent to the hub
+    barge_ins: int = 0  # commands said over the hub's voice, held here and then sent as commands
     pairings: int = 0  # hubs paired while it ran
     stopped_by_hub: int = 0  # commands the hub ended early (a transcript: another room took it)
 
@@ -96,6 +101,8 @@ class SatelliteServer:
         self.cancel = cancel  # the room's echo canceller (audio_io.echo_reference.cancelling): what its stop detector hears
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
         self._stop = StopListener(stop_detector) if stop_detector is not None else None
+        self._hold = CommandHold(check=StopAfterWake.for_detector(stop_detector))  # a barge-in, until it is no "stop"
+        self._mic_offset = 0  # bytes of microphone audio read (where a held chunk lies)
         self.counts = SatelliteCounts()
         self.changes = Changes()  # a hub came or went, a stream ended
         self._writer: asyncio.StreamWriter | None = None  # the hub's connection, while it runs us
@@ -313,48 +320,71 @@ class SatelliteServer:
     async def _listen(self) -> None:
         """Every chunk through the detectors; what they pass is a command for the hub. The mic is
         not heard while the speaker plays (the hub's voice must not reach the hub)."""
-        chunk_s = 0.0
         async for chunk in self.microphone.chunks():
-            chunk_s = len(chunk) / BYTES_PER_SECOND
-            if self._stop is not None:
-                self._listen_for_stop(chunk if self.cancel is None else self.cancel(chunk))
-            if self._playing:
-                self.mic_filter.skip(chunk)  # the hub's voice: nothing of it leaves this machine
-                continue
-            pieces = self.mic_filter.feed(chunk)
-            if not self.hub_connected:
-                continue
-            if self._told_to_stop:  # until the detectors have passed nothing for END_AFTER_S
-                self._quiet_s = 0.0 if pieces else self._quiet_s + chunk_s
-                self._told_to_stop = self._quiet_s < END_AFTER_S
-                continue
-            if pieces:
-                if not self._streaming:
-                    self._streaming, self._quiet_s = True, 0.0
-                    self.counts.commands += 1
-                    start = PipelineStage.ASR if self.woken else PipelineStage.WAKE
-                    self._send(RunPipeline(start_stage=start, end_stage=PipelineStage.TTS).event())
-                for piece in pieces:
-                    self._send(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1, audio=piece).event())
-                self._quiet_s = 0.0
-            elif self._streaming:
-                self._quiet_s += chunk_s
-                if self._quiet_s >= END_AFTER_S:
-                    self._streaming = False
-                    self._send(AudioStop().event())
+            for piece in self._listen_for_stop(chunk) if self._stop is not None else [chunk]:
+                self._hear(piece)
 
-
-    def _listen_for_stop(self, chunk: bytes) -> None:
-        """While the hub's voice plays: "computer, stop" stops it here at once and tells the hub."""
-        assert self._stop is not None
-        hit = self._stop.hear(chunk, passed=True, narrating=self._playing)
-        if hit is None or not self.hub_connected:
+    def _hear(self, chunk: bytes) -> None:
+        """One chunk for the detectors (read just now, or held through a barge-in)."""
+        chunk_s = len(chunk) / BYTES_PER_SECOND
+        if self._playing:
+            self.mic_filter.skip(chunk)  # the hub's voice: nothing of it leaves this machine
             return
+        pieces = self.mic_filter.feed(chunk)
+        if not self.hub_connected:
+            return
+        if self._told_to_stop:  # until the detectors have passed nothing for END_AFTER_S
+            self._quiet_s = 0.0 if pieces else self._quiet_s + chunk_s
+            self._told_to_stop = self._quiet_s < END_AFTER_S
+            return
+        if pieces:
+            if not self._streaming:
+                self._streaming, self._quiet_s = True, 0.0
+                self.counts.commands += 1
+                start = PipelineStage.ASR if self.woken else PipelineStage.WAKE
+                self._send(RunPipeline(start_stage=start, end_stage=PipelineStage.TTS).event())
+            for piece in pieces:
+                self._send(AudioChunk(rate=SAMPLE_RATE, width=2, channels=1, audio=piece).event())
+            self._quiet_s = 0.0
+        elif self._streaming:
+            self._quiet_s += chunk_s
+            if self._quiet_s >= END_AFTER_S:
+                self._streaming = False
+                self._send(AudioStop().event())
+
+    def _listen_for_stop(self, chunk: bytes) -> list[bytes]:
+        """While the hub's voice plays: "computer, stop" (or the wake phrase of a barge-in) stops
+        it here at once and tells the hub. The detector hears the canceller's output. After a
+        barge-in's wake phrase, what the user says is held (cancelled) until it is a command and
+        the speaker is quiet, then goes to the detectors. Returns what they get now."""
+        assert self._stop is not None
+        hold, playing = self._hold, self._playing
+        heard = chunk if self.cancel is None else self.cancel(chunk)
+        hit = self._stop.hear(heard, passed=True, narrating=playing or hold.holding)
+        self._mic_offset += len(chunk)
+        piece = Held(self._mic_offset - len(chunk), heard if hold.holding else chunk, self._stop.clock)
+        if playing and not hold.holding:
+            hold.remember(Held(piece.offset, heard, piece.end_s))
+        if hit is not None and self.hub_connected:
+            if not hold.holding:
+                self._stopped_here(hit)
+            hold.hit(hit)
+        released = hold.take(piece, muted=self._playing)
+        if len(released) > 1:
+            self.counts.barge_ins += 1
+            log.info("barge-in: %.1f s said over the hub's voice goes to the detectors as a command",
+                     sum(len(held.chunk) for held in released) / BYTES_PER_SECOND)  # fmt: skip
+        return [held.chunk for held in released]
+
+    def _stopped_here(self, hit: StopHit) -> None:
         self.counts.stops += 1
         log.info("stop: %r heard; telling the hub", hit.phrase)
         self.speaker.flush()
         self._plays_until = time.monotonic()
         self._send(stop_event(hit.phrase))
+        if self._streaming:  # the answer played: its command is over, and what is said now is another
+            self._streaming = False
+            self._send(AudioStop().event())
 
 
 def describe(counts: SatelliteCounts) -> dict[str, Any]:

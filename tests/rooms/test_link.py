@@ -100,3 +100,19 @@ async def test_a_hub_too_busy_to_read_does_not_call_its_satellite_gone() -> None
         keeping.cancel()
         with contextlib.suppress(asyncio.CancelledError):
             await keeping
+
+
+async def test_a_flush_ends_the_wait_for_a_satellite_to_play_what_it_was_sent() -> None:
+    """The hub's speaker for a room waits as long as the satellite plays what it was sent; a stop
+    flushes it, and the wait must end then (the room's next command is let in at once)."""
+    from rooms.link import SatelliteSpeaker
+
+    sent: list[object] = []
+    speaker = SatelliteSpeaker(sent.append, 24000, clock=lambda: 0.0)  # time stands still: only a flush ends it
+    speaker.play(bytes(2 * 24000 * 60))  # a minute of the answer
+    draining = asyncio.create_task(speaker.drained())
+    await asyncio.sleep(0)  # it is waiting now
+    assert not draining.done()
+    speaker.flush()
+    async with asyncio.timeout(TIMEOUT):
+        await draining

@@ -7,7 +7,7 @@ import asyncio
 from pathlib import Path
 
 from concurrency.changes import wait_for
-from decisions.timeline import Timeline
+from decisions.timeline import Timeline, TimelineKind
 from rooms.hub import hub
 from tests.support.rooms_harness import (
     WORDS, command_tone, handoff_satellite, hub_settings, resampled, running_hub, started, tone_sim,
@@ -104,7 +104,7 @@ async def test_status_lists_each_satellite_and_history_names_the_room(tmp_path: 
     from service.notify import SystemdNotifier
     from service.runtime import ServiceRuntime
     from service.status import STATUS_FILE, Liveness, read_status
-    from decisions.timeline import Timeline
+    from decisions.timeline import Timeline, TimelineKind
 
     async with tone_sim(["computer, echo kitchen one"]) as sim:
         async with started([handoff_satellite("kitchen")]) as (kitchen,):
@@ -175,6 +175,46 @@ async def test_computer_stop_in_one_room_stops_that_room_only(tmp_path: Path) ->
     assert timelines["office"].count("stopped") == 0
     office_said = [e.text for e in timelines["office"].entries if e.kind == "narrated"]
     assert "stopped after" not in office_said[0], office_said
+
+
+async def test_a_command_said_over_the_answer_in_a_satellite_room_cuts_it_and_is_answered(tmp_path: Path) -> None:
+    """A barge-in at `handoff satellite`: its own detector hears the wake phrase over the hub's
+    voice (a `command` hit), the answer is cut, and what the user said is held there and then
+    sent as a command, wake phrase and all, through the satellite's own wake word."""
+    import dataclasses
+
+    from config.settings import StopSettings
+    from tests.support.stop_detectors import LoudStopDetector
+
+    long = "the quick brown fox jumps over the lazy dog and runs far away into the woods"
+    phrases = [f"computer, echo kitchen {long}", "computer, echo kitchen what time is it"]
+    detector = LoudStopDetector(phrase="hey jarvis", command=True)  # the wake phrase alone, over the answer
+    async with tone_sim(phrases) as sim:
+        async with started([handoff_satellite("kitchen", stop_detector=detector)]) as (kitchen,):
+            settings = hub_settings(sim, tmp_path, [kitchen.spec])
+            settings = settings.replace(stop=dataclasses.replace(StopSettings(), enabled=True))
+            timelines = {"kitchen": Timeline()}
+            async with hub(settings, timelines, stop_detectors={"kitchen": LoudStopDetector()}) as the_hub:
+                running = asyncio.create_task(the_hub.run())
+                try:
+                    await kitchen.server.changes.wait_until(lambda: kitchen.server.hub_connected, TIMEOUT)
+                    kitchen.say(command_tone(0))
+                    await kitchen.server.changes.wait_until(lambda: kitchen.server._playing, TIMEOUT)
+                    kitchen.say(command_tone(1))  # "hey jarvis, what time is it", over the answer
+                    await wait_for(timelines["kitchen"], lambda t: t.count("closed") >= 2, TIMEOUT)
+                finally:
+                    running.cancel()
+                    try:
+                        await running
+                    except asyncio.CancelledError:
+                        pass
+    assert len(detector.hits) == 1 and kitchen.server.counts.stops == 1
+    assert kitchen.server.counts.barge_ins == 1 and kitchen.server.counts.commands == 2
+    timeline = timelines["kitchen"]
+    assert [e.text for e in timeline.entries if e.kind is TimelineKind.COMMAND] == [
+        f"echo kitchen {long}", "echo kitchen what time is it"]
+    closed = [e.text for e in timeline.entries if e.kind is TimelineKind.CLOSED]
+    assert closed[0].startswith("command 1 stopped") and closed[1].startswith("command 2 said"), closed
 
 
 async def test_with_one_session_allowed_the_second_room_hears_the_earcon_and_waits_its_turn(tmp_path: Path) -> None:
