@@ -40,20 +40,15 @@ import time
 from pathlib import Path
 from typing import AsyncIterator
 
-import numpy as np
-
 from config.rooms import RoomSettings, SatelliteSpec
-from audio_io.format import SAMPLE_RATE
 from config.settings import ConversationSettings, Settings
 from realtime_sim import SimConfig, SimServer
-from realtime_sim.transcriber import Segment
 from tests.support.pipeline_harness import fast_settings
 from rooms.pairing import HubKeys, SatelliteKeys, pair_with
-from tests.support.rooms_harness import BASE_HZ, STEP_HZ, command_tone, handoff_satellite, started
+from tests.support.rooms_harness import ToneTranscriber, command_tone, handoff_satellite, started
 from benchmarks.link_cost import link_cost
 
 IDLE_S = 5.0
-FRAME = SAMPLE_RATE // 50  # 20 ms
 TONE_S = 0.6  # command_tone's sound, before its silence
 
 
@@ -77,39 +72,13 @@ class LoopLag:
         return lags
 
 
-class PitchTranscriber:
-    """The simulator's "recogniser" for the benchmark's tone commands: the loudest pitch of the
-    segment (an FFT), read back as its command. Constant time, whatever the number of phrases (the
-    tests' ToneTranscriber compares every phrase's pitch in pure Python: 46 ms a segment for
-    N = 8's 40 phrases against 4 ms for N = 1's 5, one segment at a time, which the N = 8 runs
-    measured as the hub's "commit -> transcript")."""
-
-    needs_audio = True
-
-    def __init__(self, phrases: list[str]) -> None:
-        self.phrases = phrases
-
-    def transcribe(self, segment: Segment) -> str:
-        samples = np.frombuffer(segment.pcm[: len(segment.pcm) // 2 * 2], dtype="<i2").astype(np.float32)
-        frames = samples[: samples.size // FRAME * FRAME].reshape(-1, FRAME)
-        loud = frames[np.sqrt((frames * frames).mean(axis=1)) > 1500].ravel()[: SAMPLE_RATE // 4]
-        if loud.size < FRAME * 5:
-            return "mm-hm"
-        spectrum = np.abs(np.fft.rfft(loud * np.hanning(loud.size)))
-        hz = float(np.fft.rfftfreq(loud.size, 1 / SAMPLE_RATE)[int(np.argmax(spectrum))])
-        return self.phrases[min(len(self.phrases) - 1, max(0, round((hz - BASE_HZ) / STEP_HZ)))]
-
-    def close(self) -> None:
-        pass
-
-
 def _sim_process(phrases: list[str], seed: int, conn) -> None:  # type: ignore[no-untyped-def]
     """The simulator (OpenAI's side: another machine in reality), alone in its process: sends its
     URL, stops on "stop"."""
 
     async def main() -> None:
         sim = SimServer(SimConfig(audio_frame_delay_s=0, use_espeak=False, seed=seed, realistic=False),
-                        transcriber=PitchTranscriber(phrases))  # fmt: skip
+                        transcriber=ToneTranscriber(phrases))  # fmt: skip
         await sim.start()
         try:
             conn.send(sim.base_url)
