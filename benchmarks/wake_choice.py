@@ -294,8 +294,8 @@ STRICT_RULE, VERIFIER_RULE = "WAKE_STRICT=true", "verifier"
 
 def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> dict:
     """A `TryJudge` per rule over the upload filter the default settings build: "shipped",
-    `STRICT_RULE`, `VERIFIER_RULE` (the shipped rule and the wake verifier with the weights at
-    `verifier`, or the phrase's own)."""
+    `STRICT_RULE` (WAKE_STRICT=true), `VERIFIER_RULE` (WAKE_VERIFY=true, with the weights at
+    `verifier` if given)."""
     from pathlib import Path
 
     from config.settings import UploadMode, UploadSettings
@@ -305,13 +305,10 @@ def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str 
 
     judges = {}
     for rule in rules:
-        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule == STRICT_RULE)
+        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule == STRICT_RULE, wake_verify=rule == VERIFIER_RULE)
         judge = TryJudge(build_upload_filter(upload, phrase, 8.0, RATE * WIDTH), chunk_ms)
-        model = MODEL_PHRASES[phrase].model
-        if rule == VERIFIER_RULE:
-            judge.spotter.verifier = WakeVerifier(model, Weights.load(Path(verifier)) if verifier else None)
-        elif rule == "shipped":
-            judge.spotter.verifier = None
+        if rule == VERIFIER_RULE and verifier:  # other weights than the shipped ones
+            judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(verifier)))
         judges[rule] = judge
     return judges
 

@@ -26,7 +26,7 @@ from config.wake_phrases import WakeModel
 from decisions.upload_gate import KeywordHit
 from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler
 from detectors.wake_confirm import ConfirmSettings, Fusion, FusionCore, OpenStream
-from detectors.wake_verify import VERIFY_S, WakeVerifier
+from detectors.wake_verify import VERIFY_S, WakeVerifier, verifier_available
 
 REFUSED_S = 1.0  # after the verifier refused a wake, the models' next wakes are not asked about for this long
 
@@ -67,7 +67,8 @@ class ModelSpotter:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
         # The third opinion, asked once per wake about to be accepted (`ConfirmSettings.verify`).
         self.verifier: WakeVerifier | None = (
-            WakeVerifier(settings.model.model) if self._confirm is not None and self._confirm.verify else None)
+            WakeVerifier(settings.model.model)
+            if self._confirm is not None and self._confirm.verify and verifier_available(settings.model.model) else None)
         self._recent = bytearray()  # the last `confirm.lookback_s` (+ `start_after_s`) of 16 kHz audio, for the second model
         self._recent_end = 0  # 16 kHz samples ever added to `_recent` (where its end lies in the stream)
         self._held_from: int | None = None  # a held candidate's look-back starts at this sample of the stream

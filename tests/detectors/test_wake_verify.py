@@ -7,6 +7,9 @@ import pytest
 
 from benchmarks.corpus import _silence
 
+from config.settings import SettingsError, UploadMode, UploadSettings, load_settings
+from config.wake_phrases import MODEL_PHRASES
+from detectors.pipeline import build_wake_spotter
 from detectors.wake_confirm import ConfirmSettings
 from detectors.wake_model import REFUSED_S, ModelSpotter, ModelSpotterSettings
 from detectors.wake_verify import VERIFY_S, WakeVerifier, verifier_available
@@ -44,8 +47,35 @@ def test_a_refused_wake_starts_no_refractory_period_so_the_phrase_said_again_is_
     assert len(hits(spotter, pcm, start=len(pcm) / 48000 + REFUSED_S)) == 1  # well within the 5 s a wake would hold
 
 
-def test_the_verify_setting_builds_the_shipped_verifier():
+def test_wake_verify_builds_the_shipped_verifier_into_the_spotter_the_assistant_runs():
+    assert load_settings(environ={"WAKE_VERIFY": "true"}, dotenv_path=None).upload.wake_verify
+    assert not load_settings(environ={}, dotenv_path=None).upload.wake_verify
+    with pytest.raises(SettingsError, match="WAKE_VERIFY"):
+        load_settings(environ={"WAKE_VERIFY": "maybe"}, dotenv_path=None)
     assert verifier_available(JARVIS.model)
-    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True)))
-    assert isinstance(spotter.verifier, WakeVerifier)
-    assert two_models().verifier is None
+    for strict in (False, True):
+        spotter = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=strict, wake_verify=True), "hey jarvis")
+        assert isinstance(spotter, ModelSpotter) and isinstance(spotter.verifier, WakeVerifier)
+        assert spotter.settings.confirm is not None and spotter.settings.confirm.frames == (2 if strict else 1)
+    assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis").verifier is None
+    # a phrase with no trained weights: no third opinion (and no error)
+    assert not verifier_available("hey_mycroft")
+    assert ModelSpotter(ModelSpotterSettings(MODEL_PHRASES["hey mycroft"], confirm=ConfirmSettings(verify=True))).verifier is None
+
+
+def test_the_verifier_reads_the_windows_a_three_second_start_would_for_less_audio(corpus, monkeypatch):
+    """Its padding is trimmed to what its windows need, on the same frame grid (the weights were
+    fitted on these figures): the windows it scores are the same as with openWakeWord's 3 s start."""
+    import numpy as np
+
+    from detectors import wake_verify
+    from detectors.audio import Resampler
+
+    read = wake_verify.EmbeddingReader()
+    pcm = Resampler(24000)(said(corpus, "hey jarvis, what time is it"))
+    for length in (int(VERIFY_S * 16000), 20000):
+        piece = pcm[-length * 2:]
+        trimmed = wake_verify.windows(read(piece))
+        monkeypatch.setattr(wake_verify, "PADDED_SAMPLES", 3 * 16000)
+        assert np.array_equal(wake_verify.windows(read(piece)), trimmed)
+        monkeypatch.undo()
