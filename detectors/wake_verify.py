@@ -19,6 +19,10 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np  # numpy loads only when a verifier is built
 
 VERIFY_S = 2.3  # the audio before a wake the verifier hears (openWakeWord's 16 frames need about 2 s)
 WINDOWS = 16  # openWakeWord's frames per window (its "hey jarvis" model's input)
@@ -32,9 +36,9 @@ WEIGHTS_DIR = Path(__file__).parent / "verifiers"
 
 @dataclass(frozen=True)
 class Weights:
-    mean: object  # numpy arrays (numpy loads only when a verifier is built)
-    scale: object
-    coef: object
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
     intercept: float
     threshold: float
 
@@ -51,19 +55,19 @@ class Weights:
         np.savez_compressed(path, mean=self.mean, scale=self.scale, coef=self.coef,
                             intercept=np.float64(self.intercept), threshold=np.float64(self.threshold))
 
-    def scores(self, rows: object) -> object:
+    def scores(self, rows: np.ndarray) -> np.ndarray:
         """The probability of the phrase for each row of features."""
         import numpy as np
 
-        z = ((np.asarray(rows) - self.mean) / self.scale) @ self.coef + self.intercept
-        return 1.0 / (1.0 + np.exp(-z))
+        z: np.ndarray = ((np.asarray(rows) - self.mean) / self.scale) @ self.coef + self.intercept
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
 def weights_path(model: str) -> Path:
     return WEIGHTS_DIR / f"{model}.npz"
 
 
-def windows(embeddings: object) -> object:
+def windows(embeddings: np.ndarray) -> np.ndarray:
     """The last `POSITIONS` windows of `WINDOWS` embeddings, each flattened to one row."""
     import numpy as np
 
@@ -80,7 +84,7 @@ class EmbeddingReader:
 
         self._features = OpenWakeWordFeatures.from_builtin()
 
-    def __call__(self, pcm16k: bytes) -> object:
+    def __call__(self, pcm16k: bytes) -> np.ndarray:
         import numpy as np
 
         self._features.reset()
