@@ -289,13 +289,13 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     return lines
 
 
-STRICT_RULE, VERIFIER_RULE = "WAKE_STRICT=true", "verifier"
+STRICT_RULE, VERIFIER_RULE, BOTH_RULE = "WAKE_STRICT=true", "WAKE_VERIFY=true", "WAKE_STRICT=true WAKE_VERIFY=true"
 
 
 def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> dict:
     """A `TryJudge` per rule over the upload filter the default settings build: "shipped",
     `STRICT_RULE` (WAKE_STRICT=true), `VERIFIER_RULE` (WAKE_VERIFY=true, with the weights at
-    `verifier` if given)."""
+    `verifier` if given), `BOTH_RULE`."""
     from pathlib import Path
 
     from config.settings import UploadMode, UploadSettings
@@ -305,9 +305,10 @@ def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str 
 
     judges = {}
     for rule in rules:
-        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule == STRICT_RULE, wake_verify=rule == VERIFIER_RULE)
+        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule in (STRICT_RULE, BOTH_RULE),
+                                wake_verify=rule in (VERIFIER_RULE, BOTH_RULE))
         judge = TryJudge(build_upload_filter(upload, phrase, 8.0, RATE * WIDTH), chunk_ms)
-        if rule == VERIFIER_RULE and verifier:  # other weights than the shipped ones
+        if rule in (VERIFIER_RULE, BOTH_RULE) and verifier:  # other weights than the shipped ones
             judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(verifier)))
         judges[rule] = judge
     return judges
@@ -404,12 +405,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--strict", action="store_true", help="--neural, --base: also with WAKE_STRICT=true, in the same run")
     parser.add_argument("--verifier", nargs="?", const="shipped", default="", metavar="WEIGHTS",
                         help="--neural, --base: also with the wake verifier (its shipped weights, or a .npz), in the same run")
+    parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together")
     parser.add_argument("--base", type=int, default=0, metavar="N",
                         help="the shipped path on the base corpus (espeak-ng, flite, festival), N clips per set")
     parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
                         help="--neural: the microphone's chunk size (default: the settings' %(default)s ms)")
     args = parser.parse_args(argv)
-    rules = ["shipped"] + [STRICT_RULE] * args.strict + [VERIFIER_RULE] * bool(args.verifier)
+    rules = ["shipped"] + [STRICT_RULE] * args.strict + [VERIFIER_RULE] * bool(args.verifier) + [BOTH_RULE] * args.both
     weights = "" if args.verifier == "shipped" else args.verifier
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
