@@ -91,8 +91,10 @@ class NeuralSpec:
 
 
 class NeuralCorpus:
-    def __init__(self, cache_dir: Path, base: Corpus) -> None:
-        self.cache_dir = Path(cache_dir) / "neural"
+    effects: dict[Variant, tuple[str, ...]] = SOX_EFFECTS  # what each sound variant does (a training corpus uses others)
+
+    def __init__(self, cache_dir: Path, base: Corpus, folder: str = "neural") -> None:
+        self.cache_dir = Path(cache_dir) / folder
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.base = base
         self._voice = None
@@ -114,8 +116,7 @@ class NeuralCorpus:
             spec = importlib.util.find_spec(VOICE_PACKAGE)
             assert spec is not None and spec.origin is not None
             self._voice = PiperVoice.load(Path(spec.origin).parent / VOICE_FILE)
-        config = SynthesisConfig(length_scale=(0.9, 1.0, 1.1, 1.2)[take % 4],
-                                 noise_scale=(0.5, 0.667, 0.8)[take % 3], noise_w_scale=(0.6, 0.8, 1.0)[take % 3])
+        config = SynthesisConfig(**self.scales(take))
         with tempfile.TemporaryDirectory(dir=self.cache_dir) as tmp:
             raw, out = Path(tmp) / "raw.wav", Path(tmp) / "out.wav"
             with wave.open(str(raw), "wb") as w:
@@ -124,8 +125,13 @@ class NeuralCorpus:
                             "-t", "wavpcm", str(out), *effect], check=True, capture_output=True, timeout=60)
             os.replace(out, path)
 
+    def scales(self, take: int) -> dict[str, float]:
+        """piper's pace and delivery for a take (a training corpus uses others)."""
+        return {"length_scale": (0.9, 1.0, 1.1, 1.2)[take % 4], "noise_scale": (0.5, 0.667, 0.8)[take % 3],
+                "noise_w_scale": (0.6, 0.8, 1.0)[take % 3]}
+
     def clip(self, spec: NeuralSpec, lead_s: float = 0.8, tail_s: float = 1.2) -> Clip:
-        effect = SOX_EFFECTS.get(spec.variant, ())
+        effect = self.effects.get(spec.variant, ())
         parts = [self.speech(p, spec.take, effect) for p in spec.parts]
         pcm, spans = _silence(lead_s), []
         for index, part in enumerate(parts):

@@ -289,23 +289,44 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
     return lines
 
 
-def neural_table(phrase: str, per_variant: int, cache: str, strict: bool = False, chunk_ms: int = 20) -> list[str]:
+STRICT_RULE, VERIFIER_RULE, BOTH_RULE = "WAKE_STRICT=true", "WAKE_VERIFY=true", "WAKE_STRICT=true WAKE_VERIFY=true"
+
+
+def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> dict:
+    """A `TryJudge` per rule over the upload filter the default settings build: "shipped",
+    `STRICT_RULE` (WAKE_STRICT=true), `VERIFIER_RULE` (WAKE_VERIFY=true, with the weights at
+    `verifier` if given), `BOTH_RULE`."""
+    from pathlib import Path
+
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.wake_test import TryJudge
+    from detectors.wake_verify import Weights, WakeVerifier
+
+    judges = {}
+    for rule in rules:
+        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule in (STRICT_RULE, BOTH_RULE),
+                                wake_verify=rule in (VERIFIER_RULE, BOTH_RULE))
+        judge = TryJudge(build_upload_filter(upload, phrase, 8.0, RATE * WIDTH), chunk_ms)
+        if rule in (VERIFIER_RULE, BOTH_RULE) and verifier:  # other weights than the shipped ones
+            judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(verifier)))
+        judges[rule] = judge
+    return judges
+
+
+def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> list[str]:
     """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
     judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
-    the default settings: what `handoff wake-test` reports on the same recording. `strict`: also
-    with WAKE_STRICT=true (every wake needs both models), on the same clips in the same run.
-    `chunk_ms`: the microphone's chunk size the clips are fed in."""
+    the default settings: what `handoff wake-test` reports on the same recording; each of `rules`
+    (`judges_for`) on the same clips in the same run. `chunk_ms`: the microphone's chunk size the
+    clips are fed in."""
     from benchmarks.neural_corpus import (
         NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
     )
-    from config.settings import UploadMode, UploadSettings
-    from detectors.pipeline import build_upload_filter
-    from detectors.wake_test import TryJudge, heard_in
+    from detectors.wake_test import heard_in
 
     corpus = NeuralCorpus(cache, Corpus(cache))
-    rules = ["shipped"] + (["WAKE_STRICT=true"] if strict else [])
-    judges = {rule: TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule != "shipped"),
-                                                 phrase, 8.0, RATE * WIDTH), chunk_ms) for rule in rules}
+    judges = judges_for(phrase, rules, chunk_ms, verifier)
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     audio_s = 0.0
     cpu_s: dict[str, float] = defaultdict(float)
@@ -335,6 +356,37 @@ def neural_table(phrase: str, per_variant: int, cache: str, strict: bool = False
     return lines
 
 
+def base_table(phrase: str, count: int, cache: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> list[str]:
+    """The shipped path (`heard_in`, as `neural_table`) on the base corpus's voices: `count`
+    commands, near misses and ordinary sentences (`wake_specs`, `near_miss_specs`,
+    `ordinary_specs`), over the -60 dBFS floor and at 20 dB (fan, hum or babble)."""
+    from detectors.wake_test import heard_in
+
+    corpus = Corpus(cache)
+    judges = judges_for(phrase, rules, chunk_ms, verifier)
+    floor = corpus.noise(Noise.FAN, 10.0, seed=5)
+    tallies: dict[tuple[str, str, str, str], Tally] = defaultdict(Tally)
+    sets = (("addressed", wake_specs(phrase, count)), ("near", near_miss_specs(phrase, count)), ("ordinary", ordinary_specs(count)))
+    for kind, specs in sets:
+        for index, clip in enumerate(corpus.clips(specs)):
+            family = family_of(clip.voice).value
+            levels = conditions(corpus, clip, index, floor)
+            for level in ("clean", "20 dB"):
+                for rule, judge in judges.items():
+                    heard = heard_in(judge, levels[level])
+                    tallies[(rule, kind, level, family)].add(heard)
+                    tallies[(rule, kind, level, POOLED)].add(heard)
+    lines = [f"| clips ({phrase}, base corpus) | " + " | ".join(rules) + " |", "|---|" + "---|" * len(rules)]
+    names = {"addressed": "commands heard", "near": "near misses woken", "ordinary": "ordinary woken"}
+    for kind, _ in sets:
+        for level in ("clean", "20 dB"):
+            lines.append(f"| {names[kind]}, {level} | " + " | ".join(
+                tallies[(rule, kind, level, POOLED)].pct() + " (" + " / ".join(
+                    str(tallies[(rule, kind, level, f.value)].hits) for f in Family) + ")" for rule in rules) + " |")
+    lines.append("\n(per family: " + " / ".join(f.value for f in Family) + ")")
+    return lines
+
+
 ENGINES: dict[str, Callable[[str], Engine]] = {"micro": MicroEngine, "open": OpenEngine, "two-stage": TwoStageEngine}
 
 
@@ -350,14 +402,24 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=0, help="--quick: clips per set (default 12)")
     parser.add_argument("--neural", type=int, default=0, metavar="N",
                         help="only the neural-voice table (piper en_US-joe-medium), N clips per variant (e.g. 12)")
-    parser.add_argument("--strict", action="store_true", help="--neural: also with WAKE_STRICT=true, in the same run")
+    parser.add_argument("--strict", action="store_true", help="--neural, --base: also with WAKE_STRICT=true, in the same run")
+    parser.add_argument("--verifier", nargs="?", const="shipped", default="", metavar="WEIGHTS",
+                        help="--neural, --base: also with the wake verifier (its shipped weights, or a .npz), in the same run")
+    parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together")
+    parser.add_argument("--base", type=int, default=0, metavar="N",
+                        help="the shipped path on the base corpus (espeak-ng, flite, festival), N clips per set")
     parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
                         help="--neural: the microphone's chunk size (default: the settings' %(default)s ms)")
     args = parser.parse_args(argv)
-    if args.neural:
+    rules = ["shipped"] + [STRICT_RULE] * args.strict + [VERIFIER_RULE] * bool(args.verifier) + [BOTH_RULE] * args.both
+    weights = "" if args.verifier == "shipped" else args.verifier
+    if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
             print(f"microphone chunks of {args.chunk_ms} ms")
-            print("\n".join(neural_table(phrase, args.neural, args.cache, args.strict, args.chunk_ms)))
+            if args.neural:
+                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights)))
+            if args.base:
+                print("\n".join(base_table(phrase, args.base, args.cache, rules, args.chunk_ms, weights)))
         return 0
     corpus = Corpus(args.cache)
     n_addr, n_other = (args.count or 12, args.count or 12) if args.quick else (100, 100)

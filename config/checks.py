@@ -170,9 +170,10 @@ def _upload_settings(values: Mapping[str, str], server_silence_ms: int, wake_phr
         raise SettingsError(f"WAKE_REFRACTORY_S={refractory:g} is not from 0 to 10 seconds; 2 to 5 is usual (default 3).")
     flag_problems: list[str] = []
     strict = _flag(values, "WAKE_STRICT", flag_problems)
+    verify = _flag(values, "WAKE_VERIFY", flag_problems)
     if flag_problems:
         raise SettingsError(flag_problems[0])
-    return UploadSettings(mode, preroll, hangover, cutoff, refractory, strict)
+    return UploadSettings(mode, preroll, hangover, cutoff, refractory, strict, verify)
 
 
 def _stop_settings(values: Mapping[str, str], problems: list[str]) -> StopSettings:

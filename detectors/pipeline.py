@@ -16,7 +16,7 @@ a second of silence after every sentence (issue 34).
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from typing import Protocol
 
@@ -292,6 +292,7 @@ def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
         # WAKE_CUTOFF empty: two models must agree (for a phrase where that was measured to help);
         # a number: microWakeWord alone at that cutoff (what `handoff wake-test` measures and suggests).
         rule = STRICT if upload.wake_strict else ConfirmSettings()  # WAKE_STRICT: both models for every wake
+        rule = replace(rule, verify=upload.wake_verify)  # WAKE_VERIFY: a third opinion (detectors.wake_verify)
         confirm = rule if upload.wake_cutoff is None and model.confirmed and confirm_available() else None
         return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, confirm=confirm,
                                                  refractory_s=upload.wake_refractory_s))

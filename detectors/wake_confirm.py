@@ -83,6 +83,9 @@ class ConfirmSettings:
     # from where the candidate opened, padded as before, so it scores the same audio on the same
     # frame grid; only its verdict comes up to this much later. 0: at once, as before.
     start_after_s: float = 0.25
+    # A third opinion before a wake is accepted (`detectors.wake_verify`): a logistic regression on
+    # openWakeWord's embeddings of the last 2.3 s, trained offline against sound-alikes. False: none.
+    verify: bool = False
 
 
 # Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses

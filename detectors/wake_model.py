@@ -26,6 +26,9 @@ from config.wake_phrases import WakeModel
 from decisions.upload_gate import KeywordHit
 from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler
 from detectors.wake_confirm import ConfirmSettings, Fusion, FusionCore, OpenStream
+from detectors.wake_verify import VERIFY_S, WakeVerifier, verifier_available
+
+REFUSED_S = 1.0  # after the verifier refused a wake, the models' next wakes are not asked about for this long
 
 
 @dataclass(frozen=True)
@@ -62,6 +65,10 @@ class ModelSpotter:
             self._open = OpenStream(settings.model.model, self._confirm.phases)
         else:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
+        # The third opinion, asked once per wake about to be accepted (`ConfirmSettings.verify`).
+        self.verifier: WakeVerifier | None = (
+            WakeVerifier(settings.model.model)
+            if self._confirm is not None and self._confirm.verify and verifier_available(settings.model.model) else None)
         self._recent = bytearray()  # the last `confirm.lookback_s` (+ `start_after_s`) of 16 kHz audio, for the second model
         self._recent_end = 0  # 16 kHz samples ever added to `_recent` (where its end lies in the stream)
         self._held_from: int | None = None  # a held candidate's look-back starts at this sample of the stream
@@ -128,7 +135,7 @@ class ModelSpotter:
         listening = self._fusion.listening
         self._recent += pcm16k
         self._recent_end += len(pcm16k) // SAMPLE_WIDTH
-        keep_s = self._confirm.lookback_s + self._confirm.start_after_s + 0.1
+        keep_s = max(self._confirm.lookback_s + self._confirm.start_after_s, VERIFY_S) + 0.1
         del self._recent[: max(0, len(self._recent) - int(keep_s * MODEL_RATE) * SAMPLE_WIDTH)]
         if self._fusion.holding:  # started now (its look-back includes this chunk), or not yet
             return self._fused(self._fusion.tick(end_time), end_time)
@@ -165,11 +172,14 @@ class ModelSpotter:
         recent = bytes(self._recent[-samples * SAMPLE_WIDTH:]) if samples else b""
         return recent, max(0, len(recent) // SAMPLE_WIDTH - (self._recent_end - held_from - lookback))
 
-    def _wake(self, end_time: float) -> KeywordHit:
+    def _wake(self, end_time: float) -> KeywordHit | None:
         # Timed from microWakeWord's peak (near the phrase's end, as a one-model hit is), not from
         # the agreement, so the upload starts where the phrase began; after a pause, from "hey".
         paused_from = self._fusion.paused_from
         self._fusion.reset()
+        if self.verifier is not None and not self.verifier.accepts(bytes(self._recent[-int(VERIFY_S * MODEL_RATE) * SAMPLE_WIDTH:])):
+            self._quiet_until = end_time + REFUSED_S  # the same phrase would ask again in every frame
+            return None
         if paused_from is not None:
             self._quiet_until = end_time + self.settings.refractory_s
             return KeywordHit(self.phrase, start_s=paused_from, detected_s=end_time)

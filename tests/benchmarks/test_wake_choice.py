@@ -36,3 +36,16 @@ def test_the_form_table_has_a_row_for_each_way_the_command_follows_the_phrase():
     [paused] = [line for line in lines if PAUSED in line]
     assert "| 100 (1/1) | 100 (2/2) | - |" in run_on  # clean, 20 dB, 10 dB (none at 10 dB)
     assert "| - | 0 (0/1) | - |" in paused
+
+
+def test_each_rule_is_judged_through_the_filter_its_settings_build():
+    from benchmarks.wake_choice import BOTH_RULE, STRICT_RULE, VERIFIER_RULE, judges_for
+    from detectors.wake_confirm import STRICT
+    from detectors.wake_verify import WakeVerifier
+
+    judges = judges_for("hey jarvis", ["shipped", STRICT_RULE, VERIFIER_RULE, BOTH_RULE])
+    built = {rule: (judge.spotter.settings.confirm, judge.spotter.verifier) for rule, judge in judges.items()}
+    assert built["shipped"][1] is None and built["shipped"][0].frames == 1
+    assert built[STRICT_RULE][0] == STRICT and built[STRICT_RULE][1] is None
+    assert built[VERIFIER_RULE][0].frames == 1 and isinstance(built[VERIFIER_RULE][1], WakeVerifier)
+    assert built[BOTH_RULE][0].frames == 2 and isinstance(built[BOTH_RULE][1], WakeVerifier)

@@ -1,0 +1,117 @@
+"""A third opinion on a wake about to be accepted: a logistic regression on openWakeWord's speech
+embeddings of the phrase (openWakeWord's own "custom verifier" idea), trained offline.
+
+microWakeWord and openWakeWord both score some sound-alikes of "hey jarvis" ("hey chavez", "hey
+jarvie") as high as the phrase (issue 34's near misses). Both models end in a classifier over a
+general speech embedding; this one is trained on what they confuse: the 96-value embeddings
+openWakeWord computes for every 80 ms of audio (its `embedding_model`, shipped in pyopen-wakeword),
+over the 16 frames (about 2 s of sound) its own model looks at, taken where the two models woke.
+It runs once per wake, never per chunk: `ModelSpotter` hands it the last `VERIFY_S` of audio
+before the wake (about 0.1-0.2 s of CPU), and the wake is dropped when the score is under the
+threshold stored with the weights.
+
+The weights are a small `.npz` (standardisation, coefficients, intercept, threshold) made by
+`benchmarks/wake_verifier_train.py` from voices and sound-alikes disjoint from the benchmark's
+(docs/PERFORMANCE.md, "Near misses: a third opinion"); numpy only, no learning library at runtime.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import numpy as np  # numpy loads only when a verifier is built
+
+VERIFY_S = 2.3  # the audio before a wake the verifier hears (openWakeWord's 16 frames need about 2 s)
+WINDOWS = 16  # openWakeWord's frames per window (its "hey jarvis" model's input)
+POSITIONS = 4  # the last windows scored (80 ms apart); the best one counts
+# Padded in front with silence to this many samples: the frame grid of `wake_confirm.OpenStream`'s
+# 3 s start (48,000 samples less a whole number of 80 ms frames), with just the embeddings the
+# windows need (20 of 19); the same figures as 3 s, for three quarters of the CPU.
+PADDED_SAMPLES = 3 * 16000 - 8 * 1280
+WEIGHTS_DIR = Path(__file__).parent / "verifiers"
+
+
+@dataclass(frozen=True)
+class Weights:
+    mean: np.ndarray
+    scale: np.ndarray
+    coef: np.ndarray
+    intercept: float
+    threshold: float
+
+    @classmethod
+    def load(cls, path: Path) -> Weights:
+        import numpy as np
+
+        with np.load(path) as data:
+            return cls(data["mean"], data["scale"], data["coef"], float(data["intercept"]), float(data["threshold"]))
+
+    def save(self, path: Path) -> None:
+        import numpy as np
+
+        np.savez_compressed(path, mean=self.mean, scale=self.scale, coef=self.coef,
+                            intercept=np.float64(self.intercept), threshold=np.float64(self.threshold))
+
+    def scores(self, rows: np.ndarray) -> np.ndarray:
+        """The probability of the phrase for each row of features."""
+        import numpy as np
+
+        z: np.ndarray = ((np.asarray(rows) - self.mean) / self.scale) @ self.coef + self.intercept
+        return np.asarray(1.0 / (1.0 + np.exp(-z)))
+
+
+def weights_path(model: str) -> Path:
+    return WEIGHTS_DIR / f"{model}.npz"
+
+
+def windows(embeddings: np.ndarray) -> np.ndarray:
+    """The last `POSITIONS` windows of `WINDOWS` embeddings, each flattened to one row."""
+    import numpy as np
+
+    emb = np.asarray(embeddings, dtype=np.float32)
+    last = len(emb)
+    return np.stack([emb[end - WINDOWS : end].reshape(-1) for end in range(last - POSITIONS + 1, last + 1)])
+
+
+class EmbeddingReader:
+    """openWakeWord's embeddings of a piece of 16 kHz pcm16, from a fresh start padded in front."""
+
+    def __init__(self) -> None:
+        from pyopen_wakeword import OpenWakeWordFeatures  # numpy + TFLite: only when used
+
+        self._features = OpenWakeWordFeatures.from_builtin()
+
+    def __call__(self, pcm16k: bytes) -> np.ndarray:
+        import numpy as np
+
+        self._features.reset()
+        self._features.new_audio_samples = max(0, PADDED_SAMPLES - len(pcm16k) // 2)
+        found = [e[0, 0] for e in self._features.process_streaming(pcm16k)] if pcm16k else []
+        return np.concatenate(found) if found else np.zeros((0, 96), dtype=np.float32)
+
+
+class WakeVerifier:
+    """`accepts(pcm16k)`: the last `VERIFY_S` before a wake says the phrase (the best of the last
+    `POSITIONS` windows scores at least the threshold)."""
+
+    def __init__(self, model: str, weights: Weights | None = None) -> None:
+        self.weights = weights or Weights.load(weights_path(model))
+        self._read = EmbeddingReader()
+        self.last_score: float | None = None
+
+    def score(self, pcm16k: bytes) -> float:
+        embeddings = self._read(pcm16k)
+        if len(embeddings) < WINDOWS + POSITIONS - 1:
+            return 0.0
+        return float(self.weights.scores(windows(embeddings)).max())
+
+    def accepts(self, pcm16k: bytes) -> bool:
+        self.last_score = self.score(pcm16k)
+        return self.last_score >= self.weights.threshold
+
+
+def verifier_available(model: str) -> bool:
+    return weights_path(model).exists()

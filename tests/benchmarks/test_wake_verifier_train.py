@@ -1,0 +1,45 @@
+"""The wake verifier's training (`benchmarks.wake_verifier_train`): disjoint from the benchmark it is
+judged on, and a logistic regression that learns and keeps the recall it is asked for."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from benchmarks.corpus import NEAR_MISS_LINES, ORDINARY, WAKE_COMMANDS, Corpus
+from benchmarks.neural_corpus import EXTRA_NEAR_MISSES, SOX_EFFECTS, NeuralCorpus, neural_wake_specs
+from benchmarks.wake_verifier_train import (
+    PHRASE, TRAIN_COMMANDS, TRAIN_EFFECTS, TRAIN_NEAR, TRAIN_ORDINARY, Sample, TrainCorpus, base_specs, fit,
+    neural_specs, train,
+)
+
+
+def test_the_training_sentences_and_renderings_are_none_of_the_benchmarks():
+    tested_near = set(NEAR_MISS_LINES[PHRASE]) | set(EXTRA_NEAR_MISSES[PHRASE])
+    said = {s.text for s in neural_specs()} | {s.text for s in base_specs()}
+    assert not any(line in text for text in said for line in tested_near | set(WAKE_COMMANDS) | set(ORDINARY))
+    assert set(TRAIN_NEAR) & tested_near == set() and set(TRAIN_ORDINARY) & set(ORDINARY) == set()
+    assert set(TRAIN_COMMANDS) & set(WAKE_COMMANDS) == set()
+    assert all(TRAIN_EFFECTS[v] != SOX_EFFECTS[v] for v in TRAIN_EFFECTS)
+    test_scales = {tuple(NeuralCorpus.scales(None, s.take).values()) for s in neural_wake_specs(PHRASE)}  # type: ignore[arg-type]
+    train_scales = {tuple(TrainCorpus.scales(None, s.take).values()) for s in neural_specs()}  # type: ignore[arg-type]
+    assert test_scales & train_scales == set()
+
+
+@pytest.mark.parametrize("features", [4, 80])  # fewer and more features than samples (the Woodbury step)
+def test_the_regression_separates_what_is_separable(features):
+    rng = np.random.default_rng(1)
+    x = rng.normal(size=(60, features))
+    y = x[:, 0] + 0.5 * x[:, 1] > 0
+    coef, intercept = fit(x, y, l2=0.1)
+    assert np.mean((x @ coef + intercept > 0) == y) > 0.95
+
+
+def test_training_picks_a_threshold_that_keeps_the_recall_asked_for_on_unseen_clips():
+    rng = np.random.default_rng(2)
+    samples = [Sample(rng.normal(loc=1.0 if label else -1.0, size=(4, 6)), label, f"clip{i}")
+               for i, label in enumerate([True, False] * 40)]
+    weights, (kept, positives, refused, negatives) = train(samples, l2=1.0, recall=0.95)
+    assert positives == negatives == 40 and kept >= 38
+    assert refused > 30  # the two clouds barely overlap
+    assert weights.scores(np.ones((1, 6)))[0] > weights.threshold > weights.scores(-np.ones((1, 6)))[0]
