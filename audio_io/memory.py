@@ -7,7 +7,6 @@ Pacing (`pace`): 1.0 real time, 4.0 four times faster, 0 = unpaced (as fast as c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from typing import AsyncIterator, Callable
 
@@ -48,7 +47,8 @@ class Pacer:
         self._pace = pace
         self._per_read = chunks_per_read(chunk_ms, read_ms)
         self._t0 = 0.0
-        self._stopped = asyncio.Event()
+        self._stopped = False
+        self._waiter: asyncio.Future[None] | None = None  # the wait under way, released by its timer or stop()
 
     def start(self) -> None:
         self._t0 = asyncio.get_running_loop().time()
@@ -59,7 +59,8 @@ class Pacer:
         return self._t0
 
     def stop(self) -> None:
-        self._stopped.set()
+        self._stopped = True
+        _release(self._waiter)
 
     def _read_end(self, index: int) -> int:
         """The chunk whose turn releases chunk `index` (the last of its read)."""
@@ -73,13 +74,25 @@ class Pacer:
             delay = self._t0 + due * self._chunk_s / self._pace - asyncio.get_running_loop().time()
         if delay <= 0:
             if index > 0 and self._read_end(index - 1) == due:  # the rest of a read: no turn of the loop
-                return not self._stopped.is_set()
+                return not self._stopped
             await asyncio.sleep(0)
-        else:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._stopped.wait()
-        return not self._stopped.is_set()
+        elif not self._stopped:
+            # A future and a timer: a wake-up per read costs no more than a device's callback
+            # (asyncio.timeout around an Event cancelled the task to end every wait).
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            timer = loop.call_later(delay, _release, self._waiter)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return not self._stopped
+
+
+def _release(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 # --------------------------------------------------------------------------- push microphone

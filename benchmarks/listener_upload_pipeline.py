@@ -277,9 +277,32 @@ def read_a_chunk_at_a_time() -> Iterator[None]:
         Microphone = PushMicrophone
 
 
+@contextlib.contextmanager
+def before_session_11() -> Iterator[None]:
+    """Listening as it was before issue 34's session 11: the microphone read a chunk at a time, its
+    pacer's every wait an `asyncio.timeout` around an Event, silence resampled for the VAD."""
+    from audio_io.memory import Pacer
+    from detectors.audio import Resampler
+
+    async def wait_for_chunk(self: Pacer, index: int) -> bool:
+        delay = self._t0 + index * self._chunk_s / self._pace - asyncio.get_running_loop().time() if self._pace > 0 else 0.0
+        if delay <= 0:
+            await asyncio.sleep(0)
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await asyncio.Event().wait()
+        return not self._stopped
+
+    with read_a_chunk_at_a_time(), mock.patch.object(Pacer, "wait_for_chunk", wait_for_chunk), \
+            mock.patch.object(Resampler, "skip", Resampler.__call__):
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
-             "read": ("read a chunk at a time", read_a_chunk_at_a_time)}
+             "read": ("read a chunk at a time", read_a_chunk_at_a_time),
+             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11)}
 
 
 def chunk_sizes(spec: str) -> tuple[tuple[int, int | None], ...]:
