@@ -34,7 +34,7 @@ def split_read(pcm: bytes, chunk_ms: int) -> list[tuple[int, bytes]]:
 
 class Pacer:
     """Releases chunk i at start + i * chunk duration / pace on the loop clock (no drift builds up);
-    pace 0 only yields to the loop so an endless source cannot starve it. stop() ends any wait.
+    pace 0 only yields to the loop, at every chunk, so an endless source cannot starve it. stop() ends any wait.
 
     `read_ms` (whole chunks; None: one): the device is read that much at a time,
     so the chunks of one read are released together, when its last one is due, back to back with
@@ -73,7 +73,7 @@ class Pacer:
         if self._pace > 0:
             delay = self._t0 + due * self._chunk_s / self._pace - asyncio.get_running_loop().time()
         if delay <= 0:
-            if index > 0 and self._read_end(index - 1) == due:  # the rest of a read: no turn of the loop
+            if self._pace > 0 and index > 0 and self._read_end(index - 1) == due:  # the rest of a read: no turn of the loop
                 return not self._stopped
             await asyncio.sleep(0)
         elif not self._stopped:
