@@ -368,15 +368,8 @@ class PyAudioMicrophone:
     live = True  # a room: audio not read in time is gone
     pace = 1.0  # a device plays in real time
 
-    def __init__(
-        self,
-        device: str | None,
-        chunk_ms: int = 20,
-        *,
-        read_ms: int | None = None,
-        max_queued_s: float = 5.0,
-        stall_timeout_s: float = 2.0,
-    ) -> None:
+    def __init__(self, device: str | None, chunk_ms: int = 20, *, read_ms: int | None = None,
+                 max_queued_s: float = 5.0, stall_timeout_s: float = 2.0) -> None:
         """`read_ms`: the device's buffer (one callback, one wake-up of the loop, per read), handed
         on in chunks of `chunk_ms`, each with its own capture time; None: the chunk."""
         check_chunk_ms(chunk_ms)
@@ -427,10 +420,9 @@ class PyAudioMicrophone:
         if self._closed or self._converter is None:
             return
         pcm = self._converter.convert(data)
-        captured_at = called_at - pcm_duration_s(pcm)
         for start, piece in split_read(pcm, self._chunk_ms):
             self._dropped += len(self._queue) == self._queue.maxlen
-            self._queue.append((piece, captured_at + start / BYTES_PER_SECOND))
+            self._queue.append((piece, called_at - (len(pcm) - start) / BYTES_PER_SECOND))
         self._ready.set()
 
     async def chunks(self) -> AsyncIterator[bytes]:
