@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, AsyncIterator, Callable, Iterator, Literal, Sequence
 
-from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm, pcm_duration_s
+from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm
 from audio_io.memory import chunks_per_read, split_read
 from audio_io.interface import AudioDeviceError, NoAudioDeviceError
 
