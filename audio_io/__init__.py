@@ -47,11 +47,11 @@ def open_audio(audio: "AudioSettings") -> tuple[MicrophoneSource, SpeakerSink]:
         paced = audio.realtime_wav_input
         mic: MicrophoneSource = WavFileMicrophone(
             audio.input_wav, chunk_ms=audio.chunk_ms, pace=1.0 if paced else 0.0,
-            then="silence", silence_s=WAV_TAIL_SILENCE_S,
+            then="silence", silence_s=WAV_TAIL_SILENCE_S, read_ms=audio.read_ms,
         )
         speaker_pace = 1.0 if paced else 0.0
     else:
-        mic = PyAudioMicrophone(audio.input_device, chunk_ms=audio.chunk_ms)
+        mic = PyAudioMicrophone(audio.input_device, chunk_ms=audio.chunk_ms, read_ms=audio.read_ms)
         speaker_pace = 1.0
     speaker: SpeakerSink
     if audio.output_wav is not None:

@@ -7,7 +7,6 @@ Pacing (`pace`): 1.0 real time, 4.0 four times faster, 0 = unpaced (as fast as c
 from __future__ import annotations
 
 import asyncio
-import contextlib
 from collections import deque
 from typing import AsyncIterator, Callable
 
@@ -18,16 +17,38 @@ from concurrency.changes import Changes
 # --------------------------------------------------------------------------- pacing
 
 
+def chunks_per_read(chunk_ms: int, read_ms: int | None) -> int:
+    """How many chunks one read of the device holds: `read_ms` rounded down to whole chunks, at
+    least one (None: one)."""
+    return 1 if read_ms is None else max(1, read_ms // chunk_ms)
+
+
+def split_read(pcm: bytes, chunk_ms: int) -> list[tuple[int, bytes]]:
+    """A device's read as (byte offset, chunk) pieces of about `chunk_ms` (a resampled read may
+    be a few samples off a whole number of chunks: the last piece takes them)."""
+    chunk_bytes = SAMPLE_WIDTH * CHANNELS * round(SAMPLE_RATE * chunk_ms / 1000)
+    count = max(1, round(len(pcm) / chunk_bytes))
+    bounds = [i * chunk_bytes for i in range(count)] + [len(pcm)]
+    return [(bounds[i], pcm[bounds[i]:bounds[i + 1]]) for i in range(count)]
+
+
 class Pacer:
     """Releases chunk i at start + i * chunk duration / pace on the loop clock (no drift builds up);
-    pace 0 only yields to the loop so an endless source cannot starve it. stop() ends any wait."""
+    pace 0 only yields to the loop, at every chunk, so an endless source cannot starve it. stop() ends any wait.
 
-    def __init__(self, chunk_ms: int, pace: float) -> None:
+    `read_ms` (whole chunks; None: one): the device is read that much at a time,
+    so the chunks of one read are released together, when its last one is due, back to back with
+    no wait (nor a turn of the loop) between them: one wake-up per read (issue 34: the silent room's
+    cost is per wake-up, the decisions stay per chunk)."""
+
+    def __init__(self, chunk_ms: int, pace: float, read_ms: int | None = None) -> None:
         check_pace(pace)
         self._chunk_s = chunk_ms / 1000
         self._pace = pace
+        self._per_read = chunks_per_read(chunk_ms, read_ms)
         self._t0 = 0.0
-        self._stopped = asyncio.Event()
+        self._stopped = False
+        self._waiter: asyncio.Future[None] | None = None  # the wait under way, released by its timer or stop()
 
     def start(self) -> None:
         self._t0 = asyncio.get_running_loop().time()
@@ -38,20 +59,40 @@ class Pacer:
         return self._t0
 
     def stop(self) -> None:
-        self._stopped.set()
+        self._stopped = True
+        _release(self._waiter)
+
+    def _read_end(self, index: int) -> int:
+        """The chunk whose turn releases chunk `index` (the last of its read)."""
+        return -(-index // self._per_read) * self._per_read
 
     async def wait_for_chunk(self, index: int) -> bool:
         """Wait for chunk `index`'s turn; False when stopped meanwhile."""
         delay = 0.0
+        due = self._read_end(index)
         if self._pace > 0:
-            delay = self._t0 + index * self._chunk_s / self._pace - asyncio.get_running_loop().time()
+            delay = self._t0 + due * self._chunk_s / self._pace - asyncio.get_running_loop().time()
         if delay <= 0:
+            if self._pace > 0 and index > 0 and self._read_end(index - 1) == due:  # the rest of a read: no turn of the loop
+                return not self._stopped
             await asyncio.sleep(0)
-        else:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await self._stopped.wait()
-        return not self._stopped.is_set()
+        elif not self._stopped:
+            # A future and a timer: a wake-up per read costs no more than a device's callback
+            # (asyncio.timeout around an Event cancelled the task to end every wait).
+            loop = asyncio.get_running_loop()
+            self._waiter = loop.create_future()
+            timer = loop.call_later(delay, _release, self._waiter)
+            try:
+                await self._waiter
+            finally:
+                timer.cancel()
+                self._waiter = None
+        return not self._stopped
+
+
+def _release(waiter: asyncio.Future[None] | None) -> None:
+    if waiter is not None and not waiter.done():
+        waiter.set_result(None)
 
 
 # --------------------------------------------------------------------------- push microphone
@@ -76,11 +117,12 @@ class PushMicrophone:
 
     live = True  # stands in for a room: it never pauses for a slow reader
 
-    def __init__(self, chunk_ms: int = 20, pace: float = 1.0) -> None:
+    def __init__(self, chunk_ms: int = 20, pace: float = 1.0, read_ms: int | None = None) -> None:
+        """`read_ms`: the room is read that much at a time, in chunks of `chunk_ms` (`Pacer`)."""
         check_chunk_ms(chunk_ms)
         self._chunk_bytes = SAMPLE_WIDTH * round(SAMPLE_RATE * chunk_ms / 1000)
         self._chunk_s = chunk_ms / 1000
-        self._pacer = Pacer(chunk_ms, pace)
+        self._pacer = Pacer(chunk_ms, pace, read_ms)
         self.pace = pace
         self._pending = bytearray()
         self._emptied = asyncio.Event()

@@ -24,7 +24,8 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any, AsyncIterator, Callable, Iterator, Literal, Sequence
 
-from audio_io.format import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm, pcm_duration_s
+from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm
+from audio_io.memory import chunks_per_read, split_read
 from audio_io.interface import AudioDeviceError, NoAudioDeviceError
 
 logger = logging.getLogger(__name__)
@@ -367,17 +368,14 @@ class PyAudioMicrophone:
     live = True  # a room: audio not read in time is gone
     pace = 1.0  # a device plays in real time
 
-    def __init__(
-        self,
-        device: str | None,
-        chunk_ms: int = 20,
-        *,
-        max_queued_s: float = 5.0,
-        stall_timeout_s: float = 2.0,
-    ) -> None:
+    def __init__(self, device: str | None, chunk_ms: int = 20, *, read_ms: int | None = None,
+                 max_queued_s: float = 5.0, stall_timeout_s: float = 2.0) -> None:
+        """`read_ms`: the device's buffer (one callback, one wake-up of the loop, per read), handed
+        on in chunks of `chunk_ms`, each with its own capture time; None: the chunk."""
         check_chunk_ms(chunk_ms)
         self._spec = device
         self._chunk_ms = chunk_ms
+        self._read_ms = chunk_ms * chunks_per_read(chunk_ms, read_ms)
         self._queue: deque[tuple[bytes, float]] = deque(maxlen=max(1, int(max_queued_s * 1000 / chunk_ms)))
         self._stall_timeout_s = stall_timeout_s
         self._ready = asyncio.Event()
@@ -398,7 +396,7 @@ class PyAudioMicrophone:
 
     async def start(self) -> None:
         self._bridge = _LoopBridge(asyncio.get_running_loop())
-        self._stream = _open_stream("input", self._spec, self._chunk_ms, self._on_device_audio)
+        self._stream = _open_stream("input", self._spec, self._read_ms, self._on_device_audio)
         self._stream_latency_s = self.latency_s = _reported_latency(self._stream.stream.get_input_latency)
         self.device, self.stream_format = self._stream.device, self._stream.format
         fmt = self._stream.format
@@ -421,10 +419,10 @@ class PyAudioMicrophone:
     def _receive(self, data: bytes, called_at: float) -> None:
         if self._closed or self._converter is None:
             return
-        if len(self._queue) == self._queue.maxlen:
-            self._dropped += 1
         pcm = self._converter.convert(data)
-        self._queue.append((pcm, called_at - pcm_duration_s(pcm)))
+        for start, piece in split_read(pcm, self._chunk_ms):
+            self._dropped += len(self._queue) == self._queue.maxlen
+            self._queue.append((piece, called_at - (len(pcm) - start) / BYTES_PER_SECOND))
         self._ready.set()
 
     async def chunks(self) -> AsyncIterator[bytes]:

@@ -30,13 +30,15 @@ class WavFileMicrophone:
         pace: float = 1.0,
         then: Literal["end", "silence"] = "end",
         silence_s: float | None = None,
+        read_ms: int | None = None,
     ) -> None:
+        """`read_ms`: paced reads of that much, in chunks of `chunk_ms` (`audio_io.memory.Pacer`)."""
         check_chunk_ms(chunk_ms)
         if then not in ("end", "silence"):
             raise ValueError(f'then must be "end" or "silence", got {then!r}')
         self._path = Path(path)
         self._chunk_ms = chunk_ms
-        self._pacer = Pacer(chunk_ms, pace)
+        self._pacer = Pacer(chunk_ms, pace, read_ms)
         self.pace = pace
         self._then = then
         self._silence_s = silence_s

@@ -206,19 +206,21 @@ def talking_room(corpus: Corpus, seconds: float, hiss: bytes) -> tuple[bytes, li
     return audioop.add(pcm, (hiss * (len(pcm) // len(hiss) + 1))[: len(pcm)], WIDTH), placed
 
 
-async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path, strict: bool = False) -> tuple[float, int]:
+async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path, strict: bool = False,
+                         read_ms: int | None = None) -> tuple[float, int]:
     """handoff's CPU (% of a core) while the room is played at real speed in wake_word mode, and
-    how many commands were answered. `strict`: WAKE_STRICT=true."""
+    how many commands were answered. `strict`: WAKE_STRICT=true. `read_ms`: the microphone is read
+    that much at a time, in chunks of `chunk_ms` (None: a chunk at a time)."""
     (folder / "workspace").mkdir(parents=True)
     with SimProcess() as sim:
         settings = fast_settings(sim.base_url, (folder / "workspace").resolve(), folder / "state",
                                  upload_mode=UploadMode.ON_DEVICE_WAKE, wake_phrase="hey jarvis")
-        settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms),
+        settings = dataclasses.replace(settings, audio=dataclasses.replace(settings.audio, chunk_ms=chunk_ms, read_ms=read_ms or chunk_ms),
                                        upload=dataclasses.replace(settings.upload, wake_strict=strict))
         for text in LISTEN_COMMANDS[:commands]:
             sim.call("push", [text], 1)
         timeline = Timeline()
-        microphone = PushMicrophone(chunk_ms=chunk_ms, pace=1.0)
+        microphone = Microphone(chunk_ms=chunk_ms, pace=1.0, read_ms=read_ms)
         async with assistant(settings, microphone, MemorySpeaker(), timeline) as coordinator:
             task = asyncio.create_task(coordinator.run(), name="handoff under benchmark")
             try:
@@ -261,13 +263,61 @@ def spotter_tail_before() -> Iterator[None]:
         yield
 
 
+Microphone = PushMicrophone  # (what `read_a_chunk_at_a_time` swaps)
+
+
+@contextlib.contextmanager
+def read_a_chunk_at_a_time() -> Iterator[None]:
+    """The microphone read a chunk at a time, whatever `read_ms` asks (before issue 34, session 11)."""
+    global Microphone
+    Microphone = lambda chunk_ms, pace, read_ms: PushMicrophone(chunk_ms=chunk_ms, pace=pace)  # noqa: E731
+    try:
+        yield
+    finally:
+        Microphone = PushMicrophone
+
+
+@contextlib.contextmanager
+def before_session_11() -> Iterator[None]:
+    """Listening as it was before issue 34's session 11: the microphone read a chunk at a time, its
+    pacer's every wait an `asyncio.timeout` around an Event, silence resampled for the VAD."""
+    from audio_io.memory import Pacer
+    from detectors.audio import Resampler
+
+    async def wait_for_chunk(self: Pacer, index: int) -> bool:
+        delay = self._t0 + index * self._chunk_s / self._pace - asyncio.get_running_loop().time() if self._pace > 0 else 0.0
+        if delay <= 0:
+            await asyncio.sleep(0)
+        else:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(delay):
+                    await asyncio.Event().wait()
+        return not self._stopped
+
+    with read_a_chunk_at_a_time(), mock.patch.object(Pacer, "wait_for_chunk", wait_for_chunk), \
+            mock.patch.object(Resampler, "skip", Resampler.__call__):
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
-             "tail": ("detectors before the spotter's short tail", spotter_tail_before)}
+             "tail": ("detectors before the spotter's short tail", spotter_tail_before),
+             "read": ("read a chunk at a time", read_a_chunk_at_a_time),
+             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11)}
 
 
-def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[int, ...] = (20, 40),
+def chunk_sizes(spec: str) -> tuple[tuple[int, int | None], ...]:
+    """`--chunks`: "20,40,20/40" -> ((20, None), (40, None), (20, 40)): chunk ms, read ms."""
+    sizes = []
+    for item in spec.split(","):
+        chunk, _, read = item.partition("/")
+        sizes.append((int(chunk), int(read) if read else None))
+    return tuple(sizes)
+
+
+def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[tuple[int, int | None], ...] = ((20, None), (40, None)),
                     strict: bool = False, baseline: str = "issue34") -> list[str]:
-    """`strict`: also now with WAKE_STRICT=true (two more columns). `baseline`: a key of BASELINES."""
+    """`strict`: also now with WAKE_STRICT=true (two more columns). `baseline`: a key of BASELINES.
+    `chunks`: (chunk ms, read ms or None) per row."""
     label_before, before_detectors = BASELINES[baseline]
     silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
     talking, placed = talking_room(corpus, seconds, hiss)
@@ -277,15 +327,16 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[i
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
                                     (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
-            for chunk_ms in chunks:
+            for chunk_ms, read_ms in chunks:
+                name = f"{chunk_ms}-{read_ms}-{commands}"
                 with before_detectors():
-                    before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{chunk_ms}-{commands}"))
-                cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"{chunk_ms}-{commands}"))
-                label = f"{chunk_ms} ms" + (" (the default)" if chunk_ms == 20 else "")
+                    before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms=read_ms))
+                cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / name, read_ms=read_ms))
+                label = f"{chunk_ms} ms" + (f", read {read_ms} ms at a time" if read_ms else "")
                 line = (f"| {room}, {seconds:g} s | {label} | {before:.2f} | {cpu:.2f} | {cpu / before:.2f} "
                         f"| {narrated_before} / {narrated} |")
                 if strict:
-                    strict_cpu, strict_narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{chunk_ms}-{commands}", True))
+                    strict_cpu, strict_narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
                     line += f" {strict_cpu:.2f} | {strict_cpu / before:.2f} | {strict_narrated} |"
                 lines.append(line)
     return lines
@@ -324,7 +375,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--listening", type=float, default=0, metavar="S",
                         help="only what listening costs in wake_word mode: S seconds of a silent and of a talking room, "
                              "each microphone chunk of --chunks, the detectors before issue 34's cuts and now")
-    parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40)")
+    parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40); "
+                        "20/40: 20 ms chunks read 40 ms at a time")
     parser.add_argument("--strict", action="store_true", help="--listening: also with WAKE_STRICT=true, in the same run")
     parser.add_argument("--baseline", choices=sorted(BASELINES), default="issue34",
                         help="--listening: the detectors measured beside today's (default issue34: before issue 34's cuts)")
@@ -332,7 +384,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.listening:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
-        chunks = tuple(int(c) for c in args.chunks.split(","))
+        chunks = chunk_sizes(args.chunks)
         print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)

@@ -63,14 +63,17 @@ ROUTES = (("provisional", f"at a {PROVISIONAL_MS} ms pause, provisionally; said 
 class SpeechClockMicrophone(PushMicrophone):
     """Notes when it delivered the last chunk with any sound in it (the end of speech)."""
 
-    def __init__(self, chunk_ms: int = CHUNK_MS) -> None:
-        super().__init__(chunk_ms=chunk_ms, pace=1.0)
+    def __init__(self, chunk_ms: int = CHUNK_MS, read_ms: int | None = None) -> None:
+        super().__init__(chunk_ms=chunk_ms, pace=1.0, read_ms=read_ms)
+        self._chunk_s = chunk_ms / 1000
         self.last_voiced_at: float | None = None
 
     async def chunks(self):  # type: ignore[override]
         async for chunk in super().chunks():
-            if any(chunk):
-                self.last_voiced_at = time.perf_counter()
+            if any(chunk):  # when it ended in the room (a chunk read with a later one is handed on late)
+                assert self.captured_at is not None
+                late_s = asyncio.get_running_loop().time() - (self.captured_at + self._chunk_s)
+                self.last_voiced_at = time.perf_counter() - late_s
             yield chunk
 
 
@@ -114,10 +117,12 @@ def _settings(sim: SimServer, root: Path, silence_ms: int, route: str, chunk_ms:
 
 
 @contextlib.asynccontextmanager
-async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, chunk_ms: int = CHUNK_MS, **changes: object
+async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, chunk_ms: int = CHUNK_MS,
+                   read_ms: int | None = None, **changes: object
                    ) -> AsyncIterator[tuple[object, SpeechClockMicrophone, FirstPlaySpeaker, Timeline, ScriptedWake]]:
-    """`changes`: settings to change (benchmarks/mcp_routing.py: its MCP servers)."""
-    microphone, speaker, timeline, wake = SpeechClockMicrophone(chunk_ms), FirstPlaySpeaker(), Timeline(), ScriptedWake()
+    """`changes`: settings to change (benchmarks/mcp_routing.py: its MCP servers). `read_ms`: the
+    microphone read that much at a time (None: a chunk at a time)."""
+    microphone, speaker, timeline, wake = SpeechClockMicrophone(chunk_ms, read_ms), FirstPlaySpeaker(), Timeline(), ScriptedWake()
     settings = dataclasses.replace(_settings(sim, root, silence_ms, route, chunk_ms), **changes)
     turn_end_s = DEVICE_TURN_END_MS / 1000 if route in ("device", "provisional") else None
     mic_filter = scripted_wake_filter(wake, turn_end_s=turn_end_s)
@@ -136,12 +141,12 @@ async def _running(sim: SimServer, root: Path, silence_ms: int, route: str, chun
 
 
 async def measure_cell(rtt_ms: int, transcript_ms: int, route: str, trials: int, root: Path,
-                       silence_ms: int = TURN_SILENCE_MS, chunk_ms: int = CHUNK_MS) -> Cell:
+                       silence_ms: int = TURN_SILENCE_MS, chunk_ms: int = CHUNK_MS, read_ms: int | None = None) -> Cell:
     extra = dict(realistic=True, paraphrase_rate=0.0, transcription_delay_ms=(transcript_ms, transcript_ms)) \
         if transcript_ms else {}
     cell = Cell()
     async with SimServer(_sim_config(rtt_ms, **extra)) as sim:
-        async with _running(sim, root, silence_ms, route, chunk_ms) as (coordinator, microphone, speaker, timeline, wake):
+        async with _running(sim, root, silence_ms, route, chunk_ms, read_ms) as (coordinator, microphone, speaker, timeline, wake):
             for _ in range(trials):
                 running = (coordinator, microphone, speaker, timeline, wake)
                 cell.v2v_ms.append(await one_command(sim, running, "Computer, what time is it", ("get_time", {})))
@@ -178,10 +183,11 @@ def _median(values: list[float]) -> float:
 
 
 async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r for r, _ in ROUTES),
-                  chunk_ms: int = CHUNK_MS) -> str:
+                  chunk_ms: int = CHUNK_MS, read_ms: int | None = None) -> str:
     rtts = (50,) if quick else RTTS_MS
+    read = f" read {read_ms} ms at a time" if read_ms else ""
     lines = [
-        f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator, {chunk_ms} ms mic chunks,",
+        f"Voice to voice: end of speech -> first answer audio, read-only command (get_time), warm narrator, {chunk_ms} ms mic chunks{read},",
         f"turn end {TURN_SILENCE_MS} ms of silence (server VAD) or {DEVICE_TURN_END_MS} ms (the device's VAD), floor = that turn",
         f"end + 2 RTT (routed provisionally: the turn end alone); median and worst of {trials}:",
         "",
@@ -197,7 +203,7 @@ async def measure(quick: bool, trials: int, routes: tuple[str, ...] = tuple(r fo
                     if route not in routes:
                         continue
                     cell = await measure_cell(rtt, transcript_ms, route, trials, Path(folder) / f"{rtt}-{transcript_ms}-{route}",
-                                              chunk_ms=chunk_ms)
+                                              chunk_ms=chunk_ms, read_ms=read_ms)
                     floor = ({"device": DEVICE_TURN_END_MS + 2 * rtt, "provisional": DEVICE_TURN_END_MS}.get(route)
                              or TURN_SILENCE_MS + 2 * rtt)
                     median, worst = _median(cell.v2v_ms), max(cell.v2v_ms)
@@ -240,9 +246,10 @@ def quick_or_full(argv: list[str] | None, module: str, doc: str, run, trials: in
         parser.add_argument("--routes", default=",".join(r for r, _ in ROUTES), help="the rows to measure, comma-separated")
     if chunk:
         parser.add_argument("--chunk-ms", type=int, default=CHUNK_MS, help="the microphone's chunk size (default %(default)s)")
+        parser.add_argument("--read-ms", type=int, default=None, help="the microphone read this much at a time (default: a chunk)")
     args = parser.parse_args(argv)
     chosen = {"routes": tuple(args.routes.split(","))} if routes else {}
-    chosen |= {"chunk_ms": args.chunk_ms} if chunk else {}
+    chosen |= {"chunk_ms": args.chunk_ms, "read_ms": args.read_ms} if chunk else {}
     print(asyncio.run(run(args.quick, args.trials or (2 if args.quick else trials), **chosen)))
     return 0
 

@@ -241,7 +241,8 @@ class AudioSettings:
     input_wav: Path | None = None  # drive the microphone from a WAV file instead
     output_wav: Path | None = None  # write what would be played to a WAV file instead
     realtime_wav_input: bool = True  # pace a WAV microphone like a real one
-    chunk_ms: int = 20
+    chunk_ms: int = 20  # what the detectors, the echo gate and the end of turn judge at a time
+    read_ms: int = 40  # the device is read this much at a time, handed on in `chunk_ms` chunks (issue 34)
     volume_percent: int = int(_default("NARRATOR_VOLUME"))  # everything played, 0-150 % (clipped above 100)
     wake_sound_wav: Path | None = None  # sounds to use instead of the built-in ones
     working_sound_wav: Path | None = None

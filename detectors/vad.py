@@ -99,17 +99,18 @@ class SileroVad:
     def feed(self, chunk: bytes) -> VadVerdict:
         if not chunk:
             return self._verdict()
-        pcm16k = self._resample(chunk)
         rms = audioop.rms(chunk, SAMPLE_WIDTH)
         quiet = rms < self.settings.energy_floor_rms
         self._since_loud_s = self._since_loud_s + len(chunk) / (self.settings.input_rate * SAMPLE_WIDTH) if quiet else 0.0
         if quiet:
-            gained = self._far_speech(pcm16k, rms)
-            if gained is not None:
-                verdict = self._run_model(gained)
+            gain = self._far_speech(rms)
+            if gain is None:
+                self._resample.skip(chunk)  # silence: nothing reads it at 16 kHz (issue 34: the silent room's cost)
+            else:
+                verdict = self._run_model(audioop.mul(self._resample(chunk), SAMPLE_WIDTH, gain))
                 return VadVerdict(verdict.probability, verdict.probability >= max(self.settings.threshold,
                                                                                   self.settings.quiet_threshold))
-        if quiet or not self._voice_like(pcm16k):
+        if quiet or not self._voice_like(pcm16k := self._resample(chunk)):
             # Not a voice: skip the model, keeping its state (a reset costs it a few windows of
             # ramp-up at the next word, measured as 14 % of speech frames lost).
             self._pending = b""
@@ -118,8 +119,8 @@ class SileroVad:
             return self._verdict()
         return self._run_model(pcm16k)
 
-    def _far_speech(self, pcm16k: bytes, rms: int) -> bytes | None:
-        """A chunk under the energy floor: amplified, when it stands out of the room's noise; else None."""
+    def _far_speech(self, rms: int) -> float | None:
+        """A chunk under the energy floor: the gain to amplify it by, when it stands out of the room's noise; else None."""
         settings = self.settings
         noise = self._noise_rms
         # The room's noise: follows quieter chunks down at once, louder ones up slowly (10 s).
@@ -131,8 +132,7 @@ class SileroVad:
             return None
         if self._since_loud_s < settings.quiet_after_loud_s:  # the fading tail of near speech, not far speech
             return None
-        gain = min(settings.max_gain, settings.quiet_target_rms / max(1, max(self._loudest)))
-        return audioop.mul(pcm16k, SAMPLE_WIDTH, gain)
+        return min(settings.max_gain, settings.quiet_target_rms / max(1, max(self._loudest)))
 
     def _run_model(self, pcm16k: bytes) -> VadVerdict:
         self._pending += pcm16k

@@ -258,6 +258,22 @@ async def test_microphone_delivers_callback_audio_in_order_and_close_ends_chunks
     assert stream.stopped and fake_device.terminated
 
 
+async def test_a_device_read_40_ms_at_a_time_is_handed_on_in_20_ms_chunks_each_stamped(fake_device) -> None:
+    mic = PyAudioMicrophone(None, chunk_ms=20, read_ms=40)
+    await mic.start()
+    reads = [noise(0.04, seed) for seed in range(3)]
+    for read in reads:
+        _from_device_thread(fake_device.streams[0].callback, read, 960, {}, 0)
+    chunks = mic.chunks()
+    got, stamps = [], []
+    for _ in range(6):
+        got.append(await anext(chunks))
+        stamps.append(mic.captured_at)
+    assert got == [read[half:half + 960] for read in reads for half in (0, 960)]
+    assert all(abs(stamps[i + 1] - stamps[i] - 0.02) < 1e-9 for i in range(0, 6, 2))  # the second half: 20 ms on
+    await mic.close()
+
+
 async def test_microphone_reports_a_device_that_stopped(fake_device) -> None:
     mic = PyAudioMicrophone(None, stall_timeout_s=0.01)
     await mic.start()

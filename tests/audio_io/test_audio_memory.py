@@ -80,6 +80,42 @@ async def test_push_microphone_is_paced() -> None:
     await mic.close()
 
 
+async def test_a_microphone_read_40_ms_at_a_time_hands_on_the_same_20_ms_chunks_two_per_turn_of_the_loop() -> None:
+    """Issue 34: the silent room's cost is per wake-up, so the room is read 40 ms at a time; the
+    detectors, the echo gate and the end of turn still judge 20 ms chunks, stamped as before."""
+    pace, chunk_s = 10.0, 0.02
+    audio = noise(0.2, seed=4)
+    loop = asyncio.get_running_loop()
+    seen: dict[int | None, list[tuple[int, float, bytes]]] = {}
+    for read_ms in (None, 40):
+        turns = [0]
+
+        def turn() -> None:
+            turns[0] += 1
+            handle[0] = loop.call_soon(turn)
+
+        handle = [loop.call_soon(turn)]
+        mic = PushMicrophone(pace=pace, read_ms=read_ms)
+        await mic.start()
+        mic.feed(audio)
+        chunks = mic.chunks()
+        seen[read_ms] = []
+        for _ in range(11):
+            chunk = await anext(chunks)
+            assert mic.captured_at is not None
+            seen[read_ms].append((turns[0], mic.captured_at - mic._pacer.started_at, chunk))
+        handle[0].cancel()
+        await mic.close()
+    assert [c for _, _, c in seen[40]] == [c for _, _, c in seen[None]]  # the same chunks ...
+    assert [round(t, 9) for _, t, _ in seen[40]] == [round(t, 9) for _, t, _ in seen[None]]  # ... captured when they were
+    assert all(abs(b[1] - a[1] - chunk_s / pace) < 1e-9 for a, b in zip(seen[40], seen[40][1:]))
+    turn_of = [t for t, _, _ in seen[40]]
+    assert all(turn_of[i] == turn_of[i + 1] for i in range(1, 10, 2))  # a read's two chunks: one turn
+    assert all(turn_of[i] < turn_of[i + 1] for i in range(0, 10, 2))  # the next read: a later one
+    one_at_a_time = [t for t, _, _ in seen[None]]
+    assert all(a < b for a, b in zip(one_at_a_time, one_at_a_time[1:]))  # read 20 ms at a time: a turn each
+
+
 async def test_push_microphone_close_ends_a_waiting_reader() -> None:
     mic = PushMicrophone(pace=0.0001)  # 200 s per chunk
     await mic.start()

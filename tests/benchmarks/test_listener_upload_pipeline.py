@@ -16,3 +16,7 @@ def test_quick_run_prints_both_modes_and_speech_only_routes_what_continuous_rout
     assert table["speech_only"][1] == "6/6", out
     assert "routed in continuous but not in speech_only: none" in out
     assert table["continuous"][4] == "1.000" and float(table["speech_only"][4]) < 1, out  # less went up
+
+
+def test_listening_rows_name_a_chunk_and_how_much_is_read_at_a_time() -> None:
+    assert listener_upload_pipeline.chunk_sizes("20,40,20/40") == ((20, None), (40, None), (20, 40))

@@ -6,6 +6,7 @@ import pytest
 
 from benchmarks.corpus import FRAME_BYTES, FRAME_S, Clip, Noise, active_rms, mix
 from decisions.upload_gate import UploadGate, UploadGateSettings, UploadMode
+from detectors.audio import Resampler, audioop
 from detectors.keyword import KeywordSpotter, KeywordSpotterSettings, UnknownWakeWord
 from detectors.pipeline import MicDetectors
 from detectors.vad import SileroVad, VadSettings
@@ -36,6 +37,21 @@ def test_vad_finds_speech_clean_and_at_20_db(corpus, small_corpus):
     assert speech_found(SileroVad(), clip.pcm, clip.speech_frames()) >= 0.7
     noisy = mix(clip.pcm, corpus.noise(Noise.FAN, 5.0), 20)
     assert speech_found(SileroVad(), noisy, clip.speech_frames()) >= 0.8
+
+
+def test_silence_is_not_resampled_and_the_speech_after_it_resamples_to_the_same_bytes(small_corpus):
+    """Issue 34: a chunk under the energy floor is not resampled for the models; the resampler's
+    state moves on as if it had been, so the speech after it is heard exactly as before."""
+    clip = bytes(FRAME_BYTES * 10) + small_corpus[0][0].pcm
+    whole, skipping = Resampler(24000), Resampler(24000)
+    quiet = [audioop.rms(c, 2) < VadSettings().energy_floor_rms for c in chunks(clip)]
+    assert 10 <= sum(quiet) < len(quiet) - 10
+    for chunk, is_quiet in zip(chunks(clip), quiet):
+        resampled = whole(chunk)
+        if is_quiet:
+            skipping.skip(chunk)
+        else:
+            assert skipping(chunk) == resampled
 
 
 def test_vad_takes_chunks_of_any_size(small_corpus):
