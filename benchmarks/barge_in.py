@@ -185,7 +185,7 @@ class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
-                 after_wake: bool = True, wake_ungated: bool = False) -> None:
+                 after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
@@ -204,7 +204,7 @@ class Path:
         if cancel == "aec3":
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
-            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now) if cancel else None
+            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
 
     def told(self, scene: Scene, at: float) -> float:
@@ -321,6 +321,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
     parser.add_argument("--before", action="store_true",
                         help="add rows for session 9's shipped path (the wake model behind the gate too, no stop check after a wake-cut)")
+    parser.add_argument("--one-filter", action="store_true",
+                        help="add rows for session 10's shipped path with one speexdsp filter (no shadow filter following the room)")
     parser.add_argument("--wake-gated", action="store_true",
                         help="add rows for the shipped stop check with the wake model behind the gate (no twin)")
     args = parser.parse_args(argv)
@@ -336,10 +338,12 @@ def main(argv: list[str] | None = None) -> int:
     # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
     # the hold's stop check after a wake-cut)
     variants: list[tuple[str, bool | str, str, int | None, bool]] = []
+    one_filter = "canceller (speexdsp), session 10's shipped: one filter, wake model behind the gate, stop check after a cut"
     default_row = "canceller (speexdsp), not switched on: wake model on every cancelled chunk + twin veto, stop check after a cut"
     ungated: set[str] = {default_row}  # the wake model hears every cancelled chunk, a twin on what played vetoes
     variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
-    variants += [("canceller (speexdsp), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
     variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
@@ -352,7 +356,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -360,7 +364,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -391,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
-            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated)
+            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t
