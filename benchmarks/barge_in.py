@@ -297,6 +297,29 @@ def build_scenes(corpus: Corpus, text: str, level_db: float, count: int, narrati
     return scenes
 
 
+def echo_reduction(scenes: list[Scene], shadow: bool, with_user: bool) -> np.ndarray:
+    """Per room, the echo taken off (dB) in each of ERLE_WINDOWS: the echo against what is left of
+    it in the canceller's output (the output less the user's voice and the floor)."""
+    rows = []
+    for scene in scenes:
+        canceller = EchoCanceller(EchoSettings(), shadow=shadow)
+        echo = scene.echo(scene.narration)
+        user = scene.user if with_user else np.zeros(len(echo))
+        mic = user + echo + scene.noise
+        out = bytearray()
+        for i in range(len(mic) // CHUNK):
+            canceller.played(pcm(scene.narration[i * CHUNK:(i + 1) * CHUNK]), i * CHUNK / RATE)
+            out += canceller.process(pcm(mic[i * CHUNK:(i + 1) * CHUNK]), i * CHUNK / RATE)
+        left = samples(bytes(out))
+        left = left - user[:len(left)] - scene.noise[:len(left)]
+        rows.append([10 * np.log10((echo[int(a * RATE):int(b * RATE)] ** 2).sum() / ((left[int(a * RATE):int(b * RATE)] ** 2).sum() + 1.0))
+                     for a, b in ERLE_WINDOWS])
+    return np.array(rows)
+
+
+ERLE_WINDOWS = ((3.0, 6.0), (6.0, 7.0), (7.0, 8.0), (8.0, 11.0))  # before the change, just after, where the user speaks
+
+
 def cpu_per_s(fn, seconds: float) -> float:
     t = time.process_time()
     fn()
@@ -321,6 +344,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
     parser.add_argument("--before", action="store_true",
                         help="add rows for session 9's shipped path (the wake model behind the gate too, no stop check after a wake-cut)")
+    parser.add_argument("--erle", type=int, default=0, metavar="ROOMS",
+                        help="only print the echo taken off (dB) by one filter and by the main + shadow filters on this many 0 dB rooms")
     parser.add_argument("--one-filter", action="store_true",
                         help="add rows for session 10's shipped path with one speexdsp filter (no shadow filter following the room)")
     parser.add_argument("--wake-gated", action="store_true",
@@ -333,6 +358,16 @@ def main(argv: list[str] | None = None) -> int:
     narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
     narration *= 6000 / active_rms(narration)  # what the speaker is given (its echo level is the room's)
     stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    if args.erle:
+        rooms = build_scenes(corpus, STOP_TEXT, 0.0, args.erle, narration, seed=10)
+        print("| filter | room | " + " | ".join(f"{a:g}-{b:g} s, median (min)" for a, b in ERLE_WINDOWS) + " |")
+        print("|---|---|" + "---|" * len(ERLE_WINDOWS))
+        for shadow in (False, True):
+            for with_user in (False, True):
+                r = echo_reduction(rooms, shadow, with_user)
+                cells = " | ".join(f"{m:.1f} ({n:.1f})" for m, n in zip(np.median(r, axis=0), r.min(axis=0)))
+                print(f"| {'main + shadow' if shadow else 'one filter'} | {'the user speaks at 9 s' if with_user else 'echo alone'} | {cells} |")
+        return 0
 
     rows = []
     # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
