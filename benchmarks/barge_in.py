@@ -37,6 +37,10 @@ model"): the default row is the ungated wake model with its twin (`BargeInListen
 not switched on); `--wake-gated` adds the shipped path (the wake model behind the gate, the hold's
 stop check `StopAfterWake`), `--before` session 9's (no stop check).
 
+Session 11 (docs/PERFORMANCE.md, "Barge-in: following the room's change"): the canceller runs a
+main and a shadow filter; `--one-filter` adds rows with the single filter of before, `--erle N`
+prints only the echo taken off by each on N rooms, before and after the path's change.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
