@@ -24,6 +24,17 @@ output latency plus the microphone's input latency, as PortAudio's stream timest
 them, not guessed (`stream_delay_ms`); the filter's length covers the air and the room's
 reverberation on top. Nothing played for `cancel_idle_s`: the chunk is returned as it is, and the
 filter is not run (no CPU in a quiet room).
+
+Two filters, to follow a room that changes (someone moves, the laptop is turned): speexdsp,
+once converged, adapts slowly, and after the echo path changes it takes seconds to take more
+than a few dB off again, while a fresh filter converges in one or two. So a *shadow* filter runs
+beside the *main* one on the same input and is restarted every `_SHADOW_RESTART_S`; when its
+output held `_SWAP_MARGIN_DB` less energy than the main's over the last `_SWAP_WINDOW_S`, it
+becomes the main and a fresh shadow starts. Each chunk returned is whichever of the two outputs
+holds less energy (the user's voice is in both, so the lower one holds less echo). Measured on
+`benchmarks/barge_in.py`'s rooms (docs/PERFORMANCE.md, "Barge-in: following the room's change"):
+where the user speaks, 2-5 s after the path changed, the echo taken off went from a median 8.6 dB
+to 13 dB, what a filter reset at the moment of the change gets; it costs twice the filter's CPU.
 """
 
 from __future__ import annotations
@@ -31,10 +42,11 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
+from collections import deque
 from typing import Any, Callable
 
 from audio_io.echo import EchoSuppressor
-from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH
+from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH, audioop
 from config.settings import EchoSettings
 
 _SAMPLE_BYTES = SAMPLE_WIDTH
@@ -42,6 +54,9 @@ _FRAME = SAMPLE_RATE // 100  # speexdsp works on 10 ms frames
 _FRAME_BYTES = _FRAME * SAMPLE_WIDTH
 _SET_SAMPLING_RATE = 24  # SPEEX_ECHO_SET_SAMPLING_RATE (speex/speex_echo.h)
 _LIBRARY = "libspeexdsp.so.1"
+_SHADOW_RESTART_S = 1.5  # the shadow filter starts afresh this often unless it took over
+_SWAP_WINDOW_S = 0.5  # the span over which the two filters' outputs are compared
+_SWAP_MARGIN_DB = 3.0  # the shadow takes over when its output held this much less energy
 
 
 def _load() -> Any | None:
@@ -63,18 +78,47 @@ def canceller_available() -> bool:
     return _load() is not None
 
 
-class EchoCanceller:
-    """AEC3 on 24 kHz pcm16 mono chunks, its reference kept on the caller's clock (room seconds)."""
+class _Filter:
+    """One speexdsp echo state: `run` cancels whole 10 ms frames, a shorter tail passes as it is."""
 
-    def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0) -> None:
-        lib = _load()
-        if lib is None:
-            raise RuntimeError(f"{_LIBRARY} is missing: apt-get install libspeexdsp1 (scripts/setup.sh does)")
+    def __init__(self, lib: Any, taps: int) -> None:
         self._lib = lib
-        taps = round(SAMPLE_RATE * settings.cancel_filter_ms / 1000)
         self._state = lib.speex_echo_state_init(_FRAME, taps)
         lib.speex_echo_ctl(self._state, _SET_SAMPLING_RATE, ctypes.byref(ctypes.c_int(SAMPLE_RATE)))
         self._out = ctypes.create_string_buffer(_FRAME_BYTES)
+
+    def run(self, near: bytes, far: bytes) -> bytes:
+        out = bytearray(near)
+        for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
+            self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
+            out[i:i + _FRAME_BYTES] = self._out.raw
+        return bytes(out)
+
+    def reset(self) -> None:
+        self._lib.speex_echo_state_reset(self._state)
+
+    def __del__(self) -> None:
+        state, self._state = getattr(self, "_state", None), None
+        if state:
+            self._lib.speex_echo_state_destroy(state)
+
+
+class EchoCanceller:
+    """speexdsp's filter (a main and a shadow) on 24 kHz pcm16 mono chunks, its reference kept on
+    the caller's clock (room seconds). `shadow=False`: the main filter alone (before session 11)."""
+
+    def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0,
+                 shadow: bool = True) -> None:
+        lib = _load()
+        if lib is None:
+            raise RuntimeError(f"{_LIBRARY} is missing: apt-get install libspeexdsp1 (scripts/setup.sh does)")
+        taps = round(SAMPLE_RATE * settings.cancel_filter_ms / 1000)
+        self._main = _Filter(lib, taps)
+        self._shadow = _Filter(lib, taps) if shadow else None
+        self._since_restart = 0.0  # seconds of audio the shadow has run since it started afresh
+        self._main_energy: deque[float] = deque()  # (per chunk, the span `_SWAP_WINDOW_S`)
+        self._shadow_energy: deque[float] = deque()
+        self.swaps = 0  # times the shadow took over
         self._delay_s = delay_s
         self._idle_s = settings.cancel_idle_s
         self._keep = int((settings.cancel_idle_s + 1.0) * BYTES_PER_SECOND)  # reference kept behind the mic
@@ -136,20 +180,40 @@ class EchoCanceller:
         return cancelled
 
     def _cancel(self, near: bytes, far: bytes) -> bytes:
-        """The filter itself: `near` less the echo of `far` (the same length, lined up)."""
-        out = bytearray(near)  # a tail shorter than a frame (a chunk not a multiple of 10 ms) passes as it is
-        for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
-            self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
-            out[i:i + _FRAME_BYTES] = self._out.raw
-        return bytes(out)
+        """The filters: `near` less the echo of `far` (the same length, lined up)."""
+        main = self._main.run(near, far)
+        if self._shadow is None:
+            return main
+        shadow = self._shadow.run(near, far)
+        main_energy, shadow_energy = _energy(main), _energy(shadow)
+        self._main_energy.append(main_energy)
+        self._shadow_energy.append(shadow_energy)
+        window = max(1, round(_SWAP_WINDOW_S * BYTES_PER_SECOND / max(len(near), 1)))
+        while len(self._main_energy) > window:
+            self._main_energy.popleft()
+        while len(self._shadow_energy) > window:
+            self._shadow_energy.popleft()
+        self._since_restart += len(near) / BYTES_PER_SECOND
+        full = len(self._shadow_energy) == window
+        if full and sum(self._shadow_energy) * 10 ** (_SWAP_MARGIN_DB / 10) < sum(self._main_energy):
+            self._main, self._shadow = self._shadow, self._main  # the shadow follows the room better: it leads
+            self._main_energy, self._shadow_energy = self._shadow_energy, deque()
+            self._restart_shadow()
+            self.swaps += 1
+        elif self._since_restart >= _SHADOW_RESTART_S:
+            self._restart_shadow()
+        return main if main_energy <= shadow_energy else shadow
+
+    def _restart_shadow(self) -> None:
+        if self._shadow is not None:
+            self._shadow.reset()
+        self._shadow_energy.clear()
+        self._since_restart = 0.0
 
     def reset(self) -> None:
-        self._lib.speex_echo_state_reset(self._state)
-
-    def __del__(self) -> None:
-        state, self._state = getattr(self, "_state", None), None
-        if state:
-            self._lib.speex_echo_state_destroy(state)
+        self._main.reset()
+        self._restart_shadow()
+        self._main_energy.clear()
 
     def _delay(self) -> float:
         return min(max(self._delay_s(), 0.0), 0.5)  # (PortAudio's figures are bounded there too)
@@ -174,6 +238,11 @@ class EchoCanceller:
             self._ref_at += drop / BYTES_PER_SECOND
             if not self._ref:
                 self._ref_at = None
+
+
+def _energy(pcm: bytes) -> float:
+    """The chunk's energy (a sum of squares; rms squared times its length)."""
+    return float(audioop.rms(pcm, _SAMPLE_BYTES)) ** 2 * len(pcm) + 1.0
 
 
 def _bytes(seconds: float) -> int:

@@ -37,6 +37,10 @@ model"): the default row is the ungated wake model with its twin (`BargeInListen
 not switched on); `--wake-gated` adds the shipped path (the wake model behind the gate, the hold's
 stop check `StopAfterWake`), `--before` session 9's (no stop check).
 
+Session 11 (docs/PERFORMANCE.md, "Barge-in: following the room's change"): the canceller runs a
+main and a shadow filter; `--one-filter` adds rows with the single filter of before, `--erle N`
+prints only the echo taken off by each on N rooms, before and after the path's change.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -185,7 +189,7 @@ class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
-                 after_wake: bool = True, wake_ungated: bool = False) -> None:
+                 after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
@@ -204,7 +208,7 @@ class Path:
         if cancel == "aec3":
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
-            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now) if cancel else None
+            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
 
     def told(self, scene: Scene, at: float) -> float:
@@ -297,6 +301,29 @@ def build_scenes(corpus: Corpus, text: str, level_db: float, count: int, narrati
     return scenes
 
 
+def echo_reduction(scenes: list[Scene], shadow: bool, with_user: bool) -> np.ndarray:
+    """Per room, the echo taken off (dB) in each of ERLE_WINDOWS: the echo against what is left of
+    it in the canceller's output (the output less the user's voice and the floor)."""
+    rows = []
+    for scene in scenes:
+        canceller = EchoCanceller(EchoSettings(), shadow=shadow)
+        echo = scene.echo(scene.narration)
+        user = scene.user if with_user else np.zeros(len(echo))
+        mic = user + echo + scene.noise
+        out = bytearray()
+        for i in range(len(mic) // CHUNK):
+            canceller.played(pcm(scene.narration[i * CHUNK:(i + 1) * CHUNK]), i * CHUNK / RATE)
+            out += canceller.process(pcm(mic[i * CHUNK:(i + 1) * CHUNK]), i * CHUNK / RATE)
+        left = samples(bytes(out))
+        left = left - user[:len(left)] - scene.noise[:len(left)]
+        rows.append([10 * np.log10((echo[int(a * RATE):int(b * RATE)] ** 2).sum() / ((left[int(a * RATE):int(b * RATE)] ** 2).sum() + 1.0))
+                     for a, b in ERLE_WINDOWS])
+    return np.array(rows)
+
+
+ERLE_WINDOWS = ((3.0, 6.0), (6.0, 7.0), (7.0, 8.0), (8.0, 11.0))  # before the change, just after, where the user speaks
+
+
 def cpu_per_s(fn, seconds: float) -> float:
     t = time.process_time()
     fn()
@@ -321,6 +348,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--aec3", action="store_true", help="add rows with WebRTC AEC3 (pywebrtc-audio) as the filter")
     parser.add_argument("--before", action="store_true",
                         help="add rows for session 9's shipped path (the wake model behind the gate too, no stop check after a wake-cut)")
+    parser.add_argument("--erle", type=int, default=0, metavar="ROOMS",
+                        help="only print the echo taken off (dB) by one filter and by the main + shadow filters on this many 0 dB rooms")
+    parser.add_argument("--one-filter", action="store_true",
+                        help="add rows for session 10's shipped path with one speexdsp filter (no shadow filter following the room)")
     parser.add_argument("--wake-gated", action="store_true",
                         help="add rows for the shipped stop check with the wake model behind the gate (no twin)")
     args = parser.parse_args(argv)
@@ -331,15 +362,27 @@ def main(argv: list[str] | None = None) -> int:
     narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
     narration *= 6000 / active_rms(narration)  # what the speaker is given (its echo level is the room's)
     stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    if args.erle:
+        rooms = build_scenes(corpus, STOP_TEXT, 0.0, args.erle, narration, seed=10)
+        print("| filter | room | " + " | ".join(f"{a:g}-{b:g} s, median (min)" for a, b in ERLE_WINDOWS) + " |")
+        print("|---|---|" + "---|" * len(ERLE_WINDOWS))
+        for shadow in (False, True):
+            for with_user in (False, True):
+                r = echo_reduction(rooms, shadow, with_user)
+                cells = " | ".join(f"{m:.1f} ({n:.1f})" for m, n in zip(np.median(r, axis=0), r.min(axis=0)))
+                print(f"| {'main + shadow' if shadow else 'one filter'} | {'the user speaks at 9 s' if with_user else 'echo alone'} | {cells} |")
+        return 0
 
     rows = []
     # (row, canceller, the delay it is told, the twin veto's gate count or None: the gated feed,
     # the hold's stop check after a wake-cut)
     variants: list[tuple[str, bool | str, str, int | None, bool]] = []
+    one_filter = "canceller (speexdsp), session 10's shipped: one filter, wake model behind the gate, stop check after a cut"
     default_row = "canceller (speexdsp), not switched on: wake model on every cancelled chunk + twin veto, stop check after a cut"
     ungated: set[str] = {default_row}  # the wake model hears every cancelled chunk, a twin on what played vetoes
     variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
-    variants += [("canceller (speexdsp), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
+    variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
     variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
@@ -352,7 +395,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -360,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated))
+                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -391,7 +434,7 @@ def main(argv: list[str] | None = None) -> int:
             direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
-            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated)
+            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t
@@ -407,17 +450,21 @@ def main(argv: list[str] | None = None) -> int:
     if args.no_extras:
         return 0
 
-    # The canceller alone, per second of audio it runs on.
-    canceller = EchoCanceller(EchoSettings())
+    # The canceller alone, per second of audio it runs on: the main and shadow filters, and one.
     ref = pcm(narration[: 30 * RATE])
     mic = pcm(convolve(narration[: 30 * RATE], room_ir(rng, 0.06)) * 0.3)
 
-    def cancel_all() -> None:
-        for i in range(0, len(ref), CHUNK * 2):
-            canceller.played(ref[i:i + CHUNK * 2], i / BPS)
-            canceller.process(mic[i:i + CHUNK * 2], i / BPS)
+    def cancel_all(canceller: EchoCanceller) -> Callable[[], None]:
+        def run() -> None:
+            for i in range(0, len(ref), CHUNK * 2):
+                canceller.played(ref[i:i + CHUNK * 2], i / BPS)
+                canceller.process(mic[i:i + CHUNK * 2], i / BPS)
+        return run
 
-    print(f"the canceller alone: {cpu_per_s(cancel_all, 30.0):.1f} ms of CPU per second of audio (0 when nothing played for 2 s)")
+    alone = {label: cpu_per_s(cancel_all(EchoCanceller(EchoSettings(), shadow=shadow)), 30.0)
+             for label, shadow in (("main + shadow filter", True), ("one filter", False))}
+    print("the canceller alone (its gate behind it included), ms of CPU per second of audio (0 when nothing played for 2 s): "
+          + ", ".join(f"{k} {v:.1f}" for k, v in alone.items()))
 
     # Wake recall with a loud unrelated sound (no reference): a TV voice and pink noise at the user's level.
     tv = samples(corpus.speech(NARRATION, "en-gb+m3", 170))
