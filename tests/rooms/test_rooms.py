@@ -7,8 +7,7 @@ import asyncio
 from pathlib import Path
 
 from concurrency.changes import wait_for
-from decisions.timeline import Timeline, TimelineKind
-from rooms.hub import hub
+from decisions.timeline import TimelineKind
 from tests.support.rooms_harness import (
     WORDS, command_tone, handoff_satellite, hub_settings, resampled, running_hub, started, tone_sim,
 )
@@ -150,26 +149,18 @@ async def test_computer_stop_in_one_room_stops_that_room_only(tmp_path: Path) ->
         async with started(satellites) as (kitchen, office):
             settings = hub_settings(sim, tmp_path, [kitchen.spec, office.spec])
             settings = settings.replace(stop=dataclasses.replace(StopSettings(), enabled=True))
-            timelines = {"kitchen": Timeline(), "office": Timeline()}
             hub_detectors = {"kitchen": LoudStopDetector(), "office": LoudStopDetector()}
-            async with hub(settings, timelines, stop_detectors=hub_detectors) as the_hub:
-                running = asyncio.create_task(the_hub.run())
-                try:
-                    for satellite in (kitchen, office):
-                        await satellite.server.changes.wait_until(lambda s=satellite: s.server.hub_connected, TIMEOUT)
-                    kitchen.say(command_tone(0))
-                    office.say(command_tone(1))
-                    for satellite in (kitchen, office):
-                        await satellite.server.changes.wait_until(lambda s=satellite: s.server._playing, TIMEOUT)
-                    kitchen.say(command_tone(5)[: 2 * 24000 * 3 // 10])  # a loud 0.3 s: "computer, stop"
-                    await wait_for(timelines["kitchen"], lambda t: t.count("stopped") >= 1, TIMEOUT)
-                    await wait_for(timelines["office"], lambda t: t.count("narrated") >= 1, TIMEOUT)
-                finally:
-                    running.cancel()
-                    try:
-                        await running
-                    except asyncio.CancelledError:
-                        pass
+            async with running_hub(settings, stop_detectors=hub_detectors) as running:
+                timelines = running.timelines
+                for satellite in (kitchen, office):
+                    await satellite.server.changes.wait_until(lambda s=satellite: s.server.hub_connected, TIMEOUT)
+                kitchen.say(command_tone(0))
+                office.say(command_tone(1))
+                for satellite in (kitchen, office):
+                    await satellite.server.changes.wait_until(lambda s=satellite: s.server._playing, TIMEOUT)
+                kitchen.say(command_tone(5)[: 2 * 24000 * 3 // 10])  # a loud 0.3 s: "computer, stop"
+                await wait_for(timelines["kitchen"], lambda t: t.count("stopped") >= 1, TIMEOUT)
+                await wait_for(timelines["office"], lambda t: t.count("narrated") >= 1, TIMEOUT)
     assert detectors["kitchen"].hits and not detectors["office"].hits
     assert kitchen.server.counts.stops == 1 and office.server.counts.stops == 0
     assert timelines["office"].count("stopped") == 0
@@ -193,21 +184,13 @@ async def test_a_command_said_over_the_answer_in_a_satellite_room_cuts_it_and_is
         async with started([handoff_satellite("kitchen", stop_detector=detector)]) as (kitchen,):
             settings = hub_settings(sim, tmp_path, [kitchen.spec])
             settings = settings.replace(stop=dataclasses.replace(StopSettings(), enabled=True))
-            timelines = {"kitchen": Timeline()}
-            async with hub(settings, timelines, stop_detectors={"kitchen": LoudStopDetector()}) as the_hub:
-                running = asyncio.create_task(the_hub.run())
-                try:
-                    await kitchen.server.changes.wait_until(lambda: kitchen.server.hub_connected, TIMEOUT)
-                    kitchen.say(command_tone(0))
-                    await kitchen.server.changes.wait_until(lambda: kitchen.server._playing, TIMEOUT)
-                    kitchen.say(command_tone(1))  # "hey jarvis, what time is it", over the answer
-                    await wait_for(timelines["kitchen"], lambda t: t.count("closed") >= 2, TIMEOUT)
-                finally:
-                    running.cancel()
-                    try:
-                        await running
-                    except asyncio.CancelledError:
-                        pass
+            async with running_hub(settings, stop_detectors={"kitchen": LoudStopDetector()}) as running:
+                timelines = running.timelines
+                await kitchen.server.changes.wait_until(lambda: kitchen.server.hub_connected, TIMEOUT)
+                kitchen.say(command_tone(0))
+                await kitchen.server.changes.wait_until(lambda: kitchen.server._playing, TIMEOUT)
+                kitchen.say(command_tone(1))  # "hey jarvis, what time is it", over the answer
+                await wait_for(timelines["kitchen"], lambda t: t.count("closed") >= 2, TIMEOUT)
     assert len(detector.hits) == 1 and kitchen.server.counts.stops == 1
     assert kitchen.server.counts.barge_ins == 1 and kitchen.server.counts.commands == 2
     timeline = timelines["kitchen"]

@@ -165,9 +165,10 @@ class RunningHub:
 
 
 @contextlib.asynccontextmanager
-async def running_hub(settings: Settings) -> AsyncIterator[RunningHub]:
+async def running_hub(settings: Settings, stop_detectors: dict[str, StopDetector] | None = None) -> AsyncIterator[RunningHub]:
+    """The hub running, every room's link connected. `stop_detectors`: what hears a stop in each room."""
     timelines = {s.room: Timeline() for s in settings.rooms.satellites}
-    async with hub(settings, timelines) as the_hub:
+    async with hub(settings, timelines, stop_detectors=stop_detectors) as the_hub:
         task = asyncio.create_task(the_hub.run(), name="hub under test")
         try:
             running = RunningHub(the_hub, timelines, task)
