@@ -26,7 +26,9 @@ Chosen over an echo canceller by measurement (docs/PERFORMANCE.md, "Echo gate").
 
 from __future__ import annotations
 
+import bisect
 import math
+import operator
 import sys
 from collections import deque
 from dataclasses import dataclass
@@ -74,9 +76,17 @@ class EchoSuppressor:
         self._loud = settings.loud_rms**2
         self._margin = 10 ** (settings.margin_db / 10)
         self._unlearnt_gain = 10 ** (settings.unlearnt_gain_db / 10)
-        self._ref: deque[float] = deque()  # reference energy per slot, oldest first
+        # The decay of the reverberation k + 1 slots older than the path, multiplied up one slot at a
+        # time (as a loop over the slots would).
+        self._decays = [self._decay_per_slot]
+        for _ in range(self._tail):
+            self._decays.append(self._decays[-1] * self._decay_per_slot)
+        # A list, not a deque: the lookups below take whole spans of it at once (issue 34: the gate's
+        # Python loops were a tenth of a talking room's CPU).
+        self._ref: list[float] = []  # reference energy per slot, oldest first
         self._ref_start = 0  # absolute slot index of self._ref[0]
         self._ratios: list[deque[float]] = [deque() for _ in range(self._max_delay + 1)]  # log10 mic/ref per delay
+        self._ordered: list[list[float]] = [[] for _ in range(self._max_delay + 1)]  # the same, kept sorted
         self._sums = [0.0] * (self._max_delay + 1)
         self._squares = [0.0] * (self._max_delay + 1)
         self._path: tuple[int, float] | None = None  # (delay in slots, energy gain)
@@ -116,20 +126,25 @@ class EchoSuppressor:
         speaker that finished sooner than its stamps said)."""
         keep = _slot(at) - self._ref_start
         if 0 <= keep < len(self._ref):
-            for _ in range(len(self._ref) - keep):
-                self._ref.pop()
+            del self._ref[keep:]
             if self._last_loud_slot is not None and self._last_loud_slot >= _slot(at):
                 loud = [i for i, e in enumerate(self._ref) if e >= self._loud]
                 self._last_loud_slot = self._ref_start + loud[-1] if loud else None
 
-    def _ref_at(self, slot: int) -> float:
-        index = slot - self._ref_start
-        return self._ref[index] if 0 <= index < len(self._ref) else 0.0
+    def _span(self, oldest: int, newest: int) -> list[float]:
+        """The reference's energy over slots `oldest`..`newest` (inclusive), oldest first; 0 where none."""
+        start, end = oldest - self._ref_start, newest - self._ref_start + 1
+        if start >= 0 and end <= len(self._ref):
+            return self._ref[start:end]
+        known = self._ref[max(0, start):max(0, end)]
+        before = min(end, 0) - start if start < 0 else 0
+        return [0.0] * before + known + [0.0] * (end - start - before - len(known))
 
     def _forget_before(self, slot: int) -> None:
-        while self._ref and self._ref_start < slot:
-            self._ref.popleft()
-            self._ref_start += 1
+        drop = min(slot - self._ref_start, len(self._ref))
+        if drop > 0:
+            del self._ref[:drop]
+            self._ref_start += drop
         if not self._ref:
             self._ref_start = slot
 
@@ -181,17 +196,20 @@ class EchoSuppressor:
 
     def _learn(self, slot: int, energy: float) -> None:
         log_energy = math.log10(max(energy, _SILENT_ENERGY))
+        references = self._span(slot - self._max_delay, slot)  # [max_delay - delay]: the reference `delay` slots back
         for delay in range(self._max_delay + 1):
-            reference = self._ref_at(slot - delay)
+            reference = references[self._max_delay - delay]
             if reference < self._loud:
                 continue
             ratio = log_energy - math.log10(reference)
-            ratios = self._ratios[delay]
+            ratios, ordered = self._ratios[delay], self._ordered[delay]
             ratios.append(ratio)
+            bisect.insort(ordered, ratio)
             self._sums[delay] += ratio
             self._squares[delay] += ratio * ratio
             if len(ratios) > _TRACKED_SLOTS:
                 old = ratios.popleft()
+                del ordered[bisect.bisect_left(ordered, old)]
                 self._sums[delay] -= old
                 self._squares[delay] -= old * old
         self._since_estimate += 1
@@ -206,7 +224,7 @@ class EchoSuppressor:
         if fewest >= _MIN_BOUNDED:
             # At the true delay the median ratio is the gain; elsewhere it is no lower (the
             # reference does not line up): the largest median bounds the gain from above.
-            self._bound = 10 ** max(sorted(ratios)[len(ratios) // 2] for ratios in self._ratios)
+            self._bound = 10 ** max(ordered[len(ordered) // 2] for ordered in self._ordered)
         if fewest < _MIN_TRACKED:
             return  # compare delays on like amounts of evidence only
         variances = []
@@ -216,7 +234,7 @@ class EchoSuppressor:
         delay = min(range(len(variances)), key=variances.__getitem__)
         if variances[delay] > _CONFIDENT * sorted(variances)[len(variances) // 2]:
             return  # no delay stands out (no echo, or speech over it): keep what we had
-        ordered = sorted(self._ratios[delay])
+        ordered = self._ordered[delay]
         self._path = (delay, 10 ** ordered[len(ordered) // 2])
 
     def _expected(self, slot: int) -> float:
@@ -227,13 +245,11 @@ class EchoSuppressor:
         else:
             gain = self._unlearnt_gain if self._bound is None else min(self._unlearnt_gain, self._bound)
             newest, oldest = slot, slot - self._max_delay
-        loudest = 0.0
-        decay = 1.0
-        for source in range(newest, oldest - self._tail - 1, -1):
-            if source < oldest:
-                decay *= self._decay_per_slot  # older than the path: only its reverberation remains
-            loudest = max(loudest, self._ref_at(source) * decay)
-        return gain * loudest
+        loudest = max(0.0, *self._span(oldest, newest))
+        # Older than the path: only its reverberation remains (`_decays`, newest first).
+        fading = self._span(oldest - self._tail, oldest - 1)
+        fading.reverse()
+        return gain * max(loudest, *map(operator.mul, fading, self._decays))
 
 
 def _slot(at: float) -> int:
