@@ -36,6 +36,7 @@ from config.settings import (
 from config.wake_phrases import model_for, model_phrases
 from decisions.words import words
 from detectors.wake_confirm import confirm_available
+from detectors.wake_verify import verifier_available
 from hands.check import command_problems, file_problems, unreachable
 from speech.sounds import sound_problems
 from tasks import TaskConfigError, load_task_config
@@ -218,6 +219,11 @@ def wake_mode_line(settings: Settings) -> str:
             how = "pymicro-wakeword at its own cutoff, or lower with pyopen-wakeword agreeing"
         else:
             how = "pymicro-wakeword, cutoff the model's own"
+        if settings.upload.wake_verify and cutoff is None:
+            # The conditions under which the spotter builds its verifier (detectors.wake_model).
+            verified = model.confirmed and confirm_available() and verifier_available(model.model)
+            how += ("; then a third opinion on each wake, WAKE_VERIFY, fewer sound-alikes" if verified
+                    else f"; WAKE_VERIFY is set, but no verifier ships for \"{phrase}\", so it does nothing")
         return (f"wake phrase \"{phrase}\": {chosen}heard on this machine by its shipped model ({how}); nothing said in "
                 "the room is uploaded until it is heard (upload mode wake_word, the private one).")
     if mode is UploadMode.ON_DEVICE_WAKE:
