@@ -249,7 +249,7 @@ class EchoSuppressor:
         # Older than the path: only its reverberation remains (`_decays`, newest first).
         fading = self._span(oldest - self._tail, oldest - 1)
         fading.reverse()
-        return gain * max(loudest, *map(operator.mul, fading, self._decays))
+        return float(gain * max(loudest, *map(operator.mul, fading, self._decays)))
 
 
 def _slot(at: float) -> int:
