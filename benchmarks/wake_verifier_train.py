@@ -35,6 +35,9 @@ from benchmarks.neural_corpus import NeuralCorpus, NeuralSpec, Variant
 
 PHRASE = "hey jarvis"
 RELAXED = 0.5  # the cutoffs the wakes are collected at (`collect`)
+# microWakeWord's best in a window, for a wake to be collected: its candidate cutoff (session 12), so
+# that "jarvis, ..." alone (microWakeWord under 0.3, openWakeWord often above 0.8) is asked about too.
+RELAXED_MICRO = 0.1
 TRAIN_COMMANDS = (
     "turn on the kitchen lights", "play some quiet music", "how long until sunset", "remind me to call mum tonight",
     "what is on my calendar", "open my notes", "add eggs to the shopping list", "how far away is the moon",
@@ -46,6 +49,10 @@ TRAIN_NEAR = (
     "hey jars", "hey curtis", "hey jarrod", "hey gervais", "hey artist", "hey carpets", "jarring this", "a jar is",
     "hey purpose", "they starve us", "hey jackass", "hey charges", "hard of hearing", "hey garlic", "hey jersey",
     "hey parsley",
+    # Session 12: more of the kinds the benchmark's closest near misses are ("hey chavez", "hey jarvie",
+    # "hey travis", "hey jealous": none of them, nor a homophone of one).
+    "hey javier", "hey chaz", "hey travers", "hey jelly", "hey chavs", "hey marvel", "hey gravy", "hey jovial",
+    "hey darvish", "hey carver", "hey calvin", "hey jarhead", "hey jadis", "hey jobless", "hey harbour", "hey starbucks",
 )
 TRAIN_ORDINARY = (
     "the bus was twenty minutes late this morning", "could you pass the salt please", "I left my umbrella at work",
@@ -59,7 +66,14 @@ TRAIN_EFFECTS: dict[Variant, tuple[str, ...]] = {
     Variant.PITCH: ("pitch", "-120"),
     Variant.REVERB: ("reverb", "35", "40", "60"),
 }
-TRAIN_VARIANTS = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE)
+# A second pass through other settings of the same effects (session 12: more rooms and voices for both
+# the phrase and the sound-alikes; the first model lost reverberant and noisy commands at 0.58-0.62).
+TRAIN_EFFECTS_2: dict[Variant, tuple[str, ...]] = {
+    Variant.PITCH: ("pitch", "-260"),
+    Variant.REVERB: ("reverb", "70", "30", "90"),
+}
+TRAIN_VARIANTS = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE, Variant.TV)
+TRAIN_VARIANTS_2 = (Variant.PITCH, Variant.REVERB, Variant.NOISE)
 TRAIN_BASE_EFFECTS = (Effect.NONE, Effect.TEMPO, Effect.REVERB, Effect.PHONE)
 WEIGHTS = Path(__file__).resolve().parent.parent / "detectors" / "verifiers" / "hey_jarvis.npz"
 
@@ -67,17 +81,23 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "detectors" / "verifiers" / "
 class TrainCorpus(NeuralCorpus):
     effects = TRAIN_EFFECTS
 
+    def __init__(self, cache_dir: Path, base: Corpus, folder: str = "verifier-train",
+                 effects: dict[Variant, tuple[str, ...]] = TRAIN_EFFECTS) -> None:
+        super().__init__(cache_dir, base, folder)
+        self.effects = effects
+
     def scales(self, take: int) -> dict[str, float]:
         return {"length_scale": (0.95, 1.05, 1.15)[take % 3], "noise_scale": (0.6, 0.72)[take % 2],
                 "noise_w_scale": (0.7, 0.9)[take % 2]}
 
 
-def neural_specs(per_line: int = 1) -> list[NeuralSpec]:
-    """Phrase + command (run on, after a pause, "hey ... jarvis"), sound-alikes (also "hey ... carlos"), ordinary."""
+def neural_specs(variants: tuple[Variant, ...] = TRAIN_VARIANTS, first_take: int = 100) -> list[NeuralSpec]:
+    """Phrase + command (run on, after a pause, "hey ... jarvis"), the name alone ("jarvis, ...", also
+    before a pause), sound-alikes (also "hey ... carlos"), ordinary; takes from `first_take` on."""
     specs = []
-    for k, variant in enumerate(TRAIN_VARIANTS):
+    for k, variant in enumerate(variants):
         for i in range(2 * len(TRAIN_COMMANDS)):
-            command, take = TRAIN_COMMANDS[i % len(TRAIN_COMMANDS)], 100 + i + 16 * k
+            command, take = TRAIN_COMMANDS[i % len(TRAIN_COMMANDS)], first_take + i + 16 * k
             form = (i + k) % 4
             if form == 3:
                 specs.append(NeuralSpec(("hey", f"jarvis, {command}"), (0.45,), variant, True, take))
@@ -85,15 +105,21 @@ def neural_specs(per_line: int = 1) -> list[NeuralSpec]:
                 specs.append(NeuralSpec((PHRASE, command), (0.8,), variant, True, take))
             else:
                 specs.append(NeuralSpec((f"{PHRASE}, {command}",), (), variant, True, take))
-        for i in range(2 * len(TRAIN_NEAR)):
-            line, take, command = TRAIN_NEAR[i % len(TRAIN_NEAR)], 100 + i + 48 * k, TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)]
+        name = PHRASE.split(" ", 1)[1]
+        for i in range(len(TRAIN_COMMANDS)):  # the name alone, a third of them before a pause
+            command, take = TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)], first_take + 500 + i + 8 * k
+            parts, pauses = ((name, command), (0.8,)) if i % 3 == 2 else ((f"{name}, {command}",), ())
+            specs.append(NeuralSpec(parts, pauses, variant, True, take))
+        for j in range(len(TRAIN_NEAR)):  # each line once per variant, the lines in turn from the variant's place
+            i = j + 7 * k
+            line, take, command = TRAIN_NEAR[i % len(TRAIN_NEAR)], first_take + i + 40 * k, TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)]
             if line.startswith("hey ") and (i + k) % 5 == 0:
                 specs.append(NeuralSpec(("hey", f"{line[4:]}, {command}"), (0.45,), variant, False, take))
             else:
                 specs.append(NeuralSpec((f"{line}, {command}",), (), variant, False, take))
         for i in range(4):
             line = TRAIN_ORDINARY[(i + 4 * k) % len(TRAIN_ORDINARY)]
-            specs.append(NeuralSpec((line,), (), variant, False, 100 + i + 4 * k))
+            specs.append(NeuralSpec((line,), (), variant, False, first_take + i + 4 * k))
     return specs
 
 
@@ -145,18 +171,21 @@ def collect(cache: str) -> list[Sample]:
     from detectors.wake_test import TryJudge, heard_in
 
     base = Corpus(cache)
-    neural = TrainCorpus(cache, base, folder="verifier-train")
+    neural = TrainCorpus(cache, base)
+    second = TrainCorpus(cache, base, effects=TRAIN_EFFECTS_2)
     judge = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, 8.0, 48000))
     recorder = Recorder()
     judge.spotter.verifier = recorder
-    # Asked at more moments than the shipped cutoffs wake (each model above 0.5, the pause rule
-    # above 0.7): a few more of the phrase, many more sound-alikes the models were nearly sure of.
+    # Asked at more moments than the shipped cutoffs wake (microWakeWord alone above 0.5, openWakeWord
+    # above 0.5 in a window microWakeWord opened, the pause rule above 0.7): a few more of the phrase,
+    # "jarvis" alone, many more sound-alikes the models were nearly sure of.
     fusion = judge.spotter._fusion
     fusion.alone_cutoff = RELAXED
-    fusion.settings = dataclasses.replace(fusion.settings, threshold=RELAXED, micro_cutoff=RELAXED, pause_threshold=0.7)
+    fusion.settings = dataclasses.replace(fusion.settings, threshold=RELAXED, micro_cutoff=RELAXED_MICRO, pause_threshold=0.7)
     floor = base.noise(Noise.FAN, 10.0, seed=5)
     babble = base.noise(Noise.BABBLE, 10.0, seed=2)
     clips = [(c.name, c.pcm, c.addressed) for c in neural.clips(neural_specs())]
+    clips += [(c.name + "-2", c.pcm, c.addressed) for c in second.clips(neural_specs(TRAIN_VARIANTS_2, first_take=1000))]
     for index, clip in enumerate(base.clips(base_specs())):
         pcm = with_floor(clip.pcm, floor) if index % 2 else mix(clip.pcm, babble, 20)
         clips.append((clip.name, pcm, clip.addressed))
