@@ -225,35 +225,59 @@ def fit(x: object, y: object, l2: float, iterations: int = 30) -> tuple[object, 
     return w[:-1], float(w[-1])
 
 
-def train(samples: list[Sample], l2: float, recall: float, folds: int = 5):
-    """Weights and a threshold: windows of a wake are each labelled as the clip; a wake's score is
-    its best window. The threshold keeps `recall` of the phrase's wakes in clip-grouped
-    cross-validation (each fold's clips unseen by its model)."""
+def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5):
+    """A model fitted on every window of `chosen`, each labelled as its clip."""
     import numpy as np
 
     from detectors.wake_verify import Weights
 
-    def weights_for(chosen: list[Sample]) -> Weights:
-        x = np.concatenate([s.rows for s in chosen])
-        y = np.concatenate([[s.label] * len(s.rows) for s in chosen])
-        mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-3
-        coef, intercept = fit((x - mean) / scale, y, l2)
-        return Weights(mean, scale, coef, intercept, 0.5)
+    x = np.concatenate([s.rows for s in chosen])
+    y = np.concatenate([[s.label] * len(s.rows) for s in chosen])
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-3
+    coef, intercept = fit((x - mean) / scale, y, l2)
+    return Weights(mean, scale, coef, intercept, threshold)
 
+
+def held_out(samples: list[Sample], l2: float, folds: int = 5) -> list[tuple[float, Sample]]:
+    """Each wake's score (its best window) by a model that never saw its clip (clip-grouped folds)."""
     clips = sorted({s.clip for s in samples})
-    held: list[tuple[float, bool]] = []
+    held: list[tuple[float, Sample]] = []
     for fold in range(folds):
         out = {c for i, c in enumerate(clips) if i % folds == fold}
-        model = weights_for([s for s in samples if s.clip not in out])
-        held += [(float(model.scores(s.rows).max()), s.label) for s in samples if s.clip in out]
-    positives = sorted(score for score, label in held if label)
-    threshold = positives[int((1 - recall) * len(positives))] if positives else 0.5
-    negatives = [score for score, label in held if not label]
-    final = weights_for(samples)
-    final = Weights(final.mean, final.scale, final.coef, final.intercept, threshold)
-    refused = sum(score < threshold for score in negatives)
-    kept = sum(score >= threshold for score in positives)
-    return final, (kept, len(positives), refused, len(negatives))
+        model = weights_for([s for s in samples if s.clip not in out], l2)
+        held += [(float(model.scores(s.rows).max()), s) for s in samples if s.clip in out]
+    return held
+
+
+def threshold_for(held: list[tuple[float, Sample]], recall: float) -> float:
+    positives = sorted(score for score, s in held if s.label)
+    return positives[int((1 - recall) * len(positives))] if positives else 0.5
+
+
+def train(samples: list[Sample], l2: float, recall: float, folds: int = 5):
+    """Weights and a threshold: windows of a wake are each labelled as the clip; a wake's score is
+    its best window. The threshold keeps `recall` of the phrase's wakes in clip-grouped
+    cross-validation (each fold's clips unseen by its model)."""
+    held = held_out(samples, l2, folds)
+    threshold = threshold_for(held, recall)
+    final = weights_for(samples, l2, threshold)
+    kept = sum(score >= threshold for score, s in held if s.label)
+    refused = sum(score < threshold for score, s in held if not s.label)
+    return final, (kept, sum(s.label for _, s in held), refused, sum(not s.label for _, s in held))
+
+
+def clip_kinds() -> dict[str, str]:
+    """What each training clip of the neural voice says (by the name `NeuralCorpus.clip` gives it)."""
+    import hashlib
+
+    kinds = {}
+    name = PHRASE.split(" ", 1)[1]
+    for specs, suffix in ((neural_specs(), ""), (neural_specs(TRAIN_VARIANTS_2, first_take=1000), "-2")):
+        for spec in specs:
+            key = "neural-" + hashlib.sha1(repr((spec.text, spec.variant.value, spec.take)).encode()).hexdigest()[:12] + suffix
+            kinds[key] = (("name alone" if spec.text.startswith(name) else "phrase") if spec.addressed
+                          else "ordinary" if spec.parts[0] in TRAIN_ORDINARY else "sound-alike")
+    return kinds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -262,7 +286,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
     parser.add_argument("--out", default=str(WEIGHTS))
-    parser.add_argument("--l2", type=float, default=10.0, help="the regularisation (larger: a smoother model)")
+    parser.add_argument("--l2", default="3,10,30",
+                        help="the regularisation (larger: a smoother model); several: the one that refuses most "
+                             "other wakes at --recall in cross-validation")
     parser.add_argument("--recall", type=float, default=0.98, help="of the phrase's wakes, kept in cross-validation")
     parser.add_argument("--samples", default="", help="a .npz to save (or, if it exists, load) the collected wakes")
     args = parser.parse_args(argv)
@@ -275,9 +301,26 @@ def main(argv: list[str] | None = None) -> int:
             np.savez_compressed(args.samples, rows=np.stack([s.rows for s in samples]),
                                 labels=np.array([s.label for s in samples]), clips=np.array([s.clip for s in samples]))
     print(f"wakes collected: {sum(s.label for s in samples)} on the phrase, {sum(not s.label for s in samples)} on others")
-    weights, (kept, positives, refused, negatives) = train(samples, args.l2, args.recall)
-    print(f"cross-validated: phrase wakes kept {kept}/{positives}, other wakes refused {refused}/{negatives}, "
-          f"threshold {weights.threshold:.3f}")
+    best = None
+    for l2 in [float(v) for v in args.l2.split(",") if v]:
+        held = held_out(samples, l2)
+        threshold = threshold_for(held, args.recall)
+        refused = sum(score < threshold for score, s in held if not s.label)
+        print(f"l2 {l2:g}: cross-validated threshold {threshold:.3f}, other wakes refused {refused}/"
+              f"{sum(not s.label for _, s in held)}", flush=True)
+        if best is None or refused >= best[0]:
+            best = (refused, l2, held, threshold)
+    assert best is not None
+    _, l2, held, threshold = best
+    kinds = clip_kinds()
+    print(f"chosen l2 {l2:g}, threshold {threshold:.3f}; held-out wakes per kind (kept / asked):")
+    for kind in ("phrase", "name alone", "sound-alike", "ordinary", "synthetic voices"):
+        chosen = [score for score, s in held if kinds.get(s.clip, "synthetic voices") == kind]
+        print(f"  {kind}: {sum(score >= threshold for score in chosen)} / {len(chosen)}")
+    for kind, label in (("synthetic voices", True), ("synthetic voices", False)):
+        chosen = [score for score, s in held if kinds.get(s.clip, kind) == kind and s.label == label]
+        print(f"  {kind}, {'phrase' if label else 'others'}: {sum(score >= threshold for score in chosen)} / {len(chosen)}")
+    weights = weights_for(samples, l2, threshold)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     weights.save(Path(args.out))
     print(f"written {args.out}")
