@@ -428,7 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifier", nargs="?", const="shipped", default="", metavar="WEIGHTS",
                         help="--neural, --base: also with the wake verifier (its shipped weights, or a .npz; several "
                              "comma-separated), in the same run")
-    parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together")
+    parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together "
+                                                                "(with --verifier WEIGHTS: those weights)")
     parser.add_argument("--base", type=int, default=0, metavar="N",
                         help="the shipped path on the base corpus (espeak-ng, flite, festival), N clips per set")
     parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
@@ -444,7 +445,10 @@ def main(argv: list[str] | None = None) -> int:
         rules.append(Rule(label, verify=True, weights=path))
         if args.name_alone is not None:
             rules.append(Rule(f"{label}, micro > {args.name_alone:g}", verify=True, weights=path, micro_cutoff=args.name_alone))
-    rules += [BOTH_RULE] * args.both
+        if args.both and path:  # the same weights with WAKE_STRICT too
+            rules.append(Rule(f"WAKE_STRICT=true {label}" + (f", micro > {args.name_alone:g}" if args.name_alone is not None else ""),
+                              strict=True, verify=True, weights=path, micro_cutoff=args.name_alone))
+    rules += [BOTH_RULE] * (args.both and not any(isinstance(r, Rule) and r.weights for r in rules))
     weights = ""
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
