@@ -89,7 +89,8 @@ class ConfirmSettings:
     # With `verify`, microWakeWord's best in a window need only pass this (None: `micro_cutoff`): the
     # verifier judges what openWakeWord agreed to, and "jarvis, ..." alone scores under 0.3 with
     # microWakeWord, often above 0.8 with openWakeWord (issue 34, session 12: the name-alone rule).
-    verified_micro_cutoff: float | None = None
+    # 0.1 (the candidate cutoff: any window microWakeWord opened) was fixed before it was measured.
+    verified_micro_cutoff: float | None = 0.1
 
 
 # Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses
