@@ -32,6 +32,7 @@ import sys
 import time
 from collections import defaultdict
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
 from benchmarks.corpus import (
@@ -292,11 +293,27 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
 STRICT_RULE, VERIFIER_RULE, BOTH_RULE = "WAKE_STRICT=true", "WAKE_VERIFY=true", "WAKE_STRICT=true WAKE_VERIFY=true"
 
 
-def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> dict:
-    """A `TryJudge` per rule over the upload filter the default settings build: "shipped",
-    `STRICT_RULE` (WAKE_STRICT=true), `VERIFIER_RULE` (WAKE_VERIFY=true, with the weights at
-    `verifier` if given), `BOTH_RULE`."""
-    from pathlib import Path
+@dataclass(frozen=True)
+class Rule:
+    """A wake rule to measure: the default settings with WAKE_STRICT / WAKE_VERIFY, the verifier's
+    weights from `weights` (a .npz; "": the shipped ones), and `micro_cutoff` as
+    `ConfirmSettings.verified_micro_cutoff` (None: the shipped value)."""
+
+    label: str
+    strict: bool = False
+    verify: bool = False
+    weights: str = ""
+    micro_cutoff: float | None = None
+
+
+RULES = {"shipped": Rule("shipped"), STRICT_RULE: Rule(STRICT_RULE, strict=True),
+         VERIFIER_RULE: Rule(VERIFIER_RULE, verify=True), BOTH_RULE: Rule(BOTH_RULE, strict=True, verify=True)}
+
+
+def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "") -> dict:
+    """A `TryJudge` per rule (a `Rule`, or the label of one in `RULES`) over the upload filter the
+    default settings build, keyed by label; `verifier`: the weights of the labelled rules that verify."""
+    from dataclasses import replace
 
     from config.settings import UploadMode, UploadSettings
     from detectors.pipeline import build_upload_filter
@@ -304,13 +321,16 @@ def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str 
     from detectors.wake_verify import Weights, WakeVerifier
 
     judges = {}
-    for rule in rules:
-        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule in (STRICT_RULE, BOTH_RULE),
-                                wake_verify=rule in (VERIFIER_RULE, BOTH_RULE))
+    for given in rules:
+        rule = given if isinstance(given, Rule) else replace(RULES[given], weights=verifier)
+        upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule.strict, wake_verify=rule.verify)
         judge = TryJudge(build_upload_filter(upload, phrase, 8.0, RATE * WIDTH), chunk_ms)
-        if rule in (VERIFIER_RULE, BOTH_RULE) and verifier:  # other weights than the shipped ones
-            judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(verifier)))
-        judges[rule] = judge
+        if rule.verify and rule.weights:  # other weights than the shipped ones
+            judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(rule.weights)))
+        if rule.micro_cutoff is not None:
+            fusion = judge.spotter._fusion
+            fusion.settings = replace(fusion.settings, verified_micro_cutoff=rule.micro_cutoff)
+        judges[rule.label] = judge
     return judges
 
 
@@ -327,6 +347,7 @@ def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], ch
 
     corpus = NeuralCorpus(cache, Corpus(cache))
     judges = judges_for(phrase, rules, chunk_ms, verifier)
+    rules = list(judges)
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
     audio_s = 0.0
     cpu_s: dict[str, float] = defaultdict(float)
@@ -364,6 +385,7 @@ def base_table(phrase: str, count: int, cache: str, rules: list[str], chunk_ms: 
 
     corpus = Corpus(cache)
     judges = judges_for(phrase, rules, chunk_ms, verifier)
+    rules = list(judges)
     floor = corpus.noise(Noise.FAN, 10.0, seed=5)
     tallies: dict[tuple[str, str, str, str], Tally] = defaultdict(Tally)
     sets = (("addressed", wake_specs(phrase, count)), ("near", near_miss_specs(phrase, count)), ("ordinary", ordinary_specs(count)))
@@ -404,15 +426,30 @@ def main(argv: list[str] | None = None) -> int:
                         help="only the neural-voice table (piper en_US-joe-medium), N clips per variant (e.g. 12)")
     parser.add_argument("--strict", action="store_true", help="--neural, --base: also with WAKE_STRICT=true, in the same run")
     parser.add_argument("--verifier", nargs="?", const="shipped", default="", metavar="WEIGHTS",
-                        help="--neural, --base: also with the wake verifier (its shipped weights, or a .npz), in the same run")
-    parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together")
+                        help="--neural, --base: also with the wake verifier (its shipped weights, or a .npz; several "
+                             "comma-separated), in the same run")
+    parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together "
+                                                                "(with --verifier WEIGHTS: those weights)")
     parser.add_argument("--base", type=int, default=0, metavar="N",
                         help="the shipped path on the base corpus (espeak-ng, flite, festival), N clips per set")
     parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
                         help="--neural: the microphone's chunk size (default: the settings' %(default)s ms)")
+    parser.add_argument("--name-alone", type=float, default=None, metavar="CUTOFF",
+                        help="--verifier: also each verifier with microWakeWord's best in a window only above CUTOFF "
+                             "(`ConfirmSettings.verified_micro_cutoff`), in the same run")
     args = parser.parse_args(argv)
-    rules = ["shipped"] + [STRICT_RULE] * args.strict + [VERIFIER_RULE] * bool(args.verifier) + [BOTH_RULE] * args.both
-    weights = "" if args.verifier == "shipped" else args.verifier
+    rules: list = ["shipped"] + [STRICT_RULE] * args.strict
+    for weights in [w for w in args.verifier.split(",") if w]:  # "shipped", or a .npz
+        path = "" if weights == "shipped" else weights
+        label = VERIFIER_RULE + ("" if not path else f" ({Path(path).stem})")
+        rules.append(Rule(label, verify=True, weights=path))
+        if args.name_alone is not None:
+            rules.append(Rule(f"{label}, micro > {args.name_alone:g}", verify=True, weights=path, micro_cutoff=args.name_alone))
+        if args.both and path:  # the same weights with WAKE_STRICT too
+            rules.append(Rule(f"WAKE_STRICT=true {label}" + (f", micro > {args.name_alone:g}" if args.name_alone is not None else ""),
+                              strict=True, verify=True, weights=path, micro_cutoff=args.name_alone))
+    rules += [BOTH_RULE] * (args.both and not any(isinstance(r, Rule) and r.weights for r in rules))
+    weights = ""
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
             print(f"microphone chunks of {args.chunk_ms} ms")

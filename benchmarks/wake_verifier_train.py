@@ -8,16 +8,17 @@ The training set is disjoint from the benchmark's (`benchmarks.wake_choice --neu
   `NEAR_MISS_LINES` or `EXTRA_NEAR_MISSES`) and ordinary sentences (`TRAIN_ORDINARY`) the
   benchmark never says;
 - piper's en_US-joe-medium with other paces and deliveries (`TrainCorpus.scales`) and other sox
-  effects (`TRAIN_EFFECTS`); espeak-ng, flite and festival voices with the same new sentences.
+  effects (`TRAIN_EFFECTS`, `TRAIN_EFFECTS_2`); espeak-ng, flite and festival voices with the same new sentences.
 Each clip goes through the very path the benchmark judges (`detectors.wake_test.heard_in` over
 the shipped upload filter); wherever the spotter is about to accept a wake, the verifier's input
 (the last `VERIFY_S` of audio) is read into openWakeWord's embeddings and kept, labelled by the
 clip. So the classifier learns exactly the wakes it will be asked about. numpy only: standardised
 features, L2-regularised logistic regression by Newton's method (through the Woodbury identity
 when there are more features than samples), threshold chosen by clip-grouped cross-validation to
-keep `--recall` of the training phrase's wakes. piper is not seeded: with a fresh cache the same
-command makes other renderings and slightly other weights (the shipped file: 156 wakes on the
-phrase, 98 on the rest, threshold 0.718).
+keep `--recall` of the training phrase's wakes, the regularisation the one of `--l2` that refuses
+most other wakes there. piper is not seeded: with a fresh cache the same command makes other
+renderings and slightly other weights (the shipped file, session 12: 290 wakes on the phrase and
+the name alone, 136 on the rest; l2 30, threshold 0.601).
 """
 
 from __future__ import annotations
@@ -35,6 +36,9 @@ from benchmarks.neural_corpus import NeuralCorpus, NeuralSpec, Variant
 
 PHRASE = "hey jarvis"
 RELAXED = 0.5  # the cutoffs the wakes are collected at (`collect`)
+# microWakeWord's best in a window, for a wake to be collected: its candidate cutoff (session 12), so
+# that "jarvis, ..." alone (microWakeWord under 0.3, openWakeWord often above 0.8) is asked about too.
+RELAXED_MICRO = 0.1
 TRAIN_COMMANDS = (
     "turn on the kitchen lights", "play some quiet music", "how long until sunset", "remind me to call mum tonight",
     "what is on my calendar", "open my notes", "add eggs to the shopping list", "how far away is the moon",
@@ -46,6 +50,10 @@ TRAIN_NEAR = (
     "hey jars", "hey curtis", "hey jarrod", "hey gervais", "hey artist", "hey carpets", "jarring this", "a jar is",
     "hey purpose", "they starve us", "hey jackass", "hey charges", "hard of hearing", "hey garlic", "hey jersey",
     "hey parsley",
+    # Session 12: more of the kinds the benchmark's closest near misses are ("hey chavez", "hey jarvie",
+    # "hey travis", "hey jealous": none of them, nor a homophone of one).
+    "hey javier", "hey chaz", "hey travers", "hey jelly", "hey chavs", "hey marvel", "hey gravy", "hey jovial",
+    "hey darvish", "hey carver", "hey calvin", "hey jarhead", "hey jadis", "hey jobless", "hey harbour", "hey starbucks",
 )
 TRAIN_ORDINARY = (
     "the bus was twenty minutes late this morning", "could you pass the salt please", "I left my umbrella at work",
@@ -59,7 +67,14 @@ TRAIN_EFFECTS: dict[Variant, tuple[str, ...]] = {
     Variant.PITCH: ("pitch", "-120"),
     Variant.REVERB: ("reverb", "35", "40", "60"),
 }
-TRAIN_VARIANTS = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE)
+# A second pass through other settings of the same effects (session 12: more rooms and voices for both
+# the phrase and the sound-alikes; the first model lost reverberant and noisy commands at 0.58-0.62).
+TRAIN_EFFECTS_2: dict[Variant, tuple[str, ...]] = {
+    Variant.PITCH: ("pitch", "-260"),
+    Variant.REVERB: ("reverb", "70", "30", "90"),
+}
+TRAIN_VARIANTS = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE, Variant.TV)
+TRAIN_VARIANTS_2 = (Variant.PITCH, Variant.REVERB, Variant.NOISE)
 TRAIN_BASE_EFFECTS = (Effect.NONE, Effect.TEMPO, Effect.REVERB, Effect.PHONE)
 WEIGHTS = Path(__file__).resolve().parent.parent / "detectors" / "verifiers" / "hey_jarvis.npz"
 
@@ -67,17 +82,23 @@ WEIGHTS = Path(__file__).resolve().parent.parent / "detectors" / "verifiers" / "
 class TrainCorpus(NeuralCorpus):
     effects = TRAIN_EFFECTS
 
+    def __init__(self, cache_dir: Path, base: Corpus, folder: str = "verifier-train",
+                 effects: dict[Variant, tuple[str, ...]] = TRAIN_EFFECTS) -> None:
+        super().__init__(cache_dir, base, folder)
+        self.effects = effects
+
     def scales(self, take: int) -> dict[str, float]:
         return {"length_scale": (0.95, 1.05, 1.15)[take % 3], "noise_scale": (0.6, 0.72)[take % 2],
                 "noise_w_scale": (0.7, 0.9)[take % 2]}
 
 
-def neural_specs(per_line: int = 1) -> list[NeuralSpec]:
-    """Phrase + command (run on, after a pause, "hey ... jarvis"), sound-alikes (also "hey ... carlos"), ordinary."""
+def neural_specs(variants: tuple[Variant, ...] = TRAIN_VARIANTS, first_take: int = 100) -> list[NeuralSpec]:
+    """Phrase + command (run on, after a pause, "hey ... jarvis"), the name alone ("jarvis, ...", also
+    before a pause), sound-alikes (also "hey ... carlos"), ordinary; takes from `first_take` on."""
     specs = []
-    for k, variant in enumerate(TRAIN_VARIANTS):
+    for k, variant in enumerate(variants):
         for i in range(2 * len(TRAIN_COMMANDS)):
-            command, take = TRAIN_COMMANDS[i % len(TRAIN_COMMANDS)], 100 + i + 16 * k
+            command, take = TRAIN_COMMANDS[i % len(TRAIN_COMMANDS)], first_take + i + 16 * k
             form = (i + k) % 4
             if form == 3:
                 specs.append(NeuralSpec(("hey", f"jarvis, {command}"), (0.45,), variant, True, take))
@@ -85,15 +106,21 @@ def neural_specs(per_line: int = 1) -> list[NeuralSpec]:
                 specs.append(NeuralSpec((PHRASE, command), (0.8,), variant, True, take))
             else:
                 specs.append(NeuralSpec((f"{PHRASE}, {command}",), (), variant, True, take))
-        for i in range(2 * len(TRAIN_NEAR)):
-            line, take, command = TRAIN_NEAR[i % len(TRAIN_NEAR)], 100 + i + 48 * k, TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)]
+        name = PHRASE.split(" ", 1)[1]
+        for i in range(len(TRAIN_COMMANDS)):  # the name alone, a third of them before a pause
+            command, take = TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)], first_take + 500 + i + 8 * k
+            parts, pauses = ((name, command), (0.8,)) if i % 3 == 2 else ((f"{name}, {command}",), ())
+            specs.append(NeuralSpec(parts, pauses, variant, True, take))
+        for j in range(len(TRAIN_NEAR)):  # each line once per variant, the lines in turn from the variant's place
+            i = j + 7 * k
+            line, take, command = TRAIN_NEAR[i % len(TRAIN_NEAR)], first_take + i + 40 * k, TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)]
             if line.startswith("hey ") and (i + k) % 5 == 0:
                 specs.append(NeuralSpec(("hey", f"{line[4:]}, {command}"), (0.45,), variant, False, take))
             else:
                 specs.append(NeuralSpec((f"{line}, {command}",), (), variant, False, take))
         for i in range(4):
             line = TRAIN_ORDINARY[(i + 4 * k) % len(TRAIN_ORDINARY)]
-            specs.append(NeuralSpec((line,), (), variant, False, 100 + i + 4 * k))
+            specs.append(NeuralSpec((line,), (), variant, False, first_take + i + 4 * k))
     return specs
 
 
@@ -145,18 +172,21 @@ def collect(cache: str) -> list[Sample]:
     from detectors.wake_test import TryJudge, heard_in
 
     base = Corpus(cache)
-    neural = TrainCorpus(cache, base, folder="verifier-train")
+    neural = TrainCorpus(cache, base)
+    second = TrainCorpus(cache, base, effects=TRAIN_EFFECTS_2)
     judge = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, 8.0, 48000))
     recorder = Recorder()
     judge.spotter.verifier = recorder
-    # Asked at more moments than the shipped cutoffs wake (each model above 0.5, the pause rule
-    # above 0.7): a few more of the phrase, many more sound-alikes the models were nearly sure of.
+    # Asked at more moments than the shipped cutoffs wake (microWakeWord alone above 0.5, openWakeWord
+    # above 0.5 in a window microWakeWord opened, the pause rule above 0.7): a few more of the phrase,
+    # "jarvis" alone, many more sound-alikes the models were nearly sure of.
     fusion = judge.spotter._fusion
     fusion.alone_cutoff = RELAXED
-    fusion.settings = dataclasses.replace(fusion.settings, threshold=RELAXED, micro_cutoff=RELAXED, pause_threshold=0.7)
+    fusion.settings = dataclasses.replace(fusion.settings, threshold=RELAXED, micro_cutoff=RELAXED_MICRO, pause_threshold=0.7)
     floor = base.noise(Noise.FAN, 10.0, seed=5)
     babble = base.noise(Noise.BABBLE, 10.0, seed=2)
     clips = [(c.name, c.pcm, c.addressed) for c in neural.clips(neural_specs())]
+    clips += [(c.name + "-2", c.pcm, c.addressed) for c in second.clips(neural_specs(TRAIN_VARIANTS_2, first_take=1000))]
     for index, clip in enumerate(base.clips(base_specs())):
         pcm = with_floor(clip.pcm, floor) if index % 2 else mix(clip.pcm, babble, 20)
         clips.append((clip.name, pcm, clip.addressed))
@@ -196,35 +226,59 @@ def fit(x: object, y: object, l2: float, iterations: int = 30) -> tuple[object, 
     return w[:-1], float(w[-1])
 
 
-def train(samples: list[Sample], l2: float, recall: float, folds: int = 5):
-    """Weights and a threshold: windows of a wake are each labelled as the clip; a wake's score is
-    its best window. The threshold keeps `recall` of the phrase's wakes in clip-grouped
-    cross-validation (each fold's clips unseen by its model)."""
+def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5):
+    """A model fitted on every window of `chosen`, each labelled as its clip."""
     import numpy as np
 
     from detectors.wake_verify import Weights
 
-    def weights_for(chosen: list[Sample]) -> Weights:
-        x = np.concatenate([s.rows for s in chosen])
-        y = np.concatenate([[s.label] * len(s.rows) for s in chosen])
-        mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-3
-        coef, intercept = fit((x - mean) / scale, y, l2)
-        return Weights(mean, scale, coef, intercept, 0.5)
+    x = np.concatenate([s.rows for s in chosen])
+    y = np.concatenate([[s.label] * len(s.rows) for s in chosen])
+    mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-3
+    coef, intercept = fit((x - mean) / scale, y, l2)
+    return Weights(mean, scale, coef, intercept, threshold)
 
+
+def held_out(samples: list[Sample], l2: float, folds: int = 5) -> list[tuple[float, Sample]]:
+    """Each wake's score (its best window) by a model that never saw its clip (clip-grouped folds)."""
     clips = sorted({s.clip for s in samples})
-    held: list[tuple[float, bool]] = []
+    held: list[tuple[float, Sample]] = []
     for fold in range(folds):
         out = {c for i, c in enumerate(clips) if i % folds == fold}
-        model = weights_for([s for s in samples if s.clip not in out])
-        held += [(float(model.scores(s.rows).max()), s.label) for s in samples if s.clip in out]
-    positives = sorted(score for score, label in held if label)
-    threshold = positives[int((1 - recall) * len(positives))] if positives else 0.5
-    negatives = [score for score, label in held if not label]
-    final = weights_for(samples)
-    final = Weights(final.mean, final.scale, final.coef, final.intercept, threshold)
-    refused = sum(score < threshold for score in negatives)
-    kept = sum(score >= threshold for score in positives)
-    return final, (kept, len(positives), refused, len(negatives))
+        model = weights_for([s for s in samples if s.clip not in out], l2)
+        held += [(float(model.scores(s.rows).max()), s) for s in samples if s.clip in out]
+    return held
+
+
+def threshold_for(held: list[tuple[float, Sample]], recall: float) -> float:
+    positives = sorted(score for score, s in held if s.label)
+    return positives[int((1 - recall) * len(positives))] if positives else 0.5
+
+
+def train(samples: list[Sample], l2: float, recall: float, folds: int = 5):
+    """Weights and a threshold: windows of a wake are each labelled as the clip; a wake's score is
+    its best window. The threshold keeps `recall` of the phrase's wakes in clip-grouped
+    cross-validation (each fold's clips unseen by its model)."""
+    held = held_out(samples, l2, folds)
+    threshold = threshold_for(held, recall)
+    final = weights_for(samples, l2, threshold)
+    kept = sum(score >= threshold for score, s in held if s.label)
+    refused = sum(score < threshold for score, s in held if not s.label)
+    return final, (kept, sum(s.label for _, s in held), refused, sum(not s.label for _, s in held))
+
+
+def clip_kinds() -> dict[str, str]:
+    """What each training clip of the neural voice says (by the name `NeuralCorpus.clip` gives it)."""
+    import hashlib
+
+    kinds = {}
+    name = PHRASE.split(" ", 1)[1]
+    for specs, suffix in ((neural_specs(), ""), (neural_specs(TRAIN_VARIANTS_2, first_take=1000), "-2")):
+        for spec in specs:
+            key = "neural-" + hashlib.sha1(repr((spec.text, spec.variant.value, spec.take)).encode()).hexdigest()[:12] + suffix
+            kinds[key] = (("name alone" if spec.text.startswith(name) else "phrase") if spec.addressed
+                          else "ordinary" if spec.parts[0] in TRAIN_ORDINARY else "sound-alike")
+    return kinds
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -233,7 +287,9 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
     parser.add_argument("--out", default=str(WEIGHTS))
-    parser.add_argument("--l2", type=float, default=10.0, help="the regularisation (larger: a smoother model)")
+    parser.add_argument("--l2", default="3,10,30",
+                        help="the regularisation (larger: a smoother model); several: the one that refuses most "
+                             "other wakes at --recall in cross-validation")
     parser.add_argument("--recall", type=float, default=0.98, help="of the phrase's wakes, kept in cross-validation")
     parser.add_argument("--samples", default="", help="a .npz to save (or, if it exists, load) the collected wakes")
     args = parser.parse_args(argv)
@@ -246,9 +302,26 @@ def main(argv: list[str] | None = None) -> int:
             np.savez_compressed(args.samples, rows=np.stack([s.rows for s in samples]),
                                 labels=np.array([s.label for s in samples]), clips=np.array([s.clip for s in samples]))
     print(f"wakes collected: {sum(s.label for s in samples)} on the phrase, {sum(not s.label for s in samples)} on others")
-    weights, (kept, positives, refused, negatives) = train(samples, args.l2, args.recall)
-    print(f"cross-validated: phrase wakes kept {kept}/{positives}, other wakes refused {refused}/{negatives}, "
-          f"threshold {weights.threshold:.3f}")
+    best = None
+    for l2 in [float(v) for v in args.l2.split(",") if v]:
+        held = held_out(samples, l2)
+        threshold = threshold_for(held, args.recall)
+        refused = sum(score < threshold for score, s in held if not s.label)
+        print(f"l2 {l2:g}: cross-validated threshold {threshold:.3f}, other wakes refused {refused}/"
+              f"{sum(not s.label for _, s in held)}", flush=True)
+        if best is None or refused >= best[0]:
+            best = (refused, l2, held, threshold)
+    assert best is not None
+    _, l2, held, threshold = best
+    kinds = clip_kinds()
+    print(f"chosen l2 {l2:g}, threshold {threshold:.3f}; held-out wakes per kind (kept / asked):")
+    for kind in ("phrase", "name alone", "sound-alike", "ordinary", "synthetic voices"):
+        chosen = [score for score, s in held if kinds.get(s.clip, "synthetic voices") == kind]
+        print(f"  {kind}: {sum(score >= threshold for score in chosen)} / {len(chosen)}")
+    for kind, label in (("synthetic voices", True), ("synthetic voices", False)):
+        chosen = [score for score, s in held if kinds.get(s.clip, kind) == kind and s.label == label]
+        print(f"  {kind}, {'phrase' if label else 'others'}: {sum(score >= threshold for score in chosen)} / {len(chosen)}")
+    weights = weights_for(samples, l2, threshold)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     weights.save(Path(args.out))
     print(f"written {args.out}")

@@ -86,6 +86,11 @@ class ConfirmSettings:
     # A third opinion before a wake is accepted (`detectors.wake_verify`): a logistic regression on
     # openWakeWord's embeddings of the last 2.3 s, trained offline against sound-alikes. False: none.
     verify: bool = False
+    # With `verify`, microWakeWord's best in a window need only pass this (None: `micro_cutoff`): the
+    # verifier judges what openWakeWord agreed to, and "jarvis, ..." alone scores under 0.3 with
+    # microWakeWord, often above 0.8 with openWakeWord (issue 34, session 12: the name-alone rule).
+    # 0.1 (the candidate cutoff: any window microWakeWord opened) was fixed before it was measured.
+    verified_micro_cutoff: float | None = 0.1
 
 
 # Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses
@@ -189,10 +194,16 @@ class FusionCore:
                 self.deadline = None
                 return Fusion.WAKE
             return Fusion.NOTHING
-        if self._peak > self.settings.micro_cutoff and agreed:
+        if self._peak > self._micro_cutoff() and agreed:
             self.deadline = None
             return Fusion.WAKE
         return Fusion.NOTHING
+
+    def _micro_cutoff(self) -> float:
+        settings = self.settings
+        if settings.verify and settings.verified_micro_cutoff is not None:
+            return settings.verified_micro_cutoff
+        return settings.micro_cutoff
 
     def tick(self, now: float) -> Fusion:
         if self.deadline is not None and now > self.deadline:

@@ -49,3 +49,17 @@ def test_each_rule_is_judged_through_the_filter_its_settings_build():
     assert built[STRICT_RULE][0] == STRICT and built[STRICT_RULE][1] is None
     assert built[VERIFIER_RULE][0].frames == 1 and isinstance(built[VERIFIER_RULE][1], WakeVerifier)
     assert built[BOTH_RULE][0].frames == 2 and isinstance(built[BOTH_RULE][1], WakeVerifier)
+
+
+def test_a_rule_with_other_weights_and_a_verified_micro_cutoff_is_built_as_given(tmp_path):
+    import numpy as np
+
+    from benchmarks.wake_choice import Rule, judges_for
+    from detectors.wake_verify import Weights
+
+    weights = Weights(np.zeros(1536), np.ones(1536), np.zeros(1536), 0.0, 0.25)
+    weights.save(tmp_path / "other.npz")
+    rule = Rule("other", verify=True, weights=str(tmp_path / "other.npz"), micro_cutoff=0.2)
+    [(label, judge)] = judges_for("hey jarvis", [rule]).items()
+    assert label == "other" and judge.spotter.verifier.weights.threshold == 0.25
+    assert judge.spotter._fusion.settings.verified_micro_cutoff == 0.2 and judge.spotter._fusion.settings.verify

@@ -244,3 +244,13 @@ def test_each_try_is_fed_in_the_microphone_s_chunks():
     upload = Upload()
     assert not TryJudge(upload, chunk_ms=40)(bytes(48000)).heard  # type: ignore[arg-type]
     assert upload.fed == [1920] * 25
+
+
+def test_wake_test_with_wake_verify_names_the_verifier_and_its_micro_cutoff():
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.wake_test import TryJudge
+
+    verified = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=True), "hey jarvis", 8.0, 48000))
+    assert verified.rule().describe.endswith(
+        "; with openWakeWord agreeing, microWakeWord above 0.1 is enough, and the wake verifier accepts each wake")

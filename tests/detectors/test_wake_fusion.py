@@ -185,3 +185,21 @@ def test_a_pause_window_wants_its_frames_too():
     assert core.open(0, 0.99, 2.0) is Fusion.NOTHING  # "hey, <pause> jarvie": one frame
     assert core.open(0, 0.9, 2.1) is Fusion.NOTHING  # not above its threshold
     assert core.open(0, 0.95, 2.2) is Fusion.WAKE and core.paused_from == 1.0  # the upload starts at "hey"
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_with_the_verifier_a_window_microwakeword_barely_opened_wakes_when_openwakeword_agrees(verify):
+    # "jarvis, ..." alone: microWakeWord under 0.3, openWakeWord above its threshold; the verifier
+    # (asked by the spotter on WAKE) judges it, so only with `verify` does the lower cutoff apply.
+    settings = dataclasses.replace(SETTINGS, phases=1, verify=verify, verified_micro_cutoff=0.15)
+    core = FusionCore(settings, 0.97)
+    assert core.micro(0.2, 1.0) is Fusion.START
+    assert core.open(0, 0.9, 1.1) is (Fusion.WAKE if verify else Fusion.NOTHING)
+
+
+def test_with_the_verifier_microwakeword_must_still_pass_its_verified_cutoff():
+    settings = dataclasses.replace(SETTINGS, phases=1, verify=True, verified_micro_cutoff=0.3)
+    core = FusionCore(settings, 0.97)
+    core.micro(0.2, 1.0)
+    assert core.open(0, 0.99, 1.1) is Fusion.NOTHING
+    assert core.micro(0.35, 1.2) is Fusion.WAKE  # its best in the window passes it: both agreed
