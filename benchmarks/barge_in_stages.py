@@ -48,9 +48,10 @@ class Stages:
     hits: tuple[bool, ...]  # per feed: a hit while the user spoke
 
 
-def cancel(scene: Scene, with_user: bool, with_echo: bool = True, **kwargs: object) -> tuple[np.ndarray, list[bool]]:
+def cancel(scene: Scene, with_user: bool, with_echo: bool = True, settings: EchoSettings = EchoSettings(),
+           **kwargs: object) -> tuple[np.ndarray, list[bool]]:
     """The canceller's output for the scene's microphone (without the user, or with nothing played)."""
-    canceller = EchoCanceller(EchoSettings(), **kwargs)  # type: ignore[arg-type]
+    canceller = EchoCanceller(settings, **kwargs)  # type: ignore[arg-type]
     played = scene.narration if with_echo else np.zeros(len(scene.narration))
     mic = (scene.user if with_user else 0.0) + (scene.echo(played) if with_echo else 0.0) + scene.noise
     out = bytearray()
