@@ -251,12 +251,3 @@ class PrerollStopListener(StopListener):
             for chunk, at in self._recent:
                 hit = self.detector.feed(chunk, at) or hit
         return hit
-
-
-def stop_listener(detector: StopDetector | None, cancelled: bool) -> StopListener | None:
-    """The mic reader's stop listener: behind an echo canceller the detectors hear its output from
-    a preroll on (`PrerollStopListener`); behind the echo gate alone, what the gate heard of the
-    user (`StopListener`: a preroll there would be the narrator's raw echo)."""
-    if detector is None:
-        return None
-    return PrerollStopListener(detector) if cancelled else StopListener(detector)

@@ -42,8 +42,8 @@ from audio_io import MicrophoneSource, SpeakerSink
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
-from detectors.barge_in import CommandHold, Held, StopAfterWake, stop_listener
-from detectors.stop_word import StopDetector, StopHit
+from detectors.barge_in import CommandHold, Held, StopAfterWake
+from detectors.stop_word import StopDetector, StopHit, StopListener
 from rooms.keys import SatelliteContexts
 from rooms.pairing import SatelliteKeys, answer_pairing
 from rooms.wire import (
@@ -100,7 +100,7 @@ class SatelliteServer:
         self.keys = keys  # paired: TLS, only the pinned hub (None: plain Wyoming, as wyoming-satellite)
         self.cancel = cancel  # the room's echo canceller (audio_io.echo_reference.cancelling): what its stop detector hears
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
-        self._stop = stop_listener(stop_detector, cancelled=cancel is not None)  # behind the canceller: a preroll
+        self._stop = StopListener(stop_detector) if stop_detector is not None else None
         self._hold = CommandHold(check=StopAfterWake.for_detector(stop_detector))  # a barge-in, until it is no "stop"
         self._mic_offset = 0  # bytes of microphone audio read (where a held chunk lies)
         self.counts = SatelliteCounts()
