@@ -359,6 +359,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="add rows for the shipped stop check with the wake model behind the gate (no twin)")
     parser.add_argument("--preroll", action="store_true",
                         help="add rows for session 12's stop listener: the gate behind the canceller opens the feed, the detectors hear it from a preroll on")
+    parser.add_argument("--preroll-settings", default="", metavar="PREROLL_S,ONSET,HANGOVER_S",
+                        help="the preroll row's settings (default: PrerollSettings())")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -388,7 +390,12 @@ def main(argv: list[str] | None = None) -> int:
     variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
     variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
-    preroll_row = "canceller (speexdsp, main + shadow), session 12: the gate opens the feed, the detectors hear it from a 1 s preroll"
+    preroll = PrerollSettings()
+    if args.preroll_settings:
+        pre, onset, hang = args.preroll_settings.split(",")
+        preroll = PrerollSettings(preroll_s=float(pre), onset=int(onset), hangover_s=float(hang))
+    preroll_row = (f"canceller (speexdsp, main + shadow), session 12: the gate opens the feed ({preroll.onset} voiced passes in "
+                   f"{preroll.window}, {preroll.hangover_s:g} s on), the detectors hear it from a {preroll.preroll_s:g} s preroll")
     variants += [(preroll_row, True, "zero", None, True)] if args.preroll else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
@@ -397,7 +404,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
-                    PrerollSettings() if name == preroll_row else None)
+                    preroll if name == preroll_row else None)
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
