@@ -204,9 +204,11 @@ class CommandHold:
 @dataclass(frozen=True)
 class PrerollSettings:
     preroll_s: float = 1.0  # once a voice opens the feed, the detector first hears this much before it
-    onset: int = 2  # voiced chunks the gate passed, of the last `window`, that open the feed
+    # Voiced chunks the gate passed, of the last `window`, that open the feed (as `EchoGatedStopFeed`'s;
+    # 2 found more of the user but woke on the narration's echo 6 times in an hour: PERFORMANCE.md)
+    onset: int = 3
     window: int = 5
-    hangover_s: float = 1.0  # the feed stays open this long after each such chunk
+    hangover_s: float = 0.6  # the feed stays open this long after each such chunk
 
 
 class _VoiceFeed(EchoGatedStopFeed):
