@@ -41,6 +41,10 @@ Session 11 (docs/PERFORMANCE.md, "Barge-in: following the room's change"): the c
 main and a shadow filter; `--one-filter` adds rows with the single filter of before, `--erle N`
 prints only the echo taken off by each on N rooms, before and after the path's change.
 
+Session 12 (docs/PERFORMANCE.md, "Barge-in: where the trials are lost, and a preroll"): `--preroll`
+adds rows with `PrerollStopListener` (measured, not wired), `--preroll-settings P,ONSET,H` its
+settings; `benchmarks/barge_in_stages.py` says where trials are lost, stage by stage.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
