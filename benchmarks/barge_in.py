@@ -41,6 +41,10 @@ Session 11 (docs/PERFORMANCE.md, "Barge-in: following the room's change"): the c
 main and a shadow filter; `--one-filter` adds rows with the single filter of before, `--erle N`
 prints only the echo taken off by each on N rooms, before and after the path's change.
 
+Session 12 (docs/PERFORMANCE.md, "Barge-in: where the trials are lost, and a preroll"): `--preroll`
+adds rows with `PrerollStopListener` (measured, not wired), `--preroll-settings P,ONSET,H` its
+settings; `benchmarks/barge_in_stages.py` says where trials are lost, stage by stage.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -59,7 +63,7 @@ from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import BargeInListener, EchoVetoListener
-from detectors.barge_in import BargeInDetector, CommandHold, Held, StopAfterWake
+from detectors.barge_in import BargeInDetector, CommandHold, Held, PrerollSettings, PrerollStopListener, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -189,7 +193,8 @@ class Path:
     """The coordinator's mic path for one trial (fresh parts: a narration's start)."""
 
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
-                 after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True) -> None:
+                 after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
+                 preroll: PrerollSettings | None = None) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
@@ -199,6 +204,8 @@ class Path:
         elif wake_ungated and cancel:  # the wake model hears every cancelled chunk; a twin on what played vetoes
             played = build_wake_spotter(upload, PHRASE)
             self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
+        elif preroll is not None and cancel:
+            self.listener = PrerollStopListener(self.detector, preroll)
         else:
             self.listener = StopListener(self.detector)
         self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
@@ -354,6 +361,10 @@ def main(argv: list[str] | None = None) -> int:
                         help="add rows for session 10's shipped path with one speexdsp filter (no shadow filter following the room)")
     parser.add_argument("--wake-gated", action="store_true",
                         help="add rows for the shipped stop check with the wake model behind the gate (no twin)")
+    parser.add_argument("--preroll", action="store_true",
+                        help="add rows for session 12's stop listener: the gate behind the canceller opens the feed, the detectors hear it from a preroll on")
+    parser.add_argument("--preroll-settings", default="", metavar="PREROLL_S,ONSET,HANGOVER_S",
+                        help="the preroll row's settings (default: PrerollSettings())")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -383,10 +394,22 @@ def main(argv: list[str] | None = None) -> int:
     variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
     variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
+    preroll = PrerollSettings()
+    if args.preroll_settings:
+        pre, onset, hang = args.preroll_settings.split(",")
+        preroll = PrerollSettings(preroll_s=float(pre), onset=int(onset), hangover_s=float(hang))
+    preroll_row = (f"canceller (speexdsp, main + shadow), session 12: the gate opens the feed ({preroll.onset} voiced passes in "
+                   f"{preroll.window}, {preroll.hangover_s:g} s on), the detectors hear it from a {preroll.preroll_s:g} s preroll")
+    variants += [(preroll_row, True, "zero", None, True)] if args.preroll else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
     variants += [] if args.no_gate_rows else [("gate (before)", False, "zero", None, True)]
     variants += [("canceller (WebRTC AEC3)", "aec3", args.delay, None, True)] if args.aec3 and aec3_available() else []
+
+    def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
+        return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
+                    preroll if name == preroll_row else None)
+
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
         for level in [float(x) for x in args.levels.split(",") if x]:
@@ -395,7 +418,7 @@ def main(argv: list[str] | None = None) -> int:
             found = early = went_up = 0
             delays = []
             for scene in stops:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter))
+                o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
                 if o.cut_at is not None:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
@@ -403,7 +426,7 @@ def main(argv: list[str] | None = None) -> int:
                 went_up += o.uploaded_s > 0
             routed = cut = 0
             for scene in commands:
-                o = run_trial(scene, Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter))
+                o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
             d = sorted(delays)
@@ -434,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
             direct, irs = two_paths(rng)
             gain = USER_RMS / active_rms(convolve(narr, irs[0]))
             scene = Scene(narr, irs, gain, np.zeros(length), 0.0, rng.standard_normal(length) * FLOOR_RMS, direct)
-            path = Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter)
+            path = path_for(name, cancel, delay, veto, after_wake)
             t = time.process_time()
             o = run_trial(scene, path, stop_after_hit=False)
             spent += time.process_time() - t

@@ -4,7 +4,8 @@ held until it is clearly no "stop", then goes up from just before the phrase."""
 from __future__ import annotations
 
 from decisions.upload_gate import KeywordHit
-from detectors.barge_in import BargeInDetector, CommandHold, Held, HoldSettings, StopAfterWake
+from detectors.barge_in import (BargeInDetector, CommandHold, Held, HoldSettings, PrerollSettings, PrerollStopListener,
+                                 StopAfterWake)
 from detectors.stop_word import StopHit
 
 CHUNK_S = 0.02
@@ -121,3 +122,46 @@ def test_with_the_check_a_stop_phrase_heard_in_a_command_cuts_but_the_command_st
             assert released == []
         assert (hold.dropped, hold.released) == ((1, 0) if stop else (0, 1)), text
         assert (released == []) == stop
+
+
+class Recording:
+    """A stop detector that records what it hears (chunk, time) since its last reset."""
+
+    def __init__(self) -> None:
+        self.heard: list[tuple[bytes, float]] = []
+
+    def feed(self, chunk: bytes, at: float) -> None:
+        self.heard.append((chunk, round(at, 2)))
+
+    def reset(self) -> None:
+        self.heard = []
+
+
+def voice(i: int) -> bytes:
+    """A 20 ms chunk of a voice near the microphone (rms 2000), told apart by its value."""
+    return (2000 + i).to_bytes(2, "little", signed=True) * 480
+
+
+def test_once_the_gate_behind_the_canceller_passes_a_voice_the_detector_hears_it_from_before_its_first_word():
+    # "hey jarvis" over the narration: the gate behind the canceller drops the "hey" (it does not
+    # beat the residual echo by 12 dB) and passes two chunks of "jarvis"; before session 12 the
+    # detector heard only what passed and what followed, never the "hey".
+    detector = Recording()
+    listener = PrerollStopListener(detector, PrerollSettings(preroll_s=0.3, onset=2, window=5, hangover_s=0.4))
+    passes = [False] * 20 + [True, False, True] + [False] * 5
+    for i, passed in enumerate(passes):
+        listener.hear(voice(i), passed, narrating=True)
+    heard = [chunk for chunk, _ in detector.heard]
+    # opened at chunk 22 (two voiced passes of the last five): from 0.3 s (15 chunks) before it on
+    assert heard == [voice(i) for i in range(8, 28)]
+    assert [at for _, at in detector.heard][:2] == [0.18, 0.2]  # on the microphone's clock
+    assert listener.primings == 1
+
+
+def test_the_narrations_echo_passing_the_gate_now_and_then_opens_no_preroll():
+    detector = Recording()
+    listener = PrerollStopListener(detector, PrerollSettings(preroll_s=0.3, onset=2, window=5, hangover_s=0.4))
+    for i in range(60):  # one chunk in six passes (the residual's loud syllables): never two in five
+        listener.hear(voice(i), i % 6 == 5, narrating=True)
+    assert listener.primings == 0
+    assert detector.heard == [(voice(59), 1.2)]  # the last pass alone, after a reset at each gap
