@@ -299,10 +299,22 @@ def before_session_11() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def quiet_path_switched() -> Iterator[None]:
+    """The VAD's quiet path (`VadSettings.quiet_margin`, the far field) on if the shipped VAD has it off, else off."""
+    import detectors.pipeline as pipeline
+    from benchmarks.listener_upload import quiet_path
+    from detectors.vad import SileroVad, VadSettings
+
+    with mock.patch.object(pipeline, "SileroVad", lambda: SileroVad(quiet_path(VadSettings().quiet_margin <= 0))):
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
-             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11)}
+             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11),
+             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched)}
 
 
 def chunk_sizes(spec: str) -> tuple[tuple[int, int | None], ...]:

