@@ -34,7 +34,7 @@ from unittest import mock
 
 from audio_io import MemorySpeaker, PushMicrophone
 from benchmarks.corpus import (
-    DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
+    DEFAULT_CACHE, NOISE_FLOOR_RMS, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
 )
 from benchmarks.listener_upload import MIC_HISS_RMS
 from assembly.build import assistant
@@ -327,18 +327,18 @@ def chunk_sizes(spec: str) -> tuple[tuple[int, int | None], ...]:
 
 
 def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[tuple[int, int | None], ...] = ((20, None), (40, None)),
-                    strict: bool = False, baseline: str = "issue34") -> list[str]:
+                    strict: bool = False, baseline: str = "issue34", floor: bytes = b"") -> list[str]:
     """`strict`: also now with WAKE_STRICT=true (two more columns). `baseline`: a key of BASELINES.
-    `chunks`: (chunk ms, read ms or None) per row."""
+    `chunks`: (chunk ms, read ms or None) per row. `floor`: also a silent room of this noise (looped)."""
     label_before, before_detectors = BASELINES[baseline]
-    silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
+    silent = _looped(hiss, seconds)
     talking, placed = talking_room(corpus, seconds, hiss)
+    rooms = [("silent (a microphone's hiss)", silent, 0)] + [("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] * bool(floor)
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
     lines = [f"| room | microphone chunk | handoff CPU % of a core, {label_before} | now | ratio | answers narrated (before / now) |"
              + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
-        for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
-                                    (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
+        for room, pcm, commands in rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]:
             for chunk_ms, read_ms in chunks:
                 name = f"{chunk_ms}-{read_ms}-{commands}"
                 with before_detectors():
@@ -352,6 +352,10 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
                     line += f" {strict_cpu:.2f} | {strict_cpu / before:.2f} | {strict_narrated} |"
                 lines.append(line)
     return lines
+
+
+def _looped(noise: bytes, seconds: float) -> bytes:
+    return (noise * (int(seconds * RATE * WIDTH) // len(noise) + 1))[: int(seconds * RATE) * WIDTH]
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -390,6 +394,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40); "
                         "20/40: 20 ms chunks read 40 ms at a time")
     parser.add_argument("--strict", action="store_true", help="--listening: also with WAKE_STRICT=true, in the same run")
+    parser.add_argument("--floor", action="store_true", help="--listening: also a silent room of a -60 dBFS pink floor (where the quiet path works)")
     parser.add_argument("--baseline", choices=sorted(BASELINES), default="issue34",
                         help="--listening: the detectors measured beside today's (default issue34: before issue 34's cuts)")
     args = parser.parse_args(argv)
@@ -397,7 +402,8 @@ def main(argv: list[str] | None = None) -> int:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
         chunks = chunk_sizes(args.chunks)
-        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline)))
+        floor = scale_to_rms(corpus.noise(Noise.FAN, 120.0, seed=7), NOISE_FLOOR_RMS) if args.floor else b""
+        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline, floor)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)
