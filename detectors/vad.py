@@ -91,10 +91,12 @@ class SileroVad:
         self._webrtc_pending = b""  # 16 kHz audio not yet a full webrtcvad frame
         self._voiced = False  # webrtcvad's latest verdict (kept for chunks shorter than its frame)
         self._noise_rms: float | None = None  # the room's own noise: the running mean of chunks under the floor that stand out of nothing
-        self._loudest: list[int] = []  # the RMS of the last second's chunks under the floor
+        self._loudest: deque[int] = deque(maxlen=50)  # the RMS of the last second's chunks under the floor (20 ms chunks)
         self._open_s = 0.0  # how much longer the quiet path stays open (`quiet_hold_s`)
         self._quiet_recent: deque[bytes] = deque()  # the last `quiet_preroll_s` of quiet audio it did not hear
+        self._recent_bytes = 0
         self._window: deque[tuple[int, float]] = deque()  # (samples, energy) of the last `quiet_window_s` under the floor
+        self._window_samples, self._window_energy = 0, 0.0  # their sums
         self._since_loud_s = float("inf")  # audio since the last chunk above the floor (near speech): none yet
         self._skipped = 0  # windows in a row Silero did not run on (`speech_stride`)
         self.windows_run = 0  # Silero's windows so far (its cost; read by the benchmarks)
@@ -108,7 +110,9 @@ class SileroVad:
         self._voiced = False
         self._loudest.clear()
         self._window.clear()
+        self._window_samples, self._window_energy = 0, 0.0
         self._quiet_recent.clear()
+        self._recent_bytes = 0
         self._open_s = 0.0
 
     def feed(self, chunk: bytes) -> VadVerdict:
@@ -128,6 +132,7 @@ class SileroVad:
                 if not was_open and self._quiet_recent:  # Silero hears what came just before, too
                     pcm16k = Resampler(self.settings.input_rate)(b"".join(self._quiet_recent)) + pcm16k
                 self._quiet_recent.clear()
+                self._recent_bytes = 0
                 verdict = self._run_model(audioop.mul(pcm16k, SAMPLE_WIDTH, gain))
                 return VadVerdict(verdict.probability, verdict.probability >= max(self.settings.threshold,
                                                                                   self.settings.quiet_threshold))
@@ -151,7 +156,7 @@ class SileroVad:
         self._noise_rms = float(rms) if noise is None or rms < noise else noise + (rms - noise) * 0.002
         if settings.quiet_margin <= 0 or noise is None:
             return None
-        self._loudest = self._loudest[-49:] + [chunk_rms]  # 50 chunks: a second of 20 ms chunks
+        self._loudest.append(chunk_rms)
         if self._since_loud_s < settings.quiet_after_loud_s:  # the fading tail of near speech, not far speech
             self._open_s = 0.0
             return None
@@ -167,18 +172,25 @@ class SileroVad:
         if self.settings.quiet_preroll_s <= 0 or self.settings.quiet_margin <= 0:
             return
         self._quiet_recent.append(chunk)
-        while sum(map(len, self._quiet_recent)) > self.settings.quiet_preroll_s * self.settings.input_rate * SAMPLE_WIDTH:
-            self._quiet_recent.popleft()
+        self._recent_bytes += len(chunk)
+        while self._recent_bytes - len(self._quiet_recent[0]) >= self.settings.quiet_preroll_s * self.settings.input_rate * SAMPLE_WIDTH:
+            self._recent_bytes -= len(self._quiet_recent.popleft())
 
     def _windowed(self, rms: int, samples: int) -> int | None:
         """The RMS of the last `quiet_window_s` of audio under the floor, this chunk's included
         (None until that much has been heard)."""
-        self._window.append((samples, float(rms) * rms * samples))
-        total = sum(n for n, _ in self._window)
+        energy = float(rms) * rms * samples
+        self._window.append((samples, energy))
+        self._window_samples += samples
+        self._window_energy += energy
         needed = self.settings.quiet_window_s * self.settings.input_rate
-        while total - self._window[0][0] >= needed:
-            total -= self._window.popleft()[0]
-        return int(math.sqrt(sum(e for _, e in self._window) / total)) if total >= needed else None
+        while self._window_samples - self._window[0][0] >= needed:
+            old_samples, old_energy = self._window.popleft()
+            self._window_samples -= old_samples
+            self._window_energy -= old_energy
+        if self._window_samples < needed:
+            return None
+        return int(math.sqrt(max(0.0, self._window_energy) / self._window_samples))
 
     def _run_model(self, pcm16k: bytes) -> VadVerdict:
         self._pending += pcm16k
