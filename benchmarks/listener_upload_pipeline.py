@@ -338,9 +338,9 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
     lines = [f"| room | microphone chunk | handoff CPU % of a core, {label_before} | now | ratio | answers narrated (before / now) |"
              + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
-        for room, pcm, commands in rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]:
+        for number, (room, pcm, commands) in enumerate(rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]):
             for chunk_ms, read_ms in chunks:
-                name = f"{chunk_ms}-{read_ms}-{commands}"
+                name = f"{chunk_ms}-{read_ms}-{number}"
                 with before_detectors():
                     before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms=read_ms))
                 cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / name, read_ms=read_ms))
