@@ -49,8 +49,8 @@ class VadSettings:
     # and everything until `quiet_hold_s` after the last such window, judged at `quiet_threshold`.
     # Silero is a recurrent model: fed only the scattered chunks that stand out, it called far
     # speech silence in 5 of 12 clips; a -60 dBFS floor's 20 ms chunks stand 1.5 times over its
-    # quietest a quarter of the time, its 200 ms windows hardly ever (docs/PERFORMANCE.md, "Far
-    # field ... session 12"). On (issue 34, session 12): far "hey jarvis" 0 -> 11 of 12 on a fresh
+    # quietest a quarter of the time, its 200 ms windows hardly ever
+    # (docs/PERFORMANCE.md, "Far field heard, and judged as it runs"). On (issue 34, session 12): far "hey jarvis" 0 -> 11 of 12 on a fresh
     # draw, every other variant the same, nothing more uploaded from chatter, no false speech in an
     # hour of a -60 dBFS floor or of hiss. 0: quiet speech is silence (as before).
     quiet_margin: float = QUIET_MARGIN
