@@ -29,17 +29,17 @@ from __future__ import annotations
 import argparse
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 
 from benchmarks.corpus import (
-    DEFAULT_CACHE, FRAME_BYTES, FRAME_S, RATE, WIDTH, audioop, Clip, Corpus, Noise, mix, near_miss_specs, ordinary_specs,
+    DEFAULT_CACHE, FRAME_BYTES, FRAME_S, NOISE_FLOOR_RMS, RATE, WIDTH, audioop, Clip, Corpus, Noise, mix, near_miss_specs, ordinary_specs,
     scale_to_rms, standard, wake_specs,
 )
 from config.settings import UploadSettings
 from config.wake_phrases import DEFAULT_PHRASE
 from decisions.upload_gate import GateState, UploadGate, UploadGateSettings, UploadMode
-from detectors.pipeline import MicDetectors, build_wake_spotter
-from detectors.vad import SileroVad
+from detectors.pipeline import MicDetectors, build_upload_filter, build_wake_spotter
+from detectors.vad import QUIET_MARGIN, SileroVad, VadSettings
 
 MIC_HISS_RMS = 12  # about -69 dBFS: a decent microphone's self-noise in a silent room
 FAN_RMS = 250  # about -42 dBFS: a fan that is clearly audible, speech at the desk is ~3000
@@ -81,6 +81,7 @@ class Variant:
     addressed: list[Clip]  # said to it, with its phrase
     near: list[Clip]  # its phrase's sound-alikes
     path: MicDetectors | None = None  # built once (the models take a moment to load)
+    vad: VadSettings = field(default_factory=VadSettings)  # the shipped VAD, or its quiet path switched (`--quiet-path`)
 
     def detectors(self) -> MicDetectors | None:
         if self.mode is UploadMode.CONTINUOUS:
@@ -88,7 +89,7 @@ class Variant:
         if self.path is None:
             wake = UploadSettings(mode=self.mode)
             spotter = build_wake_spotter(wake, self.phrase) if self.mode is UploadMode.ON_DEVICE_WAKE else None
-            self.path = MicDetectors(SileroVad(), spotter)
+            self.path = MicDetectors(SileroVad(self.vad), spotter)
         self.path.reset()
         return self.path
 
@@ -186,14 +187,61 @@ def wake_figures(corpus: Corpus, addressed: list[Clip], others: list[Clip], vari
     return found, fired
 
 
+def quiet_path(on: bool) -> VadSettings:
+    """The shipped VAD with its quiet path (`VadSettings.quiet_margin`) on or off."""
+    return replace(VadSettings(), quiet_margin=QUIET_MARGIN if on else 0.0)
+
+
+def floor_table(corpus: Corpus, minutes: float) -> list[str]:
+    """False speech, wakes, uploads and the detector path's CPU in rooms where nobody talks (the
+    neural corpus's -60 dBFS pink floor, 120 s looped; a microphone's hiss, 30 s looped), through
+    the default upload filter with the VAD's quiet path off and on, `minutes` each, chunk by chunk
+    (an hour is never held in memory)."""
+    rooms = (("-60 dBFS pink floor", scale_to_rms(corpus.noise(Noise.FAN, 120.0, seed=7), NOISE_FLOOR_RMS)),
+             (f"a microphone's hiss ({MIC_HISS_RMS} RMS, -69 dBFS)", scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)))
+    lines = ["| room | VAD | minutes | chunks called speech | speech onsets | Silero windows | wakes | chunks uploaded "
+             "| detector path CPU % of a core |", "|---|---|---|---|---|---|---|---|---|"]
+    count = int(minutes * 60 / FRAME_S)
+    for name, noise in rooms:
+        for on in (False, True):
+            upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), DEFAULT_PHRASE, 8.0, RATE * WIDTH)
+            assert upload.detectors is not None
+            vad = upload.detectors.vad = SileroVad(quiet_path(on))
+            speech = onsets = wakes = sent = 0
+            was_speech = False
+            cpu = 0.0
+            chunks = len(noise) // FRAME_BYTES
+            for index in range(count):
+                chunk = noise[(index % chunks) * FRAME_BYTES : (index % chunks + 1) * FRAME_BYTES]
+                started = time.process_time()
+                out = upload.feed(chunk)
+                cpu += time.process_time() - started
+                speech += upload.speech
+                onsets += upload.speech and not was_speech
+                was_speech = upload.speech
+                wakes += upload.take_wake() is not None
+                sent += len(out)
+            label = f"quiet path on (margin {QUIET_MARGIN:g})" if on else "quiet path off"
+            lines.append(f"| {name} | {label} | {minutes:g} | {speech} | {onsets} | {vad.windows_run} | {wakes} | {sent} "
+                         f"| {100 * cpu / (count * FRAME_S):.3f} |")
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="30 s rooms and six clips (a smoke test)")
     parser.add_argument("--minutes", type=float, default=None, help="length of each room (default 5, quick 0.5)")
     parser.add_argument("--cache", default=DEFAULT_CACHE)
+    parser.add_argument("--quiet-path", action="store_true",
+                        help="continuous and the default wake_word mode only, the latter with the VAD's quiet path off and on, in the same run")
+    parser.add_argument("--floor-minutes", type=float, default=0, metavar="M",
+                        help="only false speech and CPU on a -60 dBFS floor and a microphone's hiss, M minutes each, quiet path off and on")
     args = parser.parse_args(argv)
     minutes = args.minutes or (0.5 if args.quick else 5.0)
     corpus = Corpus(args.cache)
+    if args.floor_minutes:
+        print("\n".join(floor_table(corpus, args.floor_minutes)))
+        return 0
     addressed, others = standard(corpus, small=args.quick)
     count = 3 if args.quick else 48
     model_addressed = corpus.clips(wake_specs(DEFAULT_PHRASE, count))
@@ -209,6 +257,10 @@ def main(argv: list[str] | None = None) -> int:
         Variant(f'wake_word, shipped model ("{DEFAULT_PHRASE}": the default)', UploadMode.ON_DEVICE_WAKE, DEFAULT_PHRASE,
                 model_addressed, model_near),
     ]
+    if args.quiet_path:  # the default mode as shipped and with the quiet path switched
+        default = variants[-1]
+        variants = [variants[0]] + [replace(default, label=f"{default.label}, quiet path {'on' if on else 'off'}", vad=quiet_path(on))
+                                    for on in (False, True)]
     seconds = minutes * 60
     commanded = {phrase: _overheard(corpus, clips, chatter, seconds, phrase)
                  for phrase, clips in (("computer", addressed), (DEFAULT_PHRASE, model_addressed))}

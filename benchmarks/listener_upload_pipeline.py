@@ -35,7 +35,7 @@ from unittest import mock
 
 from audio_io import MemorySpeaker, PushMicrophone
 from benchmarks.corpus import (
-    DEFAULT_CACHE, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
+    DEFAULT_CACHE, NOISE_FLOOR_RMS, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
 )
 from benchmarks.listener_upload import MIC_HISS_RMS
 from assembly.build import assistant
@@ -300,10 +300,22 @@ def before_session_11() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def quiet_path_switched() -> Iterator[None]:
+    """The VAD's quiet path (`VadSettings.quiet_margin`, the far field) on if the shipped VAD has it off, else off."""
+    import detectors.pipeline as pipeline
+    from benchmarks.listener_upload import quiet_path
+    from detectors.vad import SileroVad, VadSettings
+
+    with mock.patch.object(pipeline, "SileroVad", lambda: SileroVad(quiet_path(VadSettings().quiet_margin <= 0))):
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
-             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11)}
+             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11),
+             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
@@ -348,21 +360,21 @@ def chunk_sizes(spec: str) -> tuple[tuple[int, int | None], ...]:
 
 
 def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[tuple[int, int | None], ...] = ((20, None), (40, None)),
-                    strict: bool = False, baseline: str = "issue34") -> list[str]:
+                    strict: bool = False, baseline: str = "issue34", floor: bytes = b"") -> list[str]:
     """`strict`: also now with WAKE_STRICT=true (two more columns). `baseline`: a key of BASELINES.
-    `chunks`: (chunk ms, read ms or None) per row."""
+    `chunks`: (chunk ms, read ms or None) per row. `floor`: also a silent room of this noise (looped)."""
     fresh = FRESH_PROCESS_BASELINES.get(baseline)
     label_before, before_detectors = (fresh[0], contextlib.nullcontext) if fresh else BASELINES[baseline]
-    silent = (hiss * (int(seconds * RATE * WIDTH) // len(hiss) + 1))[: int(seconds * RATE) * WIDTH]
+    silent = _looped(hiss, seconds)
     talking, placed = talking_room(corpus, seconds, hiss)
+    rooms = [("silent (a microphone's hiss)", silent, 0)] + [("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] * bool(floor)
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
     lines = [f"| room | microphone chunk | handoff CPU % of a core, {label_before} | now | ratio | answers narrated (before / now) |"
              + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
-        for room, pcm, commands in (("silent (a microphone's hiss)", silent, 0),
-                                    (f"talking a third of the time, {len(placed)} commands", talking, len(placed))):
+        for number, (room, pcm, commands) in enumerate(rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]):
             for chunk_ms, read_ms in chunks:
-                name = f"{chunk_ms}-{read_ms}-{commands}"
+                name = f"{chunk_ms}-{read_ms}-{number}"
                 if fresh:
                     before, narrated_before = cost_in_fresh_process(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms, fresh[1])
                     cpu, narrated = cost_in_fresh_process(pcm, commands, chunk_ms, Path(tmp) / name, read_ms, {})
@@ -378,6 +390,10 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
                     line += f" {strict_cpu:.2f} | {strict_cpu / before:.2f} | {strict_narrated} |"
                 lines.append(line)
     return lines
+
+
+def _looped(noise: bytes, seconds: float) -> bytes:
+    return (noise * (int(seconds * RATE * WIDTH) // len(noise) + 1))[: int(seconds * RATE) * WIDTH]
 
 
 # --- the run -----------------------------------------------------------------------------------
@@ -416,6 +432,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--chunks", default="20,40", help="microphone chunks in ms for --listening (default 20,40); "
                         "20/40: 20 ms chunks read 40 ms at a time")
     parser.add_argument("--strict", action="store_true", help="--listening: also with WAKE_STRICT=true, in the same run")
+    parser.add_argument("--floor", action="store_true", help="--listening: also a silent room of a -60 dBFS pink floor (where the quiet path works)")
     parser.add_argument("--baseline", choices=sorted(BASELINES | FRESH_PROCESS_BASELINES), default="issue34",
                         help="--listening: the detectors measured beside today's (default issue34: before issue 34's cuts)")
     args = parser.parse_args(argv)
@@ -423,7 +440,8 @@ def main(argv: list[str] | None = None) -> int:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
         chunks = chunk_sizes(args.chunks)
-        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline)))
+        floor = scale_to_rms(corpus.noise(Noise.FAN, 120.0, seed=7), NOISE_FLOOR_RMS) if args.floor else b""
+        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline, floor)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)

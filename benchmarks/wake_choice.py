@@ -291,6 +291,7 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
 
 
 STRICT_RULE, VERIFIER_RULE, BOTH_RULE = "WAKE_STRICT=true", "WAKE_VERIFY=true", "WAKE_STRICT=true WAKE_VERIFY=true"
+QUIET_RULE = "the VAD's quiet path switched"  # on if the shipped VAD has it off, else off (`--quiet-path`)
 
 
 @dataclass(frozen=True)
@@ -304,10 +305,12 @@ class Rule:
     verify: bool = False
     weights: str = ""
     micro_cutoff: float | None = None
+    quiet_switched: bool = False  # the VAD's quiet path the other way from the shipped one (`QUIET_RULE`)
 
 
 RULES = {"shipped": Rule("shipped"), STRICT_RULE: Rule(STRICT_RULE, strict=True),
-         VERIFIER_RULE: Rule(VERIFIER_RULE, verify=True), BOTH_RULE: Rule(BOTH_RULE, strict=True, verify=True)}
+         VERIFIER_RULE: Rule(VERIFIER_RULE, verify=True), BOTH_RULE: Rule(BOTH_RULE, strict=True, verify=True),
+         QUIET_RULE: Rule(QUIET_RULE, quiet_switched=True)}
 
 
 def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "") -> dict:
@@ -325,6 +328,11 @@ def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "")
         rule = given if isinstance(given, Rule) else replace(RULES[given], weights=verifier)
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=rule.strict, wake_verify=rule.verify)
         judge = TryJudge(build_upload_filter(upload, phrase, 8.0, RATE * WIDTH), chunk_ms)
+        if rule.quiet_switched:  # (`VadSettings.quiet_margin`: the far field)
+            from benchmarks.listener_upload import quiet_path
+            from detectors.vad import SileroVad, VadSettings
+
+            judge.upload.detectors.vad = SileroVad(quiet_path(VadSettings().quiet_margin <= 0))
         if rule.verify and rule.weights:  # other weights than the shipped ones
             judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(rule.weights)))
         if rule.micro_cutoff is not None:
@@ -432,6 +440,7 @@ def main(argv: list[str] | None = None) -> int:
                                                                 "(with --verifier WEIGHTS: those weights)")
     parser.add_argument("--base", type=int, default=0, metavar="N",
                         help="the shipped path on the base corpus (espeak-ng, flite, festival), N clips per set")
+    parser.add_argument("--quiet-path", action="store_true", help="--neural, --base: also with the VAD's quiet path switched, in the same run")
     parser.add_argument("--chunk-ms", type=int, default=AudioSettings().chunk_ms,
                         help="--neural: the microphone's chunk size (default: the settings' %(default)s ms)")
     parser.add_argument("--name-alone", type=float, default=None, metavar="CUTOFF",
@@ -449,6 +458,7 @@ def main(argv: list[str] | None = None) -> int:
             rules.append(Rule(f"WAKE_STRICT=true {label}" + (f", micro > {args.name_alone:g}" if args.name_alone is not None else ""),
                               strict=True, verify=True, weights=path, micro_cutoff=args.name_alone))
     rules += [BOTH_RULE] * (args.both and not any(isinstance(r, Rule) and r.weights for r in rules))
+    rules += [QUIET_RULE] * args.quiet_path
     weights = ""
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:

@@ -2,7 +2,8 @@
 
 Live, it asks you to say the wake phrase a few times and then a few sentences that are not it,
 and judges each take; with `--input-wav` it judges every try of a recording (split by the
-on-device VAD; "phrase, pause, command" is one try). Each is fed through the upload filter the
+on-device VAD; "phrase, pause, command" is one try), the recording fed whole, as a live
+microphone would feed it. Each is fed through the upload filter the
 assistant builds from your settings (the two-model rule for "hey jarvis", or microWakeWord alone
 with WAKE_CUTOFF set), so "heard" means the assistant would have woken. It prints how many it
 heard, microWakeWord's score on each, and a WAKE_CUTOFF only where a cutoff is the whole rule.
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     model = model_for(phrase)
     from audio_io import AudioDeviceError, AudioFileError, read_wav  # heavy parts load only for a test run
     from assembly.build import upload_filter
-    from detectors.wake_test import TRY_GAP_S, Take, TryJudge, WakeReport, split_tries
+    from detectors.wake_test import TRY_GAP_S, Take, TryJudge, WakeReport
 
     # The wake the assistant runs with these settings, whatever the upload mode (the mode decides
     # only whether the wake gates the upload: see the note below).
@@ -69,11 +70,11 @@ def run(args: argparse.Namespace) -> int:
             pcm = read_wav(args.input_wav)
         except AudioFileError as exc:
             raise SettingsError(str(exc)) from None
-        tries = split_tries(pcm, judge.vad())  # as the filter's own VAD hears it
+        tries = judge.tries(pcm)  # the whole recording through the filter, as a live room would be heard
         if not tries:
             print(f"no speech found in {args.input_wav}: is it the right file, and loud enough?")
             return 1
-        takes = [Take(t.start_s, *_judged(judge, t.pcm), is_phrase=not args.not_phrase) for t in tries]
+        takes = [Take(t.start_s, t.heard, t.score, is_phrase=not args.not_phrase) for t in tries]
         print(f"{len(tries)} tries in {args.input_wav} (speech with pauses under {TRY_GAP_S:g} s is one try), "
               f"each heard or not by {name} as the assistant runs it:")
     else:

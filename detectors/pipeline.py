@@ -155,6 +155,7 @@ class UploadFilter:
         self._bytes_per_second = bytes_per_second
         self._audio_bytes = 0
         self.chunks_held = 0  # read but not sent: silence, or speech never addressed to us
+        self.speech = False  # the VAD's verdict on the latest chunk (`handoff wake-test` cuts tries by it)
         self._turn_end_s, self._command_min_s, self._max_turn_s = turn_end_s, command_min_s, max_turn_s
         self._pause_s = pause_s
         self._wake_s: float | None = None  # the accepted wake not yet taken (its phrase's length)
@@ -169,6 +170,7 @@ class UploadFilter:
         if self.detectors is None:
             return self.gate.feed(chunk, now, True)
         verdict = self.detectors.feed(chunk, now)
+        self.speech = verdict.is_speech
         sent = self.gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit)
         self.chunks_held += not sent
         if self.gate.accepted_wake is not None:

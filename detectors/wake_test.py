@@ -1,17 +1,20 @@
 """What `handoff wake-test` measures: whether the wake the assistant runs hears each try of a recording.
 
 Synthetic voices are a floor; the user's own voice and microphone are the truth. A recording (or
-the takes the command asks for) is split into tries by the on-device VAD: a try is speech with
-less than `TRY_GAP_S` of silence inside it, so "hey jarvis ... <pause> ... what time is it" is one
-try, as it is one command. Each try is fed, from a restart, through the very `UploadFilter` the
-assistant builds from the user's settings (VAD, the spotter only on speech, the two-model rule
-or microWakeWord alone, the wake-position rule of the upload gate): it is heard when that filter
-accepts a wake, as it would start an upload. `benchmarks/wake_choice.py` judges its clips with the
-same `TryJudge`, so both report the same figures on the same recording.
+the takes the command asks for) is fed once, whole, from its start, through the very `UploadFilter`
+the assistant builds from the user's settings (VAD, the spotter only on speech, the two-model rule
+or microWakeWord alone, the wake-position rule of the upload gate), as a live microphone would feed
+it: the VAD hears the room before each try, as it does live (issue 34: far speech that a VAD
+started fresh at each try calls silence, a VAD that has heard the room finds). The tries are the
+stretches that filter's own VAD called speech, joined across pauses under `TRY_GAP_S`, so "hey
+jarvis ... <pause> ... what time is it" is one try, as it is one command; a try is heard when the
+filter accepted a wake from `LEAD_S` before its speech to `TAIL_S` after it (an upload would have
+started). `benchmarks/wake_choice.py` judges its clips with the same `TryJudge.tries`
+(`heard_in`), so both report the same figures on the same recording.
 
     judge = TryJudge(upload_filter)                          # assembly.build.upload_filter(settings)
-    tries = split_tries(pcm)                                 # pcm16 mono 24 kHz
-    takes = [Take(t.start_s, *judge(t.pcm), is_phrase=True) for t in tries]
+    tries = judge.tries(pcm)                                 # pcm16 mono 24 kHz
+    takes = [Take(t.start_s, t.heard, t.score, is_phrase=True) for t in tries]
     report = WakeReport(tuple(takes), rule=judge.rule())
 """
 
@@ -21,57 +24,74 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from detectors.audio import SAMPLE_WIDTH
-from detectors.vad import SileroVad
 from detectors.wake_model import ModelSpotter
 
 if TYPE_CHECKING:
     from detectors.pipeline import UploadFilter
 
 RATE = 24000
-CHUNK_BYTES = RATE * SAMPLE_WIDTH // 50  # 20 ms
-LEAD_S = 1.0  # fed before a try's first speech: the gate's pre-roll (0.5 s), and far speech the VAD finds late
-TAIL_S = 1.5  # fed after its last speech: the hangover, and the second model's window after the phrase
+LEAD_S = 1.0  # a wake this long before a try's first speech is its own: the gate's pre-roll (0.5 s), and far speech the VAD finds late
+TAIL_S = 1.5  # and this long after its last speech: the hangover, and the second model's window after the phrase
 TRY_GAP_S = 1.5  # silence that ends a try: a pause inside "phrase ... command" is shorter
-MIN_SPEECH_S = 0.2  # a click or a cough is not a try
+MIN_SPEECH_S = 0.2  # a click or a cough is not a try (unless the filter woke on it)
 NOT_HEARD = 0.1  # microWakeWord's best under this on every phrase: the model did not hear the phrase at all
 SUGGEST_MIN = 0.5  # never suggest a cutoff under this (below it, sound-alikes wake it: PERFORMANCE.md)
 
 
 @dataclass(frozen=True)
 class Try:
-    start_s: float
-    end_s: float
-    pcm: bytes  # from LEAD_S before its start to TAIL_S after its end
-
-
-def split_tries(pcm: bytes, vad: SileroVad | None = None) -> list[Try]:
-    """The tries in `pcm`: stretches of speech, as the on-device VAD hears them, joined across pauses under TRY_GAP_S."""
-    vad = vad or SileroVad()
-    tries: list[list[float]] = []  # [start, end, seconds of speech in it]
-    count = len(pcm) // CHUNK_BYTES
-    for index in range(count):
-        if not vad.feed(pcm[index * CHUNK_BYTES : (index + 1) * CHUNK_BYTES]).is_speech:
-            continue
-        start, end = index * 0.02, (index + 1) * 0.02
-        if tries and start - tries[-1][1] < TRY_GAP_S:
-            tries[-1][1] = end
-            tries[-1][2] += 0.02
-        else:
-            tries.append([start, end, 0.02])
-    # A blip of noise the VAD took for speech is not a try (far speech is heard in scattered frames: counted together)
-    tries = [t for t in tries if t[2] >= MIN_SPEECH_S]
-    found = []
-    for start, end, _ in tries:
-        first = max(0, int((start - LEAD_S) * 50)) * CHUNK_BYTES
-        last = min(count, int((end + TAIL_S) * 50)) * CHUNK_BYTES
-        found.append(Try(start, end, pcm[first:last]))
-    return found
+    start_s: float  # its first chunk of speech
+    end_s: float  # the end of its last
+    heard: bool  # the filter accepted a wake in it (an upload would have started)
+    score: float | None  # microWakeWord's best on it (None: the spotter is pocketsphinx, no score)
 
 
 def heard_in(judge: TryJudge, pcm: bytes) -> bool:
     """A recording of one command (a benchmark's clip): heard when any of its tries is, as
-    `handoff wake-test` would report it."""
-    return any(judge(t.pcm).heard for t in split_tries(pcm, judge.vad()))
+    `handoff wake-test` would report it (any wake the filter accepted belongs to a try)."""
+    return any(t.heard for t in judge.tries(pcm))
+
+
+def tries_of(speech: list[bool], wakes: list[int], scores: list[float] | None, chunk_s: float) -> list[Try]:
+    """The tries in a recording from the filter's verdict on each chunk: `speech` (the VAD's),
+    `wakes` (indexes of the chunks a wake was accepted at), `scores` (microWakeWord's best per
+    chunk, or None). Runs of speech joined across gaps under TRY_GAP_S; a run with less than
+    MIN_SPEECH_S of speech is no try unless a wake falls in it; each wake goes to the try whose
+    span (LEAD_S before to TAIL_S after) holds it, else to the nearest (a try of its own if none)."""
+    runs: list[list[float]] = []  # [start, end, seconds of speech]
+    for index, is_speech in enumerate(speech):
+        if not is_speech:
+            continue
+        start, end = index * chunk_s, (index + 1) * chunk_s
+        if runs and start - runs[-1][1] < TRY_GAP_S:
+            runs[-1][1] = end
+            runs[-1][2] += chunk_s
+        else:
+            runs.append([start, end, chunk_s])
+    woke_at = [(index + 1) * chunk_s for index in wakes]
+
+    def holds(run: list[float], at: float) -> bool:
+        return run[0] - LEAD_S <= at <= run[1] + TAIL_S
+
+    spans = [r for r in runs if r[2] >= MIN_SPEECH_S or any(holds(r, w) for w in woke_at)]
+    heard = [False] * len(spans)
+    for at in woke_at:
+        owners = [i for i, r in enumerate(spans) if holds(r, at)]
+        if not owners and spans:
+            owners = [min(range(len(spans)), key=lambda i: min(abs(spans[i][0] - at), abs(spans[i][1] - at)))]
+        if not owners:
+            spans.append([at, at, 0.0])
+            heard.append(False)
+            owners = [len(spans) - 1]
+        heard[owners[0]] = True
+    found = []
+    for (start, end, _), was_heard in zip(spans, heard):
+        score = None
+        if scores is not None:
+            first, last = max(0, int((start - LEAD_S) / chunk_s)), min(len(scores), int((end + TAIL_S) / chunk_s))
+            score = max(scores[first:last], default=0.0)
+        found.append(Try(start, end, was_heard, score))
+    return sorted(found, key=lambda t: t.start_s)
 
 
 @dataclass(frozen=True)
@@ -81,8 +101,8 @@ class Judged:
 
 
 class TryJudge:
-    """Feeds one try at a time through the assistant's own upload filter, from a restart, in
-    the microphone's chunks (`chunk_ms`: the settings' AUDIO chunk size)."""
+    """Feeds a recording (`tries`) or one take (call) through the assistant's own upload filter,
+    from a restart, in the microphone's chunks (`chunk_ms`: the settings' AUDIO chunk size)."""
 
     def __init__(self, upload: UploadFilter, chunk_ms: int = 20) -> None:
         if upload.detectors is None or upload.detectors.spotter is None:
@@ -91,10 +111,31 @@ class TryJudge:
         self.spotter = upload.detectors.spotter
         self.chunk_bytes = RATE * SAMPLE_WIDTH * chunk_ms // 1000
 
-    def vad(self) -> SileroVad:
-        """A fresh VAD with the filter's own settings, to split a recording into tries as it hears them."""
-        assert self.upload.detectors is not None
-        return SileroVad(self.upload.detectors.vad.settings)
+    def tries(self, pcm: bytes) -> list[Try]:
+        """The tries of a recording, judged as the assistant would hear it live: the whole of it
+        fed once through the filter, from a restart, in the microphone's chunks (`tries_of`). A
+        try is a command of its own: once it is over (TRY_GAP_S of silence), the wake's command
+        window is closed, as the listener's verdict on it would close it (`UploadFilter.rejected`)."""
+        self.upload.restart()
+        take_best = getattr(self.spotter, "take_best", None)
+        if take_best is not None:
+            take_best()
+        speech, wakes, scores = [], [], []
+        step = self.chunk_bytes
+        chunk_s = step / (RATE * SAMPLE_WIDTH)
+        silent_s = 0.0
+        for index in range(len(pcm) // step):
+            self.upload.feed(pcm[index * step : (index + 1) * step])
+            speech.append(self.upload.speech)
+            silent_s = 0.0 if self.upload.speech else silent_s + chunk_s
+            if TRY_GAP_S <= silent_s < TRY_GAP_S + chunk_s:
+                self.upload.rejected()  # the try is over: the next is another command, with a wake of its own
+            if self.upload.take_wake() is not None:
+                wakes.append(index)
+            if take_best is not None:
+                best = take_best()
+                scores.append(best.probability if best is not None else 0.0)
+        return tries_of(speech, wakes, scores if take_best is not None else None, chunk_s)
 
     def __call__(self, pcm: bytes) -> Judged:
         self.upload.restart()

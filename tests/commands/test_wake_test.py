@@ -190,20 +190,62 @@ def test_wake_test_reports_what_the_benchmark_measures_on_the_same_recording(hom
     assert True in verdicts  # (flite's voices are heard: the comparison is not of two zeros)
 
 
-def test_tries_are_split_by_a_vad_with_the_filter_s_own_settings():
-    """`wake-test` and the benchmark cut a recording into tries as the filter's VAD hears it: a
-    VAD that amplifies far speech (`quiet_margin`) must also find its tries (issue 34)."""
-    from config.settings import UploadMode, UploadSettings
-    from detectors.pipeline import build_upload_filter
-    from detectors.vad import SileroVad, VadSettings
+class ScriptedUpload:
+    """An upload filter whose VAD calls speech where `speech` says (one flag per 20 ms chunk) and
+    that accepts a wake at the chunks in `wakes`; it records what the judge does to it."""
+
+    def __init__(self, speech: list[bool], wakes: set[int]) -> None:
+        from types import SimpleNamespace
+
+        self.detectors = SimpleNamespace(spotter=object())
+        self.script, self.wake_at = speech, wakes
+        self.fed = 0
+        self.calls: list[str] = []
+        self.speech = False
+        self._woke = False
+
+    def restart(self) -> None:
+        self.calls.append("restart")
+
+    def feed(self, chunk: bytes) -> list[bytes]:
+        self.speech = self.script[self.fed]
+        self._woke = self.fed in self.wake_at
+        self.fed += 1
+        return []
+
+    def take_wake(self) -> float | None:
+        woke, self._woke = self._woke, False
+        return 0.5 if woke else None
+
+    def rejected(self) -> None:
+        self.calls.append(f"rejected at {self.fed}")
+
+
+def test_a_recording_is_fed_once_whole_and_its_tries_are_what_the_filter_s_own_vad_called_speech():
+    """Issue 34: a VAD started afresh at each try calls far speech silence that the live VAD,
+    having heard the room, finds; so wake-test and the benchmark feed the whole recording once
+    through the filter, cut tries where its own VAD heard speech, and give each try the wakes
+    accepted from LEAD_S before it to TAIL_S after it. A try's window is closed once it is over,
+    so the next try needs (and gets) a wake of its own."""
     from detectors.wake_test import TryJudge
 
-    upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000)
-    assert upload.detectors is not None
-    upload.detectors.vad = SileroVad(VadSettings(quiet_margin=1.5))
-    judge = TryJudge(upload)
-    split_by = judge.vad()
-    assert split_by.settings == VadSettings(quiet_margin=1.5) and split_by is not upload.detectors.vad
+    speech = [False] * 600
+    for first, last in ((50, 90), (100, 110), (300, 304), (400, 460)):  # a try with a pause, a blip, a try
+        speech[first:last] = [True] * (last - first)
+    upload = ScriptedUpload(speech, wakes={95, 470})  # in the first try's pause; just after the last
+    tries = TryJudge(upload).tries(bytes(960 * 600))  # type: ignore[arg-type]
+    assert upload.calls == ["restart", "rejected at 185", "rejected at 379", "rejected at 535"]
+    assert upload.fed == 600
+    assert [(round(t.start_s, 2), round(t.end_s, 2), t.heard) for t in tries] == [(1.0, 2.2, True), (8.0, 9.2, True)]
+
+
+def test_a_short_run_the_filter_woke_on_is_a_try():
+    from detectors.wake_test import tries_of
+
+    speech = [False] * 300
+    speech[100:105] = [True] * 5  # 0.1 s: under MIN_SPEECH_S
+    assert [(t.heard, t.score) for t in tries_of(speech, [104], [0.0] * 300, 0.02)] == [(True, 0.0)]
+    assert tries_of(speech, [], None, 0.02) == []
 
 
 def test_wake_test_with_wake_strict_says_every_wake_needs_both_models():
