@@ -222,8 +222,8 @@ class PrerollStopListener(StopListener):
     the canceller passes a chunk only when it beats the residual echo by 12 dB, which keeps the
     narrator's own words from the detectors, but at 0 dB of echo it also dropped about two thirds
     of the user's voiced chunks, the "hey" among them, and the detectors hear a phrase with holes
-    (docs/PERFORMANCE.md, "Barge-in: the gate behind the canceller"). So the gate still decides
-    *when* the detectors listen (a voice it passed: `onset` of the last `window` chunks), but once
+    (docs/PERFORMANCE.md, "Barge-in: where the trials are lost, and a preroll"). So the gate still
+    decides *when* the detectors listen (a voice it passed: `onset` of the last `window` chunks), but once
     it opens, they hear the canceller's output from `preroll_s` before, and on for `hangover_s`
     after each voiced chunk it passed: the whole phrase, not the pieces that beat the residue.
     The narration's echo alone rarely opens it (the gate passes about 2 % of its loud chunks, and
