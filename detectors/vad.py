@@ -6,10 +6,10 @@ tells speech from fan and hum noise where webrtcvad calls much of it speech. ten
 well and cheaper, but its wheel needs the system's libc++1 and pulls in numpy.
 
 Silero costs about 18 ms of CPU per second of audio on one thread (about 50 on OpenMP's default
-threads, see below), too much to run all day, so two cheap checks come first: a chunk whose loudness is under `energy_floor_rms` (far below
-any voice at the microphone) is silence, and so is one in which webrtcvad (webrtcvad-wheels,
-0.5 ms per second of audio) finds nothing voice-like. webrtcvad alone calls much fan noise
-speech; Silero then decides. A quiet room costs almost nothing, a noisy one about 1 % of a core.
+threads, see below), too much to run all day, so two cheap checks come first: a chunk whose
+loudness is under `energy_floor_rms` (far below any voice at the microphone) is silence, and so
+is one in which webrtcvad (webrtcvad-wheels, 0.5 ms per second of audio) finds nothing
+voice-like. webrtcvad alone calls much fan noise speech; Silero then decides. A quiet room costs almost nothing, a noisy one about 1 % of a core.
 """
 
 from __future__ import annotations
@@ -65,9 +65,10 @@ class VadSettings:
     # Silero is a recurrent model: fed only the scattered chunks that stand out, it called far
     # speech silence in 5 of 12 clips; a -60 dBFS floor's 20 ms chunks stand 1.5 times over its
     # quietest a quarter of the time, its 200 ms windows hardly ever
-    # (docs/PERFORMANCE.md, "Far field heard, and judged as it runs"). On (issue 34, session 12): far "hey jarvis" 0 -> 11 of 12 on a fresh
-    # draw, every other variant the same, nothing more uploaded from chatter, no false speech in an
-    # hour of a -60 dBFS floor or of hiss. 0: quiet speech is silence (as before).
+    # (docs/PERFORMANCE.md, "Far field heard, and judged as it runs"). On (issue 34, session 12):
+    # far "hey jarvis" 0 -> 11 of 12 on a fresh draw, every other variant the same, nothing more
+    # uploaded from chatter, no false speech in an hour of a -60 dBFS floor or of hiss. 0: quiet
+    # speech is silence (as before).
     quiet_margin: float = QUIET_MARGIN
     quiet_floor_rms: int = 20  # -64 dBFS: a microphone's own hiss is under it
     quiet_target_rms: int = 1000
