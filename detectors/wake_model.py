@@ -20,7 +20,7 @@ numpy and TFLite load only when a spotter is built (`handoff status` and `handof
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from config.wake_phrases import WakeModel
 from decisions.upload_gate import KeywordHit
@@ -59,6 +59,9 @@ class ModelSpotter:
         self._model = MicroWakeWord.from_builtin(Model(settings.model.model))
         self._features = MicroWakeWordFeatures()
         self._confirm = settings.confirm
+        if self._confirm is not None and self._confirm.verify and not verifier_available(settings.model.model):
+            # No verifier ships for this phrase: nor does the lower cutoff that leans on one.
+            self._confirm = replace(self._confirm, verify=False)
         if self._confirm is not None:
             self.cutoff = self._confirm.candidate_cutoff
             self._fusion = FusionCore(self._confirm, self._model.probability_cutoff)

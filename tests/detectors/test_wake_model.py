@@ -315,3 +315,14 @@ def test_after_a_sentence_with_no_candidate_the_spotter_stops_soon_and_a_window_
     assert 0 < len(after_ordinary) * FRAME_S <= 0.3 + FRAME_S
     [hit] = found
     assert phrase_at < hit.detected_s < phrase_at + len(phrase) / 48000 + 1.0
+
+
+def test_wake_verify_for_a_phrase_without_a_verifier_keeps_the_shipped_rule(monkeypatch):
+    """`WAKE_VERIFY`'s lower microWakeWord cutoff (the name alone) leans on the verifier: where none
+    ships for the phrase, neither applies (issue 34, session 12)."""
+    import detectors.wake_model
+
+    monkeypatch.setattr(detectors.wake_model, "verifier_available", lambda model: False)
+    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True)))
+    assert spotter.verifier is None
+    assert spotter._fusion._micro_cutoff() == ConfirmSettings().micro_cutoff
