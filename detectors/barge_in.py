@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+
 from audio_io import BYTES_PER_SECOND
 from audio_io.format import audioop
 from detectors.audio import SAMPLE_WIDTH, Resampler
@@ -211,26 +212,21 @@ class PrerollSettings:
     hangover_s: float = 0.6  # the feed stays open this long after each such chunk
 
 
-class _VoiceFeed(EchoGatedStopFeed):
-    def open_at(self, at: float) -> bool:
-        """A voice the gate passed keeps the feed open at `at` (its hangover)."""
-        return at <= self._open_until
-
-
 class PrerollStopListener(StopListener):
     """The stop listener for the echo canceller's output (issue 32, session 12). The gate behind
     the canceller passes a chunk only when it beats the residual echo by 12 dB, which keeps the
     narrator's own words from the detectors, but at 0 dB of echo it also dropped about two thirds
     of the user's voiced chunks, the "hey" among them, and the detectors hear a phrase with holes
     (docs/PERFORMANCE.md, "Barge-in: where the trials are lost, and a preroll"). So the gate still
-    decides *when* the detectors listen (a voice it passed: `onset` of the last `window` chunks), but once
-    it opens, they hear the canceller's output from `preroll_s` before, and on for `hangover_s`
-    after each voiced chunk it passed: the whole phrase, not the pieces that beat the residue.
+    decides *when* the detectors listen (a voice it passed: `onset` of the last `window` chunks),
+    but once it opens, they hear the canceller's output from `preroll_s` before, and on for
+    `hangover_s` after each voiced chunk it passed: the whole phrase, not the pieces that beat the
+    residue.
     The narration's echo alone rarely opens it (the gate passes about 2 % of its loud chunks, and
     seldom two close together). Pure; one call per chunk."""
 
     def __init__(self, detector: StopDetector, settings: PrerollSettings = PrerollSettings()) -> None:
-        self._gate_feed = _VoiceFeed(hangover_s=settings.hangover_s, onset=settings.onset, window=settings.window)
+        self._gate_feed = EchoGatedStopFeed(hangover_s=settings.hangover_s, onset=settings.onset, window=settings.window)
         super().__init__(detector, self._gate_feed)
         self.preroll_s = settings.preroll_s
         self._recent: deque[tuple[bytes, float]] = deque()  # the last `preroll_s` of chunks, with their end

@@ -74,9 +74,13 @@ class EchoGatedStopFeed:
         end. The chunk to hear, or None (echo alone)."""
         voiced = passed and audioop.rms(raw, SAMPLE_WIDTH) >= self.voice_rms
         self._recent.append(voiced)
-        if voiced and (at <= self._open_until or sum(self._recent) >= self.onset):
+        if voiced and (self.open_at(at) or sum(self._recent) >= self.onset):
             self._open_until = at + self.hangover_s
-        return raw if passed or at <= self._open_until else None
+        return raw if passed or self.open_at(at) else None
+
+    def open_at(self, at: float) -> bool:
+        """A voice the gate passed keeps the feed open at `at` (its hangover)."""
+        return at <= self._open_until
 
 
 class StopListener:
