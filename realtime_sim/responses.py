@@ -214,11 +214,16 @@ class Responses:
         return self._script.peek_transcript() or self._config.fallback_transcript
 
     def _inline_wait(self, params: dict[str, Any]) -> str | None:
-        """The segment whose words a response with audio inline must wait for ("" for the one still
-        in the buffer), or None: they are known (scripted), or no transcriber will name them."""
+        """The segment whose words a response hearing audio must wait for ("" for the one still in
+        the buffer), or None: they are known (scripted), or no transcriber will name them. Audio
+        sent inline, or a committed segment named by reference (a route by its audio at the
+        commit): a model hears the audio at once, this one only once it knows what it says
+        (answered with the fallback words, such a route would run a tool nobody asked for)."""
         if not self._listens or "input" not in params:
             return None
         for raw in params["input"]:
+            if raw.get("type") == "item_reference" and raw.get("id") in self._words_pending:
+                return str(raw["id"])
             if has_unheard_audio(raw):
                 entry = self._buffer.inline_segment(raw)
                 if entry is not None:

@@ -13,7 +13,7 @@ import pytest
 from realtime_sim import Fault, SimConfig, SimScript
 from realtime_sim.ids import IdFactory
 from realtime_sim.router import route
-from realtime_sim.outputs import Close, Drop, Send, SendRaw, Stall, Synthesize
+from realtime_sim.outputs import Close, Drop, Send, SendRaw, Stall, Synthesize, Transcribe
 from realtime_sim.session_core import SessionCore
 from speech.synth import silence, synthetic_speech
 from realtime_sim.validation import ClientEventValidator
@@ -301,6 +301,39 @@ def test_audio_sent_inline_after_new_speech_began_is_still_heard_as_the_committe
             {"type": "input_audio", "audio": base64.b64encode(silence(300) + command + silence(200)).decode()}]}]}}
     done = [e for e in sent(drive(core, feed(core, route))) if e["type"] == "response.done"]
     assert [item["name"] for item in done[0]["response"]["output"]] == ["get_time"]
+
+
+class LateTranscriber:
+    """A transcriber whose words come back only when the test hands them over (as a real one,
+    or pocketsphinx on a busy machine, finishes after other events)."""
+
+    needs_audio = False
+
+    def transcribe(self, segment: Any) -> str:
+        raise AssertionError("the test hands the words over itself")
+
+    def close(self) -> None:
+        pass
+
+
+def test_a_route_by_reference_to_a_segment_not_yet_transcribed_is_answered_by_its_words() -> None:
+    # A route by audio at the commit names the committed segment; a model hears that audio at
+    # once. This one must wait for the transcriber's words: answered with the fallback words
+    # ("mm-hm") it ran a tool nobody asked for, while the transcript then confirmed the command.
+    core = SessionCore(config=SimConfig(audio_frame_delay_s=0, session_length_s=60.0, realistic=False), script=SimScript(),
+                       validator=VALIDATOR, ids=IdFactory(random.Random(3)), clock=FakeClock(),
+                       wall_clock=lambda: 1_700_000_000.0, transcriber=LateTranscriber())  # fmt: skip
+    core.start()
+    feed(core, {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"], "audio": {
+        "input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}})
+    outputs = append(core, silence(1000) + synthetic_speech("computer, what time is it") + silence(1000))
+    (item,) = [o.item_id for o in outputs if isinstance(o, Transcribe)]
+    route = {"type": "response.create", "response": {
+        "conversation": "none", "tool_choice": "required", "output_modalities": ["text"],
+        "tools": [tool("get_time"), tool("echo", text="string")], "input": [{"type": "item_reference", "id": item}]}}
+    assert "response.done" not in types(drive(core, feed(core, route)))  # its words are not known yet
+    done = [e for e in sent(drive(core, core.transcript_ready(item, "computer, what time is it"))) if e["type"] == "response.done"]
+    assert [entry["name"] for entry in done[0]["response"]["output"]] == ["get_time"]
 
 
 def test_commit_needs_100ms_and_clear_empties_the_buffer() -> None:
