@@ -9,8 +9,7 @@ decides, and reports back what happened.
 - After narrations, the mic switches to a fresh listener session (opened while the tool ran); the
   old one is retired, closed once what it heard is transcribed. Mic audio captured while no
   session can take it is buffered (bounded) and sent to the new session.
-- While a narration plays, the on-device stop detector hears the (muted) mic: "computer, stop"
-  cuts the narration at once (the speaker is flushed, the narrator's response cancelled).
+- While a narration plays, the on-device stop detector hears the (muted) mic: "stop" cuts it at once.
 
 Every task is owned by one TaskGroup. Nothing here polls: each loop waits for a change (one
 `Changes` primitive) or for the core's next deadline.
@@ -71,8 +70,7 @@ class Tools(Protocol):
 
 
 class MicFilter(Protocol):
-    """What of the microphone goes up (detectors.pipeline.UploadFilter): speech only, or only
-    after an on-device wake word; without one, everything goes."""
+    """What of the microphone goes up (detectors.pipeline.UploadFilter); without one, all of it."""
 
     def feed(self, chunk: bytes) -> list[bytes]: ...
     def skip(self, chunk: bytes) -> None: ...
@@ -80,6 +78,7 @@ class MicFilter(Protocol):
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
     def command_heard(self) -> None: ...  # a command was routed: its wake's window closes with the answer
     def take_wake(self) -> float | None: ...  # a wake the device heard since last asked: the phrase's length (s)
+    vouches: bool  # ... that may route its command before the transcript (a shipped model heard it)
     def take_turn(self) -> bytes | None: ...  # a woken utterance the device heard end: its audio
     def take_pause(self) -> bytes | None: ...  # ... or pause inside it, maybe its end: its audio so far
     def take_resumed(self) -> bool: ...  # ... and speech came back after that pause
@@ -518,7 +517,7 @@ class Coordinator:
                 if microphone.live:  # what came before the mute is another utterance; a file was
                     mic_filter.reset()  # paused by it instead: its utterance goes on, and its end is sent
             pieces = mic_filter.feed(chunk)
-            if (phrase_s := mic_filter.take_wake()) is not None:
+            if (phrase_s := mic_filter.take_wake()) is not None and mic_filter.vouches:
                 self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
             if mic_filter.take_resumed():
                 self._feed(SpeechResumed())  # the user went on after a pause: its provisional route goes

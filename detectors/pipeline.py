@@ -145,12 +145,14 @@ class UploadFilter:
 
     def __init__(self, gate: UploadGate, detectors: MicDetectors | None, bytes_per_second: int,
                  turn_end_s: float | None = None, command_min_s: float = 0.3, max_turn_s: float = 15.0,
-                 pause_s: float | None = None) -> None:
+                 pause_s: float | None = None, vouches: bool = True) -> None:
         """`turn_end_s`: end a turn the device heard the wake in after this much silence, on the
         device (`take_turn`); None: the server's VAD ends every turn. `pause_s`: a silence that
         shorter inside it may be its end (`take_pause`, then `take_resumed` if speech comes back:
-        detectors.turn_pause); None: no provisional route."""
+        detectors.turn_pause); None: no provisional route. `vouches`: whether its wakes may route
+        a command before its transcript (see `build_upload_filter`)."""
         self.gate = gate
+        self.vouches = vouches
         self.detectors = detectors  # None: everything is sent (CONTINUOUS)
         self._bytes_per_second = bytes_per_second
         self._audio_bytes = 0
@@ -281,6 +283,12 @@ def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: floa
     if upload.mode is UploadMode.CONTINUOUS:
         return UploadFilter(gate, None, bytes_per_second)
     spotter = build_wake_spotter(upload, wake_phrase) if upload.mode is UploadMode.ON_DEVICE_WAKE else None
+    if spotter is not None and model_for(wake_phrase) is None:
+        # Pocketsphinx wakes on sound-alikes ("the commuter train" for "computer"): its wake opens
+        # the upload, but only the transcript may make a command of it. So no route before the
+        # transcript (at the commit, at the device's end of turn, at a pause): the second opinion
+        # comes before anything is answered, at the cost of the transcript's wait.
+        return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, vouches=False)
     return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, turn_end_s, pause_s=pause_s)
 
 

@@ -84,3 +84,23 @@ async def test_a_command_said_while_the_one_before_is_being_answered_is_answered
     assert re.findall(r"\btool: (\w+)\(", log) == ["get_time", "list_files"], log
     assert "withdrawn" not in log and "ignored an utterance" not in log, log
     assert [(e.kind, e.outcome) for e in history] == [(HistoryKind.COMMAND, Outcome.ANSWERED)] * 2, log
+
+
+@pytest.mark.timeout(300)
+async def test_a_sound_alike_of_a_phrase_with_no_model_is_never_routed_before_its_transcript(tmp_path: Path) -> None:
+    """Pocketsphinx (the spotter for a phrase with no shipped model) wakes on "the commuter train"
+    for "computer". Its wake opens the upload, but only the transcript makes a command: nothing is
+    routed by its audio before it, so nothing can be answered that was not said to handoff. The
+    real command after it is answered, by its words."""
+    speech = [await flite_speech(text) for text in ("the commuter train is late again", "computer, what time is it")]
+    second_at = 1 + len(speech[0]) / 48000 + 4
+    cues = CueSheet.parse(f"1.0\tThe commuter train is late again.\n{second_at:.2f}\tComputer, what time is it?\n")
+    wav = write_wav(tmp_path / "mine.wav", SILENCE_1S + b"".join(s + SILENCE_1S * 4 for s in speech) + SILENCE_1S * 2)
+    async with SimServer(transcriber=cues) as sim:
+        env = daemon_env(tmp_path, sim.base_url, HANDOFF_UPLOAD_MODE="wake_word", WAKE_PHRASE="computer")
+        async with running_daemon(tmp_path, env, "--input-wav", str(wav), "--output-wav", str(tmp_path / "out.wav")) as handoff:
+            assert await handoff.exited(timeout=280) == 0, handoff.log
+    log = handoff.log
+    assert "ignored an utterance not addressed to me (6 words)" in log, log  # (uploaded: the spotter woke for it)
+    assert "routed by its audio" not in log and "withdrawn" not in log, log
+    assert re.findall(r"\btool: (\w+)\(", log) == ["get_time"], log
