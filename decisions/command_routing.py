@@ -454,12 +454,13 @@ class CommandRouting:
         return [UtteranceRejected(), *dropped]
 
     def _route_withdrawn(self, route: int) -> None:
-        """A route by audio was not sent: its transcript came first, and its words route it."""
+        """A route by audio was not sent: its transcript came first (its words route it), or, inline,
+        the session knows no woken utterance in progress (its commit or its words route it)."""
         if self._is_current(route, RS):
             command = self._end_route()
             assert command is not None
             self._move(command, Move.LOSE)
-            self._fire(E.ROUTE_CANCELLED, "its transcript came first")
+            self._fire(E.ROUTE_CANCELLED, "not sent: its words or its commit route it")
 
     def _route_not_sent(self, route: int) -> None:
         if self._is_current(route, RS):
