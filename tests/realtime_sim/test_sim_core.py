@@ -316,16 +316,22 @@ class LateTranscriber:
         pass
 
 
-def test_a_route_by_reference_to_a_segment_not_yet_transcribed_is_answered_by_its_words() -> None:
-    # A route by audio at the commit names the committed segment; a model hears that audio at
-    # once. This one must wait for the transcriber's words: answered with the fallback words
-    # ("mm-hm") it ran a tool nobody asked for, while the transcript then confirmed the command.
+def listening_core() -> SessionCore:
+    """A text-only session with server VAD whose transcriber names words when the test says."""
     core = SessionCore(config=SimConfig(audio_frame_delay_s=0, session_length_s=60.0, realistic=False), script=SimScript(),
                        validator=VALIDATOR, ids=IdFactory(random.Random(3)), clock=FakeClock(),
                        wall_clock=lambda: 1_700_000_000.0, transcriber=LateTranscriber())  # fmt: skip
     core.start()
     feed(core, {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"], "audio": {
         "input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}})
+    return core
+
+
+def test_a_route_by_reference_to_a_segment_not_yet_transcribed_is_answered_by_its_words() -> None:
+    # A route by audio at the commit names the committed segment; a model hears that audio at
+    # once. This one must wait for the transcriber's words: answered with the fallback words
+    # ("mm-hm") it ran a tool nobody asked for, while the transcript then confirmed the command.
+    core = listening_core()
     outputs = append(core, silence(1000) + synthetic_speech("computer, what time is it") + silence(1000))
     (item,) = [o.item_id for o in outputs if isinstance(o, Transcribe)]
     route = {"type": "response.create", "response": {
@@ -341,12 +347,7 @@ def test_a_route_with_audio_inline_is_answered_by_its_words_though_its_segment_i
     # for the working sound), so the server's VAD never ends that segment. A model answers the
     # audio at once; this one asks the transcriber about the inline audio itself (without using
     # up the words its segment will say) instead of waiting for a commit that never comes.
-    core = SessionCore(config=SimConfig(audio_frame_delay_s=0, session_length_s=60.0, realistic=False), script=SimScript(),
-                       validator=VALIDATOR, ids=IdFactory(random.Random(3)), clock=FakeClock(),
-                       wall_clock=lambda: 1_700_000_000.0, transcriber=LateTranscriber())  # fmt: skip
-    core.start()
-    feed(core, {"type": "session.update", "session": {"type": "realtime", "output_modalities": ["text"], "audio": {
-        "input": {"turn_detection": {"type": "server_vad", "silence_duration_ms": 500}}}}})
+    core = listening_core()
     command = synthetic_speech("computer, what time is it")
     assert "input_audio_buffer.committed" not in types(append(core, silence(1000) + command + silence(200)))
     route = {"type": "response.create", "response": {
