@@ -6,8 +6,6 @@ Synchronous: events go into the session's `Outbox`; speech is asked of the shell
 
 from __future__ import annotations
 
-import base64
-import dataclasses
 import json
 from typing import Any, Callable
 
@@ -16,7 +14,7 @@ from realtime_sim.config import SimConfig
 from realtime_sim.conversation import Conversation, ConversationWriter, Entry, audio_ms, has_unheard_audio
 from realtime_sim.ids import IdFactory
 from realtime_sim.input_buffer import InputBuffer
-from realtime_sim.outputs import Outbox, Synthesize, Transcribe
+from realtime_sim.outputs import Outbox, Synthesize
 from realtime_sim.performance import Performer, framed_script
 from realtime_sim.response_run import (
     FRAME_PAUSE,
@@ -30,9 +28,7 @@ from realtime_sim.response_run import (
 )
 from realtime_sim.router import route
 from realtime_sim.script import SimScript
-from realtime_sim.transcriber import session_words
 
-INLINE_HEARING = "inline-hearing-"  # the transcriber's key for audio a route carries inline (never an item id)
 MAX_WAITING_ROUTES = 4  # responses with inline audio waiting for the transcriber (the client routes one at a time)
 
 
@@ -73,11 +69,10 @@ class Responses:
         self.audio_produced = False
         self._rate_remaining = config.rate_limit_tokens
         self._words_pending: set[str] = set()  # committed segments the transcriber has not named yet
-        # Routes whose audio's words the transcriber has not named yet: (params, client event id,
-        # the segment or inline hearing they wait for). A model hears audio at once; this one
-        # answers once it knows what the audio says.
-        self._waiting_routes: list[tuple[dict[str, Any], str | None, str]] = []
-        self._hearings = 0  # inline audio given to the transcriber (`_hear_inline`)
+        # Routes whose inline audio's words the transcriber has not named yet: (params, client event
+        # id, the segment they wait for; None: the one still in the buffer). A model hears audio
+        # at once; this one answers once it knows what the audio says.
+        self._waiting_routes: list[tuple[dict[str, Any], str | None, str | None]] = []
 
     @property
     def has_runnable_work(self) -> bool:
@@ -92,10 +87,12 @@ class Responses:
     def words_pending(self, item_id: str) -> None:
         """Segment `item_id` was committed; the transcriber will name its words later."""
         self._words_pending.add(item_id)
+        self._waiting_routes = [(p, e, item_id if waits is None else waits) for p, e, waits in self._waiting_routes]
 
-    def words_named(self, segment: str, words: str) -> None:
-        """Answer the routes that waited for `segment`'s words (an item, or an inline hearing)."""
-        self._words_pending.discard(segment)
+    def words_named(self, segment: str | None, words: str) -> None:
+        """Answer the routes that waited for `segment`'s words (None: for the buffer's segment)."""
+        if segment is not None:
+            self._words_pending.discard(segment)
         ready = [(p, e) for p, e, waits in self._waiting_routes if waits == segment]
         self._waiting_routes = [r for r in self._waiting_routes if r[2] != segment]
         for params, client_event_id in ready:
@@ -115,7 +112,7 @@ class Responses:
             return
         if inline_words is None and (waits := self._inline_wait(params)) is not None:
             if len(self._waiting_routes) < MAX_WAITING_ROUTES:
-                self._waiting_routes.append((params, client_event_id, waits))
+                self._waiting_routes.append((params, client_event_id, waits or None))
                 return
         context = self._context(params, client_event_id, inline_words)
         if context is None:
@@ -217,8 +214,8 @@ class Responses:
         return self._script.peek_transcript() or self._config.fallback_transcript
 
     def _inline_wait(self, params: dict[str, Any]) -> str | None:
-        """The segment (or inline hearing) whose words a response hearing audio must wait for, or
-        None: they are known (scripted), or no transcriber will name them. Audio
+        """The segment whose words a response hearing audio must wait for ("" for the one still in
+        the buffer), or None: they are known (scripted), or no transcriber will name them. Audio
         sent inline, or a committed segment named by reference (a route by its audio at the
         commit): a model hears the audio at once, this one only once it knows what it says
         (answered with the fallback words, such a route would run a tool nobody asked for)."""
@@ -231,23 +228,9 @@ class Responses:
                 entry = self._buffer.inline_segment(raw)
                 if entry is not None:
                     return entry.id if entry.id in self._words_pending else None
-                if self._script.peek_transcript() is None:
-                    return self._hear_inline(raw)
+                if self._buffer.segment_item_id is not None and self._script.peek_transcript() is None:
+                    return ""
         return None
-
-    def _hear_inline(self, message: dict[str, Any]) -> str:
-        """Ask the transcriber what audio sent inline says when no committed segment holds it (a
-        model hears it at once; waiting for the commit would wait forever when the client stops
-        sending, muted for a working sound): the key `words_named` answers the route under."""
-        self._hearings += 1
-        key = f"{INLINE_HEARING}{self._hearings}"
-        pcm = b"".join(base64.b64decode(p.get("audio") or "") for p in message.get("content") or []
-                       if p.get("type") == "input_audio")  # fmt: skip
-        hints, wake_words = session_words(self._session())
-        end = self._buffer.input_ms
-        segment = self._buffer.segment(end - audio_ms(message), end, pcm, self._session(), hints, wake_words)
-        self._out.add(Transcribe(key, dataclasses.replace(segment, peek=True)))
-        return key
 
     def _plan(
         self, context: list[Entry], modalities: list[str], tools: list[dict[str, Any]], tool_choice: Any,

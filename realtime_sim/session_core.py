@@ -33,7 +33,7 @@ from realtime_sim.input_buffer import MIN_COMMIT_MS, InputBuffer
 from realtime_sim.outputs import Close, Outbox, Output, PumpResult, Transcribe
 from realtime_sim.performance import Performer
 from realtime_sim.response_run import text_deltas
-from realtime_sim.responses import INLINE_HEARING, Responses
+from realtime_sim.responses import Responses
 from realtime_sim.script import Fault, SimScript
 from realtime_sim.session_config import Role
 from realtime_sim.transcriber import RecordingPosition, Transcriber, session_words
@@ -167,9 +167,6 @@ class SessionCore:
     def transcript_ready(self, item_id: str, text: str) -> list[Output]:
         """The words of a segment the transcriber was asked for ("" = none it could make out)."""
         transcript = text.strip() or self._config.fallback_transcript
-        if item_id.startswith(INLINE_HEARING):  # audio a route carried inline: only that route hears it
-            self._responses.words_named(item_id, transcript)
-            return self._finish_call()
         index = self._conversation.index_of(item_id)
         if index is not None:  # the model understands the item as what was recognised
             self._conversation.entries[index].text = transcript
@@ -397,6 +394,7 @@ class SessionCore:
     def _clear_audio(self, event: dict[str, Any]) -> None:
         self._buffer.clear()
         self._out.send({"type": "input_audio_buffer.cleared"})
+        self._responses.words_named(None, self._config.fallback_transcript)  # the speech they waited for is gone
 
 
 def _str_or_none(value: Any) -> str | None:

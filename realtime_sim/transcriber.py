@@ -70,7 +70,6 @@ class Segment:
     wake_words: tuple[str, ...] = ()  # the wake word(s) its transcription prompt spells
     session: str = ""  # the listener session it came in
     session_start_ms: float | None = None  # where that session's audio starts in the recording (when named)
-    peek: bool = False  # audio a route carries inline: heard without using up words its segment will say
 
 
 class Transcriber(Protocol):
@@ -182,8 +181,7 @@ class CueSheet:
             index for index, cue in enumerate(self.cues)
             if index not in self.used and segment.start_ms - CUE_TOLERANCE_MS <= cue.start_ms <= segment.end_ms
         ]  # fmt: skip
-        if not segment.peek:
-            self.used.update(found)
+        self.used.update(found)
         return " ".join(self.cues[i].text for i in found)
 
     def close(self) -> None:

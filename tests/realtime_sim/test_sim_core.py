@@ -342,27 +342,6 @@ def test_a_route_by_reference_to_a_segment_not_yet_transcribed_is_answered_by_it
     assert [entry["name"] for entry in done[0]["response"]["output"]] == ["get_time"]
 
 
-def test_a_route_with_audio_inline_is_answered_by_its_words_though_its_segment_is_never_committed() -> None:
-    # A provisional route goes at a pause, its audio inline; then the client stops sending (muted
-    # for the working sound), so the server's VAD never ends that segment. A model answers the
-    # audio at once; this one asks the transcriber about the inline audio itself (without using
-    # up the words its segment will say) instead of waiting for a commit that never comes.
-    core = listening_core()
-    command = synthetic_speech("computer, what time is it")
-    assert "input_audio_buffer.committed" not in types(append(core, silence(1000) + command + silence(200)))
-    route = {"type": "response.create", "response": {
-        "conversation": "none", "tool_choice": "required", "output_modalities": ["text"],
-        "tools": [tool("get_time"), tool("echo", text="string")],
-        "input": [{"type": "message", "role": "user", "content": [
-            {"type": "input_audio", "audio": base64.b64encode(silence(300) + command + silence(200)).decode()}]}]}}
-    (hearing,) = [o for o in feed(core, route) if isinstance(o, Transcribe)]
-    assert hearing.segment.peek and hearing.segment.pcm  # (its words are not used up: the segment says them too)
-    done = [e for e in sent(drive(core, core.transcript_ready(hearing.item_id, "computer, what time is it")))
-            if e["type"] == "response.done"]  # fmt: skip
-    assert [entry["name"] for entry in done[0]["response"]["output"]] == ["get_time"]
-    assert "conversation.item.input_audio_transcription.completed" not in types(drive(core, []))
-
-
 def test_commit_needs_100ms_and_clear_empties_the_buffer() -> None:
     core = make_core()
     core.start()

@@ -21,11 +21,6 @@ def test_a_cue_sheet_names_each_segment_once() -> None:
     assert cues.transcribe(Segment(200, 1400)) == ""  # used: a replayed stretch does not say it twice
     assert cues.transcribe(Segment(2100, 3000)) == "I think it's late"  # a cue half a second early still counts
     assert cues.transcribe(Segment(6000, 8000)) == "Computer."
-    assert cues.transcribe(Segment(12000, 14000)) == ""
-    # Audio a route carries inline is heard without using up what its segment says.
-    cues = CueSheet.parse("0.5\tComputer, what time is it?\n")
-    assert cues.transcribe(Segment(200, 1400, peek=True)) == "Computer, what time is it?"
-    assert cues.transcribe(Segment(200, 1400)) == "Computer, what time is it?"
 
 
 def test_a_cue_is_heard_again_by_a_session_that_starts_before_it() -> None:
