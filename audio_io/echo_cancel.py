@@ -42,7 +42,6 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import dataclasses
-import math
 from collections import deque
 from typing import Any, Callable
 
@@ -132,7 +131,6 @@ class EchoCanceller:
         # filter left (the residual) and says whether a cancelled chunk holds more than that.
         self.residual = EchoSuppressor(dataclasses.replace(settings, margin_db=settings.cancel_margin_db))
         self.passed = True  # the last chunk `process` returned beat the residual (or nothing played)
-        self.margin_db = math.inf  # by how much it beat it, dB (`EchoSuppressor.margin_db`; inf: nothing played)
         self.far = b""  # what the filter was given as played for that chunk (b"": it did not run)
 
     def played(self, pcm: bytes, at: float) -> None:
@@ -168,7 +166,7 @@ class EchoCanceller:
         """The microphone chunk captured at `at`, with the echo of what was played cancelled."""
         if not self.active(at):
             self._trim(at)
-            self.passed, self.far, self.margin_db = True, b"", math.inf
+            self.passed, self.far = True, b""
             return chunk
         delay = self._delay()
         self.stream_delay_ms = round(delay * 1000)
@@ -179,7 +177,6 @@ class EchoCanceller:
         cancelled = self._cancel(chunk, far)
         # The gate behind it (its own path: the reference lined up as the gate's own, by the clock).
         self.passed = self.residual.process(cancelled, at) is not None
-        self.margin_db = self.residual.margin_db
         return cancelled
 
     def _cancel(self, near: bytes, far: bytes) -> bytes:

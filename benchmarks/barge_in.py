@@ -205,7 +205,7 @@ class Path:
             played = build_wake_spotter(upload, PHRASE)
             self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
         elif preroll is not None and cancel:
-            margin = (lambda: self.canceller.margin_db if self.canceller is not None else float("inf")) if judged else None
+            margin = (lambda: self.gate.margin_db) if judged else None  # the gate in front, on the raw microphone
             self.listener = PrerollStopListener(self.detector, preroll, margin)
         else:
             self.listener = StopListener(self.detector)
@@ -403,7 +403,7 @@ def main(argv: list[str] | None = None) -> int:
         preroll = dataclasses.replace(preroll, preroll_s=float(pre), onset=int(onset), hangover_s=float(hang))
     preroll_row = (f"canceller (speexdsp, main + shadow), session 12: the gate opens the feed ({preroll.onset} voiced passes in "
                    f"{preroll.window}, {preroll.hangover_s:g} s on), the detectors hear it from a {preroll.preroll_s:g} s preroll"
-                   + ("" if args.preroll_unjudged else f"; a hit needs {preroll.min_voiced} voiced chunks at {preroll.min_margin_db:g} dB"))
+                   + ("" if args.preroll_unjudged else f"; a hit needs {preroll.min_voiced} voiced chunks, the mic {preroll.min_margin_db:g} dB over the echo"))
     variants += [(preroll_row, True, "zero", None, True)] if args.preroll else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []

@@ -212,12 +212,13 @@ class PrerollSettings:
     window: int = 5
     hangover_s: float = 1.0  # the feed stays open this long after each such chunk
     # A hit stands only when, from where its phrase began to now, the canceller's output had at
-    # least `min_voiced` chunks of `voice_rms` and the gate behind it found them, on average, at
-    # least `min_margin_db` over the residual echo it expected (each chunk's margin clipped to
-    # `margin_clip_db`): the narration's own "hey jarvis, stop" right after the room changed
-    # passed the gate only here and there (PERFORMANCE.md, "Barge-in: the preroll's veto").
+    # least `min_voiced` chunks of `voice_rms`, and over those the echo gate in front (the raw
+    # microphone against what was played) found the microphone on average at least
+    # `min_margin_db` louder than the echo it expected (each chunk's margin clipped to
+    # `margin_clip_db`): a voice adds to the echo, a canceller that lost the room (the echo path
+    # changed) does not (PERFORMANCE.md, "Barge-in: the preroll's check on each hit").
     min_voiced: int = 15
-    min_margin_db: float = 3.0
+    min_margin_db: float = 1.0
     margin_clip_db: tuple[float, float] = (-20.0, 40.0)
     voice_rms: int = 300
     span_s: float = 1.0  # a hit that does not say where its phrase began: this long before its end
@@ -232,11 +233,12 @@ class PrerollStopListener(StopListener):
     decides *when* the detectors listen (a voice it passed: `onset` of the last `window` chunks),
     but once it opens, they hear the canceller's output from `preroll_s` before, and on for
     `hangover_s` after each voiced chunk it passed: the whole phrase, not the pieces that beat the
-    residue. `margin` (the canceller's `margin_db`, read once per chunk) judges each hit: the
-    narration's echo opens the feed now and then right after the room changed, when the gate's
-    idea of the residue lags, and the detectors then heard the narration's own phrases; those hits
-    lay over chunks the gate found barely above the residue, the user's well above it (see
-    `PrerollSettings`). Without `margin` no hit is judged. Pure; one call per chunk."""
+    residue. `margin` (the echo gate's `margin_db` for the raw microphone, read once per chunk)
+    judges each hit: right after the room's echo path changed, the canceller leaves more echo than
+    the gate behind it expects, its passes open the feed, and the detectors then heard the
+    narration's own "hey jarvis" (and "..., stop"); over those hits the microphone held no more than
+    the echo the gate in front expected, over the user's more (see `PrerollSettings`). Without
+    `margin` no hit is judged. Pure; one call per chunk."""
 
     def __init__(self, detector: StopDetector, settings: PrerollSettings = PrerollSettings(),
                  margin: Callable[[], float] | None = None) -> None:
@@ -249,7 +251,7 @@ class PrerollStopListener(StopListener):
         self._judged: deque[tuple[float, bool, float]] = deque()  # (end, voiced, clipped margin), the last few seconds
         self._primed = False  # the detector heard the preroll since its last reset
         self.primings = 0  # times the feed opened on a voice (each replays the preroll)
-        self.vetoed = 0  # hits the gate's margins did not bear out
+        self.vetoed = 0  # hits the microphone's margins over the echo did not bear out
 
     def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         end = self.clock + len(raw) / BYTES_PER_SECOND
@@ -275,7 +277,7 @@ class PrerollStopListener(StopListener):
         return self._judge(hit)
 
     def _judge(self, hit: StopHit | None) -> StopHit | None:
-        """The hit, unless the gate's margins over its phrase say it was the narration's echo."""
+        """The hit, unless the microphone over its phrase held no more than the narration's echo."""
         if hit is None or self._margin is None:
             return hit
         start = hit.start_s if hit.start_s is not None else hit.end_s - self.settings.span_s
@@ -288,16 +290,16 @@ class PrerollStopListener(StopListener):
 
 
 class Margined(Protocol):
-    margin_db: float  # the gate behind a canceller: by how much the last chunk beat the residual echo
+    margin_db: float  # an echo gate (`audio_io.echo.EchoSuppressor`): how much the last chunk beat the echo expected
 
 
-def stop_listener(detector: StopDetector, canceller: Margined | None) -> StopListener:
-    """The stop listener for a room: behind a canceller, the preroll whose hits its gate's margins
-    judge (`PrerollStopListener`); without one, the gated feed (a preroll there would be the
-    narrator's raw echo)."""
-    if canceller is None:
+def stop_listener(detector: StopDetector, canceller: object | None, gate: Margined | None) -> StopListener:
+    """The stop listener for a room: with a canceller (and the echo gate in front), the preroll
+    whose hits the gate's margins judge (`PrerollStopListener`); else the gated feed (a preroll
+    there would be the narrator's raw echo)."""
+    if canceller is None or gate is None:
         return StopListener(detector)
-    return PrerollStopListener(detector, margin=lambda: canceller.margin_db)
+    return PrerollStopListener(detector, margin=lambda: gate.margin_db)
 
 
 _JUDGED_S = 4.0  # the margins kept: longer than a phrase with its stop word
