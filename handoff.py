@@ -49,8 +49,8 @@ from realtime_api.wire import FunctionCall
 from decisions.timeline import Timeline
 from decisions.uplink import Uplink, placed_in_stream
 from main_agent import Listener
-from detectors.barge_in import CommandHold, Held, StopAfterWake
-from detectors.stop_word import StopDetector, StopHit, StopListener, StopTiming
+from detectors.barge_in import CommandHold, Held, StopAfterWake, stop_listener
+from detectors.stop_word import StopDetector, StopHit, StopTiming
 from reader_agent import NarrationCut, Narrator
 
 log = logging.getLogger("handoff.coordinator")
@@ -143,7 +143,7 @@ class Coordinator:
         self._cut: tuple[NarrationCut, CutSpeaker] | None = None  # the narration being read, to cut it
         # Answers of provisional routes, read ahead into a held speaker, by command id (issue 33).
         self._prepared: dict[int, _ReadAhead] = {}
-        self._stop = StopListener(parts.stop_detector) if parts.stop_detector is not None else None
+        self._stop = stop_listener(parts.stop_detector, self.canceller, self.echo) if parts.stop_detector is not None else None
         self._hold = CommandHold(check=StopAfterWake.for_detector(parts.stop_detector))  # a barge-in, until it is no "stop"
         # One per "computer, stop" that cut a narration, the latest ones (a daemon runs for days).
         self.stop_timings: deque[StopTiming] = deque(maxlen=100)

@@ -98,6 +98,9 @@ class EchoSuppressor:
         self._last_loud_slot: int | None = None
         self.passed = 0  # chunks let through
         self.dropped = 0  # chunks dropped as echo
+        # By how much the last chunk's loudest 10 ms beat the echo expected there (dB; inf: none
+        # was expected): how sure a pass was (`detectors.barge_in.PrerollStopListener`).
+        self.margin_db = math.inf
 
     # -- the reference --------------------------------------------------------------------------
 
@@ -155,8 +158,10 @@ class EchoSuppressor:
         first = _slot(at)
         if not self._ref:  # nothing played lately: nothing to learn or suppress
             self.passed += 1
+            self.margin_db = math.inf
             return chunk
         speech = False
+        best = 0.0  # the largest energy / expected echo over the chunk's slots
         for offset, start in enumerate(range(0, len(chunk), _SLOT_BYTES)):
             slot = first + offset
             energy = audioop.rms(chunk[start : start + _SLOT_BYTES], SAMPLE_WIDTH) ** 2
@@ -164,7 +169,9 @@ class EchoSuppressor:
             expected = self._expected(slot)
             if expected < self._floor or energy > expected * self._margin:
                 speech = True
+            best = math.inf if expected < self._floor else max(best, energy / expected)
         self._forget_before(first - self._max_delay - self._tail - 2)
+        self.margin_db = 10 * math.log10(best) if 0 < best < math.inf else (-math.inf if best == 0 else math.inf)
         if speech:
             self.passed += 1
             return chunk

@@ -194,7 +194,7 @@ class Path:
 
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
                  after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
-                 preroll: PrerollSettings | None = None) -> None:
+                 preroll: PrerollSettings | None = None, judged: bool = True) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
@@ -205,7 +205,8 @@ class Path:
             played = build_wake_spotter(upload, PHRASE)
             self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
         elif preroll is not None and cancel:
-            self.listener = PrerollStopListener(self.detector, preroll)
+            margin = (lambda: self.gate.margin_db) if judged else None  # the gate in front, on the raw microphone
+            self.listener = PrerollStopListener(self.detector, preroll, margin)
         else:
             self.listener = StopListener(self.detector)
         self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
@@ -365,6 +366,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="add rows for session 12's stop listener: the gate behind the canceller opens the feed, the detectors hear it from a preroll on")
     parser.add_argument("--preroll-settings", default="", metavar="PREROLL_S,ONSET,HANGOVER_S",
                         help="the preroll row's settings (default: PrerollSettings())")
+    parser.add_argument("--preroll-unjudged", action="store_true",
+                        help="the preroll row without the gate's margins judging its hits (session 12's listener)")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -397,9 +400,10 @@ def main(argv: list[str] | None = None) -> int:
     preroll = PrerollSettings()
     if args.preroll_settings:
         pre, onset, hang = args.preroll_settings.split(",")
-        preroll = PrerollSettings(preroll_s=float(pre), onset=int(onset), hangover_s=float(hang))
+        preroll = dataclasses.replace(preroll, preroll_s=float(pre), onset=int(onset), hangover_s=float(hang))
     preroll_row = (f"canceller (speexdsp, main + shadow), session 12: the gate opens the feed ({preroll.onset} voiced passes in "
-                   f"{preroll.window}, {preroll.hangover_s:g} s on), the detectors hear it from a {preroll.preroll_s:g} s preroll")
+                   f"{preroll.window}, {preroll.hangover_s:g} s on), the detectors hear it from a {preroll.preroll_s:g} s preroll"
+                   + ("" if args.preroll_unjudged else f"; a hit needs {preroll.min_voiced} voiced chunks, the mic {preroll.min_margin_db:g} dB over the echo"))
     variants += [(preroll_row, True, "zero", None, True)] if args.preroll else []
     variants += [("canceller (speexdsp), before (session 9: wake model behind the gate, no stop check)", True, "zero", None, False)] if args.before else []
     variants += [("canceller (speexdsp), stream delay, ungated + twin veto", True, args.delay, args.veto, True)] if args.veto is not None else []
@@ -408,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
 
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
-                    preroll if name == preroll_row else None)
+                    preroll if name == preroll_row else None, not args.preroll_unjudged)
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)

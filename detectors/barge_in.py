@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass
+from typing import Callable, Protocol
 
 from audio_io import BYTES_PER_SECOND
 from audio_io.format import audioop
@@ -205,15 +206,26 @@ class CommandHold:
 @dataclass(frozen=True)
 class PrerollSettings:
     preroll_s: float = 1.0  # once a voice opens the feed, the detector first hears this much before it
-    # Voiced chunks the gate passed, of the last `window`, that open the feed (as `EchoGatedStopFeed`'s;
-    # 2 found more of the user but woke on the narration's echo 6 times in an hour: PERFORMANCE.md)
-    onset: int = 3
+    # Voiced chunks the gate passed, of the last `window`, that open the feed (the shipped feed's
+    # 3 of 5 found less of the user; 2 of 5 with nothing after it woke on the echo 6 times an hour)
+    onset: int = 2
     window: int = 5
-    hangover_s: float = 0.6  # the feed stays open this long after each such chunk
+    hangover_s: float = 1.0  # the feed stays open this long after each such chunk
+    # A hit stands only when, from where its phrase began to now, the canceller's output had at
+    # least `min_voiced` chunks of `voice_rms`, and over those the echo gate in front (the raw
+    # microphone against what was played) found the microphone on average at least
+    # `min_margin_db` louder than the echo it expected (each chunk's margin clipped to
+    # `margin_clip_db`): a voice adds to the echo, a canceller that lost the room (the echo path
+    # changed) does not (PERFORMANCE.md, "Barge-in: the preroll's check on each hit").
+    min_voiced: int = 15
+    min_margin_db: float = 1.0
+    margin_clip_db: tuple[float, float] = (-20.0, 40.0)
+    voice_rms: int = 300
+    span_s: float = 1.0  # a hit that does not say where its phrase began: this long before its end
 
 
 class PrerollStopListener(StopListener):
-    """The stop listener for the echo canceller's output (issue 32, session 12). The gate behind
+    """The stop listener for the echo canceller's output (issue 32, sessions 12-13). The gate behind
     the canceller passes a chunk only when it beats the residual echo by 12 dB, which keeps the
     narrator's own words from the detectors, but at 0 dB of echo it also dropped about two thirds
     of the user's voiced chunks, the "hey" among them, and the detectors hear a phrase with holes
@@ -221,31 +233,73 @@ class PrerollStopListener(StopListener):
     decides *when* the detectors listen (a voice it passed: `onset` of the last `window` chunks),
     but once it opens, they hear the canceller's output from `preroll_s` before, and on for
     `hangover_s` after each voiced chunk it passed: the whole phrase, not the pieces that beat the
-    residue.
-    The narration's echo alone rarely opens it (the gate passes about 2 % of its loud chunks, and
-    seldom two close together). Pure; one call per chunk."""
+    residue. `margin` (the echo gate's `margin_db` for the raw microphone, read once per chunk)
+    judges each hit: right after the room's echo path changed, the canceller leaves more echo than
+    the gate behind it expects, its passes open the feed, and the detectors then heard the
+    narration's own "hey jarvis" (and "..., stop"); over those hits the microphone held no more than
+    the echo the gate in front expected, over the user's more (see `PrerollSettings`). Without
+    `margin` no hit is judged. Pure; one call per chunk."""
 
-    def __init__(self, detector: StopDetector, settings: PrerollSettings = PrerollSettings()) -> None:
+    def __init__(self, detector: StopDetector, settings: PrerollSettings = PrerollSettings(),
+                 margin: Callable[[], float] | None = None) -> None:
         self._gate_feed = EchoGatedStopFeed(hangover_s=settings.hangover_s, onset=settings.onset, window=settings.window)
         super().__init__(detector, self._gate_feed)
+        self.settings = settings
         self.preroll_s = settings.preroll_s
+        self._margin = margin
         self._recent: deque[tuple[bytes, float]] = deque()  # the last `preroll_s` of chunks, with their end
+        self._judged: deque[tuple[float, bool, float]] = deque()  # (end, voiced, clipped margin), the last few seconds
         self._primed = False  # the detector heard the preroll since its last reset
         self.primings = 0  # times the feed opened on a voice (each replays the preroll)
+        self.vetoed = 0  # hits the microphone's margins over the echo did not bear out
 
     def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         end = self.clock + len(raw) / BYTES_PER_SECOND
         self._recent.append((raw, end))
         while end - self._recent[0][1] >= self.preroll_s:
             self._recent.popleft()
+        if self._margin is not None:
+            low, high = self.settings.margin_clip_db
+            self._judged.append((end, audioop.rms(raw, SAMPLE_WIDTH) >= self.settings.voice_rms,
+                                 min(max(self._margin(), low), high)))
+            while end - self._judged[0][0] > _JUDGED_S:
+                self._judged.popleft()
         hit = super().hear(raw, passed, narrating)
         if not self._fed:  # a gap (or no narration): the detector starts afresh
             self._primed = False
-            return hit
+            return self._judge(hit)
         if not self._primed and self._gate_feed.open_at(end):
             self._primed = True
             self.primings += 1
             self.detector.reset()  # it hears the preroll, this chunk included, from the start
             for chunk, at in self._recent:
                 hit = self.detector.feed(chunk, at) or hit
-        return hit
+        return self._judge(hit)
+
+    def _judge(self, hit: StopHit | None) -> StopHit | None:
+        """The hit, unless the microphone over its phrase held no more than the narration's echo."""
+        if hit is None or self._margin is None:
+            return hit
+        start = hit.start_s if hit.start_s is not None else hit.end_s - self.settings.span_s
+        # (chunks that end more than half a chunk after the phrase began)
+        margins = [m for end, voiced, m in self._judged if voiced and end > start + 0.01]
+        if len(margins) >= self.settings.min_voiced and sum(margins) / len(margins) >= self.settings.min_margin_db:
+            return hit
+        self.vetoed += 1
+        return None
+
+
+class Margined(Protocol):
+    margin_db: float  # an echo gate (`audio_io.echo.EchoSuppressor`): how much the last chunk beat the echo expected
+
+
+def stop_listener(detector: StopDetector, canceller: object | None, gate: Margined | None) -> StopListener:
+    """The stop listener for a room: with a canceller (and the echo gate in front), the preroll
+    whose hits the gate's margins judge (`PrerollStopListener`); else the gated feed (a preroll
+    there would be the narrator's raw echo)."""
+    if canceller is None or gate is None:
+        return StopListener(detector)
+    return PrerollStopListener(detector, margin=lambda: gate.margin_db)
+
+
+_JUDGED_S = 4.0  # the margins kept: longer than a phrase with its stop word

@@ -105,3 +105,27 @@ def array_of(pcm: bytes):
     samples = array("h")
     samples.frombytes(pcm)
     return samples
+
+
+def test_the_margin_says_by_how_much_the_microphone_beat_the_echo_it_expected():
+    # What the preroll listener judges a barge-in's hit by (detectors.barge_in.PrerollStopListener):
+    # the echo alone sits about at the echo expected, a voice over it well above.
+    import numpy as np
+
+    rng = np.random.default_rng(3)
+    chunk = 480  # 20 ms at 24 kHz
+    played = (rng.standard_normal(chunk * 300) * 3000).astype(np.int16)
+    echo = np.concatenate([np.zeros(chunk * 2), played[: -chunk * 2] * 0.3])  # 40 ms late, -10 dB
+    voice = rng.standard_normal(len(echo)) * 3000  # 10 dB over the echo, once the path is learnt
+    voice[: chunk * 250] = 0
+    margins: dict[str, list[float]] = {"echo": [], "voice": []}
+    for name, mic in (("echo", echo), ("voice", echo + voice)):
+        gate = EchoSuppressor()
+        for i in range(300):
+            at = 10.0 + i * 0.02
+            gate.played(played[i * chunk:(i + 1) * chunk].tobytes(), at)
+            gate.process(np.clip(mic[i * chunk:(i + 1) * chunk], -32768, 32767).astype(np.int16).tobytes(), at)
+            if i >= 250:  # the path learnt on the echo alone
+                margins[name].append(gate.margin_db)
+    assert all(-3 < m < 6 for m in margins["echo"])
+    assert sorted(margins["voice"])[len(margins["voice"]) // 2] > 8

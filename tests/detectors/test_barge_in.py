@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from decisions.upload_gate import KeywordHit
 from detectors.barge_in import (BargeInDetector, CommandHold, Held, HoldSettings, PrerollSettings, PrerollStopListener,
-                                 StopAfterWake)
-from detectors.stop_word import StopHit
+                                 StopAfterWake, stop_listener)
+from detectors.stop_word import StopHit, StopListener
 
 CHUNK_S = 0.02
 
@@ -165,3 +165,37 @@ def test_the_narrations_echo_passing_the_gate_now_and_then_opens_no_preroll():
         listener.hear(voice(i), i % 6 == 5, narrating=True)
     assert listener.primings == 0
     assert detector.heard == [(voice(59), 1.2)]  # the last pass alone, after a reset at each gap
+
+
+def hear_phrase(margin_db: float) -> tuple[PrerollStopListener, list[StopHit]]:
+    """"hey jarvis" over the narration, 1.2 s of voice the gate behind the canceller passes now
+    and then; the detector reports it at its end. The echo gate in front says by how much the raw
+    microphone beat the echo it expected: `margin_db` on every chunk."""
+    hit = StopHit("hey jarvis", end_s=1.2, detected_s=1.2, start_s=0.4, command=True)
+    detector = Scripted({1.2: hit})
+    listener = PrerollStopListener(detector, PrerollSettings(), margin=lambda: margin_db)
+    hits = []
+    for i in range(80):
+        voiced = 20 <= i < 60
+        found = listener.hear(voice(i) if voiced else bytes(960), voiced and i % 2 == 0, narrating=True)
+        hits += [found] if found is not None else []
+    return listener, hits
+
+
+def test_a_hit_over_a_microphone_that_held_no_more_than_the_narrations_echo_is_dropped():
+    # Right after the room's echo path changed the canceller leaves more echo than the gate behind
+    # it expects: its passes open the feed and the detectors hear the narration's own "hey jarvis".
+    # The raw microphone there is no louder than the echo the gate in front expects: not the user.
+    listener, hits = hear_phrase(margin_db=0.0)
+    assert hits == [] and listener.vetoed == 1
+    listener, hits = hear_phrase(margin_db=4.0)  # a voice over the echo: the hit stands
+    assert [h.phrase for h in hits] == ["hey jarvis"] and listener.vetoed == 0
+
+
+def test_a_room_with_a_canceller_gets_the_preroll_and_one_without_the_gated_feed():
+    class Gate:
+        margin_db = 5.0
+
+    detector = Scripted({})
+    assert type(stop_listener(detector, object(), Gate())) is PrerollStopListener
+    assert type(stop_listener(detector, None, Gate())) is StopListener

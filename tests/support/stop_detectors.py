@@ -75,7 +75,10 @@ class HeardTheUser:
     """The spotter, plus an oracle for the user's own words: it also reports "computer stop" once
     it has been fed `share` of the chunks in which the user spoke since `listen_from` (a room
     time; None: not yet), which is what a recogniser needs to hear a phrase said over the
-    narration (the pocketsphinx stand-in alone misses it over the echo one time in three)."""
+    narration (the pocketsphinx stand-in alone misses it over the echo one time in three).
+    A chunk counts by the time it was captured, not by when it was fed: a listener that replays
+    the second before a voice (`detectors.barge_in.PrerollStopListener`) feeds fifty chunks in one
+    call, and they are the room's past, not what the user is saying now."""
 
     def __init__(self, microphone, share: float = 0.8) -> None:  # a tests.support.room.RoomMicrophone
         self.spotter = SpotterStopDetector()
@@ -83,10 +86,12 @@ class HeardTheUser:
         self.share = share
         self.listen_from: float | None = None
         self.hits: list[StopHit] = []
-        self._fed: list[float] = []  # the room time of each chunk fed (echo-cancelled: not the mic's bytes)
+        self._fed: set[int] = set()  # which of the microphone's chunks were fed (their index in `heard`)
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
-        self._fed.append(self.microphone.room_time())
+        # `at` is the listener's clock at the chunk's end: seconds of microphone audio read, so the
+        # chunk is the microphone's chunk number at / its length, less one.
+        self._fed.add(round(at * 48000 / len(chunk)) - 1)
         hit = self.spotter.feed(chunk, at) or self._oracle(at)
         if hit is not None:
             self.hits.append(hit)
@@ -96,8 +101,8 @@ class HeardTheUser:
     def _oracle(self, at: float) -> StopHit | None:
         if self.listen_from is None:
             return None
-        voiced = [h.mixed for h in self.microphone.heard if h.at >= self.listen_from and any(h.user)]
-        fed = sum(t >= self.listen_from for t in self._fed)
+        voiced = [k for k, h in enumerate(self.microphone.heard) if h.at >= self.listen_from and any(h.user)]
+        fed = sum(k in self._fed for k in voiced)
         if len(voiced) < 25 or fed < self.share * len(voiced):
             return None
         return StopHit("computer stop", end_s=at, detected_s=at)
