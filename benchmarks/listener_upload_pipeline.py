@@ -311,11 +311,44 @@ def quiet_path_switched() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def wheel_inference() -> Iterator[None]:
+    """microWakeWord's probabilities from the wheel's own `process_streaming_prob` (before issue 34,
+    session 13's `MicroStream`)."""
+    import detectors.micro_stream as micro_stream
+
+    class Wheel:
+        def __init__(self, model: Any) -> None:
+            self.probability, self.reset = model.process_streaming_prob, lambda: None
+
+    with mock.patch.object(micro_stream, "MicroStream", Wheel):
+        yield
+
+
+@contextlib.contextmanager
+def a_frame_per_chunk() -> Iterator[None]:
+    """The uplink sends every chunk as its own append frame (before issue 34, session 13)."""
+    import handoff
+
+    with mock.patch.object(handoff, "FRAME_MS", 0):
+        yield
+
+
+@contextlib.contextmanager
+def before_session_13() -> Iterator[None]:
+    """Listening as in session 12: microWakeWord through the wheel's call, a frame per chunk."""
+    with wheel_inference(), a_frame_per_chunk():
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
              "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11),
-             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched)}
+             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched),
+             "wheel": ("microWakeWord through the wheel's own call", wheel_inference),
+             "frames": ("an append frame per chunk", a_frame_per_chunk),
+             "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
@@ -367,7 +400,7 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
     label_before, before_detectors = (fresh[0], contextlib.nullcontext) if fresh else BASELINES[baseline]
     silent = _looped(hiss, seconds)
     talking, placed = talking_room(corpus, seconds, hiss)
-    rooms = [("silent (a microphone's hiss)", silent, 0)] + [("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] * bool(floor)
+    rooms = [("silent (a microphone's hiss)", silent, 0)] + ([("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] if floor else [])
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
     lines = [f"| room | microphone chunk | handoff CPU % of a core, {label_before} | now | ratio | answers narrated (before / now) |"
              + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
