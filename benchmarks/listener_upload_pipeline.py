@@ -11,7 +11,7 @@ The simulator runs in a child process, so this process's CPU time (time.process_
 handoff's: the detectors, the uplink's base64 and WebSocket frames, routing and narration.
 
 Printed per mode: commands routed; base64 KB per minute of microphone audio; input_audio_buffer.append
-frames sent (20 ms each); handoff's CPU in % of one core (process time / wall time over the run;
+frames sent (up to 200 ms each: chunks back to back go together); handoff's CPU in % of one core (process time / wall time over the run;
 at --pace 1 the wall clock is the audio's); each also as a ratio to CONTINUOUS.
 
 Figures are printed, never asserted. Run: .venv/bin/python -m benchmarks.listener_upload_pipeline [--quick]
