@@ -47,7 +47,7 @@ from decisions.listener_core import Fatal, ListenerEvent
 from decisions.events import NarratorFailed, ToolOutcome
 from realtime_api.wire import FunctionCall
 from decisions.timeline import Timeline
-from decisions.uplink import Uplink, placed_in_stream
+from decisions.uplink import FRAME_MS, Uplink, placed_in_stream
 from main_agent import Listener
 from detectors.barge_in import CommandHold, Held, StopAfterWake, stop_listener
 from detectors.stop_word import StopDetector, StopHit, StopTiming
@@ -133,7 +133,7 @@ class Coordinator:
         chunks = int(self.settings.listener.pre_connect_buffer_s * 1000 / max(1, self.settings.audio.chunk_ms))
         self.core = CoordinatorCore(
             CoordinatorTimings.from_settings(self.settings, chime=bool(parts.chime)), self.listener.gate, self.timeline,
-            Uplink(chunks, BYTES_PER_SECOND), clock, on_mute_change=self.changes.notify, cost=parts.cost,
+            Uplink(chunks, BYTES_PER_SECOND, FRAME_MS), clock, on_mute_change=self.changes.notify, cost=parts.cost,
             read_only_tools=getattr(parts.tools, "read_only_names", frozenset)(),  # live (MCP tools come and go); a fake: none
             needs_yes_tools=getattr(parts.tools, "needs_yes_names", frozenset)(),  # those that cannot be undone: a spoken yes first
             ask_about=getattr(parts.tools, "question_for", lambda name, arguments: None),

@@ -11,7 +11,7 @@ The simulator runs in a child process, so this process's CPU time (time.process_
 handoff's: the detectors, the uplink's base64 and WebSocket frames, routing and narration.
 
 Printed per mode: commands routed; base64 KB per minute of microphone audio; input_audio_buffer.append
-frames sent (20 ms each); handoff's CPU in % of one core (process time / wall time over the run;
+frames sent (up to 200 ms each: chunks back to back go together); handoff's CPU in % of one core (process time / wall time over the run;
 at --pace 1 the wall clock is the audio's); each also as a ratio to CONTINUOUS.
 
 Figures are printed, never asserted. Run: .venv/bin/python -m benchmarks.listener_upload_pipeline [--quick]
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import base64
 import contextlib
 import dataclasses
 import multiprocessing
@@ -30,7 +31,7 @@ import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Iterator, NamedTuple
 from unittest import mock
 
 from audio_io import MemorySpeaker, PushMicrophone
@@ -84,6 +85,13 @@ def _drain(sim: SimServer) -> int:
     return left
 
 
+def _uploaded_audio(sim: SimServer) -> tuple[int, float]:
+    """(append frames, seconds of audio they carried) the listener sessions received."""
+    appends = [e for c in sim.connections if c.role == "listener" for e in c.received
+               if e["type"] == "input_audio_buffer.append"]
+    return len(appends), sum(len(base64.b64decode(e["audio"])) for e in appends) / (RATE * WIDTH)
+
+
 def _uploaded(sim: SimServer) -> tuple[int, int]:
     """(append frames, base64 characters) the listener sessions received."""
     appends = [e for c in sim.connections if c.role == "listener" for e in c.received
@@ -91,7 +99,7 @@ def _uploaded(sim: SimServer) -> tuple[int, int]:
     return len(appends), sum(len(e["audio"]) for e in appends)
 
 
-_SIM_CALLS = {"push": _push, "drain": _drain, "uploaded": _uploaded}
+_SIM_CALLS = {"push": _push, "drain": _drain, "uploaded": _uploaded, "uploaded_audio": _uploaded_audio}
 
 
 class SimProcess:
@@ -207,10 +215,21 @@ def talking_room(corpus: Corpus, seconds: float, hiss: bytes) -> tuple[bytes, li
     return audioop.add(pcm, (hiss * (len(pcm) // len(hiss) + 1))[: len(pcm)], WIDTH), placed
 
 
+class Listening(NamedTuple):
+    cpu: float  # handoff's CPU, % of a core
+    narrated: int  # commands answered
+    frames: int  # append frames the listener sessions received
+    audio_s: float  # seconds of audio they carried (what was muted or buffered depends on timing)
+
+
+# What issue 34 asks of the whole assistant, % of a core (printed beside each row).
+TARGETS = {"silent": 1.0, "talking": 2.0}
+
+
 async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path, strict: bool = False,
-                         read_ms: int | None = None) -> tuple[float, int]:
-    """handoff's CPU (% of a core) while the room is played at real speed in wake_word mode, and
-    how many commands were answered. `strict`: WAKE_STRICT=true. `read_ms`: the microphone is read
+                         read_ms: int | None = None) -> Listening:
+    """handoff's CPU (% of a core) while the room is played at real speed in wake_word mode, how
+    many commands were answered, and what went up. `strict`: WAKE_STRICT=true. `read_ms`: the microphone is read
     that much at a time, in chunks of `chunk_ms` (None: a chunk at a time)."""
     (folder / "workspace").mkdir(parents=True)
     with SimProcess() as sim:
@@ -234,7 +253,8 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
-    return 100 * cpu / wall, timeline.count("narrated")
+        frames, audio_s = sim.call("uploaded_audio")
+    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s)
 
 
 @contextlib.contextmanager
@@ -311,11 +331,44 @@ def quiet_path_switched() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def wheel_inference() -> Iterator[None]:
+    """microWakeWord's probabilities from the wheel's own `process_streaming_prob` (before issue 34,
+    session 13's `MicroStream`)."""
+    import detectors.micro_stream as micro_stream
+
+    class Wheel:
+        def __init__(self, model: Any) -> None:
+            self.probability, self.reset = model.process_streaming_prob, lambda: None
+
+    with mock.patch.object(micro_stream, "MicroStream", Wheel):
+        yield
+
+
+@contextlib.contextmanager
+def a_frame_per_chunk() -> Iterator[None]:
+    """The uplink sends every chunk as its own append frame (before issue 34, session 13)."""
+    import handoff
+
+    with mock.patch.object(handoff, "FRAME_MS", 0):
+        yield
+
+
+@contextlib.contextmanager
+def before_session_13() -> Iterator[None]:
+    """Listening as in session 12: microWakeWord through the wheel's call, a frame per chunk."""
+    with wheel_inference(), a_frame_per_chunk():
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
              "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11),
-             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched)}
+             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched),
+             "wheel": ("microWakeWord through the wheel's own call", wheel_inference),
+             "frames": ("an append frame per chunk", a_frame_per_chunk),
+             "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
@@ -329,7 +382,7 @@ def _cost_in_child(conn: Connection, pcm: bytes, commands: int, chunk_ms: int, f
 
 
 def cost_in_fresh_process(pcm: bytes, commands: int, chunk_ms: int, folder: Path, read_ms: int | None,
-                          environment: dict[str, str]) -> tuple[float, int]:
+                          environment: dict[str, str]) -> Listening:
     """`listening_cost` in a new interpreter whose environment has `environment` added."""
     context = multiprocessing.get_context("spawn")
     receive, send = context.Pipe(duplex=False)
@@ -367,27 +420,30 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
     label_before, before_detectors = (fresh[0], contextlib.nullcontext) if fresh else BASELINES[baseline]
     silent = _looped(hiss, seconds)
     talking, placed = talking_room(corpus, seconds, hiss)
-    rooms = [("silent (a microphone's hiss)", silent, 0)] + [("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] * bool(floor)
+    rooms = [("silent (a microphone's hiss)", silent, 0)] + ([("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] if floor else [])
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
-    lines = [f"| room | microphone chunk | handoff CPU % of a core, {label_before} | now | ratio | answers narrated (before / now) |"
-             + extra, "|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
+    lines = [f"| room | microphone chunk | target | handoff CPU % of a core, {label_before} | now | ratio "
+             f"| answers narrated (before / now) | append frames (before / now) | audio uploaded, s (before / now) |"
+             + extra, "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for number, (room, pcm, commands) in enumerate(rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]):
             for chunk_ms, read_ms in chunks:
                 name = f"{chunk_ms}-{read_ms}-{number}"
                 if fresh:
-                    before, narrated_before = cost_in_fresh_process(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms, fresh[1])
-                    cpu, narrated = cost_in_fresh_process(pcm, commands, chunk_ms, Path(tmp) / name, read_ms, {})
+                    old = cost_in_fresh_process(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms, fresh[1])
+                    new = cost_in_fresh_process(pcm, commands, chunk_ms, Path(tmp) / name, read_ms, {})
                 else:
                     with before_detectors():
-                        before, narrated_before = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms=read_ms))
-                    cpu, narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / name, read_ms=read_ms))
+                        old = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms=read_ms))
+                    new = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / name, read_ms=read_ms))
                 label = f"{chunk_ms} ms" + (f", read {read_ms} ms at a time" if read_ms else "")
-                line = (f"| {room}, {seconds:g} s | {label} | {before:.2f} | {cpu:.2f} | {cpu / before:.2f} "
-                        f"| {narrated_before} / {narrated} |")
+                target = TARGETS["talking" if commands else "silent"]
+                line = (f"| {room}, {seconds:g} s | {label} | <= {target:.2f} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f} "
+                        f"| {old.narrated} / {new.narrated} | {old.frames} / {new.frames} "
+                        f"| {old.audio_s:.2f} / {new.audio_s:.2f} |")
                 if strict:
-                    strict_cpu, strict_narrated = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
-                    line += f" {strict_cpu:.2f} | {strict_cpu / before:.2f} | {strict_narrated} |"
+                    strict_run = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
+                    line += f" {strict_run.cpu:.2f} | {strict_run.cpu / old.cpu:.2f} | {strict_run.narrated} |"
                 lines.append(line)
     return lines
 

@@ -4,6 +4,7 @@ never transcribed. Pure: the coordinator's shell moves the bytes, this decides w
 
 from __future__ import annotations
 
+import itertools
 from collections import deque
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -13,6 +14,9 @@ from typing import NamedTuple
 # with the prefix padding before it), a drop loses what was in flight (about a round trip), and
 # the client may send a little more before it sees the drop.
 UNTOLD_MS = 3000
+# The most audio one append frame carries: chunks waiting back to back in the stream go up as one
+# frame (issue 34: a frame per 20 ms chunk was an eighth of a talking room's CPU, mostly its send).
+FRAME_MS = 200
 
 
 @dataclass
@@ -24,8 +28,9 @@ class UplinkStats:
 
 
 class Outgoing(NamedTuple):
-    """The chunk to send next: `token` for `Uplink.sent`, and where it lies in the microphone's
-    stream (ms from its first sample; None when unknown)."""
+    """The audio to send next (one chunk, or several back to back: `Uplink(frame_ms=...)`):
+    `token` for `Uplink.sent`, and where it lies in the microphone's stream (ms from its first
+    sample; None when unknown)."""
 
     token: int
     chunk: bytes
@@ -45,11 +50,18 @@ def placed_in_stream(pieces: list[bytes], chunk: bytes, chunk_start: int) -> lis
 
 
 class Uplink:
-    def __init__(self, capacity_chunks: int, bytes_per_second: int) -> None:
+    def __init__(self, capacity_chunks: int, bytes_per_second: int, frame_ms: int = 0) -> None:
+        """`frame_ms`: `next_chunk` joins waiting chunks that follow each other in the stream up
+        to this much audio (0: a chunk at a time)."""
         self._capacity = max(1, capacity_chunks)
         self._bytes_per_second = bytes_per_second
-        # Chunks with where each lies in the mic stream (ms), bounded by `_evict`, not maxlen: see there.
-        self._waiting: deque[tuple[int | None, bytes]] = deque()
+        self._frame_bytes = frame_ms * bytes_per_second // 1000
+        # Chunks with where each lies in the mic stream (ms), bounded by `_evict`, not maxlen: see
+        # there; each with a serial number (`_serial`: the next one), so `sent` removes exactly
+        # those of a frame that still wait, whatever was evicted while it was on its way.
+        self._waiting: deque[tuple[int | None, bytes, int]] = deque()
+        self._serial = 0
+        self._outgoing: tuple[int, int, list[tuple[int | None, bytes, int]]] | None = None  # (token, generation, chunks)
         # How many chunks at the head of `_waiting` are replayed speech: an utterance is kept
         # whole, so these are never evicted (newer audio goes first).
         self._protected = 0
@@ -68,7 +80,8 @@ class Uplink:
         cue sheet, written in recording time, places it whatever was not uploaded)."""
         if not session_ready:
             self.stats.chunks_buffered += 1
-        self._waiting.append((at_ms, chunk))
+        self._waiting.append((at_ms, chunk, self._serial))
+        self._serial += 1
         self._evict()
 
     def _evict(self) -> None:
@@ -94,26 +107,49 @@ class Uplink:
 
     # -- sending ------------------------------------------------------------------------------
     def next_chunk(self) -> Outgoing | None:
-        """The chunk to send next, with a token for `sent`."""
+        """The audio to send next: the first waiting chunk and those right after it in the stream
+        (up to `frame_ms`), with a token for `sent`."""
         if not self._waiting:
             return None
-        at_ms, chunk = self._waiting[0]
-        return Outgoing(self._generation, chunk, at_ms)
+        first = self._waiting[0]
+        pieces, size, end_ms = [first], len(first[1]), self._end_ms(first[0], first[1])
+        for piece in itertools.islice(self._waiting, 1, None):
+            if end_ms is None or piece[0] != end_ms or size + len(piece[1]) > self._frame_bytes:
+                break
+            pieces.append(piece)
+            size, end_ms = size + len(piece[1]), self._end_ms(piece[0], piece[1])
+        token = pieces[-1][2]
+        self._outgoing = (token, self._generation, pieces)
+        return Outgoing(token, first[1] if len(pieces) == 1 else b"".join(c for _, c, _ in pieces), first[0])
+
+    def _end_ms(self, at_ms: int | None, chunk: bytes) -> int | None:
+        """Where the next chunk in the stream begins (None: unknown, or not a whole ms)."""
+        if at_ms is None or (len(chunk) * 1000) % self._bytes_per_second:
+            return None
+        return at_ms + len(chunk) * 1000 // self._bytes_per_second
 
     def sent(self, token: int) -> bool:
-        """The chunk from `next_chunk` went out. Returns True when the buffer had been full (a file
+        """The audio from `next_chunk` went out. Returns True when the buffer had been full (a file
         reader may be waiting for room). A replay in between makes this a no-op."""
-        if token != self._generation or not self._waiting:
+        outgoing, self._outgoing = self._outgoing, None
+        if outgoing is None or outgoing[0] != token or outgoing[1] != self._generation:
             return False
         was_full = self.full
-        at_ms, chunk = self._waiting.popleft()
-        self._protected = max(0, self._protected - 1)
-        self._sent.append((self._sent_bytes * 1000 // self._bytes_per_second, at_ms, chunk))
-        self._sent_bytes += len(chunk)
-        self.stats.chunks_sent += 1
+        serials = {serial for _, _, serial in outgoing[2]}
+        while self._waiting and self._waiting[0][2] in serials:  # (those evicted meanwhile are gone already)
+            self._waiting.popleft()
+            self._protected = max(0, self._protected - 1)
+        for at_ms, chunk, _ in outgoing[2]:
+            self._sent.append((self._sent_bytes * 1000 // self._bytes_per_second, at_ms, chunk))
+            self._sent_bytes += len(chunk)
+            self.stats.chunks_sent += 1
         return was_full
 
     # -- sessions -----------------------------------------------------------------------------
+    def _next_serial(self) -> int:
+        self._serial += 1
+        return self._serial - 1
+
     def new_session(self) -> None:
         self._sent.clear()
         self._sent_bytes = 0
@@ -132,7 +168,7 @@ class Uplink:
         replayed = 0
         if replay_from_ms is not None:
             unheard = [
-                (at_ms, chunk) for start, at_ms, chunk in self._sent
+                (at_ms, chunk, self._next_serial()) for start, at_ms, chunk in self._sent
                 if start + chunk_ms > replay_from_ms
                 and not any(low <= start and start + chunk_ms <= high for low, high in heard)
             ]
@@ -141,7 +177,7 @@ class Uplink:
             self._protected = len(unheard) + self._protected
             self._generation += 1
             self._evict()
-            replayed = sum(len(c) for _, c in unheard) * 1000 // self._bytes_per_second
+            replayed = sum(len(c) for _, c, _ in unheard) * 1000 // self._bytes_per_second
         self._sent.clear()
         self._sent_bytes = 0
         return replayed

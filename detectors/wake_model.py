@@ -54,10 +54,13 @@ class ModelSpotter:
     def __init__(self, settings: ModelSpotterSettings) -> None:
         from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures, Model  # numpy + TFLite: only when used
 
+        from detectors.micro_stream import MicroStream
+
         self.settings = settings
         self.phrase = settings.model.phrase
         self._model = MicroWakeWord.from_builtin(Model(settings.model.model))
         self._features = MicroWakeWordFeatures()
+        self._stream = MicroStream(self._model)  # the model's probabilities, cheaper (issue 34)
         self._confirm = settings.confirm
         if self._confirm is not None and self._confirm.verify and not verifier_available(settings.model.model):
             # No verifier ships for this phrase: nor does the lower cutoff that leans on one.
@@ -94,6 +97,7 @@ class ModelSpotter:
     def reset(self) -> None:
         """What is fed next does not follow what came before (the refractory period still runs)."""
         self._model.reset()
+        self._stream.reset()
         self._features.reset()
         self._resample.reset()
         self._recent.clear()
@@ -109,7 +113,7 @@ class ModelSpotter:
         hit = None
         pcm16k = self._resample(chunk)
         for features in self._features.process_streaming(pcm16k):
-            probability = self._model.process_streaming_prob(features)
+            probability = self._stream.probability(features)
             if probability is None:
                 continue
             if self._best is None or probability > self._best.probability:
