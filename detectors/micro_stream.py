@@ -74,13 +74,14 @@ class MicroStream:
         if self._count < self._stride:
             return 0.0
         self._count = 0
-        scaled = self._scaled
+        scaled, quantized = self._scaled, self._quantized
+        assert scaled is not None and quantized is not None  # (made with `_features` above)
         np.divide(self._features, model.input_scale, out=scaled)
         np.add(scaled, model.input_zero_point, out=scaled)
         np.round(scaled, out=scaled)
-        np.copyto(self._quantized, scaled, casting="unsafe")  # the wheel's astype
+        np.copyto(quantized, scaled, casting="unsafe")  # the wheel's astype
         lib = model.lib
-        lib.TfLiteTensorCopyFromBuffer(model.input_tensor, self._in_pointer, self._quantized.nbytes)
+        lib.TfLiteTensorCopyFromBuffer(model.input_tensor, self._in_pointer, quantized.nbytes)
         lib.TfLiteInterpreterInvoke(model.interpreter)
         lib.TfLiteTensorCopyToBuffer(model.output_tensor, self._out_pointer, self._out_bytes)
         window = self._window
