@@ -1,0 +1,95 @@
+"""Every question the wake verifier is asked, per clip of the neural corpus (issue 34, session 13).
+
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_asks .cache/draw5 asks.json \
+        "shipped;WAKE_STRICT=true;WAKE_VERIFY=true;WAKE_STRICT=true WAKE_VERIFY=true;WAKE_VERIFY=true@0.7"
+
+Judges each clip as `benchmarks.wake_choice --neural 12` does (`heard_in` through the default
+upload filter, one `TryJudge` per rule) and writes, per clip and rule, whether it was heard and each
+score the verifier gave, with the kind of wake it was asked about ("alone": microWakeWord above its
+own cutoff; "pair": both models, microWakeWord above 0.7; "name": both, microWakeWord under 0.7, the
+name-alone rule; "pause": the pause rule), so its thresholds can be swept offline (a clip is heard
+at threshold t when one of its asks scored t or more: exact below the shipped threshold, a lower
+bound above it). "RULE@T": that rule with the verifier's threshold T. Reads private parts of the
+spotter (`_wake`, `_fusion`): a measuring tool, not a path the assistant runs.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from collections import defaultdict
+
+from benchmarks.corpus import Corpus
+from benchmarks.neural_corpus import NeuralCorpus, neural_near_specs, neural_ordinary_specs, neural_wake_specs
+from benchmarks.wake_choice import judges_for
+from detectors.wake_confirm import Fusion
+from detectors.wake_test import TryJudge, heard_in
+
+PHRASE = "hey jarvis"
+
+
+def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
+    """Wrap the judge's verifier so each ask lands in `asks` (cleared by the caller per clip)."""
+    spotter = judge.spotter
+    inner = spotter.verifier
+    if inner is None:
+        return
+    fusion, seen = spotter._fusion, {}
+    micro, wake = fusion.micro, spotter._wake
+
+    def on_micro(p: float, t: float) -> Fusion:
+        action = micro(p, t)
+        seen["alone"] = action is Fusion.WAKE and p > fusion.alone_cutoff and fusion.settings.micro_alone
+        return action
+
+    def on_wake(end_time: float):
+        seen.update(paused=fusion.paused_from is not None, peak=fusion._peak, frames=min(fusion._open_frames))
+        try:
+            return wake(end_time)
+        finally:
+            seen["alone"] = False
+
+    class Recorder:
+        weights = inner.weights
+        last_score: float | None = None
+
+        def accepts(self, pcm16k: bytes) -> bool:
+            score = self.last_score = inner.score(pcm16k)
+            kind = ("pause" if seen.get("paused") else "alone" if seen.get("alone")
+                    else "pair" if seen.get("peak", 0.0) > 0.7 else "name")
+            asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames")})
+            return score >= (inner.weights.threshold if threshold is None else threshold)
+
+    fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
+
+
+def main(argv: list[str]) -> int:
+    cache, out, rules = argv[0], argv[1], argv[2].split(";")
+    corpus = NeuralCorpus(cache, Corpus(cache))
+    judges, asks = {}, {rule: [] for rule in rules}
+    for rule in rules:
+        name, _, threshold = rule.partition("@")
+        judges[rule] = judges_for(PHRASE, [name])[name]
+        record_asks(judges[rule], asks[rule], float(threshold) if threshold else None)
+    rows, cpu, audio = [], defaultdict(float), 0.0
+    for kind, specs in (("addressed", neural_wake_specs(PHRASE, 12)), ("near", neural_near_specs(PHRASE, 12)),
+                        ("ordinary", neural_ordinary_specs(12))):
+        for spec in specs:
+            clip = corpus.clip(spec)
+            audio += clip.seconds
+            row: dict = {"kind": kind, "variant": spec.variant.value, "text": spec.text, "heard": {}, "asks": {}}
+            for rule, judge in judges.items():
+                asks[rule].clear()
+                start = time.process_time()
+                row["heard"][rule] = heard_in(judge, clip.pcm)
+                cpu[rule] += time.process_time() - start
+                row["asks"][rule] = list(asks[rule])
+            rows.append(row)
+    with open(out, "w") as f:
+        json.dump({"rows": rows, "cpu_ms_per_s": {r: 1000 * s / audio for r, s in cpu.items()}, "audio_s": audio}, f)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
