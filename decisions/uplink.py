@@ -80,8 +80,7 @@ class Uplink:
         cue sheet, written in recording time, places it whatever was not uploaded)."""
         if not session_ready:
             self.stats.chunks_buffered += 1
-        self._waiting.append((at_ms, chunk, self._serial))
-        self._serial += 1
+        self._waiting.append((at_ms, chunk, self._next_serial()))
         self._evict()
 
     def _evict(self) -> None:

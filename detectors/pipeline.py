@@ -283,13 +283,15 @@ def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: floa
     if upload.mode is UploadMode.CONTINUOUS:
         return UploadFilter(gate, None, bytes_per_second)
     spotter = build_wake_spotter(upload, wake_phrase) if upload.mode is UploadMode.ON_DEVICE_WAKE else None
-    if spotter is not None and model_for(wake_phrase) is None:
-        # Pocketsphinx wakes on sound-alikes ("the commuter train" for "computer"): its wake opens
-        # the upload, but only the transcript may make a command of it. So no route before the
-        # transcript (at the commit, at the device's end of turn, at a pause): the second opinion
-        # comes before anything is answered, at the cost of the transcript's wait.
-        return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, vouches=False)
-    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, turn_end_s, pause_s=pause_s)
+    # Pocketsphinx (a phrase with no model) wakes on sound-alikes ("the commuter train" for
+    # "computer"): its wake opens the upload, but only the transcript may make a command of it. So
+    # no route before the transcript (at the commit, at the device's end of turn, at a pause): the
+    # second opinion comes before anything is answered, at the cost of the transcript's wait.
+    vouches = spotter is None or model_for(wake_phrase) is not None
+    if not vouches:
+        turn_end_s = pause_s = None
+    return UploadFilter(gate, MicDetectors(SileroVad(), spotter), bytes_per_second, turn_end_s, pause_s=pause_s,
+                        vouches=vouches)
 
 
 def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
