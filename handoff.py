@@ -26,11 +26,9 @@ from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Coroutine, Protocol
 
 from audio_io import BYTES_PER_SECOND, AudioDeviceError, MicrophoneSource, SpeakerSink
-from audio_io.echo import EchoSuppressor
-from audio_io.echo_cancel import EchoCanceller, build_canceller, stream_latency_s
 from audio_io.cut import CutSpeaker
 from audio_io.held import HeldSpeaker
-from audio_io.echo_reference import MicStamps, ReferencedSpeaker
+from audio_io.echo_reference import RoomEcho
 from concurrency.changes import Changes
 from config.settings import Settings
 from decisions.coordinator import (
@@ -49,7 +47,8 @@ from realtime_api.wire import FunctionCall
 from decisions.timeline import Timeline
 from decisions.uplink import FRAME_MS, Uplink, placed_in_stream
 from main_agent import Listener
-from detectors.barge_in import CommandHold, Held, StopAfterWake, stop_listener
+from detectors.barge_in import Held
+from detectors.barge_in_ear import BargeInEar
 from detectors.stop_word import StopDetector, StopHit, StopTiming
 from reader_agent import NarrationCut, Narrator
 
@@ -138,13 +137,15 @@ class Coordinator:
             needs_yes_tools=getattr(parts.tools, "needs_yes_names", frozenset)(),  # those that cannot be undone: a spoken yes first
             ask_about=getattr(parts.tools, "question_for", lambda name, arguments: None),
         )
-        self.echo, self.canceller, self.speaker, self._mic_stamps = self._echo_gate()
+        self.room_echo = self._room_echo()  # a room's echo gate and canceller (None: a file, no room)
+        self.echo = self.room_echo.gate if self.room_echo is not None else None
+        self.canceller = self.room_echo.canceller if self.room_echo is not None else None
+        self.speaker = self.room_echo.speaker if self.room_echo is not None else parts.speaker
         self._reader_lock = asyncio.Lock()
         self._cut: tuple[NarrationCut, CutSpeaker] | None = None  # the narration being read, to cut it
         # Answers of provisional routes, read ahead into a held speaker, by command id (issue 33).
         self._prepared: dict[int, _ReadAhead] = {}
-        self._stop = stop_listener(parts.stop_detector, self.canceller, self.echo) if parts.stop_detector is not None else None
-        self._hold = CommandHold(check=StopAfterWake.for_detector(parts.stop_detector))  # a barge-in, until it is no "stop"
+        self._ear = BargeInEar(parts.stop_detector, self.canceller, self.echo) if parts.stop_detector is not None else None
         # One per "computer, stop" that cut a narration, the latest ones (a daemon runs for days).
         self.stop_timings: deque[StopTiming] = deque(maxlen=100)
         self._tg: asyncio.TaskGroup | None = None
@@ -389,23 +390,14 @@ class Coordinator:
 
     # -- "computer, stop" -----------------------------------------------------------------------------
     def _listen_for_stop(self, raw: bytes, gated: bytes, heard: bytes, offset: int) -> list[Held]:
-        """Per chunk (`raw`, after the gate `gated`, after the canceller `heard`, at `offset`): while
-        a narration plays the stop detector hears the canceller's output (without one: where the
-        gate heard the user, `StopListener`), muted or not. The wake phrase alone cuts it too, and
-        what follows is held until it is a command (`CommandHold`). Returns what goes up."""
-        if self._stop is None:
+        """Per chunk: while a narration plays, "stop" or the wake phrase cuts it (`BargeInEar`; a
+        barge-in held until it is a command). Returns what goes up."""
+        if self._ear is None:
             return [Held(offset, gated, 0.0)]
-        hold, narrating, cancelled = self._hold, self.core.narrating, self.canceller is not None
-        passed = self.canceller.passed if self.canceller is not None else gated == raw  # the gate behind it, or the gate
-        hit = self._stop.hear(heard if cancelled else raw, passed, narrating or hold.holding)
-        piece = Held(offset, heard if hold.holding else gated, self._stop.clock)  # a held barge-in: cancelled
-        if narrating and not hold.holding:
-            hold.remember(Held(offset, heard, piece.end_s))
-        if hit is not None:
-            if not hold.holding:
-                self.heard_stop(hit)
-            hold.hit(hit)
-        return hold.take(piece, muted=self.core.mute.muted)
+        cut, pieces = self._ear.hear(offset, raw, gated, heard, self.core.narrating, self.core.mute.muted)
+        if cut is not None:
+            self.heard_stop(cut)
+        return pieces
 
     def heard_stop(self, hit: StopHit) -> None:
         """"Computer, stop" was heard: by this room's detector, or by a satellite's own (whose
@@ -533,27 +525,21 @@ class Coordinator:
             self._uplink_wake.notify()
         return mutes_seen
 
-    def _echo_gate(self) -> tuple[EchoSuppressor | None, EchoCanceller | None, SpeakerSink, MicStamps | None]:
-        """A room (a live mic) gets an echo gate and a canceller (when installed; its stream delay:
-        the devices' PortAudio latencies), told what the speaker plays, on one clock (the loop's
-        times the mic's pace). A file, or an unpaced test microphone, is no room."""
-        microphone, pace = self.parts.microphone, self.parts.microphone.pace
+    def _room_echo(self) -> RoomEcho | None:
+        """A room (a live mic) gets an echo gate and a canceller, on one clock (the loop's times
+        the mic's pace). A file, or an unpaced test microphone, is no room."""
+        microphone, pace, clock = self.parts.microphone, self.parts.microphone.pace, self._clock
         if not microphone.live or pace <= 0:
-            return None, None, self.parts.speaker, None
-        clock, speaker = self._clock, self.parts.speaker
-        echo = EchoSuppressor(self.settings.echo)
-        canceller = build_canceller(self.settings.echo, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
-        return (echo, canceller, ReferencedSpeaker(speaker, echo, lambda: clock() * pace, canceller),
-                MicStamps(lambda: clock() * pace, microphone, pace))
+            return None
+        return RoomEcho(self.parts.speaker, microphone, self.settings.echo, lambda: clock() * pace, pace)
 
     def _through_echo_gate(self, chunk: bytes) -> tuple[bytes, bytes]:
         """The chunk after the gate (itself, or silence where it is the narrator's echo alone: the
         session's audio stays continuous) and after the canceller (for the stop detector)."""
-        if self.echo is None or self._mic_stamps is None:
+        if self.room_echo is None:
             return chunk, chunk
-        at = self._mic_stamps.stamp(chunk)
-        heard = chunk if self.canceller is None else self.canceller.process(chunk, at)
-        if self.echo.process(chunk, at) is not None:
+        passed, heard = self.room_echo.hear(chunk)
+        if passed:
             return chunk, heard
         self.core.uplink.dropped_as_echo()
         return bytes(len(chunk)), heard

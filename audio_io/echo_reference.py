@@ -6,6 +6,7 @@ microphone's pace: real seconds for a device, faster for a paced test microphone
   moment it starts leaving the speaker (right away, or when what is queued ahead of it ends);
   `flush()` and the end of `drained()` tell the gate that nothing stamped later was played.
 - `MicStamps` stamps each mic chunk with the capture time of its first sample.
+- `RoomEcho` puts them together for a room: the gate, the canceller and the speaker that feeds them.
 """
 
 from __future__ import annotations
@@ -66,15 +67,26 @@ class ReferencedSpeaker:
             self._end = now
 
 
-def cancelling(speaker: SpeakerSink, microphone: object, settings: EchoSettings,
-               now: Callable[[], float]) -> tuple[SpeakerSink, Callable[[bytes], bytes] | None]:
-    """A room's echo canceller without the gate (`handoff satellite`): the speaker that tells it
-    what it plays, and the function that cancels it from a microphone chunk (None: not installed)."""
-    canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
-    if canceller is None:
-        return speaker, None
-    stamps = MicStamps(now, microphone, getattr(microphone, "pace", 1.0))
-    return ReferencedSpeaker(speaker, None, now, canceller), lambda chunk: canceller.process(chunk, stamps.stamp(chunk))
+class RoomEcho:
+    """A room's echo, as the coordinator and `handoff satellite` both hear it: the echo gate in
+    front (the raw microphone against what was played), the canceller (when installed; its stream
+    delay: the devices' PortAudio latencies) and the speaker that tells both what it plays, on one
+    clock (`now`: room seconds; a paced test microphone runs faster than real time by `pace`)."""
+
+    def __init__(self, speaker: SpeakerSink, microphone: object, settings: EchoSettings,
+                 now: Callable[[], float], pace: float = 1.0) -> None:
+        self.gate = EchoSuppressor(settings)
+        self.canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
+        self.speaker = ReferencedSpeaker(speaker, self.gate, now, self.canceller)
+        self._stamps = MicStamps(now, microphone, pace)
+
+    def hear(self, chunk: bytes) -> tuple[bool, bytes]:
+        """Whether the gate in front passed the chunk (it is not the narrator's echo alone), and
+        the canceller's output (the chunk itself without one). Every chunk, played over or not:
+        the gate learns the room."""
+        at = self._stamps.stamp(chunk)
+        heard = chunk if self.canceller is None else self.canceller.process(chunk, at)
+        return self.gate.process(chunk, at) is not None, heard
 
 
 class MicStamps:

@@ -17,7 +17,7 @@ from audio_io import (
     WavFileSpeaker, with_volume,
 )
 from assembly.build import build_stop_detector, upload_filter
-from audio_io.echo_reference import cancelling
+from audio_io.echo_reference import RoomEcho
 from config.logging_setup import configure_logging
 from commands.options import flagged_settings
 from config.settings import SettingsError, UploadMode
@@ -73,10 +73,10 @@ def run_satellite(args: argparse.Namespace) -> int:
         if args.input_wav else PyAudioMicrophone(settings.audio.input_device, chunk_ms=settings.audio.chunk_ms))
     speaker: SpeakerSink = (WavFileSpeaker(args.output_wav, pace=1.0) if args.output_wav
                             else PyAudioSpeaker(settings.audio.output_device))  # fmt: skip
-    # The room's echo canceller: what its own stop detector hears while this room plays the hub's voice.
-    speaker, cancel = cancelling(with_volume(speaker, settings.audio.volume_percent), microphone, settings.echo, time.monotonic)
-    server = SatelliteServer(rooms.listen, rooms.satellite_name, microphone, speaker, mic_filter, woken=True,
-                             stop_detector=stop, keys=keys, cancel=cancel)  # fmt: skip
+    # The room's echo gate and canceller: what its own stop detector hears while this room plays the hub's voice.
+    echo = RoomEcho(with_volume(speaker, settings.audio.volume_percent), microphone, settings.echo, time.monotonic)
+    server = SatelliteServer(rooms.listen, rooms.satellite_name, microphone, echo.speaker, mic_filter, woken=True,
+                             stop_detector=stop, keys=keys, echo=echo)  # fmt: skip
     return asyncio.run(_serve_satellite(server))
 
 

@@ -30,7 +30,7 @@ import logging
 import time
 from collections import deque
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Any, Protocol
 
 from wyoming.audio import AudioChunk, AudioFormat, AudioStop
 from wyoming.event import Event, async_write_event
@@ -42,8 +42,9 @@ from audio_io import MicrophoneSource, SpeakerSink
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from concurrency.changes import Changes
 from config.rooms import SatelliteSpec
-from detectors.barge_in import CommandHold, Held, StopAfterWake
-from detectors.stop_word import StopDetector, StopHit, StopListener
+from audio_io.echo_reference import RoomEcho
+from detectors.barge_in_ear import BargeInEar
+from detectors.stop_word import StopDetector, StopHit
 from rooms.keys import SatelliteContexts
 from rooms.pairing import SatelliteKeys, answer_pairing
 from rooms.wire import (
@@ -95,13 +96,13 @@ class SatelliteServer:
 
     def __init__(self, listen: SatelliteSpec, name: str, microphone: MicrophoneSource, speaker: SpeakerSink,
                  mic_filter: MicFilter, woken: bool = True, stop_detector: StopDetector | None = None,
-                 keys: SatelliteKeys | None = None, cancel: Callable[[bytes], bytes] | None = None) -> None:  # fmt: skip
+                 keys: SatelliteKeys | None = None, echo: RoomEcho | None = None) -> None:  # fmt: skip
         self.listen, self.name = listen, name
         self.keys = keys  # paired: TLS, only the pinned hub (None: plain Wyoming, as wyoming-satellite)
-        self.cancel = cancel  # the room's echo canceller (audio_io.echo_reference.cancelling): what its stop detector hears
+        self.echo = echo  # the room's echo gate and canceller (`speaker` is its speaker): what its stop detector hears
         self.microphone, self.speaker, self.mic_filter, self.woken = microphone, speaker, mic_filter, woken
-        self._stop = StopListener(stop_detector) if stop_detector is not None else None
-        self._hold = CommandHold(check=StopAfterWake.for_detector(stop_detector))  # a barge-in, until it is no "stop"
+        self._ear = (BargeInEar(stop_detector, echo.canceller if echo is not None else None, echo.gate if echo is not None else None)
+                     if stop_detector is not None else None)  # fmt: skip
         self._mic_offset = 0  # bytes of microphone audio read (where a held chunk lies)
         self.counts = SatelliteCounts()
         self.changes = Changes()  # a hub came or went, a stream ended
@@ -321,7 +322,7 @@ class SatelliteServer:
         """Every chunk through the detectors; what they pass is a command for the hub. The mic is
         not heard while the speaker plays (the hub's voice must not reach the hub)."""
         async for chunk in self.microphone.chunks():
-            for piece in self._listen_for_stop(chunk) if self._stop is not None else [chunk]:
+            for piece in self._listen_for_stop(chunk) if self._ear is not None else [chunk]:
                 self._hear(piece)
 
     def _hear(self, chunk: bytes) -> None:
@@ -354,22 +355,16 @@ class SatelliteServer:
 
     def _listen_for_stop(self, chunk: bytes) -> list[bytes]:
         """While the hub's voice plays: "computer, stop" (or the wake phrase of a barge-in) stops
-        it here at once and tells the hub. The detector hears the canceller's output. After a
-        barge-in's wake phrase, what the user says is held (cancelled) until it is a command and
-        the speaker is quiet, then goes to the detectors. Returns what they get now."""
-        assert self._stop is not None
-        hold, playing = self._hold, self._playing
-        heard = chunk if self.cancel is None else self.cancel(chunk)
-        hit = self._stop.hear(heard, passed=True, narrating=playing or hold.holding)
-        self._mic_offset += len(chunk)
-        piece = Held(self._mic_offset - len(chunk), heard if hold.holding else chunk, self._stop.clock)
-        if playing and not hold.holding:
-            hold.remember(Held(piece.offset, heard, piece.end_s))
-        if hit is not None and self.hub_connected:
-            if not hold.holding:
-                self._stopped_here(hit)
-            hold.hit(hit)
-        released = hold.take(piece, muted=self._playing)
+        it here at once and tells the hub; a barge-in's command is held until it is one and the
+        speaker is quiet (`BargeInEar`, as at the hub's own microphone). Returns what goes to the
+        detectors now."""
+        assert self._ear is not None
+        offset, self._mic_offset = self._mic_offset, self._mic_offset + len(chunk)
+        passed, heard = self.echo.hear(chunk) if self.echo is not None else (True, chunk)
+        gated = chunk if passed else bytes(len(chunk))  # the hub's voice alone (its tail too) reaches no detector
+        cut, released = self._ear.hear(offset, chunk, gated, heard, self._playing, self._playing, self.hub_connected)
+        if cut is not None:
+            self._stopped_here(cut)
         if len(released) > 1:
             self.counts.barge_ins += 1
             log.info("barge-in: %.1f s said over the hub's voice goes to the detectors as a command",

@@ -7,7 +7,7 @@ import math
 import random
 
 from audio_io.echo_cancel import EchoCanceller, stream_latency_s
-from audio_io.echo_reference import cancelling
+from audio_io.echo_reference import RoomEcho
 from audio_io.format import audioop
 from audio_io.volume import VolumeSpeaker
 from audio_io.memory import MemorySpeaker
@@ -115,17 +115,23 @@ def test_a_devices_latency_is_read_through_the_wrappers_around_it():
     assert stream_latency_s(MemorySpeaker()) == 0.0
 
 
-async def test_a_satellites_room_cancels_what_its_own_speaker_played():
-    """`handoff satellite`: no gate, the same canceller, told what its speaker plays."""
+async def test_a_rooms_echo_cancels_what_its_own_speaker_played_and_its_gate_knows_the_echo():
+    """`RoomEcho` (the coordinator's room and `handoff satellite`'s): the canceller and the gate in
+    front are both told what the speaker plays; the echo alone is cancelled and not passed."""
     clock = [0.0]
-    speaker, cancel = cancelling(MemorySpeaker(), object(), EchoSettings(), lambda: clock[0])
-    assert cancel is not None
-    await speaker.start()
+    echo_of_room = RoomEcho(MemorySpeaker(), object(), EchoSettings(), lambda: clock[0])
+    assert echo_of_room.canceller is not None
+    await echo_of_room.speaker.start()
     played = narration(5.0)
     echo = room(played, 0.05)
     out = bytearray()
+    passed = []
     for i in range(0, len(played), CHUNK):
-        speaker.play(played[i:i + CHUNK])  # written as it plays (a paced speaker)
+        echo_of_room.speaker.play(played[i:i + CHUNK])  # written as it plays (a paced speaker)
         clock[0] = (i + CHUNK) / (RATE * 2)  # the chunk has arrived from the microphone
-        out += cancel(echo[i:i + CHUNK])
+        through, heard = echo_of_room.hear(echo[i:i + CHUNK])
+        out += heard
+        passed.append(through)
     assert level(bytes(out), 3.0, 5.0) * 10 ** (15 / 20) < level(echo, 3.0, 5.0)
+    assert sum(passed[len(passed) // 2:]) <= len(passed) // 20  # once it knows the room, the echo is the echo
+    assert echo_of_room.gate.margin_db < 1.0

@@ -70,7 +70,7 @@ async def test_computer_stop_cuts_a_long_narration_at_once_and_the_next_command_
     speaker = FlushWatchingSpeaker(pace=MIC_PACE)  # plays in the microphone's time
     async with running_pipeline(tmp_path, sim, speaker=speaker, stop_detector=detector,
                                 conversation=ConversationSettings(follow_up_s=3.0)) as p:
-        speaker.mic_clock = lambda: p.coordinator._stop.clock
+        speaker.mic_clock = lambda: p.coordinator._ear.listener.clock
         await long_answer_playing(p, sim, speaker)  # "computer, stop" now
         listening = p.timeline.count("listening")
         p.microphone.feed(STOP_WORDS)
@@ -124,7 +124,7 @@ async def test_a_command_said_over_a_narration_cuts_it_and_is_routed_and_answere
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
         assert narrated[0].startswith("answer (stopped after") and narrated[1].startswith("answer (similarity")
         # It went up from the hold (echo-cancelled: not byte for byte), once.
-        assert p.coordinator._hold.released == 1 and p.coordinator._hold.dropped == 0
+        assert p.coordinator._ear.hold.released == 1 and p.coordinator._ear.hold.dropped == 0
 
 
 class CuttingSpeaker(MemorySpeaker):

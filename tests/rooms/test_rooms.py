@@ -6,11 +6,14 @@ from __future__ import annotations
 import asyncio
 from pathlib import Path
 
+from audio_io.format import audioop
 from concurrency.changes import wait_for
 from decisions.timeline import TimelineKind
+from detectors.stop_word import StopHit
 from tests.support.rooms_harness import (
     WORDS, command_tone, handoff_satellite, hub_settings, resampled, running_hub, started, tone_sim,
 )
+from tests.support.room import RoomMicrophone
 from tests.support.satellites import RealSatellite
 
 TIMEOUT = 120.0  # safety net only
@@ -198,6 +201,53 @@ async def test_a_command_said_over_the_answer_in_a_satellite_room_cuts_it_and_is
         f"echo kitchen {long}", "echo kitchen what time is it"]
     closed = [e.text for e in timeline.entries if e.kind is TimelineKind.CLOSED]
     assert closed[0].startswith("command 1 stopped") and closed[1].startswith("command 2 said"), closed
+
+
+class AnythingIsStop:
+    """A stop detector that takes whatever it is fed for "computer, stop": what stops the room is
+    then only what its listener lets it hear, and which of its hits that listener lets stand."""
+
+    def __init__(self) -> None:
+        self.fed = 0
+
+    def feed(self, chunk: bytes, at: float) -> StopHit | None:
+        self.fed += 1
+        return StopHit("computer stop", end_s=at, detected_s=at, start_s=at - 0.5)  # "computer, stop" takes half a second
+
+    def reset(self) -> None:
+        pass
+
+
+async def test_the_hubs_voice_coming_back_into_a_satellites_microphone_never_stops_it(tmp_path: Path) -> None:
+    """`handoff satellite` hears the hub's voice as the hub hears its own (`BargeInEar`): through
+    its echo gate and canceller, a hit standing only when the microphone held more than the echo.
+    Its detector here would stop on anything: the echo alone does not get a hit past the listener,
+    the user's voice over it does."""
+    import dataclasses
+
+    from config.settings import StopSettings
+
+    long = " ".join(["the quick brown fox jumps over the lazy dog"] * 4)
+    phrases = [f"computer, echo kitchen {long}"]
+    detector = AnythingIsStop()
+    async with tone_sim(phrases) as sim:
+        async with started([handoff_satellite("kitchen", stop_detector=detector, echo_db=-6.0)]) as (kitchen,):
+            settings = hub_settings(sim, tmp_path, [kitchen.spec])
+            settings = settings.replace(stop=dataclasses.replace(StopSettings(), enabled=True))
+            async with running_hub(settings) as running:
+                await kitchen.server.changes.wait_until(lambda: kitchen.server.hub_connected, TIMEOUT)
+                playing = asyncio.Event()
+                kitchen.speaker.after_play = lambda _end: playing.set()  # type: ignore[attr-defined]
+                kitchen.say(command_tone(0))
+                await asyncio.wait_for(playing.wait(), TIMEOUT)
+                microphone = kitchen.microphone
+                assert isinstance(microphone, RoomMicrophone)
+                said_at = microphone.room_time() + 3.0  # three seconds into the answer: "computer, stop"
+                microphone.say_at(command_tone(5)[: 2 * 24000 * 6 // 10], said_at)
+                await wait_for(running.timelines["kitchen"], lambda t: t.count("stopped") >= 1, TIMEOUT)
+    echo_before = [h for h in microphone.heard if h.at < said_at and audioop.rms(h.echo, 2) >= 300]
+    assert len(echo_before) >= 100  # two seconds and more of the hub's voice at the microphone, heard by its detector
+    assert detector.fed >= 1 and kitchen.server.counts.stops == 1
 
 
 async def test_with_one_session_allowed_the_second_room_hears_the_earcon_and_waits_its_turn(tmp_path: Path) -> None:

@@ -22,9 +22,10 @@ from typing import AsyncIterator
 import numpy as np
 
 from audio_io import MemorySpeaker, PushMicrophone
+from audio_io.echo_reference import RoomEcho
 from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, PcmConverter
 from config.rooms import RoomSettings, SatelliteSpec
-from config.settings import ConversationSettings, Settings
+from config.settings import ConversationSettings, EchoSettings, Settings
 from decisions.timeline import Timeline
 from detectors.stop_word import StopDetector
 from realtime_sim import SimServer
@@ -33,6 +34,7 @@ from rooms.hub import Hub, hub
 from rooms.pairing import SatelliteKeys
 from rooms.satellite import SatelliteServer
 from tests.support.pipeline_harness import fast_settings
+from tests.support.room import RoomMicrophone, RoomSpeaker
 from tests.support.sim import FAST
 
 WORDS = ("one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten")
@@ -116,12 +118,21 @@ class HandoffSatellite:
 
 
 def handoff_satellite(room: str, pace: float = 1.0, stop_detector: StopDetector | None = None,
-                      keys: SatelliteKeys | None = None) -> HandoffSatellite:
-    """`keys`: paired (TLS); None: plain Wyoming (a room marked unauthenticated)."""
-    microphone = PushMicrophone(chunk_ms=20, pace=pace)
-    speaker = MemorySpeaker(pace=pace)
-    server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, speaker, ToneGate(), woken=True,
-                             stop_detector=stop_detector, keys=keys)  # fmt: skip
+                      keys: SatelliteKeys | None = None, echo_db: float | None = None) -> HandoffSatellite:
+    """`keys`: paired (TLS); None: plain Wyoming (a room marked unauthenticated). `echo_db`: the
+    room's speaker comes back into its microphone at this gain (`tests.support.room`), and the
+    satellite hears it through its echo gate and canceller, as `handoff satellite` does."""
+    if echo_db is None:
+        microphone: PushMicrophone = PushMicrophone(chunk_ms=20, pace=pace)
+        speaker: MemorySpeaker = MemorySpeaker(pace=pace)
+        echo, played = None, speaker
+    else:
+        microphone = RoomMicrophone(pace)
+        speaker = RoomSpeaker(microphone, gain_db=echo_db)
+        echo = RoomEcho(speaker, microphone, EchoSettings(), lambda: asyncio.get_running_loop().time() * pace, pace)
+        played = echo.speaker
+    server = SatelliteServer(SatelliteSpec(room, "127.0.0.1", 0), room, microphone, played, ToneGate(), woken=True,
+                             stop_detector=stop_detector, keys=keys, echo=echo)  # fmt: skip
     return HandoffSatellite(room, server, microphone, speaker)
 
 
