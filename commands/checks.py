@@ -229,7 +229,8 @@ def wake_mode_line(settings: Settings) -> str:
                 "the room is uploaded until it is heard (upload mode wake_word, the private one).")
     if mode is UploadMode.ON_DEVICE_WAKE:
         return (f"wake phrase \"{phrase}\": {chosen}spotted on this machine by pocketsphinx, which also wakes on "
-                f"sound-alikes (\"commuter\" for \"computer\") and then uploads them; so only the transcript makes a "
+                f"sound-alikes (\"commuter\" for \"computer\") and then uploads them, and misses most speech from across "
+                f"the room (PERFORMANCE.md); so only the transcript makes a "
                 f"command, and each answer waits for it; the phrases with a shipped model ({model_phrases()}) are heard "
                 f"far more reliably and answered sooner.")
     sends = ("everything the microphone hears is uploaded" if mode is UploadMode.CONTINUOUS
