@@ -127,6 +127,11 @@ class InputBuffer:
             del self._kept_audio[:excess]
             self._kept_from_ms += excess / BYTES_PER_MS
 
+    def peek_kept_audio(self, start_ms: float) -> bytes:
+        """The kept input from a position to now, kept."""
+        first = max(0, int((start_ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
+        return bytes(self._kept_audio[first:])
+
     def take_kept_audio(self, start_ms: float, end_ms: float) -> bytes:
         """The kept input between two positions; what came before `end_ms` is dropped."""
         if not self._kept_audio:

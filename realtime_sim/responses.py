@@ -89,6 +89,11 @@ class Responses:
         self._words_pending.add(item_id)
         self._waiting_routes = [(p, e, item_id if waits is None else waits) for p, e, waits in self._waiting_routes]
 
+    @property
+    def waits_for_speech_in_progress(self) -> bool:
+        """A route that sent audio inline waits for the words of the segment still in the buffer."""
+        return any(waits is None for _p, _e, waits in self._waiting_routes)
+
     def words_named(self, segment: str | None, words: str) -> None:
         """Answer the routes that waited for `segment`'s words (None: for the buffer's segment)."""
         if segment is not None:

@@ -17,7 +17,9 @@ from __future__ import annotations
 
 import base64
 import binascii
+import dataclasses
 import json
+import math
 import random
 import time
 from collections import deque
@@ -41,6 +43,10 @@ from realtime_sim.validation import ClientEventValidator
 
 # Conversation edits the real server applies only after the response in progress is done.
 _DEFERRED_WHILE_RESPONDING = frozenset({"conversation.item.create", "conversation.item.delete"})
+# A route with its audio inline waits this long for the commit that names the speech's words,
+# then the simulator hears the audio itself (a real model hears it at once: docs/HANDOFF.md,
+# "Routes by audio wait for the simulator's transcriber").
+HEAR_INLINE_AFTER_S = 1.5
 
 
 class SessionCore:
@@ -82,6 +88,10 @@ class SessionCore:
         self._hostile = random.Random(f"hostile:{seed}" if seed is not None else None)  # mistyped_frame faults
         # Transcripts still being "transcribed": (due on the clock, item id, transcript, audio ms).
         self._late_transcripts: list[tuple[float, str, str, float]] = []
+        # When a route waiting for the words of speech still in progress hears its inline audio
+        # itself (inf: it has); the ids of those hearings (`_hear_speech_in_progress`).
+        self._hear_inline_at: float | None = None
+        self._inline_hearings: set[str] = set()
         self._configured = False  # role is unknown until the client configures or asks for a response
         self._out = Outbox(ids)
         self._out.after_sent = self._after_sent
@@ -121,6 +131,8 @@ class SessionCore:
         if self._out.closed:
             return None
         deadlines = [self._expires_at_mono] + [due for due, *_ in self._late_transcripts[:1]]
+        if self._hear_inline_at is not None and self._hear_inline_at != math.inf:
+            deadlines.append(self._hear_inline_at)
         next_fault_age = self._faults.next_due_s(self._clock() - self._opened_at)
         if next_fault_age is not None:
             deadlines.append(self._opened_at + next_fault_age)
@@ -167,6 +179,10 @@ class SessionCore:
     def transcript_ready(self, item_id: str, text: str) -> list[Output]:
         """The words of a segment the transcriber was asked for ("" = none it could make out)."""
         transcript = text.strip() or self._config.fallback_transcript
+        if item_id in self._inline_hearings:  # heard for the routes alone: no transcript is sent
+            self._inline_hearings.discard(item_id)
+            self._responses.words_named(None, transcript)
+            return self._finish_call()
         index = self._conversation.index_of(item_id)
         if index is not None:  # the model understands the item as what was recognised
             self._conversation.entries[index].text = transcript
@@ -211,6 +227,13 @@ class SessionCore:
         while self._late_transcripts and self._late_transcripts[0][0] <= now and not self._out.closed:
             _due, item_id, transcript, audio_ms = self._late_transcripts.pop(0)
             self._send_transcript(item_id, transcript, audio_ms)
+        if not self._responses.waits_for_speech_in_progress:
+            self._hear_inline_at = None
+        elif self._hear_inline_at is None:
+            self._hear_inline_at = now + HEAR_INLINE_AFTER_S
+        elif now >= self._hear_inline_at:
+            self._hear_inline_at = math.inf
+            self._hear_speech_in_progress()
         for fault in self._faults.due(now - self._opened_at, self.role):
             self._apply_fault(fault)
             if self._out.closed:
@@ -370,6 +393,21 @@ class SessionCore:
                 self._late_transcripts.sort()
             else:
                 self._send_transcript(item_id, transcript, audio_ms)
+
+    def _hear_speech_in_progress(self) -> None:
+        """A route sent audio inline while the speech was still in the buffer, and no commit has
+        named its words since (the client sends nothing more: muted for the working sound). A
+        model hears inline audio at once; this one asks the transcriber for the words of the
+        speech so far, without using up what the commit will take (`Segment.peek`)."""
+        if self._buffer.segment_item_id is None or self._transcriber is None:
+            return
+        start = self._buffer.segment_start_ms
+        hints, wake_words = session_words(self._session)
+        segment = self._buffer.segment(start, self._buffer.input_ms, self._buffer.peek_kept_audio(start), self._session,
+                                       hints, wake_words)
+        hearing = self._ids.new("hearing")
+        self._inline_hearings.add(hearing)
+        self._out.add(Transcribe(hearing, dataclasses.replace(segment, peek=True)))
 
     def _send_transcript(self, item_id: str, transcript: str, audio_ms: float) -> None:
         for delta in text_deltas(transcript):

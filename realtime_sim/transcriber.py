@@ -70,6 +70,7 @@ class Segment:
     wake_words: tuple[str, ...] = ()  # the wake word(s) its transcription prompt spells
     session: str = ""  # the listener session it came in
     session_start_ms: float | None = None  # where that session's audio starts in the recording (when named)
+    peek: bool = False  # speech still in progress, heard for a route that sent it inline: it uses up no cue
 
 
 class Transcriber(Protocol):
@@ -181,7 +182,8 @@ class CueSheet:
             index for index, cue in enumerate(self.cues)
             if index not in self.used and segment.start_ms - CUE_TOLERANCE_MS <= cue.start_ms <= segment.end_ms
         ]  # fmt: skip
-        self.used.update(found)
+        if not segment.peek:  # (the segment's own commit takes the cues later)
+            self.used.update(found)
         return " ".join(self.cues[i].text for i in found)
 
     def close(self) -> None:

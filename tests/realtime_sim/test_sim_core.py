@@ -14,7 +14,7 @@ from realtime_sim import Fault, SimConfig, SimScript
 from realtime_sim.ids import IdFactory
 from realtime_sim.router import route
 from realtime_sim.outputs import Close, Drop, Send, SendRaw, Stall, Synthesize, Transcribe
-from realtime_sim.session_core import SessionCore
+from realtime_sim.session_core import HEAR_INLINE_AFTER_S, SessionCore
 from speech.synth import silence, synthetic_speech
 from realtime_sim.validation import ClientEventValidator
 from realtime_sim.vad import EnergyVad, SpeechStarted, SpeechStopped, VadSettings
@@ -340,6 +340,35 @@ def test_a_route_by_reference_to_a_segment_not_yet_transcribed_is_answered_by_it
     assert "response.done" not in types(drive(core, feed(core, route)))  # its words are not known yet
     done = [e for e in sent(drive(core, core.transcript_ready(item, "computer, what time is it"))) if e["type"] == "response.done"]
     assert [entry["name"] for entry in done[0]["response"]["output"]] == ["get_time"]
+
+
+def test_a_route_with_audio_inline_whose_speech_is_never_committed_is_heard_by_its_audio() -> None:
+    # A provisional route sends the speech so far inline while it is still in the server's buffer;
+    # then the client sends nothing (muted for the working sound), so no commit names its words.
+    # A model hears inline audio at once; this one waits `HEAR_INLINE_AFTER_S` for the commit,
+    # then asks its transcriber for the speech so far (it used to wait until the route timed out).
+    core = listening_core()
+    clock = core._clock
+    assert isinstance(clock, FakeClock)
+    command = synthetic_speech("computer, what time is it")
+    got = append(core, silence(1000) + command)
+    assert "input_audio_buffer.committed" not in types(got) and not any(isinstance(o, Transcribe) for o in got)
+    route = {"type": "response.create", "response": {
+        "conversation": "none", "tool_choice": "required", "output_modalities": ["text"],
+        "tools": [tool("get_time"), tool("echo", text="string")],
+        "input": [{"type": "message", "role": "user", "content": [
+            {"type": "input_audio", "audio": base64.b64encode(silence(300) + command).decode()}]}]}}
+    assert "response.done" not in types(drive(core, feed(core, route)))  # for now it waits for the commit
+    deadline = core.next_deadline()
+    assert deadline is not None and deadline <= clock.now + HEAR_INLINE_AFTER_S
+    clock.now = deadline
+    (hearing,) = [o for o in core.tick() if isinstance(o, Transcribe)]
+    assert hearing.segment.peek and hearing.segment.end_ms - hearing.segment.start_ms >= 1000  # the speech so far
+    outputs = drive(core, core.transcript_ready(hearing.item_id, "computer, what time is it"))
+    done = [e for e in sent(outputs) if e["type"] == "response.done"]
+    assert [entry["name"] for entry in done[0]["response"]["output"]] == ["get_time"]
+    assert "conversation.item.input_audio_transcription.completed" not in types(outputs)  # its commit sends that
+    assert not any(isinstance(o, Transcribe) for o in core.tick())  # heard once
 
 
 def test_commit_needs_100ms_and_clear_empties_the_buffer() -> None:
