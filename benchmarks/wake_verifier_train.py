@@ -17,8 +17,9 @@ features, L2-regularised logistic regression by Newton's method (through the Woo
 when there are more features than samples), threshold chosen by clip-grouped cross-validation to
 keep `--recall` of the training phrase's wakes, the regularisation the one of `--l2` that refuses
 most other wakes there. piper is not seeded: with a fresh cache the same command makes other
-renderings and slightly other weights (the shipped file, session 12: 290 wakes on the phrase and
-the name alone, 136 on the rest; l2 30, threshold 0.601).
+renderings and slightly other weights (the shipped file, session 14: 357 wakes on the phrase and
+the name alone, 213 on the rest; l2 30, threshold 0.521; piper 1.8.0 rendered the same clips twice here,
+byte for byte: it may be deterministic now).
 """
 
 from __future__ import annotations
@@ -54,6 +55,10 @@ TRAIN_NEAR = (
     # "hey travis", "hey jealous": none of them, nor a homophone of one).
     "hey javier", "hey chaz", "hey travers", "hey jelly", "hey chavs", "hey marvel", "hey gravy", "hey jovial",
     "hey darvish", "hey carver", "hey calvin", "hey jarhead", "hey jadis", "hey jobless", "hey harbour", "hey starbucks",
+    # Session 14: close to the pause rule's near misses ("hey, <pause> jarvie / chavez / harvest / travis /
+    # jealous / service"), none of them nor a homophone of one; said after a pause too (`pause_specs`).
+    "hey jarley", "hey charvey", "hey chavis", "hey hardest", "hey harness", "hey trellis", "hey zealous",
+    "hey surface", "hey larvae", "hey ravish",
 )
 TRAIN_ORDINARY = (
     "the bus was twenty minutes late this morning", "could you pass the salt please", "I left my umbrella at work",
@@ -66,15 +71,23 @@ TRAIN_EFFECTS: dict[Variant, tuple[str, ...]] = {
     Variant.TEMPO: ("tempo", "-s", "1.07"),
     Variant.PITCH: ("pitch", "-120"),
     Variant.REVERB: ("reverb", "35", "40", "60"),
+    Variant.FAR: ("reverb", "45", "60", "90"),  # session 14: speech across the room, peaks at -42 dBFS as the benchmark's
 }
 # A second pass through other settings of the same effects (session 12: more rooms and voices for both
 # the phrase and the sound-alikes; the first model lost reverberant and noisy commands at 0.58-0.62).
 TRAIN_EFFECTS_2: dict[Variant, tuple[str, ...]] = {
     Variant.PITCH: ("pitch", "-260"),
     Variant.REVERB: ("reverb", "70", "30", "90"),
+    Variant.FAR: ("reverb", "75", "40", "95"),
 }
-TRAIN_VARIANTS = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE, Variant.TV)
-TRAIN_VARIANTS_2 = (Variant.PITCH, Variant.REVERB, Variant.NOISE)
+TRAIN_VARIANTS = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE, Variant.TV, Variant.FAR)
+TRAIN_VARIANTS_2 = (Variant.PITCH, Variant.REVERB, Variant.NOISE, Variant.FAR)
+# Session 14: the pause rule's wakes ("hey, <pause> ..."), in a plain and a reverberant room.
+PAUSE_VARIANTS = (Variant.PLAIN, Variant.REVERB)
+# The level lift each wake is also collected at (`--lift`, `detectors.wake_verify.Weights.lift_peak_dbfs`): about
+# the peak of speech near the microphone. Session 14: it refused fewer other wakes in cross-validation than the
+# audio as heard (125 against 136 of 213) and lost a far command more on draw 7; not shipped.
+LIFT_PEAK_DBFS = -12.0
 TRAIN_BASE_EFFECTS = (Effect.NONE, Effect.TEMPO, Effect.REVERB, Effect.PHONE)
 WEIGHTS = Path(__file__).resolve().parent.parent / "detectors" / "verifiers" / "hey_jarvis.npz"
 
@@ -124,6 +137,22 @@ def neural_specs(variants: tuple[Variant, ...] = TRAIN_VARIANTS, first_take: int
     return specs
 
 
+def pause_specs(first_take: int = 3000) -> list[NeuralSpec]:
+    """The pause rule's shape: "hey, <pause> <sound-alike>, <command>" for every "hey ..." line, and as
+    many "hey, <pause> jarvis, <command>" (pauses 0.35-0.65 s), through `PAUSE_VARIANTS`."""
+    lines = [line[4:] for line in TRAIN_NEAR if line.startswith("hey ")]
+    name = PHRASE.split(" ", 1)[1]
+    specs = []
+    for k, variant in enumerate(PAUSE_VARIANTS):
+        for i, rest in enumerate(lines):
+            take, command = first_take + i + 100 * k, TRAIN_COMMANDS[(i + k) % len(TRAIN_COMMANDS)]
+            pause = (0.35, 0.45, 0.55, 0.65)[(i + k) % 4]
+            specs.append(NeuralSpec(("hey", f"{rest}, {command}"), (pause,), variant, False, take))
+            if i % 2 == 0:
+                specs.append(NeuralSpec(("hey", f"{name}, {command}"), (pause,), variant, True, take + 50))
+    return specs
+
+
 def base_specs() -> list[UtteranceSpec]:
     """Every espeak-ng, flite and festival voice, at every pace, through the base corpus's effects."""
     voices = [v for family in FAMILY_VOICES.values() for v in family]
@@ -145,6 +174,7 @@ class Sample:
     rows: object  # (POSITIONS, features): the verifier's windows at one wake
     label: bool
     clip: str
+    lifted: object = None  # the same windows read from the audio lifted to `LIFT_PEAK_DBFS`
 
 
 class Recorder:
@@ -154,15 +184,15 @@ class Recorder:
         from detectors.wake_verify import EmbeddingReader
 
         self.read = EmbeddingReader()
-        self.asked: list[object] = []
+        self.asked: list[tuple[object, object]] = []  # (as heard, lifted)
         self.last_score = None
 
     def accepts(self, pcm16k: bytes) -> bool:
-        from detectors.wake_verify import POSITIONS, WINDOWS, windows
+        from detectors.wake_verify import POSITIONS, WINDOWS, lifted, windows
 
         embeddings = self.read(pcm16k)
         if len(embeddings) >= WINDOWS + POSITIONS - 1:
-            self.asked.append(windows(embeddings))
+            self.asked.append((windows(embeddings), windows(self.read(lifted(pcm16k, LIFT_PEAK_DBFS)))))
         return True
 
 
@@ -187,6 +217,7 @@ def collect(cache: str) -> list[Sample]:
     babble = base.noise(Noise.BABBLE, 10.0, seed=2)
     clips = [(c.name, c.pcm, c.addressed) for c in neural.clips(neural_specs())]
     clips += [(c.name + "-2", c.pcm, c.addressed) for c in second.clips(neural_specs(TRAIN_VARIANTS_2, first_take=1000))]
+    clips += [(c.name + "-3", c.pcm, c.addressed) for c in neural.clips(pause_specs())]
     for index, clip in enumerate(base.clips(base_specs())):
         pcm = with_floor(clip.pcm, floor) if index % 2 else mix(clip.pcm, babble, 20)
         clips.append((clip.name, pcm, clip.addressed))
@@ -194,7 +225,7 @@ def collect(cache: str) -> list[Sample]:
     for name, pcm, addressed in clips:
         recorder.asked.clear()
         heard_in(judge, pcm)
-        samples += [Sample(rows, addressed, name) for rows in recorder.asked]
+        samples += [Sample(rows, addressed, name, lift) for rows, lift in recorder.asked]
     return samples
 
 
@@ -226,7 +257,7 @@ def fit(x: object, y: object, l2: float, iterations: int = 30) -> tuple[object, 
     return w[:-1], float(w[-1])
 
 
-def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5):
+def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5, lift: float | None = None):
     """A model fitted on every window of `chosen`, each labelled as its clip."""
     import numpy as np
 
@@ -236,7 +267,7 @@ def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5):
     y = np.concatenate([[s.label] * len(s.rows) for s in chosen])
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-3
     coef, intercept = fit((x - mean) / scale, y, l2)
-    return Weights(mean, scale, coef, intercept, threshold)
+    return Weights(mean, scale, coef, intercept, threshold, lift)
 
 
 def held_out(samples: list[Sample], l2: float, folds: int = 5) -> list[tuple[float, Sample]]:
@@ -273,11 +304,12 @@ def clip_kinds() -> dict[str, str]:
 
     kinds = {}
     name = PHRASE.split(" ", 1)[1]
-    for specs, suffix in ((neural_specs(), ""), (neural_specs(TRAIN_VARIANTS_2, first_take=1000), "-2")):
+    for specs, suffix in ((neural_specs(), ""), (neural_specs(TRAIN_VARIANTS_2, first_take=1000), "-2"), (pause_specs(), "-3")):
         for spec in specs:
             key = "neural-" + hashlib.sha1(repr((spec.text, spec.variant.value, spec.take)).encode()).hexdigest()[:12] + suffix
-            kinds[key] = (("name alone" if spec.text.startswith(name) else "phrase") if spec.addressed
-                          else "ordinary" if spec.parts[0] in TRAIN_ORDINARY else "sound-alike")
+            kind = (("name alone" if spec.text.startswith(name) else "phrase") if spec.addressed
+                    else "ordinary" if spec.parts[0] in TRAIN_ORDINARY else "sound-alike")
+            kinds[key] = ("far " if spec.variant is Variant.FAR else "pause " if suffix == "-3" else "") + kind
     return kinds
 
 
@@ -292,16 +324,22 @@ def main(argv: list[str] | None = None) -> int:
                              "other wakes at --recall in cross-validation")
     parser.add_argument("--recall", type=float, default=0.98, help="of the phrase's wakes, kept in cross-validation")
     parser.add_argument("--samples", default="", help="a .npz to save (or, if it exists, load) the collected wakes")
+    parser.add_argument("--lift", type=float, default=float("nan"), metavar="DBFS",
+                        help=f"read quiet wakes lifted to this peak, {LIFT_PEAK_DBFS:g} (the weights keep it); nan (default, the shipped weights): as heard")
     args = parser.parse_args(argv)
     if args.samples and Path(args.samples).exists():
         with np.load(args.samples) as data:
-            samples = [Sample(r, bool(l), str(c)) for r, l, c in zip(data["rows"], data["labels"], data["clips"])]
+            samples = [Sample(r, bool(l), str(c), f) for r, l, c, f in zip(data["rows"], data["labels"], data["clips"], data["lifted"])]
     else:
         samples = collect(args.cache)
         if args.samples:
-            np.savez_compressed(args.samples, rows=np.stack([s.rows for s in samples]),
+            np.savez_compressed(args.samples, rows=np.stack([s.rows for s in samples]), lifted=np.stack([s.lifted for s in samples]),
                                 labels=np.array([s.label for s in samples]), clips=np.array([s.clip for s in samples]))
     print(f"wakes collected: {sum(s.label for s in samples)} on the phrase, {sum(not s.label for s in samples)} on others")
+    lift = None if args.lift != args.lift else args.lift  # nan: as heard (the weights before session 14)
+    if lift is not None:
+        assert lift == LIFT_PEAK_DBFS, "the wakes were collected lifted to LIFT_PEAK_DBFS"
+        samples = [Sample(s.lifted, s.label, s.clip) for s in samples]
     best = None
     for l2 in [float(v) for v in args.l2.split(",") if v]:
         held = held_out(samples, l2)
@@ -315,13 +353,14 @@ def main(argv: list[str] | None = None) -> int:
     _, l2, held, threshold = best
     kinds = clip_kinds()
     print(f"chosen l2 {l2:g}, threshold {threshold:.3f}; held-out wakes per kind (kept / asked):")
-    for kind in ("phrase", "name alone", "sound-alike", "ordinary", "synthetic voices"):
+    for kind in ("phrase", "name alone", "sound-alike", "ordinary", "far phrase", "far name alone", "far sound-alike",
+                 "pause phrase", "pause sound-alike", "synthetic voices"):
         chosen = [score for score, s in held if kinds.get(s.clip, "synthetic voices") == kind]
         print(f"  {kind}: {sum(score >= threshold for score in chosen)} / {len(chosen)}")
     for kind, label in (("synthetic voices", True), ("synthetic voices", False)):
         chosen = [score for score, s in held if kinds.get(s.clip, kind) == kind and s.label == label]
         print(f"  {kind}, {'phrase' if label else 'others'}: {sum(score >= threshold for score in chosen)} / {len(chosen)}")
-    weights = weights_for(samples, l2, threshold)
+    weights = weights_for(samples, l2, threshold, lift)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     weights.save(Path(args.out))
     print(f"written {args.out}")

@@ -9,7 +9,8 @@ score the verifier gave, with the kind of wake it was asked about ("alone": micr
 own cutoff; "pair": both models, microWakeWord above 0.7; "name": both, microWakeWord under 0.7, the
 name-alone rule; "pause": the pause rule), so its thresholds can be swept offline (a clip is heard
 at threshold t when one of its asks scored t or more: exact below the shipped threshold, a lower
-bound above it). "RULE@T": that rule with the verifier's threshold T. Reads private parts of the
+bound above it). "RULE@T": that rule with the verifier's threshold T; "RULE#FILE": with the weights in FILE
+(session 14: "WAKE_VERIFY=true#new.npz"). Reads private parts of the
 spotter (`_wake`, `_fusion`): a measuring tool, not a path the assistant runs.
 """
 
@@ -64,13 +65,49 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
     fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
 
 
+def table(path: str) -> list[str]:
+    """The markdown table of a written file: per variant and rule, recall, near misses, ordinary woken."""
+    with open(path) as f:
+        data = json.load(f)
+    rules = list(data["cpu_ms_per_s"])
+    counts: dict = defaultdict(lambda: [0, 0])
+    variants = list(dict.fromkeys(row["variant"] for row in data["rows"]))
+    for row in data["rows"]:
+        for rule in rules:
+            for key in ((row["variant"], row["kind"], rule), ("all", row["kind"], rule)) + (
+                    ((SOUND, row["kind"], rule),) if row["variant"] not in WORDING_VALUES else ()):
+                counts[key][0] += bool(row["heard"][rule])
+                counts[key][1] += 1
+
+    def cell(variant: str, kind: str, rule: str) -> str:
+        heard, total = counts[(variant, kind, rule)]
+        return "-" if not total else f"{100 * heard / total:.0f} ({heard}/{total})" if kind == "addressed" else f"{heard}/{total}"
+
+    lines = ["| variant | " + " | ".join(f"{r}: recall % | near misses | ordinary" for r in rules) + " |",
+             "|---" * (1 + 3 * len(rules)) + "|"]
+    for variant in variants + [SOUND, "all"]:
+        lines.append(f"| {variant} | " + " | ".join(" | ".join(cell(variant, k, r) for k in ("addressed", "near", "ordinary"))
+                                                   for r in rules) + " |")
+    lines.append("CPU of the detector path, ms per s of audio (" + f"{data['audio_s']:.0f} s): "
+                 + ", ".join(f"{r} {v:.1f}" for r, v in data["cpu_ms_per_s"].items()))
+    return lines
+
+
+SOUND = "pooled (the seven sound variants)"
+WORDING_VALUES = ('pause after "hey"', 'the name alone ("jarvis, ...")')
+
+
 def main(argv: list[str]) -> int:
+    if argv[0] == "--table":
+        print("\n".join(table(argv[1])))
+        return 0
     cache, out, rules = argv[0], argv[1], argv[2].split(";")
     corpus = NeuralCorpus(cache, Corpus(cache))
     judges, asks = {}, {rule: [] for rule in rules}
     for rule in rules:
         name, _, threshold = rule.partition("@")
-        judges[rule] = judges_for(PHRASE, [name])[name]
+        name, _, weights = name.partition("#")
+        judges[rule] = judges_for(PHRASE, [name], verifier=weights)[name]
         record_asks(judges[rule], asks[rule], float(threshold) if threshold else None)
     rows, cpu, audio = [], defaultdict(float), 0.0
     for kind, specs in (("addressed", neural_wake_specs(PHRASE, 12)), ("near", neural_near_specs(PHRASE, 12)),

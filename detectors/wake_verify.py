@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import numpy as np  # numpy loads only when a verifier is built
@@ -31,6 +31,10 @@ POSITIONS = 4  # the last windows scored (80 ms apart); the best one counts
 # 3 s start (48,000 samples less a whole number of 80 ms frames), with just the embeddings the
 # windows need (20 of 19); the same figures as 3 s, for three quarters of the CPU.
 PADDED_SAMPLES = 3 * 16000 - 8 * 1280
+# openWakeWord's embeddings are not level-invariant (log mel energies): a command from across the room
+# (peaks at -42 dBFS) reads unlike the same words near. Weights trained with a lift hear the audio
+# raised so its loudest sample is at `lift_peak_dbfs`, by at most MAX_LIFT (the VAD's quiet path's 32x).
+MAX_LIFT = 32.0
 WEIGHTS_DIR = Path(__file__).parent / "verifiers"
 
 
@@ -41,19 +45,24 @@ class Weights:
     coef: np.ndarray
     intercept: float
     threshold: float
+    lift_peak_dbfs: float | None = None  # quiet audio raised to this peak before it is read (None: as heard)
 
     @classmethod
     def load(cls, path: Path) -> Weights:
         import numpy as np
 
         with np.load(path) as data:
-            return cls(data["mean"], data["scale"], data["coef"], float(data["intercept"]), float(data["threshold"]))
+            lift = float(data["lift_peak_dbfs"]) if "lift_peak_dbfs" in data.files else None
+            return cls(data["mean"], data["scale"], data["coef"], float(data["intercept"]), float(data["threshold"]), lift)
 
     def save(self, path: Path) -> None:
         import numpy as np
 
-        np.savez_compressed(path, mean=self.mean, scale=self.scale, coef=self.coef,
-                            intercept=np.float64(self.intercept), threshold=np.float64(self.threshold))
+        arrays: dict[str, Any] = {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": np.float64(self.intercept),
+                  "threshold": np.float64(self.threshold)}
+        if self.lift_peak_dbfs is not None:  # (files without it read audio as heard)
+            arrays["lift_peak_dbfs"] = np.float64(self.lift_peak_dbfs)
+        np.savez_compressed(path, **arrays)
 
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The probability of the phrase for each row of features."""
@@ -65,6 +74,20 @@ class Weights:
 
 def weights_path(model: str) -> Path:
     return WEIGHTS_DIR / f"{model}.npz"
+
+
+def lifted(pcm16k: bytes, peak_dbfs: float) -> bytes:
+    """`pcm16k` raised so its loudest sample is at `peak_dbfs` (at most `MAX_LIFT` times); louder audio as it is."""
+    import numpy as np
+
+    samples = np.frombuffer(pcm16k, dtype=np.int16)
+    peak = int(np.abs(samples.astype(np.int32)).max()) if len(samples) else 0
+    target = 32767 * 10 ** (peak_dbfs / 20)
+    if peak == 0 or peak >= target:
+        return pcm16k
+    gain = min(MAX_LIFT, target / peak)
+    raised: bytes = np.clip(np.rint(samples * gain), -32768, 32767).astype(np.int16).tobytes()
+    return raised
 
 
 def windows(embeddings: np.ndarray) -> np.ndarray:
@@ -103,7 +126,8 @@ class WakeVerifier:
         self.last_score: float | None = None
 
     def score(self, pcm16k: bytes) -> float:
-        embeddings = self._read(pcm16k)
+        lift = self.weights.lift_peak_dbfs
+        embeddings = self._read(pcm16k if lift is None else lifted(pcm16k, lift))
         if len(embeddings) < WINDOWS + POSITIONS - 1:
             return 0.0
         return float(self.weights.scores(windows(embeddings)).max())

@@ -92,3 +92,38 @@ def test_the_shipped_verifier_refuses_a_sound_alike_both_models_wake_on_and_keep
         verified.reset()
         phrase = _silence(2.0) + said(corpus, "hey jarvis, what time is it", voice, Effect.PITCH)
         assert len(hits(verified, phrase)) == 1, voice  # (a clock that starts again: no refractory period)
+
+
+def test_weights_with_a_lift_read_a_quiet_wake_raised_to_their_peak_and_keep_the_lift_in_their_file(tmp_path):
+    """A far command (peaks at -42 dBFS) is read as loud as one said near (session 14); weights
+    without a lift (the files before it) read the audio as heard."""
+    import dataclasses
+
+    import numpy as np
+
+    from detectors.wake_verify import MAX_LIFT, Weights, lifted, weights_path
+
+    rng = np.random.default_rng(3)
+    near = (rng.normal(size=16000) * 3000).clip(-32768, 32767).astype(np.int16)
+    far = (near / 40).astype(np.int16)
+    peak = np.abs(np.frombuffer(lifted(far.tobytes(), -12.0), dtype=np.int16).astype(np.int32)).max()
+    assert abs(20 * np.log10(peak / 32767) + 12.0) < 0.1
+    assert lifted(near.tobytes(), -30.0) == near.tobytes()  # louder than the lift's peak: as it is
+    faint = (near / 1000).astype(np.int16)
+    assert np.abs(np.frombuffer(lifted(faint.tobytes(), -12.0), dtype=np.int16)).max() <= np.abs(faint).max() * MAX_LIFT + 1
+    shipped = Weights.load(weights_path("hey_jarvis"))
+    with_lift = dataclasses.replace(shipped, lift_peak_dbfs=-12.0)
+    with_lift.save(tmp_path / "w.npz")
+    dataclasses.replace(shipped, lift_peak_dbfs=None).save(tmp_path / "old.npz")
+    assert Weights.load(tmp_path / "w.npz").lift_peak_dbfs == -12.0 and Weights.load(tmp_path / "old.npz").lift_peak_dbfs is None
+    read: list[bytes] = []
+
+    def reader(pcm: bytes) -> np.ndarray:
+        read.append(pcm)
+        return np.zeros((0, 96), dtype=np.float32)
+
+    for weights in (with_lift, dataclasses.replace(shipped, lift_peak_dbfs=None)):
+        verifier = WakeVerifier("hey_jarvis", weights)
+        verifier._read = reader  # type: ignore[assignment]
+        assert verifier.score(far.tobytes()) == 0.0
+    assert read == [lifted(far.tobytes(), -12.0), far.tobytes()]
