@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import gc
 import logging
 import os
 import time
@@ -92,7 +93,12 @@ async def assistant(
             cost=cost,
             stop_detector=stop_detector if settings.stop.enabled else None,
         )
-        yield Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
+        coordinator = Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
+        # What was built to start (models, schemas, the SDK: most of the heap) lives all day: out of
+        # the collector's sight, its full passes do not walk it every few seconds while it listens
+        # (issue 34, the listening cost; nothing it decides changes).
+        gc.freeze()
+        yield coordinator
 
 
 @dataclass(frozen=True)

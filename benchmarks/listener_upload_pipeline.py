@@ -361,6 +361,19 @@ def before_session_13() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def before_session_14() -> Iterator[None]:
+    """Listening as in session 13: the heap built at start left in the collector's sight (no `gc.freeze`)."""
+    import gc
+
+    import assembly.build as build
+
+    gc.unfreeze()  # an earlier row's freeze would otherwise carry into this one
+    with mock.patch.object(build.gc, "freeze", lambda: None):
+        yield
+    gc.unfreeze()
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
@@ -368,7 +381,8 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched),
              "wheel": ("microWakeWord through the wheel's own call", wheel_inference),
              "frames": ("an append frame per chunk", a_frame_per_chunk),
-             "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13)}
+             "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13),
+             "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
