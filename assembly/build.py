@@ -96,8 +96,11 @@ async def assistant(
         coordinator = Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
         # What was built to start (models, schemas, the SDK: most of the heap) lives all day: out of
         # the collector's sight, its full passes do not walk it every few seconds while it listens
-        # (issue 34, the listening cost; nothing it decides changes).
-        gc.freeze()
+        # (issue 34, the listening cost; nothing it decides changes). Once per process: a frozen
+        # object's cycles are never collected, and a process that builds many (the tests) would
+        # pin each one's garbage.
+        if gc.get_freeze_count() == 0:
+            gc.freeze()
         yield coordinator
 
 
