@@ -63,7 +63,8 @@ def fast_settings(
         realtime=RealtimeSettings(api_key="sk-test-key-0123456789", base_url=base_url, connect_timeout_s=connect_timeout_s),
         listener=dataclasses.replace(ListenerSettings(vad_silence_ms=300, wake_phrase="computer"), **listener),
         narrator=NarratorSettings(response_timeout_s=10.0, warm=narrator_warm),
-        brain=BrainSettings(timeout_s=0.5, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
+        # (1 s: scripted brain delays of 0.2-0.4 s timed out beside two CPU hogs at 0.5 s)
+        brain=BrainSettings(timeout_s=1.0, retry_budget_s=3.0, backoff_initial_s=0.01, backoff_max_s=0.02),
         reconnect=ReconnectSettings(initial_s=0.01, max_s=0.05, jitter_s=0.01, healthy_after_s=healthy_after_s),
         # The tests speak in tones (the simulator's VAD hears energy); the on-device VAD would
         # rightly call a tone no speech. tests/pipeline/test_pipeline_upload.py speaks words.
