@@ -22,7 +22,7 @@ import time
 from collections import defaultdict
 
 from benchmarks.corpus import Corpus
-from benchmarks.neural_corpus import NeuralCorpus, neural_near_specs, neural_ordinary_specs, neural_wake_specs
+from benchmarks.neural_corpus import NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs
 from benchmarks.wake_choice import judges_for
 from detectors.wake_confirm import Fusion
 from detectors.wake_test import TryJudge, heard_in
@@ -94,7 +94,7 @@ def table(path: str) -> list[str]:
 
 
 SOUND = "pooled (the seven sound variants)"
-WORDING_VALUES = ('pause after "hey"', 'the name alone ("jarvis, ...")')
+WORDING_VALUES = (Variant.PAUSE_AFTER_HEY.value, Variant.NAME_ALONE.value)
 
 
 def main(argv: list[str]) -> int:
