@@ -128,17 +128,20 @@ class InputBuffer:
             self._kept_from_ms += excess / BYTES_PER_MS
 
     def peek_kept_audio(self, start_ms: float) -> bytes:
-        """The kept input from a position to now, kept."""
-        first = max(0, int((start_ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
-        return bytes(self._kept_audio[first:])
+        """The kept input from a position to now; nothing is dropped."""
+        return bytes(self._kept_audio[self._kept_index(start_ms):])
 
     def take_kept_audio(self, start_ms: float, end_ms: float) -> bytes:
         """The kept input between two positions; what came before `end_ms` is dropped."""
         if not self._kept_audio:
             return b""
-        first = max(0, int((start_ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
-        last = max(first, int((end_ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
+        first = self._kept_index(start_ms)
+        last = max(first, self._kept_index(end_ms))
         pcm = bytes(self._kept_audio[first:last])
         del self._kept_audio[:last]
         self._kept_from_ms += last / BYTES_PER_MS
         return pcm
+
+    def _kept_index(self, ms: float) -> int:
+        """Where an input position lies in the kept audio (bytes, a whole sample; 0 before it)."""
+        return max(0, int((ms - self._kept_from_ms) * BYTES_PER_MS) & ~1)
