@@ -220,6 +220,11 @@ class Recogniser:
         self._decoder = Decoder(loglevel="FATAL", kws_threshold=WAKE_THRESHOLD)
         self._decoder.add_lm("general", self._decoder.get_lm())  # the wheel's general English model
         self._folder = tempfile.TemporaryDirectory(prefix="handoff-sim-lm-")
+        # The command search has a decoder of its own whose dictionary holds only the
+        # vocabulary's words: a language model added to the general decoder costs 6-7 s of CPU
+        # (its whole dictionary is prepared again), over 30 s on a busy machine, which a route
+        # waiting for these words did not survive; this one costs a few ms, and decodes the same.
+        self._commands_decoder: Any = None
         self._vocabulary: tuple[str, ...] = ()
         self._wake = ""
 
@@ -234,9 +239,10 @@ class Recogniser:
         if phrase:
             wake_end = self._wake_end(pcm, phrase)
             if wake_end is not None:
-                words = [w for w, start in self._decode(pcm, self._commands(segment)) if start >= wake_end]
+                words = [w for w, start in _best_words(self._commands(segment), pcm) if start >= wake_end]
                 return f"{phrase.capitalize()}, {' '.join(words)}" if words else f"{phrase.capitalize()}."
-        return " ".join(word for word, _ in self._decode(pcm, "general"))
+        self._decoder.activate_search("general")
+        return " ".join(word for word, _ in _best_words(self._decoder, pcm))
 
     def _wake_end(self, pcm16k: bytes, phrase: str) -> int | None:
         """The frame where the wake phrase ends, if it starts the segment."""
@@ -253,25 +259,46 @@ class Recogniser:
             return None  # not there, or not at the start ("I bought a new computer")
         return int(first[1]) - 10  # a word the decoder starts in the phrase's last 100 ms is the command's
 
-    def _commands(self, segment: Segment) -> str:
-        """The command vocabulary as a language model of equally likely words."""
-        words = tuple(sorted({w for w in (*COMMAND_WORDS, *segment.hints) if self._decoder.lookup_word(w) is not None}))
-        if words != self._vocabulary:
-            path = Path(self._folder.name) / f"commands-{len(words)}.lm"
-            path.write_text(_command_arpa(words, COMMAND_PHRASES), encoding="ascii")
-            self._decoder.add_lm_file("commands", str(path))
-            self._vocabulary = words
-        return "commands"
+    @property
+    def command_dictionary_size(self) -> int:
+        """Pronunciations the command search knows (0 before the first command)."""
+        return len(self._pronunciations(self._vocabulary))
 
-    def _decode(self, pcm16k: bytes, search: str) -> list[tuple[str, int]]:
-        """(word, start frame) of the best hypothesis, fillers left out."""
-        self._decoder.activate_search(search)
-        self._decoder.start_utt()
-        self._decoder.process_raw(pcm16k, full_utt=True)
-        self._decoder.end_utt()
-        if self._decoder.hyp() is None:
-            return []
-        return [(s.word.split("(")[0], s.start_frame) for s in self._decoder.seg() if not _NOT_WORDS.match(s.word)]
+    def _commands(self, segment: Segment) -> Any:
+        """A decoder for the command vocabulary: a language model of equally likely words."""
+        from pocketsphinx import Decoder
+
+        words = tuple(sorted({w for w in (*COMMAND_WORDS, *segment.hints) if self._decoder.lookup_word(w) is not None}))
+        if words != self._vocabulary or self._commands_decoder is None:
+            folder = Path(self._folder.name)
+            (folder / "commands.dict").write_text(
+                "".join(f"{name} {phones}\n" for name, phones in self._pronunciations(words)), encoding="ascii")
+            (folder / "commands.lm").write_text(_command_arpa(words, COMMAND_PHRASES), encoding="ascii")
+            self._commands_decoder = Decoder(loglevel="FATAL", dict=str(folder / "commands.dict"),
+                                             lm=str(folder / "commands.lm"))
+            self._vocabulary = words
+        return self._commands_decoder
+
+    def _pronunciations(self, words: tuple[str, ...]) -> list[tuple[str, str]]:
+        """Each word's pronunciations in the general dictionary ("read", "read(2)", ...)."""
+        found = []
+        for word in words:
+            count, phones = 1, self._decoder.lookup_word(word)
+            while phones is not None:
+                found.append((word if count == 1 else f"{word}({count})", phones))
+                count += 1
+                phones = self._decoder.lookup_word(f"{word}({count})")
+        return found
+
+
+def _best_words(decoder: Any, pcm16k: bytes) -> list[tuple[str, int]]:
+    """(word, start frame) of the decoder's best hypothesis for its active search, fillers left out."""
+    decoder.start_utt()
+    decoder.process_raw(pcm16k, full_utt=True)
+    decoder.end_utt()
+    if decoder.hyp() is None:
+        return []
+    return [(s.word.split("(")[0], s.start_frame) for s in decoder.seg() if not _NOT_WORDS.match(s.word)]
 
 
 def _onset_frame(pcm16k: bytes) -> int:

@@ -108,6 +108,25 @@ async def test_cue_times_are_recording_times_whatever_is_uploaded(tmp_path: Path
         assert commands == ["what time is it?", "echo hello from the cue sheet"], handoff.log
 
 
+async def test_a_sessions_own_words_are_recognised_by_a_search_of_their_own_size() -> None:
+    # The command search used to be a language model added to the general decoder: 6-7 s of CPU
+    # for each new vocabulary (the whole general dictionary prepared again), over 30 s beside
+    # other work, so a route waiting for these words timed out (test_one_verdict, loaded runs).
+    recogniser = Recogniser()
+    try:
+        speech = [await flite_speech(text) for text in ("hey jarvis, turn on the kitchen light",
+                                                        "hey jarvis, open the garage door")]  # fmt: skip
+        kitchen = recogniser.transcribe(Segment(0, 3000, speech[0], ("turn", "on", "kitchen", "light"), ("hey", "jarvis")))
+        first_size = recogniser.command_dictionary_size
+        garage = recogniser.transcribe(Segment(0, 3000, speech[1], ("open", "garage", "door"), ("hey", "jarvis")))
+    finally:
+        recogniser.close()
+    assert kitchen.startswith("Hey jarvis,") and "kitchen" in kitchen.split(), kitchen
+    assert garage.startswith("Hey jarvis,") and "garage" in garage.split(), garage  # a new vocabulary, heard
+    # Only the vocabulary's pronunciations (a few hundred), not the general dictionary's 130,000.
+    assert 0 < first_size < 1_000 and recogniser.command_dictionary_size < 1_000
+
+
 def test_stream_places_follow_the_jumps_the_client_named() -> None:
     places = StreamPlaces()
     assert places.place(100) is None  # no append named its place: the simulator counts what it got
