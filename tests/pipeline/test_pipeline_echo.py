@@ -77,7 +77,10 @@ async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_it
         voiced = [h for h in command if audioop.rms(h.user, SAMPLE_WIDTH) > 0]
         assert any(h.echo != bytes(len(h.echo)) for h in voiced[:4])  # it did start in the echo's tail
         assert len(voiced) == 30  # 0.6 s
-        assert [s for s in sessions if all(h.mixed in s for h in voiced)], "the command was split or cut"
+        where = [[i for i, s in enumerate(sessions) if h.mixed in s] for h in voiced]
+        assert [s for s in sessions if all(h.mixed in s for h in voiced)], (
+            f"the command was split or cut: the sessions each of its chunks went to {where}\n"
+            + "\n".join(f"  {e.at:.3f} {e.kind}: {e.text}" for e in list(p.timeline.entries)[-30:]))
         # The gate learnt the room: the echo's delay or its reflection's (the loop's jitter is
         # four times larger in room time: beside two CPU hogs it learnt 0.02 s once, and let no
         # echo through), and about its level.

@@ -98,7 +98,7 @@ class RoomMicrophone(PushMicrophone):
 class RoomSpeaker(MemorySpeaker):
     """A MemorySpeaker at the microphone's pace whose sound comes back into it: `delay_s` later
     at `gain_db`, and a reflection `reflection_s` after that, 8 dB fainter. `draining` notes when
-    the coordinator waits for playback to end, with the room time it ends at (`ends`)."""
+    the coordinator waits for playback to end, with the room time its audio ends at (`ends`)."""
 
     def __init__(self, microphone: RoomMicrophone, delay_s: float = 0.05, gain_db: float = -18.0,
                  reflection_s: float = 0.03) -> None:
@@ -122,7 +122,9 @@ class RoomSpeaker(MemorySpeaker):
             self.after_play(self._end)
 
     async def drained(self) -> None:
-        self.ends.append(max(self._end, self._microphone.room_time()))
+        # Where the queued audio ends: a coordinator that waits for it late (a loaded machine)
+        # does not move the end of what the room heard.
+        self.ends.append(self._end)
         self.draining.notify()
         await super().drained()
 
