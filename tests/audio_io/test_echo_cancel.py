@@ -108,6 +108,28 @@ def test_nothing_played_leaves_the_microphone_untouched_and_costs_nothing():
     assert canceller.process(chunk, 3.5) == chunk and canceller.frames == 1
 
 
+def test_an_idle_canceller_does_not_ask_the_devices_for_their_latency():
+    """A quiet room's every chunk read the devices' latency through their wrappers twice (issue
+    34): once nothing played for longer than `cancel_idle_s` and any stream delay, it is not
+    asked; while the echo may be in the microphone, once per chunk."""
+    asked = []
+
+    def delay_s() -> float:
+        asked.append(1)
+        return 0.1
+
+    canceller = EchoCanceller(EchoSettings(), delay_s=delay_s)
+    chunk = tone(440, 0.02)
+    assert canceller.process(chunk, 0.0) == chunk and asked == []  # nothing ever played
+    canceller.played(narration(0.5), 1.0)
+    canceller.process(chunk, 1.1)
+    assert canceller.frames == 1 and canceller.stream_delay_ms == 100 and len(asked) == 1
+    assert canceller.active(3.6) and not canceller.active(3.65)  # 2 s idle, plus the 0.1 s delay
+    asked.clear()
+    assert canceller.process(chunk, 4.1) == chunk and canceller.passed and asked == []
+    assert canceller.frames == 1
+
+
 def test_a_devices_latency_is_read_through_the_wrappers_around_it():
     speaker = MemorySpeaker()
     speaker.latency_s = 0.045  # type: ignore[attr-defined]  (as audio_io.portaudio's speaker has it)
