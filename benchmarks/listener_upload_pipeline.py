@@ -374,6 +374,21 @@ def before_session_14() -> Iterator[None]:
     gc.unfreeze()
 
 
+@contextlib.contextmanager
+def before_session_15() -> Iterator[None]:
+    """Listening as in session 14: the echo canceller read the devices' latency on every chunk,
+    idle or not, and twice on a chunk it ran on."""
+    from audio_io.echo_cancel import EchoCanceller
+
+    def active(self: EchoCanceller, at: float) -> float | None:
+        if at - self._last_played_end > self._idle_s + self._delay():
+            return None
+        return self._delay()
+
+    with mock.patch.object(EchoCanceller, "_active", active):
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
@@ -382,7 +397,8 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "wheel": ("microWakeWord through the wheel's own call", wheel_inference),
              "frames": ("an append frame per chunk", a_frame_per_chunk),
              "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13),
-             "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14)}
+             "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14),
+             "session14": ("as in session 14 (the canceller read the devices' latency on every chunk)", before_session_15)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
