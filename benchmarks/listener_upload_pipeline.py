@@ -375,9 +375,9 @@ def before_session_14() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def before_session_15() -> Iterator[None]:
-    """Listening as in session 14: the echo canceller read the devices' latency on every chunk,
-    idle or not, and twice on a chunk it ran on."""
+def canceller_latency_every_chunk() -> Iterator[None]:
+    """The echo canceller reads the devices' latency on every chunk, idle or not, and twice on a
+    chunk it runs on (before issue 34, session 15)."""
     from audio_io.echo_cancel import EchoCanceller
 
     def active(self: EchoCanceller, at: float) -> float | None:
@@ -386,6 +386,24 @@ def before_session_15() -> Iterator[None]:
         return self._delay()
 
     with mock.patch.object(EchoCanceller, "_active", active):
+        yield
+
+
+@contextlib.contextmanager
+def canceller_idle_2s() -> Iterator[None]:
+    """The echo canceller runs 2 s after every sound played, not the echo's tail (before issue 34, session 15)."""
+    import audio_io.echo_reference as echo_reference
+
+    build = echo_reference.build_canceller
+    with mock.patch.object(echo_reference, "build_canceller",
+                           lambda settings, delay_s: build(dataclasses.replace(settings, cancel_idle_s=2.0), delay_s)):
+        yield
+
+
+@contextlib.contextmanager
+def before_session_15() -> Iterator[None]:
+    """Listening as in session 14: the canceller ran 2 s after every sound and read the devices' latency on every chunk."""
+    with canceller_latency_every_chunk(), canceller_idle_2s():
         yield
 
 
@@ -398,7 +416,10 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "frames": ("an append frame per chunk", a_frame_per_chunk),
              "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13),
              "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14),
-             "session14": ("as in session 14 (the canceller read the devices' latency on every chunk)", before_session_15)}
+             "latency": ("the canceller reading the devices' latency on every chunk", canceller_latency_every_chunk),
+             "idle2s": ("the canceller running 2 s after every sound", canceller_idle_2s),
+             "session14": ("as in session 14 (the canceller 2 s after every sound, the devices' latency read on every chunk)",
+                           before_session_15)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
