@@ -220,6 +220,7 @@ class Listening(NamedTuple):
     narrated: int  # commands answered
     frames: int  # append frames the listener sessions received
     audio_s: float  # seconds of audio they carried (what was muted or buffered depends on timing)
+    cancelled: int = 0  # microphone chunks the echo canceller ran on (its cost, free of the machine's load)
 
 
 # What issue 34 asks of the whole assistant, % of a core (printed beside each row).
@@ -253,8 +254,9 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            cancelled = coordinator.canceller.frames if coordinator.canceller is not None else 0
         frames, audio_s = sim.call("uploaded_audio")
-    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s)
+    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s, cancelled)
 
 
 @contextlib.contextmanager
@@ -474,8 +476,9 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
     rooms = [("silent (a microphone's hiss)", silent, 0)] + ([("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] if floor else [])
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
     lines = [f"| room | microphone chunk | target | handoff CPU % of a core, {label_before} | now | ratio "
-             f"| answers narrated (before / now) | append frames (before / now) | audio uploaded, s (before / now) |"
-             + extra, "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
+             f"| answers narrated (before / now) | append frames (before / now) | audio uploaded, s (before / now) "
+             f"| chunks the canceller ran on (before / now) |" + extra,
+             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for number, (room, pcm, commands) in enumerate(rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]):
             for chunk_ms, read_ms in chunks:
@@ -491,7 +494,7 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
                 target = TARGETS["talking" if commands else "silent"]
                 line = (f"| {room}, {seconds:g} s | {label} | <= {target:.2f} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f} "
                         f"| {old.narrated} / {new.narrated} | {old.frames} / {new.frames} "
-                        f"| {old.audio_s:.2f} / {new.audio_s:.2f} |")
+                        f"| {old.audio_s:.2f} / {new.audio_s:.2f} | {old.cancelled} / {new.cancelled} |")
                 if strict:
                     strict_run = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
                     line += f" {strict_run.cpu:.2f} | {strict_run.cpu / old.cpu:.2f} | {strict_run.narrated} |"
