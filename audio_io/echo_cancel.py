@@ -57,6 +57,7 @@ _LIBRARY = "libspeexdsp.so.1"
 _SHADOW_RESTART_S = 1.5  # the shadow filter starts afresh this often unless it took over
 _SWAP_WINDOW_S = 0.5  # the span over which the two filters' outputs are compared
 _SWAP_MARGIN_DB = 3.0  # the shadow takes over when its output held this much less energy
+_MAX_DELAY_S = 0.5  # the stream delay is bounded here (PortAudio's figures are too)
 
 
 def _load() -> Any | None:
@@ -160,15 +161,24 @@ class EchoCanceller:
 
     def active(self, at: float) -> bool:
         """Something was written in the last `idle_s` (plus the stream delay): the echo may be in the mic."""
-        return at - self._last_played_end <= self._idle_s + self._delay()
+        return self._active(at) is not None
+
+    def _active(self, at: float) -> float | None:
+        """The stream delay when `active` (None: idle). Past the longest delay the devices are
+        not asked for theirs: a quiet room's every chunk read their wrappers twice (issue 34)."""
+        since = at - self._last_played_end
+        if since > self._idle_s + _MAX_DELAY_S:
+            return None
+        delay = self._delay()
+        return delay if since <= self._idle_s + delay else None
 
     def process(self, chunk: bytes, at: float) -> bytes:
         """The microphone chunk captured at `at`, with the echo of what was played cancelled."""
-        if not self.active(at):
+        delay = self._active(at)
+        if delay is None:
             self._trim(at)
             self.passed, self.far = True, b""
             return chunk
-        delay = self._delay()
         self.stream_delay_ms = round(delay * 1000)
         far = self._reference(at - delay, len(chunk))  # what was written as this was captured, less the devices' latency
         self.far = far
@@ -216,7 +226,7 @@ class EchoCanceller:
         self._main_energy.clear()
 
     def _delay(self) -> float:
-        return min(max(self._delay_s(), 0.0), 0.5)  # (PortAudio's figures are bounded there too)
+        return min(max(self._delay_s(), 0.0), _MAX_DELAY_S)
 
     def _reference(self, at: float, length: int) -> bytes:
         """What was written to the speaker over [at, at + length) on the clock, silence elsewhere."""

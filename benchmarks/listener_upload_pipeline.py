@@ -220,6 +220,7 @@ class Listening(NamedTuple):
     narrated: int  # commands answered
     frames: int  # append frames the listener sessions received
     audio_s: float  # seconds of audio they carried (what was muted or buffered depends on timing)
+    cancelled: int = 0  # microphone chunks the echo canceller ran on (its cost, free of the machine's load)
 
 
 # What issue 34 asks of the whole assistant, % of a core (printed beside each row).
@@ -253,8 +254,9 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            cancelled = coordinator.canceller.frames if coordinator.canceller is not None else 0
         frames, audio_s = sim.call("uploaded_audio")
-    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s)
+    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s, cancelled)
 
 
 @contextlib.contextmanager
@@ -374,6 +376,39 @@ def before_session_14() -> Iterator[None]:
     gc.unfreeze()
 
 
+@contextlib.contextmanager
+def canceller_latency_every_chunk() -> Iterator[None]:
+    """The echo canceller reads the devices' latency on every chunk, idle or not, and twice on a
+    chunk it runs on (before issue 34, session 15)."""
+    from audio_io.echo_cancel import EchoCanceller
+
+    def active(self: EchoCanceller, at: float) -> float | None:
+        if at - self._last_played_end > self._idle_s + self._delay():
+            return None
+        return self._delay()
+
+    with mock.patch.object(EchoCanceller, "_active", active):
+        yield
+
+
+@contextlib.contextmanager
+def canceller_idle_2s() -> Iterator[None]:
+    """The echo canceller runs 2 s after every sound played, not the echo's tail (before issue 34, session 15)."""
+    import audio_io.echo_reference as echo_reference
+
+    build = echo_reference.build_canceller
+    with mock.patch.object(echo_reference, "build_canceller",
+                           lambda settings, delay_s: build(dataclasses.replace(settings, cancel_idle_s=2.0), delay_s)):
+        yield
+
+
+@contextlib.contextmanager
+def before_session_15() -> Iterator[None]:
+    """Listening as in session 14: the canceller ran 2 s after every sound and read the devices' latency on every chunk."""
+    with canceller_latency_every_chunk(), canceller_idle_2s():
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
@@ -382,7 +417,11 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "wheel": ("microWakeWord through the wheel's own call", wheel_inference),
              "frames": ("an append frame per chunk", a_frame_per_chunk),
              "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13),
-             "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14)}
+             "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14),
+             "latency": ("the canceller reading the devices' latency on every chunk", canceller_latency_every_chunk),
+             "idle2s": ("the canceller running 2 s after every sound", canceller_idle_2s),
+             "session14": ("as in session 14 (the canceller 2 s after every sound, the devices' latency read on every chunk)",
+                           before_session_15)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {
@@ -437,8 +476,9 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
     rooms = [("silent (a microphone's hiss)", silent, 0)] + ([("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] if floor else [])
     extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
     lines = [f"| room | microphone chunk | target | handoff CPU % of a core, {label_before} | now | ratio "
-             f"| answers narrated (before / now) | append frames (before / now) | audio uploaded, s (before / now) |"
-             + extra, "|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
+             f"| answers narrated (before / now) | append frames (before / now) | audio uploaded, s (before / now) "
+             f"| chunks the canceller ran on (before / now) |" + extra,
+             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for number, (room, pcm, commands) in enumerate(rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]):
             for chunk_ms, read_ms in chunks:
@@ -454,7 +494,7 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
                 target = TARGETS["talking" if commands else "silent"]
                 line = (f"| {room}, {seconds:g} s | {label} | <= {target:.2f} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f} "
                         f"| {old.narrated} / {new.narrated} | {old.frames} / {new.frames} "
-                        f"| {old.audio_s:.2f} / {new.audio_s:.2f} |")
+                        f"| {old.audio_s:.2f} / {new.audio_s:.2f} | {old.cancelled} / {new.cancelled} |")
                 if strict:
                     strict_run = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
                     line += f" {strict_run.cpu:.2f} | {strict_run.cpu / old.cpu:.2f} | {strict_run.narrated} |"

@@ -201,9 +201,12 @@ class EchoSettings:
     floor_rms: float = 25.0  # expected echo below this (about -62 dBFS) suppresses nothing
     loud_rms: float = 300.0  # reference slots at least this loud teach the echo path
     # The canceller in front of the on-device detectors (`audio_io.echo_cancel`, speexdsp), when
-    # installed; it runs only within `cancel_idle_s` of the last audio played.
+    # installed; it runs only within `cancel_idle_s` of the last audio played (plus the devices'
+    # latency): the echo's tail, `max_delay_ms` and the reverberation down to `floor_rms` at
+    # `decay_db_per_s` (0.39 s). It ran 2 s after every sound played, more than half of its CPU
+    # in a talking room (issue 34).
     cancel: bool = True
-    cancel_idle_s: float = 2.0
+    cancel_idle_s: float = 0.4
     cancel_filter_ms: int = 200  # the adaptive filter's length: the air's delay and the room's reverberation
     cancel_margin_db: float = 12.0  # the gate behind the canceller: a cancelled chunk beats the residual by this much
 

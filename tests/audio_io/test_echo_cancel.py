@@ -97,7 +97,7 @@ def test_a_room_whose_path_changes_is_followed_within_two_seconds():
 
 
 def test_nothing_played_leaves_the_microphone_untouched_and_costs_nothing():
-    canceller = EchoCanceller(EchoSettings())
+    canceller = EchoCanceller(EchoSettings(cancel_idle_s=2.0))
     chunk = tone(440, 0.02)
     assert canceller.process(chunk, 0.0) == chunk
     canceller.played(narration(0.5), 1.0)
@@ -106,6 +106,48 @@ def test_nothing_played_leaves_the_microphone_untouched_and_costs_nothing():
     canceller.stopped(1.2)  # flushed: nothing written after 1.2 s plays
     assert canceller.active(3.0) and not canceller.active(3.3)
     assert canceller.process(chunk, 3.5) == chunk and canceller.frames == 1
+
+
+def test_an_idle_canceller_does_not_ask_the_devices_for_their_latency():
+    """A quiet room's every chunk read the devices' latency through their wrappers twice (issue
+    34): once nothing played for longer than `cancel_idle_s` and any stream delay, it is not
+    asked; while the echo may be in the microphone, once per chunk."""
+    asked = []
+
+    def delay_s() -> float:
+        asked.append(1)
+        return 0.1
+
+    canceller = EchoCanceller(EchoSettings(cancel_idle_s=2.0), delay_s=delay_s)
+    chunk = tone(440, 0.02)
+    assert canceller.process(chunk, 0.0) == chunk and asked == []  # nothing ever played
+    canceller.played(narration(0.5), 1.0)
+    canceller.process(chunk, 1.1)
+    assert canceller.frames == 1 and canceller.stream_delay_ms == 100 and len(asked) == 1
+    assert canceller.active(3.6) and not canceller.active(3.65)  # 2 s idle, plus the 0.1 s delay
+    asked.clear()
+    assert canceller.process(chunk, 4.1) == chunk and canceller.passed and asked == []
+    assert canceller.frames == 1
+
+
+def test_the_echos_tail_is_cancelled_and_then_the_canceller_is_not_run():
+    """After the last sound played, the canceller runs on for the echo's tail (the gate's longest
+    delay and the room's reverberation: `cancel_idle_s`), then no longer: it ran 2 s after every
+    sound, more than half of its CPU in a talking room (issue 34)."""
+    played = narration(4.0) + bytes(2 * RATE * 2)
+    mic = room(played, 0.1)  # the echo ends 112 ms after the narration
+    canceller = EchoCanceller(EchoSettings())
+    frames = []
+    out = bytearray()
+    for i in range(0, len(mic), CHUNK):
+        at = i / (RATE * 2)
+        canceller.played(played[i:i + CHUNK] if at < 4.0 else b"", at)
+        out += canceller.process(mic[i:i + CHUNK], at)
+        frames.append(canceller.frames)
+    assert level(mic, 4.0, 4.1) > 300  # the tail is there to cancel ...
+    assert level(bytes(out), 4.0, 4.1) * 10 ** (10 / 20) < level(mic, 4.0, 4.1)  # ... and cancelled
+    ran_until = frames.index(frames[-1]) * CHUNK / (RATE * 2)  # the last chunk it ran on
+    assert 4.1 <= ran_until <= 4.5  # (the gate's 150 ms, 0.24 s of reverberation at 300 dB/s, a chunk)
 
 
 def test_a_devices_latency_is_read_through_the_wrappers_around_it():
