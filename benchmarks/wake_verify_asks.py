@@ -17,18 +17,16 @@ spotter (`_wake`, `_fusion`): a measuring tool, not a path the assistant runs.
 from __future__ import annotations
 
 import json
-import math
 import sys
 import time
 from collections import defaultdict
-
-import numpy as np
 
 from benchmarks.corpus import Corpus
 from benchmarks.neural_corpus import NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs
 from benchmarks.wake_choice import judges_for
 from detectors.wake_confirm import Fusion
 from detectors.wake_test import TryJudge, heard_in
+from detectors.wake_verify import peak_dbfs
 
 PHRASE = "hey jarvis"
 
@@ -62,10 +60,9 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
             score = self.last_score = inner.score(pcm16k)
             kind = ("pause" if seen.get("paused") else "alone" if seen.get("alone")
                     else "pair" if seen.get("peak", 0.0) > 0.7 else "name")
-            peak = max(1, int(np.abs(np.frombuffer(pcm16k, dtype=np.int16).astype(np.int32)).max(initial=1)))
             asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames"),
-                         "peak_dbfs": round(20 * math.log10(peak / 32767), 1)})  # (the level the verifier heard)
-            return score >= (inner.weights.threshold if threshold is None else threshold)
+                         "peak_dbfs": round(max(-99.0, peak_dbfs(pcm16k)), 1)})  # (the level the verifier heard)
+            return score >= (inner.weights.threshold_at(peak_dbfs(pcm16k)) if threshold is None else threshold)
 
     fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
 
