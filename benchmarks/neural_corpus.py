@@ -7,10 +7,13 @@ people and rooms do: `Variant` below, each applied to the phrase said with a com
 run on or after a pause ("hey jarvis ... what time is it", one try).
 
 Nothing is committed: clips are synthesised at benchmark time into the cache folder the caller
-gives (`.cache/corpus/neural`, git-ignored), once. Piper's sampling is not seeded, so a cache entry
-is the one rendering every later run reads; a fresh cache is another draw of the same corpus.
+gives (`.cache/corpus/neural`, git-ignored), once. piper renders deterministically (piper-tts 1.8.0,
+onnxruntime 1.32: a fresh cache folder made the same bytes), so another draw of the corpus is asked
+for by number: draw N > 0 moves each take's pace and delivery (`DRAW_SPREAD`) and where its noise
+and TV talk start, seeded by (N, take), into its own folder (`neural-draw-N`); draw 0 is the
+renderings as the takes give them (session 14's draws 7 and 8).
 
-    corpus = NeuralCorpus(cache_dir, Corpus(cache_dir))    # the base corpus: noise and TV talk
+    corpus = NeuralCorpus(cache_dir, Corpus(cache_dir), draw=3)    # the base corpus: noise and TV talk
     clips = corpus.clips(neural_wake_specs("hey jarvis", per_variant=12))
 """
 
@@ -19,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import os
+import random
 import subprocess
 import tempfile
 import wave
@@ -40,6 +44,9 @@ NEAR_LEVEL_DBFS = -26.0  # a person about a metre from the microphone (active sp
 FAR_PEAK_DBFS = -42.0
 # The sound-alikes people reported waking it, besides the base corpus's.
 EXTRA_NEAR_MISSES: dict[str, tuple[str, ...]] = {"hey jarvis": ("hey jealous", "hey jarvie", "hey chavez", "hey garvey")}
+# How far a draw moves a take's piper scales, as a fraction of each (uniform, either way): about the
+# takes' own steps (length 0.9-1.2), so a draw is other renderings of the same corpus, not another corpus.
+DRAW_SPREAD = {"length_scale": 0.06, "noise_scale": 0.15, "noise_w_scale": 0.15}
 
 
 class Variant(Enum):
@@ -93,8 +100,9 @@ class NeuralSpec:
 class NeuralCorpus:
     effects: dict[Variant, tuple[str, ...]] = SOX_EFFECTS  # what each sound variant does (a training corpus uses others)
 
-    def __init__(self, cache_dir: Path, base: Corpus, folder: str = "neural") -> None:
-        self.cache_dir = Path(cache_dir) / folder
+    def __init__(self, cache_dir: Path, base: Corpus, folder: str = "neural", draw: int = 0) -> None:
+        self.draw = draw
+        self.cache_dir = Path(cache_dir) / (folder if not draw else f"{folder}-draw-{draw}")
         self.cache_dir.mkdir(parents=True, exist_ok=True)
         self.base = base
         self._voice = None
@@ -116,7 +124,7 @@ class NeuralCorpus:
             spec = importlib.util.find_spec(VOICE_PACKAGE)
             assert spec is not None and spec.origin is not None
             self._voice = PiperVoice.load(Path(spec.origin).parent / VOICE_FILE)
-        config = SynthesisConfig(**self.scales(take))
+        config = SynthesisConfig(**self.drawn_scales(take))
         with tempfile.TemporaryDirectory(dir=self.cache_dir) as tmp:
             raw, out = Path(tmp) / "raw.wav", Path(tmp) / "out.wav"
             with wave.open(str(raw), "wb") as w:
@@ -129,6 +137,18 @@ class NeuralCorpus:
         """piper's pace and delivery for a take (a training corpus uses others)."""
         return {"length_scale": (0.9, 1.0, 1.1, 1.2)[take % 4], "noise_scale": (0.5, 0.667, 0.8)[take % 3],
                 "noise_w_scale": (0.6, 0.8, 1.0)[take % 3]}
+
+    def drawn_scales(self, take: int) -> dict[str, float]:
+        """The take's scales, moved by the draw (draw 0: as they are)."""
+        scales = self.scales(take)
+        if not self.draw:
+            return scales
+        rng = self._rng(take, "scales")
+        return {name: round(value * (1 + rng.uniform(-DRAW_SPREAD[name], DRAW_SPREAD[name])), 4)
+                for name, value in scales.items()}
+
+    def _rng(self, take: int, what: str) -> random.Random:
+        return random.Random(f"{self.draw}:{take}:{what}")  # (a str seed: the same in every process)
 
     def clip(self, spec: NeuralSpec, lead_s: float = 0.8, tail_s: float = 1.2) -> Clip:
         effect = self.effects.get(spec.variant, ())
@@ -144,11 +164,13 @@ class NeuralCorpus:
         pcm = at_peak(pcm, FAR_PEAK_DBFS) if spec.variant is Variant.FAR else at_level(pcm, NEAR_LEVEL_DBFS)
         if spec.variant is Variant.NOISE:
             kind = (Noise.FAN, Noise.BABBLE)[spec.take % 2]
-            pcm = mix(pcm, self.base.noise(kind, 10.0, seed=spec.take % 4), 10)
+            seed = spec.take % 4 if not self.draw else self._rng(spec.take, "noise").randrange(4, 12)
+            pcm = mix(pcm, self.base.noise(kind, 10.0, seed=seed), 10)
         elif spec.variant is Variant.TV:
             pcm = mix(pcm, self._tv_talk(spec.take, len(pcm)), 10)
         pcm = with_floor(pcm, self._floor)
-        name = "neural-" + hashlib.sha1(repr((spec.text, spec.variant.value, spec.take)).encode()).hexdigest()[:12]
+        drawn = (spec.text, spec.variant.value, spec.take) + ((self.draw,) if self.draw else ())
+        name = "neural-" + hashlib.sha1(repr(drawn).encode()).hexdigest()[:12]
         return Clip(name=name, pcm=pcm, addressed=spec.addressed, text=spec.text,
                     wake_onset_s=spans[0][0] if spec.addressed and spans else None, speech_spans=tuple(spans),
                     voice="piper:en_US-joe-medium")
@@ -157,7 +179,8 @@ class NeuralCorpus:
         """A television in the room: the base corpus's voices reading one line after another."""
         if self._tv is None:
             self._tv = b"".join(babble_stream(self.base, 40.0, chunk_s=1.0, seed=3))  # the stream opens with TV
-        offset = (take * 3 * RATE * WIDTH) % max(WIDTH, len(self._tv) - length)
+        start_s = take * 3 if not self.draw else self._rng(take, "tv").uniform(0, 40)
+        offset = (int(start_s * RATE) * WIDTH) % max(WIDTH, len(self._tv) - length)
         return self._tv[offset : offset + length]
 
     def clips(self, specs: list[NeuralSpec]) -> list[Clip]:

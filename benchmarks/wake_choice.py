@@ -3,6 +3,7 @@
     nice .venv/bin/python -m benchmarks.wake_choice            # the full corpus (issue 19)
     nice .venv/bin/python -m benchmarks.wake_choice --quick    # a few clips each, for development
     nice .venv/bin/python -m benchmarks.wake_choice --neural 12 --phrases "hey jarvis"   # the neural voice, the shipped path
+    nice .venv/bin/python -m benchmarks.wake_choice --neural 12 --draw 2 --phrases "hey jarvis"   # another rendering of it
 
 Candidates are the engines whose models ship inside their wheel (nothing downloaded):
 pymicro-wakeword 2.5.0 (microWakeWord, through handoff's own `detectors.wake_model.ModelSpotter`)
@@ -342,18 +343,19 @@ def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "")
     return judges
 
 
-def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], chunk_ms: int = 20, verifier: str = "") -> list[str]:
+def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], chunk_ms: int = 20, verifier: str = "",
+                 draw: int = 0) -> list[str]:
     """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
     judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
     the default settings: what `handoff wake-test` reports on the same recording; each of `rules`
     (`judges_for`) on the same clips in the same run. `chunk_ms`: the microphone's chunk size the
-    clips are fed in."""
+    clips are fed in; `draw`: which rendering of the corpus (`NeuralCorpus`)."""
     from benchmarks.neural_corpus import (
         NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
     )
     from detectors.wake_test import heard_in
 
-    corpus = NeuralCorpus(cache, Corpus(cache))
+    corpus = NeuralCorpus(cache, Corpus(cache), draw=draw)
     judges = judges_for(phrase, rules, chunk_ms, verifier)
     rules = list(judges)
     tallies: dict[tuple[str, str, str], Tally] = defaultdict(Tally)
@@ -372,7 +374,7 @@ def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], ch
                 if kind == "addressed" and spec.variant not in (Variant.PAUSE_AFTER_HEY, Variant.NAME_ALONE):
                     tallies[(rule, kind, POOLED)].add(heard)
                 tallies[(rule, kind, "all")].add(heard)
-    lines = [f"| variant ({phrase}, piper en_US-joe-medium) | " + " | ".join(
+    lines = [f"| variant ({phrase}, piper en_US-joe-medium, draw {draw}) | " + " | ".join(
                 f"{rule}: recall % | near misses woken per 100 | ordinary woken per 100" for rule in rules) + " |",
              "|---|" + "---|---|---|" * len(rules)]
     for variant in [v.value for v in Variant] + [POOLED + " (the phrase said as it is: every variant but the two wordings)", "all"]:
@@ -432,6 +434,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--count", type=int, default=0, help="--quick: clips per set (default 12)")
     parser.add_argument("--neural", type=int, default=0, metavar="N",
                         help="only the neural-voice table (piper en_US-joe-medium), N clips per variant (e.g. 12)")
+    parser.add_argument("--draw", type=int, default=0, metavar="N",
+                        help="--neural: which rendering of the neural corpus (0: the takes as they are; N: each take's "
+                             "pace, delivery and noise moved, seeded by N)")
     parser.add_argument("--strict", action="store_true", help="--neural, --base: also with WAKE_STRICT=true, in the same run")
     parser.add_argument("--verifier", nargs="?", const="shipped", default="", metavar="WEIGHTS",
                         help="--neural, --base: also with the wake verifier (its shipped weights, or a .npz; several "
@@ -464,7 +469,7 @@ def main(argv: list[str] | None = None) -> int:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
             print(f"microphone chunks of {args.chunk_ms} ms")
             if args.neural:
-                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights)))
+                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights, args.draw)))
             if args.base:
                 print("\n".join(base_table(phrase, args.base, args.cache, rules, args.chunk_ms, weights)))
         return 0

@@ -1,7 +1,7 @@
 """Every question the wake verifier is asked, per clip of the neural corpus (issue 34, session 13).
 
-    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_asks .cache/draw5 asks.json \
-        "shipped;WAKE_STRICT=true;WAKE_VERIFY=true;WAKE_STRICT=true WAKE_VERIFY=true;WAKE_VERIFY=true@0.7"
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_asks .cache/corpus asks.json \
+        "shipped;WAKE_STRICT=true;WAKE_VERIFY=true;WAKE_STRICT=true WAKE_VERIFY=true;WAKE_VERIFY=true@0.7" [--draw N]
 
 Judges each clip as `benchmarks.wake_choice --neural 12` does (`heard_in` through the default
 upload filter, one `TryJudge` per rule) and writes, per clip and rule, whether it was heard and each
@@ -26,6 +26,7 @@ from benchmarks.neural_corpus import NeuralCorpus, Variant, neural_near_specs, n
 from benchmarks.wake_choice import judges_for
 from detectors.wake_confirm import Fusion
 from detectors.wake_test import TryJudge, heard_in
+from detectors.wake_verify import peak_dbfs
 
 PHRASE = "hey jarvis"
 
@@ -59,8 +60,9 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
             score = self.last_score = inner.score(pcm16k)
             kind = ("pause" if seen.get("paused") else "alone" if seen.get("alone")
                     else "pair" if seen.get("peak", 0.0) > 0.7 else "name")
-            asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames")})
-            return score >= (inner.weights.threshold if threshold is None else threshold)
+            asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames"),
+                         "peak_dbfs": round(max(-99.0, peak_dbfs(pcm16k)), 1)})  # (the level the verifier heard)
+            return score >= (inner.weights.threshold_at(peak_dbfs(pcm16k)) if threshold is None else threshold)
 
     fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
 
@@ -102,7 +104,8 @@ def main(argv: list[str]) -> int:
         print("\n".join(table(argv[1])))
         return 0
     cache, out, rules = argv[0], argv[1], argv[2].split(";")
-    corpus = NeuralCorpus(cache, Corpus(cache))
+    draw = int(argv[argv.index("--draw") + 1]) if "--draw" in argv else 0  # (`NeuralCorpus`'s draw)
+    corpus = NeuralCorpus(cache, Corpus(cache), draw=draw)
     judges, asks = {}, {rule: [] for rule in rules}
     for rule in rules:
         name, _, threshold = rule.partition("@")

@@ -46,23 +46,32 @@ class Weights:
     intercept: float
     threshold: float
     lift_peak_dbfs: float | None = None  # quiet audio raised to this peak before it is read (None: as heard)
+    # The threshold tied to the level (issue 34): audio whose loudest sample is under `quiet_peak_dbfs`
+    # (a command from across the room) is judged against `quiet_threshold` instead (None: one threshold).
+    quiet_peak_dbfs: float | None = None
+    quiet_threshold: float | None = None
 
     @classmethod
     def load(cls, path: Path) -> Weights:
         import numpy as np
 
         with np.load(path) as data:
-            lift = float(data["lift_peak_dbfs"]) if "lift_peak_dbfs" in data.files else None
-            return cls(data["mean"], data["scale"], data["coef"], float(data["intercept"]), float(data["threshold"]), lift)
+            optional = {k: float(data[k]) for k in OPTIONAL if k in data.files}
+            return cls(data["mean"], data["scale"], data["coef"], float(data["intercept"]), float(data["threshold"]), **optional)
 
     def save(self, path: Path) -> None:
         import numpy as np
 
         arrays: dict[str, Any] = {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": np.float64(self.intercept),
                   "threshold": np.float64(self.threshold)}
-        if self.lift_peak_dbfs is not None:  # (files without it read audio as heard)
-            arrays["lift_peak_dbfs"] = np.float64(self.lift_peak_dbfs)
+        arrays.update({k: np.float64(getattr(self, k)) for k in OPTIONAL if getattr(self, k) is not None})  # (files without them: as heard, one threshold)
         np.savez_compressed(path, **arrays)
+
+    def threshold_at(self, peak_dbfs: float) -> float:
+        """The score a wake whose audio peaks at `peak_dbfs` needs."""
+        if self.quiet_peak_dbfs is not None and self.quiet_threshold is not None and peak_dbfs < self.quiet_peak_dbfs:
+            return self.quiet_threshold
+        return self.threshold
 
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The probability of the phrase for each row of features."""
@@ -72,8 +81,22 @@ class Weights:
         return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
+OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold")  # what older weights files lack
+
+
 def weights_path(model: str) -> Path:
     return WEIGHTS_DIR / f"{model}.npz"
+
+
+def peak_dbfs(pcm16k: bytes) -> float:
+    """The loudest sample of `pcm16k`, dBFS (-inf: silence)."""
+    import math
+
+    import numpy as np
+
+    samples = np.frombuffer(pcm16k, dtype=np.int16)
+    peak = int(np.abs(samples.astype(np.int32)).max()) if len(samples) else 0
+    return 20 * math.log10(peak / 32767) if peak else float("-inf")
 
 
 def lifted(pcm16k: bytes, peak_dbfs: float) -> bytes:
@@ -134,7 +157,7 @@ class WakeVerifier:
 
     def accepts(self, pcm16k: bytes) -> bool:
         self.last_score = self.score(pcm16k)
-        return self.last_score >= self.weights.threshold
+        return self.last_score >= self.weights.threshold_at(peak_dbfs(pcm16k))
 
 
 def verifier_available(model: str) -> bool:

@@ -127,3 +127,24 @@ def test_weights_with_a_lift_read_a_quiet_wake_raised_to_their_peak_and_keep_the
         verifier._read = reader  # type: ignore[assignment]
         assert verifier.score(far.tobytes()) == 0.0
     assert read == [lifted(far.tobytes(), -12.0), far.tobytes()]
+
+
+def test_weights_with_a_quiet_threshold_judge_audio_under_its_level_against_it_and_louder_audio_as_before(tmp_path):
+    import dataclasses
+
+    import numpy as np
+
+    from detectors.wake_verify import Weights, weights_path
+
+    shipped = Weights.load(weights_path("hey_jarvis"))
+    tied = dataclasses.replace(shipped, threshold=0.9, quiet_peak_dbfs=-30.0, quiet_threshold=0.3)
+    tied.save(tmp_path / "tied.npz")
+    assert Weights.load(tmp_path / "tied.npz").quiet_threshold == 0.3 and Weights.load(weights_path("hey_jarvis")).quiet_threshold is None
+    near = (np.sin(np.arange(16000) / 5) * 8000).astype(np.int16).tobytes()  # peaks at -12 dBFS
+    far = (np.sin(np.arange(16000) / 5) * 300).astype(np.int16).tobytes()  # -41 dBFS
+    verdicts = []
+    for weights in (tied, shipped):
+        verifier = WakeVerifier("hey_jarvis", Weights.load(tmp_path / "tied.npz") if weights is tied else weights)
+        verifier.score = lambda pcm: 0.6  # type: ignore[method-assign]  # between the thresholds
+        verdicts.append((verifier.accepts(near), verifier.accepts(far)))
+    assert verdicts == [(False, True), (True, True)]
