@@ -45,6 +45,10 @@ Session 12 (docs/PERFORMANCE.md, "Barge-in: where the trials are lost, and a pre
 adds rows with `PrerollStopListener` (measured, not wired), `--preroll-settings P,ONSET,H` its
 settings; `benchmarks/barge_in_stages.py` says where trials are lost, stage by stage.
 
+Session 15 (docs/PERFORMANCE.md, "Barge-in: the wake model's cutoff while it talks, and where -6
+dB's trials are lost"): `--alone-cutoff P` the barge-in wake model's cutoff alone
+(`StopSettings.barge_in_alone_cutoff`), `--seed-offset N` fresh rooms.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
