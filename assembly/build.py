@@ -203,7 +203,8 @@ def build_stop_detector(settings: Settings) -> StopDetector:
         stop = StopPhraseDetector(StopPhraseSettings(wake_phrase=phrase, stop_words=listener.stop_words))
         if model is None or not settings.stop.barge_in:
             return stop
-        return BargeInDetector(stop, build_wake_spotter(settings.upload, listener.wake_phrase), phrase)
+        wake = build_wake_spotter(settings.upload, listener.wake_phrase, settings.stop.barge_in_alone_cutoff)
+        return BargeInDetector(stop, wake, phrase)
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; choose STOP_WORDS (and a WAKE_PHRASE) the on-device spotter knows, or set STOP_WHILE_TALKING=false."

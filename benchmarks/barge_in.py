@@ -45,6 +45,10 @@ Session 12 (docs/PERFORMANCE.md, "Barge-in: where the trials are lost, and a pre
 adds rows with `PrerollStopListener` (measured, not wired), `--preroll-settings P,ONSET,H` its
 settings; `benchmarks/barge_in_stages.py` says where trials are lost, stage by stage.
 
+Session 15 (docs/PERFORMANCE.md, "Barge-in: the wake model's cutoff while it talks, and where -6
+dB's trials are lost"): `--alone-cutoff P` the barge-in wake model's cutoff alone
+(`StopSettings.barge_in_alone_cutoff`), `--seed-offset N` fresh rooms.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -61,7 +65,7 @@ import numpy as np
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
-from config.settings import EchoSettings, UploadMode, UploadSettings
+from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import BargeInListener, EchoVetoListener
 from detectors.barge_in import BargeInDetector, CommandHold, Held, PrerollSettings, PrerollStopListener, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
@@ -194,9 +198,11 @@ class Path:
 
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
                  after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
-                 preroll: PrerollSettings | None = None, judged: bool = True) -> None:
+                 preroll: PrerollSettings | None = None, judged: bool = True,
+                 alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
-        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
+        wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
+        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
         if veto is not None and cancel:  # the twin detector on what the speaker played
             lenient = dataclasses.replace(stop_settings, wake_threshold=TWIN_WAKE_THRESHOLD, stop_threshold=TWIN_STOP_THRESHOLD)
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
@@ -366,6 +372,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="add rows for session 12's stop listener: the gate behind the canceller opens the feed, the detectors hear it from a preroll on")
     parser.add_argument("--preroll-settings", default="", metavar="PREROLL_S,ONSET,HANGOVER_S",
                         help="the preroll row's settings (default: PrerollSettings())")
+    parser.add_argument("--alone-cutoff", default="", metavar="P|model",
+                        help="the barge-in wake model wakes alone above this (default: StopSettings().barge_in_alone_cutoff; model: its own 0.97)")
+    parser.add_argument("--seed-offset", type=int, default=0, help="added to the trials' seeds (10 and 50 less the level): fresh rooms")
     parser.add_argument("--preroll-unjudged", action="store_true",
                         help="the preroll row without the gate's margins judging its hits (session 12's listener)")
     args = parser.parse_args(argv)
@@ -397,6 +406,8 @@ def main(argv: list[str] | None = None) -> int:
     variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
     variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
+    alone_cutoff = StopSettings().barge_in_alone_cutoff if not args.alone_cutoff else (
+        None if args.alone_cutoff == "model" else float(args.alone_cutoff))
     preroll = PrerollSettings()
     if args.preroll_settings:
         pre, onset, hang = args.preroll_settings.split(",")
@@ -412,13 +423,13 @@ def main(argv: list[str] | None = None) -> int:
 
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
-                    preroll if name == preroll_row else None, not args.preroll_unjudged)
+                    preroll if name == preroll_row else None, not args.preroll_unjudged, alone_cutoff)
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
         for level in [float(x) for x in args.levels.split(",") if x]:
-            stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level))
-            commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level))
+            stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level) + args.seed_offset)
+            commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level) + args.seed_offset)
             found = early = went_up = 0
             delays = []
             for scene in stops:

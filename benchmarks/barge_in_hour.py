@@ -26,7 +26,7 @@ from audio_io.echo_cancel import EchoCanceller
 from benchmarks.barge_in import (CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATION, NARRATOR, PHRASE, RATE, STOP_TEXT, USER_RMS,
                                  Scene, active_rms, build_scenes, convolve, pcm, samples, two_paths)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
-from config.settings import EchoSettings, UploadMode, UploadSettings
+from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from detectors.barge_in import BargeInDetector, PrerollSettings, PrerollStopListener
 from detectors.pipeline import build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
@@ -75,10 +75,13 @@ def hour_scenes(narration: np.ndarray, blocks: int = 120, seed: int = 7) -> list
     return scenes
 
 
+ALONE_CUTOFF: list[float | None] = [StopSettings().barge_in_alone_cutoff]  # `--alone-cutoff`
+
+
 def detector() -> BargeInDetector:
     stop = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
-    return BargeInDetector(StopPhraseDetector(stop), build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE),
-                           "hey jarvis")
+    wake = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, ALONE_CUTOFF[0])
+    return BargeInDetector(StopPhraseDetector(stop), wake, "hey jarvis")
 
 
 def listen(room: dict[str, np.ndarray], setting: tuple[PrerollSettings, bool] | None, first_s: float = 0.0) -> list[dict]:
@@ -135,7 +138,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--settings", default=",".join(SETTINGS))
     parser.add_argument("--out", required=True)
+    parser.add_argument("--alone-cutoff", default="", metavar="P|model",
+                        help="the barge-in wake model wakes alone above this (default: StopSettings's; model: its own)")
     args = parser.parse_args(argv)
+    if args.alone_cutoff:
+        ALONE_CUTOFF[0] = None if args.alone_cutoff == "model" else float(args.alone_cutoff)
     store = FilePath(args.store)
     store.mkdir(parents=True, exist_ok=True)
     corpus = Corpus(args.cache)

@@ -8,7 +8,8 @@ hit was a wake (`cmd`), hits the margins vetoed, the feed's openings, and what t
 A trial lost with no hit in either run is lost at the detectors (they missed the phrase in the
 canceller's output); one the unjudged run finds is lost to the check.
 
-Run: PYTHONPATH=$PWD nice -n 10 .venv/bin/python -m benchmarks.barge_in_lost LEVEL stop|cmd TRIALS
+Run: PYTHONPATH=$PWD nice -n 10 .venv/bin/python -m benchmarks.barge_in_lost LEVEL stop|cmd TRIALS [ALONE_CUTOFF|model [SEED_OFFSET]]
+(ALONE_CUTOFF: the barge-in wake model's, default `StopSettings().barge_in_alone_cutoff`; SEED_OFFSET: fresh rooms)
 """
 
 from __future__ import annotations
@@ -20,23 +21,27 @@ import numpy as np
 from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms, build_scenes,
                                  run_trial, samples)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
+from config.settings import StopSettings
 from detectors.barge_in import PrerollSettings, PrerollStopListener
 from detectors.stop_phrase import StopPhraseSettings
 
 
 def main(argv: list[str] | None = None) -> int:
-    level_arg, kind, trials = (argv if argv is not None else sys.argv[1:])[:3]
+    args = argv if argv is not None else sys.argv[1:]
+    level_arg, kind, trials = args[:3]
+    alone = StopSettings().barge_in_alone_cutoff if len(args) < 4 else None if args[3] == "model" else float(args[3])
+    offset = int(args[4]) if len(args) > 4 else 0
     level = float(level_arg)
     corpus = Corpus(DEFAULT_CACHE)
     narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
     narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
     narration *= 6000 / active_rms(narration)
     settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
-    text, seed = (STOP_TEXT, int(10 - level)) if kind == "stop" else (COMMAND_TEXT, int(50 - level))
+    text, seed = (STOP_TEXT, int(10 - level) + offset) if kind == "stop" else (COMMAND_TEXT, int(50 - level) + offset)
     for k, scene in enumerate(build_scenes(corpus, text, level, int(trials), narration, seed)):
         row = []
         for judged in (True, False):
-            path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged)
+            path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged, alone)
             o = run_trial(scene, path)
             listener = path.listener
             assert isinstance(listener, PrerollStopListener)

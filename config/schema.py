@@ -174,6 +174,11 @@ class StopSettings:
     enabled: bool = _default_flag("STOP_WHILE_TALKING")  # the words are ListenerSettings.stop_words (STOP_WORDS)
     notices_after_s: float = 5.0  # a notice that was waiting behind the cut narration waits this long more
     barge_in: bool = True  # the wake phrase alone cuts it too, and the command after it is routed
+    # While it talks, the wake model's first model (microWakeWord) wakes alone above this (None:
+    # the model's own, 0.97, as in a quiet room): over the canceller's output "hey jarvis" often
+    # scores just under it, and the preroll's check judges every hit there (docs/PERFORMANCE.md,
+    # "Barge-in: the wake model's cutoff while it talks", issue 32, session 15).
+    barge_in_alone_cutoff: float | None = None
 
 
 @dataclass(frozen=True)

@@ -294,9 +294,10 @@ def build_upload_filter(upload: UploadSettings, wake_phrase: str, window_s: floa
                         vouches=vouches)
 
 
-def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
+def build_wake_spotter(upload: UploadSettings, wake_phrase: str, alone_cutoff: float | None = None) -> WakeSpotter:
     """The phrase's shipped model when it has one; else pocketsphinx's keyphrase search (only
-    when HANDOFF_UPLOAD_MODE=wake_word is asked for: it cannot tell sound-alikes apart)."""
+    when HANDOFF_UPLOAD_MODE=wake_word is asked for: it cannot tell sound-alikes apart).
+    `alone_cutoff`: see `ModelSpotterSettings` (the barge-in detector's)."""
     model = model_for(wake_phrase)
     if model is not None:
         from detectors.wake_model import ModelSpotter, ModelSpotterSettings  # numpy + TFLite
@@ -306,7 +307,7 @@ def build_wake_spotter(upload: UploadSettings, wake_phrase: str) -> WakeSpotter:
         rule = STRICT if upload.wake_strict else ConfirmSettings()  # WAKE_STRICT: both models for every wake
         rule = replace(rule, verify=upload.wake_verify)  # WAKE_VERIFY: a third opinion (detectors.wake_verify)
         confirm = rule if upload.wake_cutoff is None and model.confirmed and confirm_available() else None
-        return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, confirm=confirm,
+        return ModelSpotter(ModelSpotterSettings(model, cutoff=upload.wake_cutoff, confirm=confirm, alone_cutoff=alone_cutoff,
                                                  refractory_s=upload.wake_refractory_s))
     from detectors.keyword import KeywordSpotter, KeywordSpotterSettings  # pocketsphinx
 

@@ -36,6 +36,9 @@ class ModelSpotterSettings:
     model: WakeModel
     cutoff: float | None = None  # None: the model's own probability_cutoff (ignored with `confirm`)
     confirm: ConfirmSettings | None = None  # None: microWakeWord alone decides
+    # With `confirm`: microWakeWord above this wakes without openWakeWord (None: the model's own
+    # cutoff). The barge-in detector's is lower: its hits are judged by the preroll's check.
+    alone_cutoff: float | None = None
     refractory_s: float = 3.0
     input_rate: int = 24000
 
@@ -67,7 +70,8 @@ class ModelSpotter:
             self._confirm = replace(self._confirm, verify=False)
         if self._confirm is not None:
             self.cutoff = self._confirm.candidate_cutoff
-            self._fusion = FusionCore(self._confirm, self._model.probability_cutoff)
+            alone = settings.alone_cutoff if settings.alone_cutoff is not None else self._model.probability_cutoff
+            self._fusion = FusionCore(self._confirm, alone)
             self._open = OpenStream(settings.model.model, self._confirm.phases)
         else:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff

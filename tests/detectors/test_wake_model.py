@@ -326,3 +326,34 @@ def test_wake_verify_for_a_phrase_without_a_verifier_keeps_the_shipped_rule(monk
     spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True)))
     assert spotter.verifier is None
     assert spotter._fusion._micro_cutoff() == ConfirmSettings().micro_cutoff
+
+
+@pytest.mark.parametrize("text, voice, effect", [("hey jarvis, what time is it", "flite:awb", Effect.PITCH),
+                                                 ("hey jarvis", "flite:kal16", Effect.PITCH)])
+def test_a_lower_alone_cutoff_wakes_without_the_second_model_where_the_models_own_does_not(corpus, text, voice, effect):
+    """The barge-in detector's rule (issue 32): over the canceller's output "hey jarvis" scores just
+    under the model's 0.97, and the preroll's check judges its hits. Here openWakeWord never agrees."""
+    pcm = said(corpus, text, voice, effect)
+    deaf = ConfirmSettings(threshold=1.01)  # openWakeWord's probabilities never pass it
+    assert hits(ModelSpotter(ModelSpotterSettings(JARVIS, confirm=deaf)), pcm) == []  # 0.87 and 0.83 against 0.97
+    [hit] = hits(ModelSpotter(ModelSpotterSettings(JARVIS, confirm=deaf, alone_cutoff=0.8)), pcm)
+    assert 0.5 < hit.detected_s < 0.5 + 2.0
+
+
+def test_the_stop_detector_while_it_talks_wakes_alone_at_the_barge_in_cutoff(corpus, monkeypatch):
+    """`StopSettings.barge_in_alone_cutoff` reaches the barge-in detector's wake model (not the upload path's)."""
+    import dataclasses
+
+    import detectors.pipeline
+    from assembly.build import build_stop_detector
+    from config.settings import Settings, StopSettings
+    from detectors.barge_in import BargeInDetector
+
+    monkeypatch.setattr(detectors.pipeline, "ConfirmSettings", lambda: ConfirmSettings(threshold=1.01))  # openWakeWord deaf
+    pcm = said(corpus, "hey jarvis, what time is it", "flite:awb", Effect.PITCH)  # microWakeWord: 0.87
+    woke = {}
+    for cutoff in (0.8, 0.97):
+        detector = build_stop_detector(Settings(stop=dataclasses.replace(StopSettings(), barge_in_alone_cutoff=cutoff)))
+        assert isinstance(detector, BargeInDetector)
+        woke[cutoff] = len(hits(detector.wake, pcm))
+    assert woke == {0.8: 1, 0.97: 0}
