@@ -344,6 +344,13 @@ def cpu_per_s(fn, seconds: float) -> float:
     return (time.process_time() - t) / seconds * 1000
 
 
+def alone_cutoff_arg(text: str) -> float | None:
+    """An `--alone-cutoff` argument: "" the default (`StopSettings`), "model" the model's own, else the cutoff."""
+    if not text:
+        return StopSettings().barge_in_alone_cutoff
+    return None if text == "model" else float(text)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.barge_in")
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -406,8 +413,7 @@ def main(argv: list[str] | None = None) -> int:
     variants += [] if args.no_shipped else [(default_row, True, "zero", None, True)]
     variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
-    alone_cutoff = StopSettings().barge_in_alone_cutoff if not args.alone_cutoff else (
-        None if args.alone_cutoff == "model" else float(args.alone_cutoff))
+    alone_cutoff = alone_cutoff_arg(args.alone_cutoff)
     preroll = PrerollSettings()
     if args.preroll_settings:
         pre, onset, hang = args.preroll_settings.split(",")

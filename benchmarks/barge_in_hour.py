@@ -24,7 +24,7 @@ import numpy as np
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
 from benchmarks.barge_in import (CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATION, NARRATOR, PHRASE, RATE, STOP_TEXT, USER_RMS,
-                                 Scene, active_rms, build_scenes, convolve, pcm, samples, two_paths)
+                                 Scene, active_rms, alone_cutoff_arg, build_scenes, convolve, pcm, samples, two_paths)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from detectors.barge_in import BargeInDetector, PrerollSettings, PrerollStopListener
@@ -75,19 +75,17 @@ def hour_scenes(narration: np.ndarray, blocks: int = 120, seed: int = 7) -> list
     return scenes
 
 
-ALONE_CUTOFF: list[float | None] = [StopSettings().barge_in_alone_cutoff]  # `--alone-cutoff`
-
-
-def detector() -> BargeInDetector:
+def detector(alone_cutoff: float | None) -> BargeInDetector:
     stop = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
-    wake = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, ALONE_CUTOFF[0])
+    wake = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, alone_cutoff)
     return BargeInDetector(StopPhraseDetector(stop), wake, "hey jarvis")
 
 
-def listen(room: dict[str, np.ndarray], setting: tuple[PrerollSettings, bool] | None, first_s: float = 0.0) -> list[dict]:
+def listen(room: dict[str, np.ndarray], setting: tuple[PrerollSettings, bool] | None, first_s: float = 0.0,
+           alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff) -> list[dict]:
     """Every hit a fresh listener finds in the room (nothing is cut), with its span. `setting`:
     the preroll's settings, and whether the gate's margins judge its hits (None: the shipped listener)."""
-    d = detector()
+    d = detector(alone_cutoff)
     out, passed, margins = room["out"], room["passed"], room["outer"]
     now = [0]
     if setting is None:
@@ -141,8 +139,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alone-cutoff", default="", metavar="P|model",
                         help="the barge-in wake model wakes alone above this (default: StopSettings's; model: its own)")
     args = parser.parse_args(argv)
-    if args.alone_cutoff:
-        ALONE_CUTOFF[0] = None if args.alone_cutoff == "model" else float(args.alone_cutoff)
+    alone = alone_cutoff_arg(args.alone_cutoff)
     store = FilePath(args.store)
     store.mkdir(parents=True, exist_ok=True)
     corpus = Corpus(args.cache)
@@ -157,7 +154,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(a, b):
         room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k]), scenes[k])
         for name in names:
-            for hit in listen(room, SETTINGS[name]):
+            for hit in listen(room, SETTINGS[name], alone_cutoff=alone):
                 results.append({"room": f"{prefix}{k:03d}", "setting": name, **hit})
                 print(json.dumps(results[-1]), flush=True)
     for level in [float(x) for x in args.levels.split(",") if x] if args.trials else []:
@@ -166,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"{tag}{level:+.0f}_{k:02d}"
                 room = stored(store, name, lambda: cancelled(scene), scene)
                 for setting in names:
-                    hits = listen(room, SETTINGS[setting])
+                    hits = listen(room, SETTINGS[setting], alone_cutoff=alone)
                     results.append({"room": name, "setting": setting, "word_end_s": scene.word_end_s, "hits": hits})
                     print(json.dumps(results[-1]), flush=True)
     FilePath(args.out).write_text(json.dumps(results))

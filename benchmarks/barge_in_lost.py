@@ -18,10 +18,9 @@ import sys
 
 import numpy as np
 
-from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms, build_scenes,
-                                 run_trial, samples)
+from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms,
+                                 alone_cutoff_arg, build_scenes, run_trial, samples)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
-from config.settings import StopSettings
 from detectors.barge_in import PrerollSettings, PrerollStopListener
 from detectors.stop_phrase import StopPhraseSettings
 
@@ -29,7 +28,7 @@ from detectors.stop_phrase import StopPhraseSettings
 def main(argv: list[str] | None = None) -> int:
     args = argv if argv is not None else sys.argv[1:]
     level_arg, kind, trials = args[:3]
-    alone = StopSettings().barge_in_alone_cutoff if len(args) < 4 else None if args[3] == "model" else float(args[3])
+    alone = alone_cutoff_arg(args[3] if len(args) > 3 else "")
     offset = int(args[4]) if len(args) > 4 else 0
     level = float(level_arg)
     corpus = Corpus(DEFAULT_CACHE)

@@ -62,7 +62,7 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
                     else "pair" if seen.get("peak", 0.0) > 0.7 else "name")
             asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames"),
                          "peak_dbfs": round(max(-99.0, peak_dbfs(pcm16k)), 1)})  # (the level the verifier heard)
-            return score >= (inner.weights.threshold_at(peak_dbfs(pcm16k)) if threshold is None else threshold)
+            return score >= (inner.weights.threshold_for(pcm16k) if threshold is None else threshold)
 
     fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
 

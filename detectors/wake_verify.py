@@ -73,6 +73,10 @@ class Weights:
             return self.quiet_threshold
         return self.threshold
 
+    def threshold_for(self, pcm16k: bytes) -> float:
+        """The score the wake heard in `pcm16k` needs (its level read only when it matters)."""
+        return self.threshold if self.quiet_peak_dbfs is None else self.threshold_at(peak_dbfs(pcm16k))
+
     def scores(self, rows: np.ndarray) -> np.ndarray:
         """The probability of the phrase for each row of features."""
         import numpy as np
@@ -94,9 +98,15 @@ def peak_dbfs(pcm16k: bytes) -> float:
 
     import numpy as np
 
-    samples = np.frombuffer(pcm16k, dtype=np.int16)
-    peak = int(np.abs(samples.astype(np.int32)).max()) if len(samples) else 0
+    peak = _peak(np.frombuffer(pcm16k, dtype=np.int16))
     return 20 * math.log10(peak / 32767) if peak else float("-inf")
+
+
+def _peak(samples: np.ndarray) -> int:
+    """The loudest sample's magnitude (0: none)."""
+    import numpy as np
+
+    return int(np.abs(samples.astype(np.int32)).max()) if len(samples) else 0
 
 
 def lifted(pcm16k: bytes, peak_dbfs: float) -> bytes:
@@ -104,7 +114,7 @@ def lifted(pcm16k: bytes, peak_dbfs: float) -> bytes:
     import numpy as np
 
     samples = np.frombuffer(pcm16k, dtype=np.int16)
-    peak = int(np.abs(samples.astype(np.int32)).max()) if len(samples) else 0
+    peak = _peak(samples)
     target = 32767 * 10 ** (peak_dbfs / 20)
     if peak == 0 or peak >= target:
         return pcm16k
@@ -157,7 +167,7 @@ class WakeVerifier:
 
     def accepts(self, pcm16k: bytes) -> bool:
         self.last_score = self.score(pcm16k)
-        return self.last_score >= self.weights.threshold_at(peak_dbfs(pcm16k))
+        return self.last_score >= self.weights.threshold_for(pcm16k)
 
 
 def verifier_available(model: str) -> bool:

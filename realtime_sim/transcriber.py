@@ -225,6 +225,7 @@ class Recogniser:
         # (its whole dictionary is prepared again), over 30 s on a busy machine, which a route
         # waiting for these words did not survive; this one costs a few ms, and decodes the same.
         self._commands_decoder: Any = None
+        self.command_dictionary_size = 0  # pronunciations the command search knows (0 before the first command)
         self._vocabulary: tuple[str, ...] = ()
         self._wake = ""
 
@@ -259,11 +260,6 @@ class Recogniser:
             return None  # not there, or not at the start ("I bought a new computer")
         return int(first[1]) - 10  # a word the decoder starts in the phrase's last 100 ms is the command's
 
-    @property
-    def command_dictionary_size(self) -> int:
-        """Pronunciations the command search knows (0 before the first command)."""
-        return len(self._pronunciations(self._vocabulary))
-
     def _commands(self, segment: Segment) -> Any:
         """A decoder for the command vocabulary: a language model of equally likely words."""
         from pocketsphinx import Decoder
@@ -271,12 +267,13 @@ class Recogniser:
         words = tuple(sorted({w for w in (*COMMAND_WORDS, *segment.hints) if self._decoder.lookup_word(w) is not None}))
         if words != self._vocabulary or self._commands_decoder is None:
             folder = Path(self._folder.name)
+            pronunciations = self._pronunciations(words)
             (folder / "commands.dict").write_text(
-                "".join(f"{name} {phones}\n" for name, phones in self._pronunciations(words)), encoding="ascii")
+                "".join(f"{name} {phones}\n" for name, phones in pronunciations), encoding="ascii")
             (folder / "commands.lm").write_text(_command_arpa(words, COMMAND_PHRASES), encoding="ascii")
             self._commands_decoder = Decoder(loglevel="FATAL", dict=str(folder / "commands.dict"),
                                              lm=str(folder / "commands.lm"))
-            self._vocabulary = words
+            self._vocabulary, self.command_dictionary_size = words, len(pronunciations)
         return self._commands_decoder
 
     def _pronunciations(self, words: tuple[str, ...]) -> list[tuple[str, str]]:
