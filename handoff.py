@@ -492,13 +492,18 @@ class Coordinator:
         self._feed(InputEnded())
 
     async def _take_chunk(self, chunk: bytes, chunk_start: int, mutes_seen: int) -> int:
-        """A chunk on its way up: dropped while muted, else filtered into the uplink."""
+        """A chunk on its way up: dropped while muted, else filtered into the uplink. A room keeps
+        what its mute dropped a moment: the end of playback is seen late on a busy machine, and
+        what was captured after it goes up when the mute lifts (`RoomEcho.unmuted`)."""
         core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
         if microphone.live and core.mute.muted:
-            core.uplink.dropped_while_muted()
-            if mic_filter is not None:
-                mic_filter.skip(chunk)
+            self._drop_muted([chunk] if self.room_echo is None else self.room_echo.muted(chunk_start, chunk))
             return mutes_seen
+        if microphone.live and self.room_echo is not None and core.mute.releases != mutes_seen:
+            dropped, late = self.room_echo.unmuted()
+            self._drop_muted(dropped)
+            for start, piece in late:  # read while muted, captured after the audio ended: the user's
+                mutes_seen = await self._take_chunk(piece, start, mutes_seen)
         if not microphone.live:
             await self.changes.wait_until(lambda: not (core.mute.muted or not core.listener_up or core.uplink.full))
         if mic_filter is None:
@@ -524,6 +529,12 @@ class Coordinator:
         if pieces:
             self._uplink_wake.notify()
         return mutes_seen
+
+    def _drop_muted(self, chunks: list[bytes]) -> None:
+        for chunk in chunks:
+            self.core.uplink.dropped_while_muted()
+            if self.parts.mic_filter is not None:
+                self.parts.mic_filter.skip(chunk)
 
     def _room_echo(self) -> RoomEcho | None:
         """A room (a live mic) gets an echo gate and a canceller, on one clock (the loop's times

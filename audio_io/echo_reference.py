@@ -18,6 +18,7 @@ from audio_io.echo_cancel import EchoCanceller, build_canceller, stream_latency_
 from audio_io.format import BYTES_PER_SECOND, pcm_duration_s
 from audio_io.interface import SpeakerSink
 from config.settings import EchoSettings
+from decisions.mute import MutedTail
 
 
 class ReferencedSpeaker:
@@ -30,6 +31,12 @@ class ReferencedSpeaker:
         self._canceller = canceller  # the same reference, for the echo canceller
         self._now = now
         self._end = 0.0  # when what was played so far stops leaving the speaker (room seconds)
+
+    @property
+    def audio_end(self) -> float:
+        """When what was played so far stops leaving the speaker (room seconds; a flush or a
+        drain seen early brings it forward to that moment)."""
+        return self._end
 
     async def start(self) -> None:
         await self.inner.start()
@@ -79,14 +86,31 @@ class RoomEcho:
         self.canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
         self.speaker = ReferencedSpeaker(speaker, self.gate, now, self.canceller)
         self._stamps = MicStamps(now, microphone, pace)
+        self._last = (0, 0.0)  # the last chunk heard: where it starts in the mic's stream (bytes), when captured
+        self._read = 0
+        self._muted = MutedTail()
 
     def hear(self, chunk: bytes) -> tuple[bool, bytes]:
         """Whether the gate in front passed the chunk (it is not the narrator's echo alone), and
         the canceller's output (the chunk itself without one). Every chunk, played over or not:
         the gate learns the room."""
         at = self._stamps.stamp(chunk)
+        self._last, self._read = (self._read, at), self._read + len(chunk)
         heard = chunk if self.canceller is None else self.canceller.process(chunk, at)
         return self.gate.process(chunk, at) is not None, heard
+
+
+    def muted(self, offset: int, chunk: bytes) -> list[bytes]:
+        """A chunk the mute drops (`offset` bytes into the microphone's stream), kept a moment in
+        case it was captured after the audio ended (`MutedTail`). Returns those dropped for good."""
+        start, at = self._last  # the last chunk heard (a piece the ear held back lies before it)
+        captured_at = at + (offset - start) / BYTES_PER_SECOND
+        return self._muted.hold((captured_at, captured_at + len(chunk) / BYTES_PER_SECOND), offset, chunk)
+
+    def unmuted(self) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+        """The mute lifted: what it kept stays dropped, but for what was captured after the
+        speaker's audio ended (stream offset, chunk): the user's, to go up first."""
+        return self._muted.release(self.speaker.audio_end)
 
 
 class MicStamps:

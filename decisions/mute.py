@@ -5,7 +5,9 @@ from __future__ import annotations
 import contextlib
 import time
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Callable, Iterator
+
 
 class MuteHolders:
     """The mic upload is muted while anyone holds it; each holder removes itself in `finally`."""
@@ -34,4 +36,43 @@ class MuteHolders:
             self.history.append((holder, start, self._clock()))
             self.releases += 1
             self._on_change()
+
+
+
+@dataclass
+class MutedTail:
+    """The chunks a live microphone's mute dropped in its last `keep_s`, with when each was
+    captured. The mute lifts when the loop sees the speaker drained, which a busy or slow machine
+    sees late: what was captured after the audio ended was read while still muted, yet it is the
+    user's (a command said the instant the answer ends), not the narrator's. At the release those
+    go up; the rest were said over the narrator, and stay dropped."""
+
+    keep_s: float = 0.5
+    _held: deque[tuple[float, int, bytes]] = field(default_factory=deque)
+    _first_at: float | None = None  # the capture time of this muted stretch's first chunk
+
+    def hold(self, captured: tuple[float, float], offset: int, chunk: bytes) -> list[bytes]:
+        """A chunk dropped by the mute, `offset` bytes into the stream, captured between
+        `captured` (start, end). Returns the chunks now older than `keep_s`: dropped for good."""
+        captured_at, captured_to = captured
+        if self._first_at is None:
+            self._first_at = captured_at
+        self._held.append((captured_to, offset, chunk))
+        gone = []
+        while captured_to - self._held[0][0] > self.keep_s:
+            gone.append(self._held.popleft()[2])
+        return gone
+
+    def release(self, audio_end: float) -> tuple[list[bytes], list[tuple[int, bytes]]]:
+        """The mute lifted; the speaker's audio ended at `audio_end` (the same clock). Returns what
+        stays dropped, and what goes up (stream offset, chunk): captured after the audio ended,
+        when it ended during this stretch (a mute over no sound keeps everything out). A chunk
+        that ends after the audio may hold the user's first sound; what is held has been through
+        the echo gate, which silenced it if it was the echo alone."""
+        played = self._first_at is not None and audio_end > self._first_at
+        dropped = [chunk for to, _, chunk in self._held if not (played and to > audio_end)]
+        late = [(offset, chunk) for to, offset, chunk in self._held if played and to > audio_end]
+        self._held.clear()
+        self._first_at = None
+        return dropped, late
 

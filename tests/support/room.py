@@ -37,6 +37,7 @@ class RoomMicrophone(PushMicrophone):
         self._placed: tuple[int, int] | None = None  # its (start, end) in bytes
         self.started_at = 0.0  # loop time of the first sample
         self.heard: list[Heard] = []  # every chunk emitted: what the user said, the room's echo, the mix
+        self.handed_out = Changes()  # notified as each chunk goes to the reader
 
     async def start(self) -> None:
         await super().start()
@@ -92,17 +93,21 @@ class RoomMicrophone(PushMicrophone):
             room += bytes(len(chunk) - len(room))
             mixed = audioop.add(chunk, room, SAMPLE_WIDTH)
             self.heard.append(Heard(start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000, chunk, room, mixed))
+            self.handed_out.notify()
             yield mixed
 
 
 class RoomSpeaker(MemorySpeaker):
     """A MemorySpeaker at the microphone's pace whose sound comes back into it: `delay_s` later
     at `gain_db`, and a reflection `reflection_s` after that, 8 dB fainter. `draining` notes when
-    the coordinator waits for playback to end, with the room time its audio ends at (`ends`)."""
+    the coordinator waits for playback to end, with the room time its audio ends at (`ends`).
+    `late_s`: the coordinator learns that playback ended only once the microphone has given it
+    this much room time after the end (a loop running late: a busy machine, a slow one)."""
 
     def __init__(self, microphone: RoomMicrophone, delay_s: float = 0.05, gain_db: float = -18.0,
-                 reflection_s: float = 0.03) -> None:
+                 reflection_s: float = 0.03, late_s: float = 0.0) -> None:
         super().__init__(pace=microphone.pace)
+        self._late_s = late_s
         self._microphone = microphone
         self._paths = [(delay_s, 10 ** (gain_db / 20)), (delay_s + reflection_s, 10 ** ((gain_db - 8) / 20))]
         self._end = 0.0  # room time the queued audio ends
@@ -127,6 +132,9 @@ class RoomSpeaker(MemorySpeaker):
         self.ends.append(self._end)
         self.draining.notify()
         await super().drained()
+        if self._late_s:
+            heard = self._microphone.heard
+            await self._microphone.handed_out.wait_until(lambda: heard[-1].at >= self._end + self._late_s)
 
 
 def _bytes_at(at: float) -> int:
