@@ -54,6 +54,7 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
 
     class Recorder:
         weights = inner.weights
+        delay_s = inner.delay_s
         last_score: float | None = None
 
         def accepts(self, pcm16k: bytes) -> bool:

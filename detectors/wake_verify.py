@@ -50,6 +50,9 @@ class Weights:
     # (a command from across the room) is judged against `quiet_threshold` instead (None: one threshold).
     quiet_peak_dbfs: float | None = None
     quiet_threshold: float | None = None
+    # Session 16: the audio heard ends this long after the wake (the name's last sound and what follows
+    # it: "jarvis" against "jarvie", "jarvis, ..." against "jarvis was"); the wake is reported that much later.
+    delay_s: float = 0.0
 
     @classmethod
     def load(cls, path: Path) -> Weights:
@@ -64,7 +67,7 @@ class Weights:
 
         arrays: dict[str, Any] = {"mean": self.mean, "scale": self.scale, "coef": self.coef, "intercept": np.float64(self.intercept),
                   "threshold": np.float64(self.threshold)}
-        arrays.update({k: np.float64(getattr(self, k)) for k in OPTIONAL if getattr(self, k) is not None})  # (files without them: as heard, one threshold)
+        arrays.update({k: np.float64(getattr(self, k)) for k in OPTIONAL if getattr(self, k) is not None})  # (files without them: as heard, one threshold, no delay)
         np.savez_compressed(path, **arrays)
 
     def threshold_at(self, peak_dbfs: float) -> float:
@@ -85,7 +88,7 @@ class Weights:
         return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
-OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold")  # what older weights files lack
+OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s")  # what older weights files lack
 
 
 def weights_path(model: str) -> Path:
@@ -157,6 +160,11 @@ class WakeVerifier:
         self.weights = weights or Weights.load(weights_path(model))
         self._read = EmbeddingReader()
         self.last_score: float | None = None
+
+    @property
+    def delay_s(self) -> float:
+        """How long after a wake the audio it hears ends (its weights were trained so)."""
+        return self.weights.delay_s
 
     def score(self, pcm16k: bytes) -> float:
         lift = self.weights.lift_peak_dbfs

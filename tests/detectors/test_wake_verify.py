@@ -17,8 +17,9 @@ from tests.detectors.test_wake_model import JARVIS, hits, said, two_models
 
 
 class FakeVerifier:
-    def __init__(self, verdict: bool) -> None:
+    def __init__(self, verdict: bool, delay_s: float = 0.0) -> None:
         self.verdict = verdict
+        self.delay_s = delay_s
         self.asked: list[bytes] = []
 
     def accepts(self, pcm16k: bytes) -> bool:
@@ -35,6 +36,24 @@ def test_the_verifier_is_asked_once_per_wake_with_the_audio_before_it_and_its_re
     assert len(found) == (1 if verdict else 0)
     [heard] = spotter.verifier.asked  # once, not per chunk (a refusal keeps it quiet for REFUSED_S)
     assert len(heard) == int(VERIFY_S * 16000) * 2  # the last VERIFY_S of 16 kHz pcm16, the phrase in it
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+def test_a_verifier_with_a_delay_hears_the_audio_after_the_wake_and_the_wake_comes_that_much_later(corpus, verdict):
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    at_once, late = two_models(), two_models()
+    at_once.verifier, late.verifier = FakeVerifier(True), FakeVerifier(verdict, delay_s=0.3)
+    [now] = hits(at_once, pcm)
+    found = hits(late, pcm)
+    [early], [heard] = at_once.verifier.asked, late.verifier.asked
+    assert len(heard) == len(early)  # the same length of audio, ending 0.3 s later: the first 0.3 s gone, 0.3 s more after
+    shift = int(0.3 * 16000) * 2
+    assert heard[: len(heard) - shift] == early[shift:] and heard[-shift:] not in early
+    if verdict:
+        [hit] = found
+        assert hit.start_s == now.start_s and abs(hit.detected_s - now.detected_s - 0.3) <= 0.021  # (within a 20 ms chunk)
+    else:
+        assert found == []
 
 
 def test_a_refused_wake_starts_no_refractory_period_so_the_phrase_said_again_is_heard(corpus):
