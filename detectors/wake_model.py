@@ -212,11 +212,13 @@ class ModelSpotter:
         return self._verified(end_time) if delay_s <= 0 else None
 
     def _verified(self, end_time: float) -> KeywordHit | None:
-        """The pending wake, asked of the verifier on the `VERIFY_S` ending at its due sample."""
+        """The pending wake, asked of the verifier on the audio ending at its due sample."""
         assert self._pending is not None and self.verifier is not None
         pending, self._pending = self._pending, None
         end = len(self._recent) - (self._recent_end - pending.due) * SAMPLE_WIDTH
-        if not self.verifier.accepts(bytes(self._recent[max(0, end - int(VERIFY_S * MODEL_RATE) * SAMPLE_WIDTH) : end])):
+        # the last VERIFY_S, and with early weights the one ending at the wake
+        heard = int(VERIFY_S * MODEL_RATE) + int(self.verifier.delay_s * MODEL_RATE)
+        if not self.verifier.accepts(bytes(self._recent[max(0, end - heard * SAMPLE_WIDTH) : end])):
             self._quiet_until = pending.woke_s + REFUSED_S  # the same phrase would ask again in every frame
             return None
         self._quiet_until = pending.woke_s + self.settings.refractory_s
