@@ -8,7 +8,8 @@ openWakeWord computes for every 80 ms of audio (its `embedding_model`, shipped i
 over the 16 frames (about 2 s of sound) its own model looks at, taken where the two models woke.
 It runs once per wake, never per chunk: `ModelSpotter` hands it the last `VERIFY_S` of audio
 before the wake (about 0.1-0.2 s of CPU), and the wake is dropped when the score is under the
-threshold stored with the weights.
+threshold stored with the weights. Weights with a `delay_s` (session 16, none shipped) hear the
+`VERIFY_S` ending that long after the wake, and may carry `early` weights for the window ending at it.
 
 The weights are a small `.npz` (standardisation, coefficients, intercept, threshold) made by
 `benchmarks/wake_verifier_train.py` from voices and sound-alikes disjoint from the benchmark's
