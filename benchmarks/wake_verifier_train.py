@@ -186,6 +186,7 @@ class Recorder:
         self.read = EmbeddingReader()
         self.asked: list[tuple[object, object]] = []  # (as heard, lifted)
         self.last_score = None
+        self.delay_s = 0.0
 
     def accepts(self, pcm16k: bytes) -> bool:
         from detectors.wake_verify import POSITIONS, WINDOWS, lifted, windows

@@ -54,15 +54,17 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
 
     class Recorder:
         weights = inner.weights
+        delay_s = inner.delay_s
         last_score: float | None = None
 
         def accepts(self, pcm16k: bytes) -> bool:
-            score = self.last_score = inner.score(pcm16k)
+            verdict = inner.accepts(pcm16k)  # (a delayed verifier is handed more than it scores: its own slicing)
+            score = self.last_score = inner.last_score
             kind = ("pause" if seen.get("paused") else "alone" if seen.get("alone")
                     else "pair" if seen.get("peak", 0.0) > 0.7 else "name")
             asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames"),
                          "peak_dbfs": round(max(-99.0, peak_dbfs(pcm16k)), 1)})  # (the level the verifier heard)
-            return score >= (inner.weights.threshold_for(pcm16k) if threshold is None else threshold)
+            return verdict if threshold is None else score >= threshold
 
     fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
 

@@ -32,6 +32,15 @@ REFUSED_S = 1.0  # after the verifier refused a wake, the models' next wakes are
 
 
 @dataclass(frozen=True)
+class PendingWake:
+    """A wake waiting for the audio its verifier hears (`Weights.delay_s` after it)."""
+
+    due: int  # the verifier's audio ends at this 16 kHz sample of the stream
+    woke_s: float  # the clock at the wake (its refractory and a refusal's quiet run from here)
+    start_s: float  # where the phrase began (the hit's `start_s`)
+
+
+@dataclass(frozen=True)
 class ModelSpotterSettings:
     model: WakeModel
     cutoff: float | None = None  # None: the model's own probability_cutoff (ignored with `confirm`)
@@ -86,6 +95,7 @@ class ModelSpotter:
         self._quiet_until = float("-inf")  # the refractory period after the last hit
         self._last_time = float("-inf")
         self._best: Score | None = None
+        self._pending: PendingWake | None = None
 
     @property
     def model_cutoff(self) -> float:
@@ -96,7 +106,7 @@ class ModelSpotter:
     def listening(self) -> bool:
         """A candidate's (or a pause's) window is open: what comes next may still make the wake
         (`MicDetectors` feeds it on after the speech while so)."""
-        return self._confirm is not None and self._fusion.deadline is not None
+        return self._confirm is not None and (self._fusion.deadline is not None or self._pending is not None)
 
     def reset(self) -> None:
         """What is fed next does not follow what came before (the refractory period still runs)."""
@@ -106,6 +116,8 @@ class ModelSpotter:
         self._resample.reset()
         self._recent.clear()
         self._held_from = None
+        if self._pending is not None:  # a gap in the stream: the audio the verifier waits for never comes
+            self._quiet_until, self._pending = self._pending.woke_s + REFUSED_S, None
         if self._confirm is not None:
             self._fusion.reset()
 
@@ -124,7 +136,7 @@ class ModelSpotter:
                 self._best = Score(probability, end_time)
             if self._confirm is None:
                 if probability > self.cutoff and end_time >= self._quiet_until and hit is None:
-                    hit = self._hit(end_time, end_time)
+                    hit = self._hit(end_time - self.settings.model.spoken_s, end_time)
             elif end_time >= self._quiet_until:
                 hit = self._fused(self._fusion.micro(probability, end_time), end_time) or hit
         if self._confirm is not None:
@@ -146,8 +158,11 @@ class ModelSpotter:
         listening = self._fusion.listening
         self._recent += pcm16k
         self._recent_end += len(pcm16k) // SAMPLE_WIDTH
-        keep_s = max(self._confirm.lookback_s + self._confirm.start_after_s, VERIFY_S) + 0.1
+        delay_s = self.verifier.delay_s if self.verifier is not None else 0.0
+        keep_s = max(self._confirm.lookback_s + self._confirm.start_after_s, VERIFY_S + delay_s) + 0.1
         del self._recent[: max(0, len(self._recent) - int(keep_s * MODEL_RATE) * SAMPLE_WIDTH)]
+        if self._pending is not None:
+            return self._verified(end_time) if self._recent_end >= self._pending.due else None
         if self._fusion.holding:  # started now (its look-back includes this chunk), or not yet
             return self._fused(self._fusion.tick(end_time), end_time)
         if not listening:
@@ -187,18 +202,31 @@ class ModelSpotter:
         # Timed from microWakeWord's peak (near the phrase's end, as a one-model hit is), not from
         # the agreement, so the upload starts where the phrase began; after a pause, from "hey".
         paused_from = self._fusion.paused_from
+        start_s = paused_from if paused_from is not None else self._fusion.peak_s - self.settings.model.spoken_s
         self._fusion.reset()
-        if self.verifier is not None and not self.verifier.accepts(bytes(self._recent[-int(VERIFY_S * MODEL_RATE) * SAMPLE_WIDTH:])):
-            self._quiet_until = end_time + REFUSED_S  # the same phrase would ask again in every frame
-            return None
-        if paused_from is not None:
-            self._quiet_until = end_time + self.settings.refractory_s
-            return KeywordHit(self.phrase, start_s=paused_from, detected_s=end_time)
-        return self._hit(self._fusion.peak_s, end_time)
+        if self.verifier is None:
+            return self._hit(start_s, end_time)
+        delay_s = self.verifier.delay_s  # (weights trained on audio read that long after the wake)
+        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s)
+        self._quiet_until = float("inf")  # no other wake while this one waits
+        return self._verified(end_time) if delay_s <= 0 else None
 
-    def _hit(self, heard_at: float, end_time: float) -> KeywordHit:
+    def _verified(self, end_time: float) -> KeywordHit | None:
+        """The pending wake, asked of the verifier on the audio ending at its due sample."""
+        assert self._pending is not None and self.verifier is not None
+        pending, self._pending = self._pending, None
+        end = len(self._recent) - (self._recent_end - pending.due) * SAMPLE_WIDTH
+        # the last VERIFY_S, and with early weights the one ending at the wake
+        heard = int(VERIFY_S * MODEL_RATE) + int(self.verifier.delay_s * MODEL_RATE)
+        if not self.verifier.accepts(bytes(self._recent[max(0, end - heard * SAMPLE_WIDTH) : end])):
+            self._quiet_until = pending.woke_s + REFUSED_S  # the same phrase would ask again in every frame
+            return None
+        self._quiet_until = pending.woke_s + self.settings.refractory_s
+        return KeywordHit(self.phrase, start_s=pending.start_s, detected_s=end_time)
+
+    def _hit(self, start_s: float, end_time: float) -> KeywordHit:
         self._quiet_until = end_time + self.settings.refractory_s
-        return KeywordHit(self.phrase, start_s=heard_at - self.settings.model.spoken_s, detected_s=end_time)
+        return KeywordHit(self.phrase, start_s=start_s, detected_s=end_time)
 
     def take_best(self) -> Score | None:
         """The highest probability since the last call (for `handoff wake-test`), and forget it."""

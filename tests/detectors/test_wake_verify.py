@@ -17,8 +17,9 @@ from tests.detectors.test_wake_model import JARVIS, hits, said, two_models
 
 
 class FakeVerifier:
-    def __init__(self, verdict: bool) -> None:
+    def __init__(self, verdict: bool, delay_s: float = 0.0) -> None:
         self.verdict = verdict
+        self.delay_s = delay_s
         self.asked: list[bytes] = []
 
     def accepts(self, pcm16k: bytes) -> bool:
@@ -35,6 +36,44 @@ def test_the_verifier_is_asked_once_per_wake_with_the_audio_before_it_and_its_re
     assert len(found) == (1 if verdict else 0)
     [heard] = spotter.verifier.asked  # once, not per chunk (a refusal keeps it quiet for REFUSED_S)
     assert len(heard) == int(VERIFY_S * 16000) * 2  # the last VERIFY_S of 16 kHz pcm16, the phrase in it
+
+
+@pytest.mark.parametrize("verdict", [True, False])
+def test_a_verifier_with_a_delay_hears_the_audio_after_the_wake_and_the_wake_comes_that_much_later(corpus, verdict):
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    at_once, late = two_models(), two_models()
+    at_once.verifier, late.verifier = FakeVerifier(True), FakeVerifier(verdict, delay_s=0.3)
+    [now] = hits(at_once, pcm)
+    found = hits(late, pcm)
+    [early], [heard] = at_once.verifier.asked, late.verifier.asked
+    shift = int(0.3 * 16000) * 2
+    assert heard[:-shift] == early and heard[-shift:] not in early  # what the wake's verifier heard, and 0.3 s after it
+    if verdict:
+        [hit] = found
+        assert hit.start_s == now.start_s and abs(hit.detected_s - now.detected_s - 0.3) <= 0.021  # (within a 20 ms chunk)
+    else:
+        assert found == []
+
+
+def test_late_weights_with_early_ones_accept_what_either_window_accepts_and_keep_both_in_their_file(tmp_path):
+    import numpy as np
+
+    from detectors.wake_verify import Weights
+
+    zeros = np.zeros(3)
+    Weights(zeros, np.ones(3), zeros, 0.0, 0.5, delay_s=0.2, early=Weights(zeros, np.ones(3), zeros, 0.0, 0.9)).save(tmp_path / "w.npz")
+    loaded = Weights.load(tmp_path / "w.npz")
+    assert (loaded.threshold, loaded.delay_s, loaded.early and loaded.early.threshold) == (0.5, 0.2, 0.9)
+    verifier = WakeVerifier("hey_jarvis", loaded)
+    wake, after = b"\1\0" * int(VERIFY_S * 16000), b"\2\0" * int(0.2 * 16000)
+    late_window = (wake + after)[-len(wake) :]
+    for late_score, early_score, verdict in ((0.6, 0.0, True), (0.1, 0.95, True), (0.1, 0.8, False)):
+        def score(pcm: bytes, weights: Weights | None = None) -> float:
+            assert pcm == (late_window if weights is None else wake)  # the late window, and the one ending at the wake
+            return late_score if weights is None else early_score
+
+        verifier.score = score  # type: ignore[method-assign]
+        assert verifier.accepts(wake + after) is verdict
 
 
 def test_a_refused_wake_starts_no_refractory_period_so_the_phrase_said_again_is_heard(corpus):

@@ -1,0 +1,299 @@
+"""The wake verifier on a window ending a little after the wake (issue 34, session 16): does the
+name's last sound ("jarvis" against "jarvie", "jarvis, ..." against "jarvis was ...") decide it?
+
+    # the training wakes (session 16: every other clip of the first pass, in three parts, the new
+    # sound-alikes, and the synthetic voices in two parts), and a draw's:
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-train .cache/corpus train0.npz --small --shard 0/3
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-extra .cache/corpus extra.npz
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-base .cache/corpus base0.npz --shard 0/2
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-draw .cache/corpus draw1.npz --draw 1
+    # per delay: weights trained (written to /tmp/wake34q/late-<ms>.npz), judged on the draw
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late sweep draw1.npz detectors/verifiers/hey_jarvis.npz train0.npz ...
+
+`collect-*` runs each clip through the path the benchmark judges (`heard_in` over the shipped
+upload filter, `WAKE_VERIFY`'s rule) with a verifier that refuses every wake and keeps, for each
+ask, the verifier's windows read from audio ending `DELAYS_S` after the wake (the spotter's own
+16 kHz stream, so what a delayed verifier would hear). Refusing every ask leaves the sequence of
+asks the shipped path makes up to its first accepted wake, so a clip is woken at a threshold
+exactly when one of its asks scores at least that (a clip's asks before the first accepted one
+are the same). The training clips are `benchmarks.wake_verifier_train`'s (its cutoffs relaxed).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import sys
+from pathlib import Path
+
+DELAYS_S = (0.0, 0.1, 0.2, 0.3)
+PHRASE = "hey jarvis"
+
+
+class LateRecorder:
+    """Stands in for the verifier: each ask's windows at each delay, read later from the stream."""
+
+    def __init__(self, spotter: object) -> None:
+        self.spotter = spotter
+        self.stream = bytearray()  # every 16 kHz sample the spotter appended (its `_recent_end` indexes it)
+        self.positions: list[int] = []
+        self.last_score = None
+        self.weights = None
+        self.delay_s = 0.0
+        resample = spotter._resample  # type: ignore[attr-defined]
+
+        def tapped(chunk: bytes) -> bytes:
+            out: bytes = resample(chunk)
+            self.stream.extend(out)
+            return out
+
+        tapped.reset = resample.reset  # type: ignore[attr-defined]
+        spotter._resample = tapped  # type: ignore[attr-defined]
+
+    def clear(self) -> None:
+        self.stream.clear()
+        self.positions.clear()
+        self.spotter._recent_end = 0  # type: ignore[attr-defined]
+
+    def accepts(self, pcm16k: bytes) -> bool:
+        self.positions.append(self.spotter._recent_end)  # type: ignore[attr-defined]
+        return False
+
+    def windows(self, read: object) -> list:
+        """Per ask, per delay: the verifier's rows (POSITIONS, features)."""
+        import numpy as np
+
+        from detectors.wake_verify import POSITIONS, VERIFY_S, WINDOWS, windows
+
+        from detectors.wake_verify import peak_dbfs
+
+        out, peaks = [], []
+        for end in self.positions:
+            rows = []
+            for delay in DELAYS_S:
+                stop = end + int(delay * 16000)
+                pcm = bytes(self.stream[max(0, stop - int(VERIFY_S * 16000)) * 2 : stop * 2])
+                pcm += b"\0" * max(0, stop * 2 - len(self.stream) * 2) if stop * 2 > len(self.stream) else b""
+                peaks.append(max(-99.0, peak_dbfs(pcm)))
+                emb = read(pcm)  # type: ignore[operator]
+                rows.append(windows(emb) if len(emb) >= WINDOWS + POSITIONS - 1 else np.zeros((POSITIONS, WINDOWS * 96), np.float32))
+            out.append(np.stack(rows))
+        return out, np.array(peaks).reshape(len(out), len(DELAYS_S))
+
+
+def _judge(relaxed: bool):
+    from benchmarks.wake_choice import judges_for
+    from benchmarks.wake_verifier_train import RELAXED, RELAXED_MICRO
+
+    judge = judges_for(PHRASE, ["WAKE_VERIFY=true"])["WAKE_VERIFY=true"]
+    if relaxed:
+        fusion = judge.spotter._fusion
+        fusion.alone_cutoff = RELAXED
+        fusion.settings = dataclasses.replace(fusion.settings, threshold=RELAXED, micro_cutoff=RELAXED_MICRO, pause_threshold=0.7)
+    return judge
+
+
+def _run(clips: list, relaxed: bool, out: str) -> None:
+    import numpy as np
+
+    from detectors.wake_test import heard_in
+    from detectors.wake_verify import EmbeddingReader
+
+    judge = _judge(relaxed)
+    recorder = LateRecorder(judge.spotter)
+    judge.spotter.verifier = recorder
+    read = EmbeddingReader()
+    rows, clip_of, labels, names, meta, peaks = [], [], [], [], [], []
+    for index, (name, pcm, addressed, info) in enumerate(clips):
+        recorder.clear()
+        heard_in(judge, pcm)
+        found, levels = recorder.windows(read)
+        for r, level in zip(found, levels):
+            rows.append(r)
+            peaks.append(level)
+            clip_of.append(index)
+        labels.append(addressed)
+        names.append(name)
+        meta.append(info)
+        if index % 50 == 0:
+            print(f"{index}/{len(clips)} clips, {len(rows)} asks", flush=True)
+    np.savez_compressed(out, rows=np.stack(rows) if rows else np.zeros((0,)), clip=np.array(clip_of), peaks=np.array(peaks),
+                        labels=np.array(labels), names=np.array(names), meta=np.array(meta))
+
+
+def collect_train(cache: str, out: str, small: bool = False, shard: tuple[int, int] = (0, 1)) -> None:
+    """The verifier's training clips (`small`: every other clip of the neural voice's first pass only,
+    session 16's time; `shard` (i, n): the i-th of n parts, collected in parallel)."""
+    from benchmarks.corpus import Corpus, Noise, mix, with_floor
+    from benchmarks.wake_verifier_train import TRAIN_EFFECTS_2, TRAIN_VARIANTS_2, TrainCorpus, base_specs, neural_specs, pause_specs
+
+    base = Corpus(cache)
+    neural = TrainCorpus(Path(cache), base)
+    second = TrainCorpus(Path(cache), base, effects=TRAIN_EFFECTS_2)
+    floor = base.noise(Noise.FAN, 10.0, seed=5)
+    babble = base.noise(Noise.BABBLE, 10.0, seed=2)
+    first = neural_specs()[::2] if small else neural_specs()
+    clips = [(c.name, c.pcm, c.addressed, c.text) for c in neural.clips(first[shard[0] :: shard[1]])]
+    if small:
+        print(f"{len(clips)} training clips rendered", flush=True)
+        return _run(clips, True, out)
+    clips += [(c.name + "-2", c.pcm, c.addressed, c.text) for c in second.clips(neural_specs(TRAIN_VARIANTS_2, first_take=1000))]
+    clips += [(c.name + "-3", c.pcm, c.addressed, c.text) for c in neural.clips(pause_specs())]
+    for index, clip in enumerate(base.clips(base_specs())):
+        pcm = with_floor(clip.pcm, floor) if index % 2 else mix(clip.pcm, babble, 20)
+        clips.append((clip.name, pcm, clip.addressed, "synthetic: " + clip.text))
+    print(f"{len(clips)} training clips rendered", flush=True)
+    _run(clips, True, out)
+
+
+# Session 16: sound-alikes of the two kinds the verifier still accepts (issue 34: "hey jarvie", "jarvis was
+# late"), none of the benchmark's lines nor a homophone of one: "hey <jarvi-e>" and the name as a sentence's subject.
+EXTRA_TRAIN_NEAR = (
+    "hey jervie", "hey marvie", "hey darvie", "hey jarvo", "hey jarbie", "hey jovie", "hey charvie", "hey jarvin",
+    "hey jarvia", "hey jorvie", "jarvis said no", "jarvis went home", "jarvis told me", "jarvis is asleep",
+    "jarvis was here", "jarvis wants more", "jarvis fixed it", "jarvis can wait",
+)
+
+
+def extra_specs(first_take: int = 5000) -> list:
+    from benchmarks.neural_corpus import NeuralSpec
+    from benchmarks.wake_verifier_train import TRAIN_COMMANDS, TRAIN_VARIANTS
+
+    return [NeuralSpec((f"{line}, {TRAIN_COMMANDS[(j + k) % len(TRAIN_COMMANDS)]}",), (), variant, False, first_take + j + 40 * k)
+            for k, variant in enumerate(TRAIN_VARIANTS) for j, line in enumerate(EXTRA_TRAIN_NEAR)]
+
+
+def collect_extra(cache: str, out: str) -> None:
+    from benchmarks.corpus import Corpus
+    from benchmarks.wake_verifier_train import TrainCorpus
+
+    neural = TrainCorpus(Path(cache), Corpus(cache))
+    clips = [(c.name + "-x", c.pcm, c.addressed, c.text) for c in neural.clips(extra_specs())]
+    print(f"{len(clips)} extra training clips rendered", flush=True)
+    _run(clips, True, out)
+
+
+def collect_base(cache: str, out: str, shard: tuple[int, int] = (0, 1)) -> None:
+    """The verifier's training clips in espeak-ng, flite and festival voices (`wake_verifier_train.base_specs`)."""
+    from benchmarks.corpus import Corpus, Noise, mix, with_floor
+    from benchmarks.wake_verifier_train import base_specs
+
+    base = Corpus(cache)
+    floor = base.noise(Noise.FAN, 10.0, seed=5)
+    babble = base.noise(Noise.BABBLE, 10.0, seed=2)
+    clips = []
+    for index, clip in enumerate(base.clips(base_specs())):
+        if index % shard[1] == shard[0]:
+            pcm = with_floor(clip.pcm, floor) if index % 2 else mix(clip.pcm, babble, 20)
+            clips.append((clip.name, pcm, clip.addressed, "synthetic: " + clip.text))
+    print(f"{len(clips)} synthetic training clips rendered", flush=True)
+    _run(clips, True, out)
+
+
+def collect_draw(cache: str, out: str, draw: int) -> None:
+    from benchmarks.corpus import Corpus
+    from benchmarks.neural_corpus import NeuralCorpus, neural_near_specs, neural_ordinary_specs, neural_wake_specs
+
+    corpus = NeuralCorpus(Path(cache), Corpus(cache), draw=draw)
+    clips = []
+    for kind, specs in (("addressed", neural_wake_specs(PHRASE, 12)), ("near", neural_near_specs(PHRASE, 12)),
+                        ("ordinary", neural_ordinary_specs(12))):
+        for spec in specs:
+            clip = corpus.clip(spec)
+            clips.append((clip.name, clip.pcm, spec.addressed, f"{kind}|{spec.variant.value}|{spec.text}"))
+    print(f"{len(clips)} clips of draw {draw} rendered", flush=True)
+    _run(clips, False, out)
+
+
+def samples_at(paths: list[str], delay: int) -> list:
+    """The training wakes of the collected files, read `DELAYS_S[delay]` after each wake."""
+    import numpy as np
+
+    from benchmarks.wake_verifier_train import Sample
+
+    samples = []
+    for path in paths:
+        with np.load(path) as data:
+            rows, clip, labels, names = data["rows"], data["clip"], data["labels"], data["names"]
+            samples += [Sample(rows[i, delay], bool(labels[clip[i]]), str(names[clip[i]])) for i in range(len(clip))]
+    return samples
+
+
+def draw_scores(path: str, weights: object, delay: int) -> tuple[list, list]:
+    """Per clip of a draw: (kind, variant, text), and the (score, peak dBFS) of each of its asks."""
+    import numpy as np
+
+    with np.load(path) as data:
+        rows, clip, meta, peaks = data["rows"], data["clip"], data["meta"], data["peaks"]
+        asks: list = [[] for _ in meta]
+        for i in range(len(clip)):
+            asks[clip[i]].append((float(weights.scores(rows[i, delay]).max()), float(peaks[i, delay])))  # type: ignore[attr-defined]
+        return [str(m).split("|", 2) for m in meta], asks
+
+
+def judged(meta: list, asks: list, threshold: float, quiet: tuple[float, float] | None = None) -> dict:
+    """Recall per variant (and pooled), near misses, ordinary woken at `threshold` (`quiet`: (peak
+    dBFS, threshold) for audio quieter than that peak)."""
+    from collections import Counter
+
+    def passes(score: float, peak: float) -> bool:
+        return score >= (quiet[1] if quiet is not None and peak < quiet[0] else threshold)
+
+    heard, total = Counter(), Counter()
+    for (kind, variant, _), clip_asks in zip(meta, asks):
+        woken = any(passes(s, p) for s, p in clip_asks)
+        for key in ((kind, "all"), (kind, variant)):
+            heard[key] += woken
+            total[key] += 1
+    return {"recall": heard[("addressed", "all")], "of": total[("addressed", "all")], "near": heard[("near", "all")],
+            "ordinary": heard[("ordinary", "all")],
+            "variants": {v: heard[("addressed", v)] for k, v in total if k == "addressed" and v != "all"}}
+
+
+def sweep(train_paths: list[str], draw_path: str, shipped: str) -> None:
+    """Per delay: weights trained on the training wakes read that late, judged on the draw at their
+    cross-validated threshold and around it; the shipped weights at no delay as the baseline."""
+    from benchmarks.wake_verifier_train import held_out, threshold_for, weights_for
+    from detectors.wake_verify import Weights
+
+    base = Weights.load(Path(shipped))
+    meta, asks = draw_scores(draw_path, base, 0)
+    print(f"shipped weights, no delay, threshold {base.threshold:.3f}:", judged(meta, asks, base.threshold), flush=True)
+    for delay, seconds in enumerate(DELAYS_S):
+        samples = samples_at(train_paths, delay)
+        best = None
+        for l2 in (10.0, 30.0, 100.0):
+            held = held_out(samples, l2)
+            threshold = threshold_for(held, 0.98)
+            refused = sum(score < threshold for score, s in held if not s.label)
+            if best is None or refused >= best[0]:
+                best = (refused, l2, threshold, sum(not s.label for _, s in held))
+        assert best is not None
+        refused, l2, threshold, negatives = best
+        weights = dataclasses.replace(weights_for(samples, l2, threshold), delay_s=seconds)
+        Path("/tmp/wake34q").mkdir(exist_ok=True)
+        weights.save(Path(f"/tmp/wake34q/late-{int(seconds * 1000)}.npz"))
+        meta, asks = draw_scores(draw_path, weights, delay)
+        print(f"delay {seconds * 1000:.0f} ms: l2 {l2:g}, cross-validated threshold {threshold:.3f} (refused {refused}/{negatives})", flush=True)
+        for t in sorted({round(threshold, 3), 0.3, 0.4, 0.5, 0.6, 0.7, 0.8}):
+            print(f"  threshold {t:.3f}:", judged(meta, asks, t), flush=True)
+
+
+def main(argv: list[str]) -> int:
+    if argv[0] == "sweep":  # sweep DRAW.npz SHIPPED.npz TRAIN.npz...
+        sweep(argv[3:], argv[1], argv[2])
+        return 0
+    if argv[0] == "collect-train":
+        part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
+        collect_train(argv[1], argv[2], "--small" in argv, (int(part[0]), int(part[1])))
+    elif argv[0] == "collect-base":
+        part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
+        collect_base(argv[1], argv[2], (int(part[0]), int(part[1])))
+    elif argv[0] == "collect-extra":
+        collect_extra(argv[1], argv[2])
+    elif argv[0] == "collect-draw":
+        collect_draw(argv[1], argv[2], int(argv[argv.index("--draw") + 1]))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
