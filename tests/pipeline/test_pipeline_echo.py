@@ -21,6 +21,11 @@ AUDIBLE_RMS = 40.0  # echo this loud (about -58 dBFS) would reach a VAD (as in b
 ROOM = SimConfig(use_espeak=False, seed=5, realistic=False, audio_frame_delay_s=0.01)
 
 
+# No follow-up window (its chime would hold the mute over the tail the command is said into), and
+# no working sound (a tick is not the answer whose tail the command is placed in).
+QUIET = ConversationSettings(follow_up_s=0, working_sound_after_s=3600, still_working_after_s=3600)
+
+
 def appended(p) -> list[bytes]:
     """Per listener session, the audio it was sent (a replay into the next session is cut into
     other appends than the microphone's chunks)."""
@@ -30,28 +35,30 @@ def appended(p) -> list[bytes]:
     ]
 
 
+async def command_in_the_answers_tail(p, sim, microphone: RoomMicrophone, speaker: RoomSpeaker) -> float:
+    """Asks the time, and says the next command ("list the files") where the answer's audio
+    ends, its echo ringing on for 80 ms: placed again each time more of the answer is queued, so
+    it lands in the tail however late the loop runs (learning the end only when the narration is
+    over could be too late). Returns the room time it starts at."""
+    sim.script.push_tool_call("get_time", {})
+    sim.script.push_tool_call("list_files", {"path": "."})
+    drains = len(speaker.ends)
+    starts: list[float] = []
+    speaker.after_play = lambda audio_end: starts.append(microphone.place(UTTERANCE, audio_end))
+    p.say("Computer, what time is it?")
+    sim.script.push_transcript("Computer, list the files")
+    await speaker.draining.wait_until(lambda: len(speaker.ends) > drains, 20)
+    speaker.after_play = None
+    return starts[-1]
+
+
 @pytest.mark.parametrize("sim", [ROOM], indirect=True)
 async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_its_tail_keeps_its_first_word(tmp_path, sim):
     microphone = RoomMicrophone(MIC_PACE)
     speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=-18.0)
-    # No follow-up window (its chime would hold the mute over the tail this test speaks into), and
-    # no working sound (a tick is not the answer whose tail the command is placed in).
-    quiet = ConversationSettings(follow_up_s=0, working_sound_after_s=3600, still_working_after_s=3600)
-    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, conversation=quiet) as p:
-        sim.script.push_tool_call("get_time", {})
-        sim.script.push_tool_call("list_files", {"path": "."})
+    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, conversation=QUIET) as p:
         before = p.counts()
-        drains = len(speaker.ends)
-        # The command starts where the answer's audio ends, its echo ringing on for 80 ms: placed
-        # again each time more of the answer is queued, so it lands in the tail however late
-        # the loop runs (learning the end only when the narration is over could be too late).
-        starts: list[float] = []
-        speaker.after_play = lambda audio_end: starts.append(microphone.place(UTTERANCE, audio_end))
-        p.say("Computer, what time is it?")
-        sim.script.push_transcript("Computer, list the files")
-        await speaker.draining.wait_until(lambda: len(speaker.ends) > drains, 20)
-        speaker.after_play = None
-        start = starts[-1]
+        start = await command_in_the_answers_tail(p, sim, microphone, speaker)
         assert start >= speaker.ends[-1] - 0.001  # after the whole answer, not in a gap of it
         await p.wait(lambda t: t.count("tool") >= before["tool"] + 2 and t.count("narrated") >= before["narrated"] + 2
                      and t.count("listening") >= before["listening"] + 2)
@@ -95,19 +102,9 @@ async def test_a_command_said_as_the_answer_ends_keeps_its_first_word_when_the_e
     # narrator's, and goes up with the rest of the command, to one session.
     microphone = RoomMicrophone(MIC_PACE)
     speaker = RoomSpeaker(microphone, late_s=0.25)
-    quiet = ConversationSettings(follow_up_s=0, working_sound_after_s=3600, still_working_after_s=3600)
-    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, conversation=quiet) as p:
-        sim.script.push_tool_call("get_time", {})
-        sim.script.push_tool_call("list_files", {"path": "."})
+    async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, conversation=QUIET) as p:
         before = p.counts()
-        drains = len(speaker.ends)
-        starts: list[float] = []
-        speaker.after_play = lambda audio_end: starts.append(microphone.place(UTTERANCE, audio_end))
-        p.say("Computer, what time is it?")
-        sim.script.push_transcript("Computer, list the files")
-        await speaker.draining.wait_until(lambda: len(speaker.ends) > drains, 20)
-        speaker.after_play = None
-        start = starts[-1]
+        start = await command_in_the_answers_tail(p, sim, microphone, speaker)
         await p.wait(lambda t: t.count("tool") >= before["tool"] + 2)
         heard = [e.text for e in p.timeline.entries if e.kind == "heard"]
         assert heard[:2] == ["Computer, what time is it?", "Computer, list the files"], heard
