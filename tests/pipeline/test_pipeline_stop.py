@@ -6,11 +6,13 @@ listener takes the next command."""
 from __future__ import annotations
 
 import base64
+from typing import AsyncIterator
 
 import pytest
 
 from audio_io import BYTES_PER_SECOND, MemorySpeaker
 from benchmarks.stop_latency import STOP_WORDS, WatchedSpeaker
+from concurrency.changes import Changes
 from config.settings import ConversationSettings
 from reader_agent import NarrationCut, Narrator
 from realtime_sim import SimConfig
@@ -170,12 +172,53 @@ ECHO_DB = -24.0
 SAYS_COMPUTER = "To make me quiet, say computer, stop. Your computer is fine."
 
 
+class HeardRoomMicrophone(RoomMicrophone):
+    """Tells `emitting` as it emits each chunk: a test awaits the room being heard up to a time
+    (the reader lags the room by seconds on a busy machine)."""
+
+    def __init__(self, pace: float) -> None:
+        super().__init__(pace)
+        self.emitting = Changes()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        async for chunk in super().chunks():
+            self.emitting.notify()
+            yield chunk
+
+
+class StopOverTheEcho:
+    """Says `words` over the narration's echo however late its audio comes: `say(lead_s)` places
+    them `lead_s` after the next moment audio is handed to the speaker (`saying` tells), so into
+    a narration that plays. (Placed by the clock 1.5 s after "narrating", they came before its
+    first audio whenever a busy machine held that back: the simulator synthesizes the whole long
+    answer first.) By the room's clock, so a microphone reader that lags changes nothing."""
+
+    def __init__(self, microphone: RoomMicrophone, speaker: RoomSpeaker, words: bytes) -> None:
+        self.microphone = microphone
+        self.words = words
+        self.said_at: list[float] = []  # the room times it was said at
+        self.saying = Changes()
+        self._lead_s: float | None = None  # armed: say it this long after the next play
+        speaker.after_play = self._played
+
+    def say(self, lead_s: float) -> None:
+        self._lead_s = lead_s
+
+    def _played(self, audio_end: float) -> None:
+        if self._lead_s is not None:
+            at = self.microphone.room_time() + self._lead_s
+            self.microphone.say_at(self.words, at)
+            self.said_at.append(at)
+            self._lead_s = None
+            self.saying.notify()
+
+
 @pytest.mark.parametrize("sim", [ROOM], indirect=True)
 @pytest.mark.parametrize("acoustic", [False, True], ids=["stand-in", "StopPhraseDetector"])
 async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it_does(tmp_path, sim, acoustic):
     """With the stand-in (the spotter hearing "computer", plus an oracle for the user's words) and
     with the on-device detector the assistant runs (STOP_WHILE_TALKING, built by `assistant`)."""
-    microphone = RoomMicrophone(ROOM_PACE)
+    microphone = HeardRoomMicrophone(ROOM_PACE)
     speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=ECHO_DB)
     detector = None if acoustic else HeardTheUser(microphone)
     async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, stop_detector=detector,
@@ -184,6 +227,8 @@ async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it
         sim.script.push_tool_call("echo", {"text": SAYS_COMPUTER})
         heard_before = len(microphone.heard)
         await p.ask("Computer, how do I stop you")
+        end_of_echo = speaker.ends[-1] + 0.1  # (the reflection's last sample included)
+        await microphone.emitting.wait_until(lambda: microphone.position_s >= end_of_echo, 20)
         assert p.timeline.count("stopped") == 0 and not p.coordinator.stop_timings
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
         assert narrated[-1].startswith("answer (similarity")
@@ -192,20 +237,21 @@ async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it
         assert spotted(echo) >= 1
 
         # 2. The user says "computer, stop" over the next long answer: it is cut, nothing uploaded.
-        stop_words = await synthesize("computer, stop", words_per_minute=140)
+        stop = StopOverTheEcho(microphone, speaker, await synthesize("computer, stop", words_per_minute=140))
         sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
         p.say("Computer, read me the long story")
         await p.wait(lambda t: t.count("narrating") == 2)
         listening = p.timeline.count("listening")
         if detector is not None:
             detector.listen_from = microphone.room_time()
-        microphone.say_at(stop_words, microphone.room_time() + 1.5)  # a second into its 40
+        stop.say(lead_s=1.0)  # a second into its 40 s of audio
+        await stop.saying.wait_until(lambda: bool(stop.said_at), 60)
         for _ in range(5 if acoustic else 0):  # pocketsphinx finds 2 in 3 over an echo: people say it again
             try:
                 await p.wait(lambda t: t.count("stopped") == 1, timeout=4.0)
                 break
             except TimeoutError:
-                microphone.say_at(stop_words, microphone.room_time() + 0.3)
+                stop.say(lead_s=0.3)
         await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
         said = [h for h in microphone.heard if h.user != bytes(len(h.user))][-10:]
         assert sum(h.echo != bytes(len(h.echo)) for h in said) >= 5  # said over the narration's echo
