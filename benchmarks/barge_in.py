@@ -212,10 +212,12 @@ class Path:
             self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
         elif preroll is not None and cancel:
             margin = (lambda: self.gate.margin_db) if judged else None  # the gate in front, on the raw microphone
-            self.listener = PrerollStopListener(self.detector, preroll, margin)
+            echo = (lambda: (self.raw, self.canceller.far if self.canceller else b"")) if judged else None
+            self.listener = PrerollStopListener(self.detector, preroll, margin, echo)
         else:
             self.listener = StopListener(self.detector)
         self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
+        self.raw = b""  # the microphone chunk being heard
         self.gate = EchoSuppressor(EchoSettings())
         self.delay = delay  # what the canceller is told of the devices' latency: see DELAYS
         self.delay_now = 0.0
@@ -243,6 +245,7 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         at = i * CHUNK / RATE
         ref = pcm(played[i * CHUNK:(i + 1) * CHUNK]) if narrating else b""
         raw = pcm(mic[i * CHUNK:(i + 1) * CHUNK])
+        path.raw = raw
         path.delay_now = path.told(scene, at)
         if isinstance(path.listener, EchoVetoListener):  # what was played, lined up with the mic, lead_s ahead
             lead = round(path.listener.lead_s * RATE)
