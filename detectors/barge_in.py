@@ -86,12 +86,12 @@ class StopAfterWake:
         self._since_spot_s = 0.0  # audio since then
 
     @classmethod
-    def for_detector(cls, detector: object) -> "StopAfterWake | None":
+    def for_detector(cls, detector: object, settings: AfterWakeSettings = AfterWakeSettings()) -> "StopAfterWake | None":
         """The check for a barge-in detector's stop words (None for any other detector: no barge-in)."""
         stop = getattr(detector, "stop", None) if isinstance(detector, BargeInDetector) else None
         if not isinstance(stop, StopPhraseDetector):
             return None
-        return cls(stop.stop_words, input_rate=stop.settings.input_rate, delay_frames=stop.settings.kws_delay_frames)
+        return cls(stop.stop_words, settings, input_rate=stop.settings.input_rate, delay_frames=stop.settings.kws_delay_frames)
 
     @property
     def said_stop(self) -> bool:
@@ -225,11 +225,14 @@ class PrerollSettings:
     voice_rms: int = 300
     span_s: float = 1.0  # a hit that does not say where its phrase began: this long before its end
     # ... and it stands only when what was played explains less than `max_explained` of the raw
-    # microphone over its phrase (`explained`: 0-1; the echo alone 0.9 and more, whatever the
-    # path's gain, the user at 0 dB of echo under 0.65): the margins test a level against the
-    # path the gate learnt, and right after the path changed to a louder one the narration's own
-    # "hey jarvis" beat them (PERFORMANCE.md, "Barge-in: what the reference explains"). 1: off.
+    # microphone over its phrase (`explained`, over `explained_window_s` windows: 0-1). The
+    # margins test a level against the path the gate learnt, and right after the path changed to a
+    # louder one the narration's own "hey jarvis" beat them at 0.93 explained; the user's phrases
+    # at 0 dB of echo were explained 0.25-0.61 (PERFORMANCE.md, "Barge-in: what was played
+    # explains"). A phrase across the path's change is explained less (two paths, not one): the
+    # margins catch those. 1: off.
     max_explained: float = 0.8
+    explained_window_s: float = 1024 / SAMPLE_RATE  # about 43 ms: longer windows explained the user more
     explained_lead_s: float = 0.2  # the echo comes this much after what was lined up with it, at most
 
 
@@ -321,13 +324,15 @@ class PrerollStopListener(StopListener):
         mic_samples = np.frombuffer(mic, dtype=np.int16).astype(np.float64)
         played_samples = np.frombuffer(played, dtype=np.int16).astype(np.float64)
         played_samples = np.concatenate([np.zeros(max(0, len(mic_samples) + lead - len(played_samples))), played_samples])
-        return explained(played_samples[-(len(mic_samples) + lead):], mic_samples, lead)
+        return explained(played_samples[-(len(mic_samples) + lead):], mic_samples, lead,
+                         round(self.settings.explained_window_s * SAMPLE_RATE))
 
 
 def explained(played: np.ndarray, mic: np.ndarray, lead: int, frame: int = 1024) -> float:
     """How much of `mic`'s power over 100-4000 Hz a linear filter of `played` explains, 0-1: their
     coherence per frequency, weighted by the microphone's spectrum, over `frame`-sample windows
-    (43 ms at 24 kHz). `played` starts `lead` samples before `mic`: the echo comes up to that much
+    overlapping by three quarters (a room's reverberation longer than a window explains less).
+    `played` starts `lead` samples before `mic`: the echo comes up to that much
     after it, at the lag where the two correlate best. 0 when either is too short or silent."""
     size = 1 << (len(played) + len(mic)).bit_length()
     correlation = np.fft.irfft(np.conj(np.fft.rfft(mic, size)) * np.fft.rfft(played, size), size)[:lead + 1]
