@@ -49,6 +49,10 @@ Session 15 (docs/PERFORMANCE.md, "Barge-in: the wake model's cutoff while it tal
 dB's trials are lost"): `--alone-cutoff P` the barge-in wake model's cutoff alone
 (`StopSettings.barge_in_alone_cutoff`), `--seed-offset N` fresh rooms.
 
+Session 16 (docs/PERFORMANCE.md, "Barge-in: what was played explains"): the preroll row's hits are
+judged by what was played too (`PrerollSettings.max_explained`); `--hold-after-s S` the hold's stop
+check (`AfterWakeSettings.after_s`), `--phrases stop|command` one kind of trial only.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 

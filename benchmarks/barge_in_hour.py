@@ -8,7 +8,8 @@ then each listener setting runs over them with a fresh detector per room (as the
 one), and every hit is written out with what the gate said around it: which chunks it passed,
 and by how many dB the echo gate in front found the raw microphone over the echo it expected
 (`outer`), so that a rule on a hit can be chosen on part of the rooms and checked on the rest
-(`--seed 8`: a fresh hour). Setting "preroll" is `PrerollStopListener` as wired, its hits judged.
+(`--seed 8`: a fresh hour). Setting "preroll" is `PrerollStopListener` as wired, its hits judged
+by the margins and by what was played (session 16); "margins" by the margins alone (sessions 13-15).
 
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in_hour --cache C --store S [--blocks 0:60] [--trials 0]
 """

@@ -228,9 +228,9 @@ class PrerollSettings:
     # microphone over its phrase (`explained`, over `explained_window_s` windows: 0-1). The
     # margins test a level against the path the gate learnt, and right after the path changed to a
     # louder one the narration's own "hey jarvis" beat them at 0.93 explained; the user's phrases
-    # at 0 dB of echo were explained 0.25-0.61 (PERFORMANCE.md, "Barge-in: what was played
-    # explains"). A phrase across the path's change is explained less (two paths, not one): the
-    # margins catch those. 1: off.
+    # at 0 dB of echo were explained 0.19-0.68
+    # (PERFORMANCE.md, "Barge-in: what was played explains"). A phrase across the path's change is
+    # explained less (two paths, not one): the margins catch those. 1: off.
     max_explained: float = 0.8
     explained_window_s: float = 1024 / SAMPLE_RATE  # about 43 ms: longer windows explained the user more
     explained_lead_s: float = 0.2  # the echo comes this much after what was lined up with it, at most
