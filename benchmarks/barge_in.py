@@ -49,6 +49,10 @@ Session 15 (docs/PERFORMANCE.md, "Barge-in: the wake model's cutoff while it tal
 dB's trials are lost"): `--alone-cutoff P` the barge-in wake model's cutoff alone
 (`StopSettings.barge_in_alone_cutoff`), `--seed-offset N` fresh rooms.
 
+Session 16 (docs/PERFORMANCE.md, "Barge-in: what was played explains"): the preroll row's hits are
+judged by what was played too (`PrerollSettings.max_explained`); `--hold-after-s S` the hold's stop
+check (`AfterWakeSettings.after_s`), `--phrases stop|command` one kind of trial only.
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -67,7 +71,7 @@ from audio_io.echo_cancel import EchoCanceller
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import BargeInListener, EchoVetoListener
-from detectors.barge_in import BargeInDetector, CommandHold, Held, PrerollSettings, PrerollStopListener, StopAfterWake
+from detectors.barge_in import AfterWakeSettings, BargeInDetector, CommandHold, Held, PrerollSettings, PrerollStopListener, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
@@ -199,7 +203,8 @@ class Path:
     def __init__(self, stop_settings: StopPhraseSettings, cancel: bool | str, delay: str = "zero", veto: int | None = None,
                  after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
                  preroll: PrerollSettings | None = None, judged: bool = True,
-                 alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff) -> None:
+                 alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff,
+                 after: AfterWakeSettings = AfterWakeSettings()) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
@@ -212,10 +217,12 @@ class Path:
             self.listener = BargeInListener(self.detector, played, lambda: self.canceller.far if self.canceller else b"")
         elif preroll is not None and cancel:
             margin = (lambda: self.gate.margin_db) if judged else None  # the gate in front, on the raw microphone
-            self.listener = PrerollStopListener(self.detector, preroll, margin)
+            echo = (lambda: (self.raw, self.canceller.far if self.canceller else b"")) if judged else None
+            self.listener = PrerollStopListener(self.detector, preroll, margin, echo)
         else:
             self.listener = StopListener(self.detector)
-        self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector) if after_wake else None)
+        self.hold = CommandHold(check=StopAfterWake.for_detector(self.detector, after) if after_wake else None)
+        self.raw = b""  # the microphone chunk being heard
         self.gate = EchoSuppressor(EchoSettings())
         self.delay = delay  # what the canceller is told of the devices' latency: see DELAYS
         self.delay_now = 0.0
@@ -243,6 +250,7 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         at = i * CHUNK / RATE
         ref = pcm(played[i * CHUNK:(i + 1) * CHUNK]) if narrating else b""
         raw = pcm(mic[i * CHUNK:(i + 1) * CHUNK])
+        path.raw = raw
         path.delay_now = path.told(scene, at)
         if isinstance(path.listener, EchoVetoListener):  # what was played, lined up with the mic, lead_s ahead
             lead = round(path.listener.lead_s * RATE)
@@ -384,6 +392,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed-offset", type=int, default=0, help="added to the trials' seeds (10 and 50 less the level): fresh rooms")
     parser.add_argument("--preroll-unjudged", action="store_true",
                         help="the preroll row without the gate's margins judging its hits (session 12's listener)")
+    parser.add_argument("--hold-after-s", type=float, default=AfterWakeSettings().after_s,
+                        help="the hold's stop check: speech after the stop word longer than this is a command")
+    parser.add_argument("--phrases", default="stop,command", help="which trials: stop, command or both")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -429,13 +440,15 @@ def main(argv: list[str] | None = None) -> int:
 
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
-                    preroll if name == preroll_row else None, not args.preroll_unjudged, alone_cutoff)
+                    preroll if name == preroll_row else None, not args.preroll_unjudged, alone_cutoff,
+                    AfterWakeSettings(after_s=args.hold_after_s))
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
         for level in [float(x) for x in args.levels.split(",") if x]:
-            stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level) + args.seed_offset)
-            commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level) + args.seed_offset)
+            phrases = args.phrases.split(",")
+            stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level) + args.seed_offset) if "stop" in phrases else []
+            commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level) + args.seed_offset) if "command" in phrases else []
             found = early = went_up = 0
             delays = []
             for scene in stops:

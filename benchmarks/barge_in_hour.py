@@ -8,7 +8,8 @@ then each listener setting runs over them with a fresh detector per room (as the
 one), and every hit is written out with what the gate said around it: which chunks it passed,
 and by how many dB the echo gate in front found the raw microphone over the echo it expected
 (`outer`), so that a rule on a hit can be chosen on part of the rooms and checked on the rest
-(`--seed 8`: a fresh hour). Setting "preroll" is `PrerollStopListener` as wired, its hits judged.
+(`--seed 8`: a fresh hour). Setting "preroll" is `PrerollStopListener` as wired, its hits judged
+by the margins and by what was played (session 16); "margins" by the margins alone (sessions 13-15).
 
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in_hour --cache C --store S [--blocks 0:60] [--trials 0]
 """
@@ -82,16 +83,23 @@ def detector(alone_cutoff: float | None) -> BargeInDetector:
 
 
 def listen(room: dict[str, np.ndarray], setting: tuple[PrerollSettings, bool] | None, first_s: float = 0.0,
-           alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff) -> list[dict]:
+           alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff, scene: Scene | None = None) -> list[dict]:
     """Every hit a fresh listener finds in the room (nothing is cut), with its span. `setting`:
-    the preroll's settings, and whether the gate's margins judge its hits (None: the shipped listener)."""
+    the preroll's settings, and whether the gate's margins judge its hits (None: the shipped listener);
+    with `scene` (the room's), what was played judges them too (`PrerollSettings.max_explained`)."""
     d = detector(alone_cutoff)
     out, passed, margins = room["out"], room["passed"], room["outer"]
     now = [0]
     if setting is None:
         listener: StopListener = StopListener(d)
     else:
-        listener = PrerollStopListener(d, setting[0], (lambda: float(margins[now[0]])) if setting[1] else None)
+        echo = None
+        if setting[1] and scene is not None:  # the raw microphone, and what was played (the canceller is told 0 s of delay)
+            mic = pcm(scene.user + scene.echo(scene.narration) + scene.noise)
+            played = pcm(scene.narration)
+            size = CHUNK * 2
+            echo = lambda: (mic[now[0] * size:(now[0] + 1) * size], played[now[0] * size:(now[0] + 1) * size])  # noqa: E731
+        listener = PrerollStopListener(d, setting[0], (lambda: float(margins[now[0]])) if setting[1] else None, echo)
     hits = []
     first = int(first_s * RATE) // CHUNK
     for i in range(len(passed)):
@@ -121,7 +129,8 @@ def stored(store: FilePath, name: str, make, scene: Scene) -> dict[str, np.ndarr
     return room
 
 
-SETTINGS = {"shipped": None, "preroll": (PrerollSettings(), True),  # session 13: 2 in 5, 1 s on, the margins judge hits
+SETTINGS = {"shipped": None, "preroll": (PrerollSettings(), True),  # as wired: 2 in 5, 1 s on, the margins and what was played judge hits
+            "margins": (PrerollSettings(max_explained=1.0), True),  # session 13-15's: the margins alone judge hits
             "p1-3-0.6": (PrerollSettings(onset=3, hangover_s=0.6), False),  # session 12's default
             "p1-2-1": (PrerollSettings(onset=2, hangover_s=1.0), False), "p1-2-0.6": (PrerollSettings(onset=2, hangover_s=0.6), False)}
 
@@ -154,7 +163,7 @@ def main(argv: list[str] | None = None) -> int:
     for k in range(a, b):
         room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k]), scenes[k])
         for name in names:
-            for hit in listen(room, SETTINGS[name], alone_cutoff=alone):
+            for hit in listen(room, SETTINGS[name], alone_cutoff=alone, scene=scenes[k]):
                 results.append({"room": f"{prefix}{k:03d}", "setting": name, **hit})
                 print(json.dumps(results[-1]), flush=True)
     for level in [float(x) for x in args.levels.split(",") if x] if args.trials else []:
@@ -163,7 +172,7 @@ def main(argv: list[str] | None = None) -> int:
                 name = f"{tag}{level:+.0f}_{k:02d}"
                 room = stored(store, name, lambda: cancelled(scene), scene)
                 for setting in names:
-                    hits = listen(room, SETTINGS[setting], alone_cutoff=alone)
+                    hits = listen(room, SETTINGS[setting], alone_cutoff=alone, scene=scene)
                     results.append({"room": name, "setting": setting, "word_end_s": scene.word_end_s, "hits": hits})
                     print(json.dumps(results[-1]), flush=True)
     FilePath(args.out).write_text(json.dumps(results))

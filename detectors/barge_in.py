@@ -22,7 +22,9 @@ from collections import deque
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
-from audio_io import BYTES_PER_SECOND
+import numpy as np
+
+from audio_io import BYTES_PER_SECOND, SAMPLE_RATE
 from audio_io.format import audioop
 from detectors.audio import SAMPLE_WIDTH, Resampler
 from decisions.upload_gate import KeywordHit
@@ -84,12 +86,12 @@ class StopAfterWake:
         self._since_spot_s = 0.0  # audio since then
 
     @classmethod
-    def for_detector(cls, detector: object) -> "StopAfterWake | None":
+    def for_detector(cls, detector: object, settings: AfterWakeSettings = AfterWakeSettings()) -> "StopAfterWake | None":
         """The check for a barge-in detector's stop words (None for any other detector: no barge-in)."""
         stop = getattr(detector, "stop", None) if isinstance(detector, BargeInDetector) else None
         if not isinstance(stop, StopPhraseDetector):
             return None
-        return cls(stop.stop_words, input_rate=stop.settings.input_rate, delay_frames=stop.settings.kws_delay_frames)
+        return cls(stop.stop_words, settings, input_rate=stop.settings.input_rate, delay_frames=stop.settings.kws_delay_frames)
 
     @property
     def said_stop(self) -> bool:
@@ -222,6 +224,16 @@ class PrerollSettings:
     margin_clip_db: tuple[float, float] = (-20.0, 40.0)
     voice_rms: int = 300
     span_s: float = 1.0  # a hit that does not say where its phrase began: this long before its end
+    # ... and it stands only when what was played explains less than `max_explained` of the raw
+    # microphone over its phrase (`explained`, over `explained_window_s` windows: 0-1). The
+    # margins test a level against the path the gate learnt, and right after the path changed to a
+    # louder one the narration's own "hey jarvis" beat them at 0.93 explained; the user's phrases
+    # at 0 dB of echo were explained 0.19-0.68
+    # (PERFORMANCE.md, "Barge-in: what was played explains"). A phrase across the path's change is
+    # explained less (two paths, not one): the margins catch those. 1: off.
+    max_explained: float = 0.8
+    explained_window_s: float = 1024 / SAMPLE_RATE  # about 43 ms: longer windows explained the user more
+    explained_lead_s: float = 0.2  # the echo comes this much after what was lined up with it, at most
 
 
 class PrerollStopListener(StopListener):
@@ -238,10 +250,14 @@ class PrerollStopListener(StopListener):
     the gate behind it expects, its passes open the feed, and the detectors then heard the
     narration's own "hey jarvis" (and "..., stop"); over those hits the microphone held no more than
     the echo the gate in front expected, over the user's more (see `PrerollSettings`). Without
-    `margin` no hit is judged. Pure; one call per chunk."""
+    `margin` no hit is judged. `echo` (the raw microphone chunk and what was played lined up with
+    it, the canceller's `far`) judges a hit the margins passed once more: the narration's own words
+    are what was played, through a room, and a linear filter of it explains nearly all the
+    microphone over them (`explained`), whatever the path's gain; a user's voice is not. Pure; one
+    call per chunk."""
 
     def __init__(self, detector: StopDetector, settings: PrerollSettings = PrerollSettings(),
-                 margin: Callable[[], float] | None = None) -> None:
+                 margin: Callable[[], float] | None = None, echo: Callable[[], tuple[bytes, bytes]] | None = None) -> None:
         self._gate_feed = EchoGatedStopFeed(hangover_s=settings.hangover_s, onset=settings.onset, window=settings.window)
         super().__init__(detector, self._gate_feed)
         self.settings = settings
@@ -249,9 +265,12 @@ class PrerollStopListener(StopListener):
         self._margin = margin
         self._recent: deque[tuple[bytes, float]] = deque()  # the last `preroll_s` of chunks, with their end
         self._judged: deque[tuple[float, bool, float]] = deque()  # (end, voiced, clipped margin), the last few seconds
+        self._echo = echo
+        self._heard: deque[tuple[float, bytes, bytes]] = deque()  # (end, raw microphone, played lined up), as long
         self._primed = False  # the detector heard the preroll since its last reset
         self.primings = 0  # times the feed opened on a voice (each replays the preroll)
         self.vetoed = 0  # hits the microphone's margins over the echo did not bear out
+        self.explained_vetoed = 0  # hits that what was played explained (`max_explained`)
 
     def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         end = self.clock + len(raw) / BYTES_PER_SECOND
@@ -264,6 +283,11 @@ class PrerollStopListener(StopListener):
                                  min(max(self._margin(), low), high)))
             while end - self._judged[0][0] > _JUDGED_S:
                 self._judged.popleft()
+        if self._echo is not None:
+            mic, far = self._echo()
+            self._heard.append((end, mic, far or bytes(len(mic))))
+            while end - self._heard[0][0] > _JUDGED_S:
+                self._heard.popleft()
         hit = super().hear(raw, passed, narrating)
         if not self._fed:  # a gap (or no narration): the detector starts afresh
             self._primed = False
@@ -283,23 +307,66 @@ class PrerollStopListener(StopListener):
         start = hit.start_s if hit.start_s is not None else hit.end_s - self.settings.span_s
         # (chunks that end more than half a chunk after the phrase began)
         margins = [m for end, voiced, m in self._judged if voiced and end > start + 0.01]
-        if len(margins) >= self.settings.min_voiced and sum(margins) / len(margins) >= self.settings.min_margin_db:
-            return hit
-        self.vetoed += 1
-        return None
+        if len(margins) < self.settings.min_voiced or sum(margins) / len(margins) < self.settings.min_margin_db:
+            self.vetoed += 1
+            return None
+        if self._echo is not None and self.settings.max_explained < 1 and self._explained(start) >= self.settings.max_explained:
+            self.explained_vetoed += 1
+            return None
+        return hit
+
+    def _explained(self, start: float) -> float:
+        """How much of the raw microphone from `start` on what was played explains (`explained`)."""
+        lead = round(self.settings.explained_lead_s * SAMPLE_RATE)
+        first = start - self.settings.explained_lead_s
+        mic = b"".join(m for end, m, _ in self._heard if end > start + 0.01)
+        played = b"".join(f for end, _, f in self._heard if end > first + 0.01)
+        mic_samples = np.frombuffer(mic, dtype=np.int16).astype(np.float64)
+        played_samples = np.frombuffer(played, dtype=np.int16).astype(np.float64)
+        played_samples = np.concatenate([np.zeros(max(0, len(mic_samples) + lead - len(played_samples))), played_samples])
+        return explained(played_samples[-(len(mic_samples) + lead):], mic_samples, lead,
+                         round(self.settings.explained_window_s * SAMPLE_RATE))
+
+
+def explained(played: np.ndarray, mic: np.ndarray, lead: int, frame: int = 1024) -> float:
+    """How much of `mic`'s power over 100-4000 Hz a linear filter of `played` explains, 0-1: their
+    coherence per frequency, weighted by the microphone's spectrum, over `frame`-sample windows
+    overlapping by three quarters (a room's reverberation longer than a window explains less).
+    `played` starts `lead` samples before `mic`: the echo comes up to that much
+    after it, at the lag where the two correlate best. 0 when either is too short or silent."""
+    size = 1 << (len(played) + len(mic)).bit_length()
+    correlation = np.fft.irfft(np.conj(np.fft.rfft(mic, size)) * np.fft.rfft(played, size), size)[:lead + 1]
+    lag = int(np.argmax(np.abs(correlation)))  # `played[lag:]` lines up with `mic`
+    window = np.hanning(frame)
+    frequencies = np.fft.rfftfreq(frame, 1 / SAMPLE_RATE)
+    band = (frequencies >= 100) & (frequencies <= 4000)
+    played_power = np.zeros(int(band.sum()))
+    mic_power = np.zeros(int(band.sum()))
+    cross = np.zeros(int(band.sum()), dtype=complex)
+    for at in range(0, min(len(mic), len(played) - lag) - frame + 1, frame // 4):
+        p = np.fft.rfft(window * played[lag + at:lag + at + frame])[band]
+        m = np.fft.rfft(window * mic[at:at + frame])[band]
+        played_power += np.abs(p) ** 2
+        mic_power += np.abs(m) ** 2
+        cross += np.conj(p) * m
+    if mic_power.sum() <= 0 or played_power.sum() <= 0:
+        return 0.0
+    return float((np.abs(cross) ** 2 / np.maximum(played_power, 1e-9)).sum() / mic_power.sum())
 
 
 class Margined(Protocol):
     margin_db: float  # an echo gate (`audio_io.echo.EchoSuppressor`): how much the last chunk beat the echo expected
 
 
-def stop_listener(detector: StopDetector, canceller: object | None, gate: Margined | None) -> StopListener:
+def stop_listener(detector: StopDetector, canceller: object | None, gate: Margined | None,
+                  echo: Callable[[], tuple[bytes, bytes]] | None = None) -> StopListener:
     """The stop listener for a room: with a canceller (and the echo gate in front), the preroll
-    whose hits the gate's margins judge (`PrerollStopListener`); else the gated feed (a preroll
-    there would be the narrator's raw echo)."""
+    whose hits the gate's margins judge, and `echo` (the raw microphone and what was played lined
+    up with it) once more (`PrerollStopListener`); else the gated feed (a preroll there would be
+    the narrator's raw echo)."""
     if canceller is None or gate is None:
         return StopListener(detector)
-    return PrerollStopListener(detector, margin=lambda: gate.margin_db)
+    return PrerollStopListener(detector, margin=lambda: gate.margin_db, echo=echo)
 
 
 _JUDGED_S = 4.0  # the margins kept: longer than a phrase with its stop word

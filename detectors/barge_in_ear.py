@@ -18,11 +18,13 @@ from detectors.stop_word import StopDetector, StopHit
 
 class Passing(Protocol):
     passed: bool  # the canceller's own gate (behind it) let the last chunk through
+    far: bytes  # what it was given as played for that chunk, lined up with it (b"": it did not run)
 
 
 class BargeInEar:
     def __init__(self, detector: StopDetector, canceller: Passing | None, gate: Margined | None) -> None:
-        self.listener = stop_listener(detector, canceller, gate)
+        self._raw = b""  # the microphone chunk being heard
+        self.listener = stop_listener(detector, canceller, gate, echo=lambda: (self._raw, canceller.far if canceller else b""))
         self.hold = CommandHold(check=StopAfterWake.for_detector(detector))  # a barge-in, until it is no "stop"
         self._canceller = canceller
 
@@ -34,6 +36,7 @@ class BargeInEar:
         (a satellite with no hub: not). Returns the hit that cuts the voice now (None: none, or
         a barge-in already being held), and what goes up (a held barge-in: cancelled)."""
         hold, cancelled = self.hold, self._canceller is not None
+        self._raw = raw
         passed = self._canceller.passed if self._canceller is not None else gated == raw  # the gate behind it, or the gate
         hit = self.listener.hear(heard if cancelled else raw, passed, playing or hold.holding)
         piece = Held(offset, heard if hold.holding else gated, self.listener.clock)
