@@ -499,7 +499,7 @@ class Coordinator:
         if microphone.live and core.mute.muted:
             self._drop_muted([chunk] if self.room_echo is None else self.room_echo.muted(chunk_start, chunk))
             return mutes_seen
-        if microphone.live and self.room_echo is not None and core.mute.releases != mutes_seen:
+        if self.room_echo is not None and self.room_echo.holding_muted:  # the mute lifted (only a live mic holds)
             dropped, late = self.room_echo.unmuted()
             self._drop_muted(dropped)
             for start, piece in late:  # read while muted, captured after the audio ended: the user's

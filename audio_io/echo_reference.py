@@ -86,8 +86,7 @@ class RoomEcho:
         self.canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone))
         self.speaker = ReferencedSpeaker(speaker, self.gate, now, self.canceller)
         self._stamps = MicStamps(now, microphone, pace)
-        self._last = (0, 0.0)  # the last chunk heard: where it starts in the mic's stream (bytes), when captured
-        self._read = 0
+        self._heard_to = (0, 0.0)  # the end of the last chunk heard: bytes into the mic's stream, and when captured
         self._muted = MutedTail()
 
     def hear(self, chunk: bytes) -> tuple[bool, bytes]:
@@ -95,23 +94,26 @@ class RoomEcho:
         the canceller's output (the chunk itself without one). Every chunk, played over or not:
         the gate learns the room."""
         at = self._stamps.stamp(chunk)
-        self._last, self._read = (self._read, at), self._read + len(chunk)
+        self._heard_to = (self._heard_to[0] + len(chunk), at + len(chunk) / BYTES_PER_SECOND)
         heard = chunk if self.canceller is None else self.canceller.process(chunk, at)
         return self.gate.process(chunk, at) is not None, heard
-
 
     def muted(self, offset: int, chunk: bytes) -> list[bytes]:
         """A chunk the mute drops (`offset` bytes into the microphone's stream), kept a moment in
         case it was captured after the audio ended (`MutedTail`). Returns those dropped for good."""
-        start, at = self._last  # the last chunk heard (a piece the ear held back lies before it)
-        captured_at = at + (offset - start) / BYTES_PER_SECOND
+        read, read_at = self._heard_to  # (a piece the ear held back lies before the last chunk heard)
+        captured_at = read_at - (read - offset) / BYTES_PER_SECOND
         return self._muted.hold((captured_at, captured_at + len(chunk) / BYTES_PER_SECOND), offset, chunk)
+
+    @property
+    def holding_muted(self) -> bool:
+        """Chunks the mute dropped are kept, waiting for `unmuted` when it lifts."""
+        return self._muted.holding
 
     def unmuted(self) -> tuple[list[bytes], list[tuple[int, bytes]]]:
         """The mute lifted: what it kept stays dropped, but for what was captured after the
         speaker's audio ended (stream offset, chunk): the user's, to go up first."""
         return self._muted.release(self.speaker.audio_end)
-
 
 class MicStamps:
     """The capture time of each chunk's first sample (room seconds). From the microphone when it

@@ -38,7 +38,6 @@ class MuteHolders:
             self._on_change()
 
 
-
 @dataclass
 class MutedTail:
     """The chunks a live microphone's mute dropped in its last `keep_s`, with when each was
@@ -70,9 +69,18 @@ class MutedTail:
         that ends after the audio may hold the user's first sound; what is held has been through
         the echo gate, which silenced it if it was the echo alone."""
         played = self._first_at is not None and audio_end > self._first_at
-        dropped = [chunk for to, _, chunk in self._held if not (played and to > audio_end)]
-        late = [(offset, chunk) for to, offset, chunk in self._held if played and to > audio_end]
+        dropped: list[bytes] = []
+        late: list[tuple[int, bytes]] = []
+        for to, offset, chunk in self._held:
+            if played and to > audio_end:
+                late.append((offset, chunk))
+            else:
+                dropped.append(chunk)
         self._held.clear()
         self._first_at = None
         return dropped, late
 
+    @property
+    def holding(self) -> bool:
+        """Chunks the mute dropped wait for its release."""
+        return bool(self._held)

@@ -106,6 +106,11 @@ class Weights:
 OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s")  # what older weights files lack
 
 
+def _bytes(seconds: float) -> int:
+    """The length of `seconds` of 16 kHz pcm16."""
+    return int(seconds * 16000) * 2
+
+
 def weights_path(model: str) -> Path:
     return WEIGHTS_DIR / f"{model}.npz"
 
@@ -192,14 +197,14 @@ class WakeVerifier:
     def accepts(self, pcm16k: bytes) -> bool:
         """`pcm16k`: the `VERIFY_S` + `delay_s` ending `delay_s` after the wake (its last `VERIFY_S` is
         scored; with `early` weights, a refusal is asked again of the `VERIFY_S` ending at the wake)."""
-        heard = pcm16k[-int(VERIFY_S * 16000) * 2 :]
+        heard = pcm16k[-_bytes(VERIFY_S):]
         self.last_score = self.score(heard)
         if self.last_score >= self.weights.threshold_for(heard):
             return True
         early = self.weights.early
         if early is None:
             return False
-        at_wake = pcm16k[: len(pcm16k) - int(self.delay_s * 16000) * 2][-int(VERIFY_S * 16000) * 2 :]
+        at_wake = pcm16k[: len(pcm16k) - _bytes(self.delay_s)][-_bytes(VERIFY_S):]
         return self.score(at_wake, early) >= early.threshold
 
 
