@@ -484,17 +484,17 @@ class Coordinator:
                 raw_start, read = read, read + len(raw)
                 gated, heard = self._through_echo_gate(raw)  # every chunk, muted or not: the gate learns the room
                 for piece in self._listen_for_stop(raw, gated, heard, raw_start):  # "stop": nothing uploaded; a barge-in held
-                    mutes_seen = await self._take_chunk(piece.chunk, piece.offset, mutes_seen)
+                    mutes_seen = await self._take_chunk(piece.chunk, piece.offset, mutes_seen, piece.released)
         except AudioDeviceError as exc:  # a device that vanished: say so and stop
             log.error("the microphone failed: %s", exc)
             self._feed(DeviceFailed(f"the microphone stopped working ({exc})"))
             return
         self._feed(InputEnded())
 
-    async def _take_chunk(self, chunk: bytes, chunk_start: int, mutes_seen: int) -> int:
-        """A chunk on its way up: dropped while muted, else filtered into the uplink. A room keeps
-        what its mute dropped a moment: the end of playback is seen late on a busy machine, and
-        what was captured after it goes up when the mute lifts (`RoomEcho.unmuted`)."""
+    async def _take_chunk(self, chunk: bytes, chunk_start: int, mutes_seen: int, released: bool = False) -> int:
+        """A chunk on its way up: dropped while muted, else filtered into the uplink. A room's mute
+        is judged by capture time: a busy machine sees the audio's end late, or reads the mic late
+        (`RoomEcho.unmuted`, `RoomEcho.played_over`; a barge-in the ear `released` goes up)."""
         core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
         if microphone.live and core.mute.muted:
             self._drop_muted([chunk] if self.room_echo is None else self.room_echo.muted(chunk_start, chunk))
@@ -504,6 +504,9 @@ class Coordinator:
             self._drop_muted(dropped)
             for start, piece in late:  # read while muted, captured after the audio ended: the user's
                 mutes_seen = await self._take_chunk(piece, start, mutes_seen)
+        if self.room_echo is not None and self.room_echo.played_over(chunk_start, chunk, released):
+            self._drop_muted([chunk])
+            return mutes_seen
         if not microphone.live:
             await self.changes.wait_until(lambda: not (core.mute.muted or not core.listener_up or core.uplink.full))
         if mic_filter is None:

@@ -31,6 +31,7 @@ class ReferencedSpeaker:
         self._canceller = canceller  # the same reference, for the echo canceller
         self._now = now
         self._end = 0.0  # when what was played so far stops leaving the speaker (room seconds)
+        self.cut = False  # the last audio played was flushed before its end
 
     @property
     def audio_end(self) -> float:
@@ -44,6 +45,7 @@ class ReferencedSpeaker:
     def play(self, pcm: bytes) -> None:
         self.inner.play(pcm)  # first: a closed or failing device plays (and stamps) nothing
         if pcm:
+            self.cut = False
             at = max(self._now(), self._end)
             self._end = at + pcm_duration_s(pcm)
             if self._echo is not None:
@@ -53,6 +55,7 @@ class ReferencedSpeaker:
 
     def flush(self) -> None:
         self.inner.flush()
+        self.cut = self.cut or self._end > self._now()
         self._stopped()
 
     async def drained(self) -> None:
@@ -101,9 +104,18 @@ class RoomEcho:
     def muted(self, offset: int, chunk: bytes) -> list[bytes]:
         """A chunk the mute drops (`offset` bytes into the microphone's stream), kept a moment in
         case it was captured after the audio ended (`MutedTail`). Returns those dropped for good."""
+        return self._muted.hold(self._captured(offset, chunk), offset, chunk)
+
+    def played_over(self, offset: int, chunk: bytes, released: bool) -> bool:
+        """A chunk read after the mute lifted, but captured while the speaker's audio played (a
+        reader behind the room): to be dropped as muted (`MutedTail.played_over`)."""
+        return self._muted.played_over(self._captured(offset, chunk)[1], released)
+
+    def _captured(self, offset: int, chunk: bytes) -> tuple[float, float]:
+        """When the chunk at `offset` bytes into the microphone's stream was captured (start, end)."""
         read, read_at = self._heard_to  # (a piece the ear held back lies before the last chunk heard)
         captured_at = read_at - (read - offset) / BYTES_PER_SECOND
-        return self._muted.hold((captured_at, captured_at + len(chunk) / BYTES_PER_SECOND), offset, chunk)
+        return captured_at, captured_at + len(chunk) / BYTES_PER_SECOND
 
     @property
     def holding_muted(self) -> bool:
@@ -113,7 +125,7 @@ class RoomEcho:
     def unmuted(self) -> tuple[list[bytes], list[tuple[int, bytes]]]:
         """The mute lifted: what it kept stays dropped, but for what was captured after the
         speaker's audio ended (stream offset, chunk): the user's, to go up first."""
-        return self._muted.release(self.speaker.audio_end)
+        return self._muted.release(self.speaker.audio_end, self.speaker.cut)
 
 class MicStamps:
     """The capture time of each chunk's first sample (room seconds). From the microphone when it

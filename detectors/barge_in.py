@@ -19,7 +19,7 @@ any woken command is. Pure parts, fed the echo-cancelled microphone (`audio_io.e
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Callable, Protocol
 
 import numpy as np
@@ -141,6 +141,7 @@ class Held:
     offset: int  # where the chunk lies in the microphone's stream (bytes)
     chunk: bytes
     end_s: float  # its end on the stop listener's clock
+    released: bool = False  # let through after a barge-in's hold: the user's, though said over the narrator
 
 
 class CommandHold:
@@ -199,7 +200,7 @@ class CommandHold:
             self.dropped += 1
             return []
         self.released += 1
-        return held
+        return [replace(h, released=True) for h in held]
 
     def clear(self) -> None:
         self._recent.clear()

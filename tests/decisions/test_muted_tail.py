@@ -45,3 +45,34 @@ def test_a_mute_over_no_sound_lets_nothing_through() -> None:
     held(tail, 10, 14)
     dropped, late = tail.release(audio_end=0.1)
     assert late == [] and len(dropped) == 5
+
+
+def test_what_is_read_after_the_release_but_was_captured_while_the_audio_played_is_dropped_until_past_the_end() -> None:
+    # A reader behind the room: chunks 20-24 (0.40-0.50 s) are read after the mute lifted, but the
+    # audio played until 0.45 s; 20-21 end before it, 22 reaches past it (the user's first sound
+    # may be in it), and from there on all goes up.
+    tail = MutedTail()
+    held(tail, 0, 19)
+    tail.release(audio_end=0.45)
+    assert [tail.played_over((i + 1) * 0.02) for i in range(20, 25)] == [True, True, False, False, False]
+    assert not tail.played_over(0.2)  # ended by the first chunk past the end
+
+
+def test_after_a_cut_or_a_barge_in_the_ear_lets_through_what_was_said_over_the_audio_goes_up() -> None:
+    # A cut: the barge-in that cut the audio was said over it; what the ear held goes up.
+    tail = MutedTail()
+    held(tail, 0, 19)
+    tail.release(audio_end=0.45, cut=True)
+    assert not tail.played_over(0.42)
+    # A drain, but the ear lets a barge-in through: the user's, and what follows it too.
+    held(tail, 30, 49)
+    tail.release(audio_end=1.2)
+    assert tail.played_over(1.02)
+    assert not tail.played_over(1.04, released=True) and not tail.played_over(1.06)
+
+
+def test_a_mute_over_no_sound_leaves_what_is_read_after_it_to_the_gate() -> None:
+    tail = MutedTail()
+    held(tail, 10, 14)
+    tail.release(audio_end=0.1)
+    assert not tail.played_over(0.32)

@@ -28,10 +28,13 @@ class Heard:
 
 class RoomMicrophone(PushMicrophone):
     """A PushMicrophone that also hears the room: `echo(pcm, at)` mixes `pcm` in from room time
-    `at` (seconds since the microphone started) on; `say_at(pcm, at)` starts an utterance at `at`."""
+    `at` (seconds since the microphone started) on; `say_at(pcm, at)` starts an utterance at `at`.
+    `lag_s`: each chunk is handed out this much room time after its end (a reader behind the room,
+    on a busy machine); its capture time (`captured_at`) stays when it was said."""
 
-    def __init__(self, pace: float) -> None:
+    def __init__(self, pace: float, lag_s: float = 0.0) -> None:
         super().__init__(chunk_ms=CHUNK_MS, pace=pace)
+        self._lag_s = lag_s
         self._room = bytearray()  # echo, from the microphone's first sample on
         self._voice = bytearray()  # an utterance placed with `place`, from the first sample on
         self._placed: tuple[int, int] | None = None  # its (start, end) in bytes
@@ -92,7 +95,10 @@ class RoomMicrophone(PushMicrophone):
             room = bytes(self._room[start:end])
             room += bytes(len(chunk) - len(room))
             mixed = audioop.add(chunk, room, SAMPLE_WIDTH)
-            self.heard.append(Heard(start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000, chunk, room, mixed))
+            at = start / (SAMPLE_RATE * SAMPLE_WIDTH) - CHUNK_MS / 1000
+            if self._lag_s:  # the device's clock, as the pacer's: not a wait for the code under test
+                await asyncio.sleep(max(0.0, (at + CHUNK_MS / 1000 + self._lag_s - self.room_time()) / self.pace))
+            self.heard.append(Heard(at, chunk, room, mixed))
             self.handed_out.notify()
             yield mixed
 
