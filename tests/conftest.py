@@ -15,9 +15,8 @@ CommandBook.STRICT = True
 ListenerSessions.STRICT = True  # ... and so does the listener sessions' (decisions.listener_session)
 
 
-@pytest.hookimpl(trylast=True)  # after -k/-m have deselected: order what runs
 def pytest_collection_modifyitems(config, items):
-    """Under xdist (`./test`), the long tests start early, spread over the workers
+    """Under xdist (`./test`), the long tests start first, spread over the workers
     (tests.support.long_first): one started late sets the suite's end."""
     workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
     if workers > 1:
