@@ -1,26 +1,16 @@
 """Fixtures shared by the end-to-end tests."""
 
 import logging
-import os
 
 import pytest
 
 from decisions.lifecycle import CommandBook
 from decisions.listener_session import ListenerSessions
 from realtime_sim import SimConfig, SimServer
-from tests.support.long_first import long_first, read_long_tests
 
 # A command's illegal move raises in every test in this process (the daemon logs and counts it).
 CommandBook.STRICT = True
 ListenerSessions.STRICT = True  # ... and so does the listener sessions' (decisions.listener_session)
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under xdist (`./test`), the long tests start first, spread over the workers
-    (tests.support.long_first): one started late sets the suite's end."""
-    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0"))
-    if workers > 1:
-        items[:] = long_first(items, lambda item: item.nodeid, read_long_tests(), workers)
 
 
 @pytest.fixture(autouse=True)
