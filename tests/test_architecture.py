@@ -19,6 +19,7 @@ Rules:
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -67,6 +68,7 @@ def _resolve_from(module: str, is_package: bool, node: ast.ImportFrom) -> list[s
     return [prefix] + [f"{prefix}.{alias.name}" for alias in node.names if alias.name != "*"]
 
 
+@functools.cache  # the rules below read every file's imports: parse each once per process
 def parse_imports(module: str, path: Path) -> ModuleImports:
     tree = ast.parse(path.read_text(), filename=str(path))
     result = ModuleImports()

@@ -71,7 +71,7 @@ def test_a_too_old_python_is_named(tmp_path):
 
 def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     """A copy of the script and the requirement files, with a .venv whose python only records
-    the pip commands it is given (nothing is installed)."""
+    the pip commands it is given (nothing is installed), and a .venv-satellite taken as made."""
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
@@ -82,6 +82,12 @@ def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     python = root / ".venv" / "bin" / "python"
     python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
     python.chmod(0o755)
+    # The satellite's own venv (--dev) as if made: its python imports anything. Not what is counted
+    # here, and making a real one took over a minute of the test (a venv, pip, five packages).
+    satellite = root / ".venv-satellite" / "bin" / "python"
+    satellite.parent.mkdir(parents=True)
+    satellite.write_text("#!/bin/sh\nexit 0\n")
+    satellite.chmod(0o755)
     return root, calls
 
 

@@ -6,18 +6,20 @@ listener takes the next command."""
 from __future__ import annotations
 
 import base64
+from typing import AsyncIterator
 
 import pytest
 
 from audio_io import BYTES_PER_SECOND, MemorySpeaker
 from benchmarks.stop_latency import STOP_WORDS, WatchedSpeaker
+from concurrency.changes import Changes
 from config.settings import ConversationSettings
 from reader_agent import NarrationCut, Narrator
 from realtime_sim import SimConfig
 from speech.local_voice import synthesize
 from tests.support.pipeline_harness import MIC_PACE, fast_settings, running_pipeline
 from tests.support.sim import running_sim, sdk
-from tests.support.room import RoomMicrophone, RoomSpeaker
+from tests.support.room import RoomMicrophone, RoomSpeaker, _bytes_at
 from tests.support.stop_detectors import HeardTheUser, LoudStopDetector, spotted
 
 LONG_ANSWER = " ".join(["The quick brown fox jumps over the lazy dog, and then it runs away."] * 12)
@@ -163,11 +165,91 @@ async def test_the_narrator_stops_a_cut_read_at_once_cancels_it_and_never_retrie
 # The room: the narrator's voice (espeak-ng) comes back into the microphone 50 ms later at -24 dB,
 # with a reflection; the user's "computer, stop" is another espeak-ng utterance, at full level.
 # In real time: the echo gate lines the echo up with what was played by the clock, and four times
-# the loop's jitter (a busy machine) is more than its slots can absorb.
-ROOM = SimConfig(use_espeak=True, seed=5, realistic=False, audio_frame_delay_s=0.2)
+# the loop's jitter (a busy machine) is more than its slots can absorb. The answer streams four
+# times faster than it plays (as the service's does): the speaker holds seconds of it, so a late
+# loop opens no gaps in its echo (streamed in real time, every late delta was a gap).
+ROOM = SimConfig(use_espeak=True, seed=5, realistic=False, audio_frame_delay_s=0.05)
 ROOM_PACE = 1.0
 ECHO_DB = -24.0
 SAYS_COMPUTER = "To make me quiet, say computer, stop. Your computer is fine."
+
+
+class HeardRoomMicrophone(RoomMicrophone):
+    """Tells `emitting` as it emits each chunk: a test awaits the room being heard up to a time
+    (the reader lags the room by seconds on a busy machine)."""
+
+    def __init__(self, pace: float) -> None:
+        super().__init__(pace)
+        self.emitting = Changes()
+
+    async def chunks(self) -> AsyncIterator[bytes]:
+        async for chunk in super().chunks():
+            self.emitting.notify()
+            yield chunk
+
+
+class CutRoomSpeaker(RoomSpeaker):
+    """A RoomSpeaker that goes quiet when flushed: `RoomSpeaker` writes each play's echo into the
+    room when it is handed the audio, so the echo of audio queued but never played would ring on
+    (seconds of it, when the answer streams ahead), and the next play would start after it.
+    (A stand-in for that change in tests/support/room.py.) `cut_at`: the room times it was flushed."""
+
+    def __init__(self, microphone: RoomMicrophone, delay_s: float, gain_db: float) -> None:
+        super().__init__(microphone, delay_s=delay_s, gain_db=gain_db)
+        self.cut_at: list[float] = []
+
+    def flush(self) -> None:
+        super().flush()
+        now = self._microphone.room_time()
+        self.cut_at.append(now)
+        first_echo = _bytes_at(now + min(delay for delay, _ in self._paths))
+        room = self._microphone._room
+        room[first_echo:] = bytes(max(0, len(room) - first_echo))
+        self._end = min(self._end, now)
+
+
+class StopOverTheEcho:
+    """Says `words` over the narration's echo however late the loop runs. What the speaker has
+    queued is in the room already (`RoomSpeaker` writes its echo as it is handed the audio), so
+    words placed inside it are said over its echo: `say(lead_s)` places them `lead_s` from now at
+    the first moment (now, or at a later play) the queued audio covers them, and `saying` tells.
+    (Placed by the clock 1.5 s after "narrating", they came before the first audio whenever a busy
+    machine held it back, or in a gap of a stream that came late.)"""
+
+    MARGIN_S = 0.2
+
+    def __init__(self, microphone: RoomMicrophone, speaker: RoomSpeaker, words: bytes) -> None:
+        self.microphone = microphone
+        self.words = words
+        self.said_at: list[float] = []  # the room times it was said at
+        self.saying = Changes()
+        self._lead_s: float | None = None  # armed: say it this far from now
+        self._audio_end = 0.0  # room time the speaker's queued audio ends
+        speaker.after_play = self._played
+
+    def say(self, lead_s: float) -> None:
+        self._lead_s = lead_s
+        self._say_if_covered()
+
+    def _played(self, audio_end: float) -> None:
+        self._audio_end = audio_end
+        self._say_if_covered()
+
+    def say_now(self) -> None:
+        """Say it as armed without waiting for queued audio to cover it (a machine too busy to
+        stream ahead of the speaker: then over what plays, as a person would)."""
+        self._say_if_covered(anyway=True)
+
+    def _say_if_covered(self, anyway: bool = False) -> None:
+        if self._lead_s is None:
+            return
+        at = self.microphone.room_time() + self._lead_s
+        # (queued audio that ends after now plays without a gap from now to its end)
+        if anyway or self._audio_end >= at + len(self.words) / BYTES_PER_SECOND + self.MARGIN_S:
+            self.microphone.say_at(self.words, at)
+            self.said_at.append(at)
+            self._lead_s = None
+            self.saying.notify()
 
 
 @pytest.mark.parametrize("sim", [ROOM], indirect=True)
@@ -175,8 +257,8 @@ SAYS_COMPUTER = "To make me quiet, say computer, stop. Your computer is fine."
 async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it_does(tmp_path, sim, acoustic):
     """With the stand-in (the spotter hearing "computer", plus an oracle for the user's words) and
     with the on-device detector the assistant runs (STOP_WHILE_TALKING, built by `assistant`)."""
-    microphone = RoomMicrophone(ROOM_PACE)
-    speaker = RoomSpeaker(microphone, delay_s=0.05, gain_db=ECHO_DB)
+    microphone = HeardRoomMicrophone(ROOM_PACE)
+    speaker = CutRoomSpeaker(microphone, delay_s=0.05, gain_db=ECHO_DB)
     detector = None if acoustic else HeardTheUser(microphone)
     async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, stop_detector=detector,
                                 acoustic_stop=acoustic, conversation=ConversationSettings(follow_up_s=0)) as p:
@@ -184,6 +266,8 @@ async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it
         sim.script.push_tool_call("echo", {"text": SAYS_COMPUTER})
         heard_before = len(microphone.heard)
         await p.ask("Computer, how do I stop you")
+        end_of_echo = speaker.ends[-1] + 0.1  # (the reflection's last sample included)
+        await microphone.emitting.wait_until(lambda: microphone.position_s >= end_of_echo, 20)
         assert p.timeline.count("stopped") == 0 and not p.coordinator.stop_timings
         narrated = [e.text for e in p.timeline.entries if e.kind == "narrated"]
         assert narrated[-1].startswith("answer (similarity")
@@ -192,22 +276,29 @@ async def test_the_narrations_own_echo_never_stops_it_and_the_users_stop_over_it
         assert spotted(echo) >= 1
 
         # 2. The user says "computer, stop" over the next long answer: it is cut, nothing uploaded.
-        stop_words = await synthesize("computer, stop", words_per_minute=140)
+        stop = StopOverTheEcho(microphone, speaker, await synthesize("computer, stop", words_per_minute=140))
         sim.script.push_tool_call("echo", {"text": LONG_ANSWER})
         p.say("Computer, read me the long story")
         await p.wait(lambda t: t.count("narrating") == 2)
         listening = p.timeline.count("listening")
         if detector is not None:
             detector.listen_from = microphone.room_time()
-        microphone.say_at(stop_words, microphone.room_time() + 1.5)  # a second into its 40
+        stop.say(lead_s=1.0)  # a second into its 40 s of audio
+        try:
+            await stop.saying.wait_until(lambda: bool(stop.said_at), 15)
+        except TimeoutError:
+            stop.say_now()
         for _ in range(5 if acoustic else 0):  # pocketsphinx finds 2 in 3 over an echo: people say it again
             try:
                 await p.wait(lambda t: t.count("stopped") == 1, timeout=4.0)
                 break
             except TimeoutError:
-                microphone.say_at(stop_words, microphone.room_time() + 0.3)
+                stop.say(lead_s=0.3)
         await p.wait(lambda t: t.count("stopped") == 1 and t.count("listening") > listening)
-        said = [h for h in microphone.heard if h.user != bytes(len(h.user))][-10:]
+        if detector is not None:
+            detector.listen_from = None  # heard (by the spotter, or the oracle): the next narration is not listened to for it
+        # What the user said before the cut (after it the room is quiet) was said over the echo.
+        said = [h for h in microphone.heard if h.user != bytes(len(h.user)) and h.at + 0.02 <= speaker.cut_at[-1]][-10:]
         assert sum(h.echo != bytes(len(h.echo)) for h in said) >= 5  # said over the narration's echo
         timing = p.coordinator.stop_timings[-1]
         end_of_playback = speaker.clock_at(speaker.intervals[-1][1])

@@ -74,11 +74,14 @@ def spotted(pcm: bytes, phrase: str = "computer") -> int:
 class HeardTheUser:
     """The spotter, plus an oracle for the user's own words: it also reports "computer stop" once
     it has been fed `share` of the chunks in which the user spoke since `listen_from` (a room
-    time; None: not yet), which is what a recogniser needs to hear a phrase said over the
-    narration (the pocketsphinx stand-in alone misses it over the echo one time in three).
+    time; None: not listening; a test sets it back once the stop was heard), which is what a
+    recogniser needs to hear a phrase said over the narration (the pocketsphinx stand-in alone
+    misses it over the echo one time in three).
     A chunk counts by the time it was captured, not by when it was fed: a listener that replays
     the second before a voice (`detectors.barge_in.PrerollStopListener`) feeds fifty chunks in one
     call, and they are the room's past, not what the user is saying now."""
+
+    STOP = "computer stop"  # the oracle's phrase
 
     def __init__(self, microphone, share: float = 0.8) -> None:  # a tests.support.room.RoomMicrophone
         self.spotter = SpotterStopDetector()
@@ -95,6 +98,10 @@ class HeardTheUser:
         hit = self.spotter.feed(chunk, at) or self._oracle(at)
         if hit is not None:
             self.hits.append(hit)
+        if hit is not None and hit.phrase == self.STOP:
+            # The oracle reports once. The spotter's bare "computer" (on the user's words too) does
+            # not end its listening: the listener may veto that hit (its margins over the echo),
+            # and then only the oracle's hears the stop (before, it went deaf after any hit).
             self.listen_from = None
         return hit
 
@@ -105,7 +112,7 @@ class HeardTheUser:
         fed = sum(k in self._fed for k in voiced)
         if len(voiced) < 25 or fed < self.share * len(voiced):
             return None
-        return StopHit("computer stop", end_s=at, detected_s=at)
+        return StopHit(self.STOP, end_s=at, detected_s=at)
 
     def reset(self) -> None:
         self.spotter.reset()
