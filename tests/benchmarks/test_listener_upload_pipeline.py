@@ -20,3 +20,39 @@ def test_quick_run_prints_both_modes_and_speech_only_routes_what_continuous_rout
 
 def test_listening_rows_name_a_chunk_and_how_much_is_read_at_a_time() -> None:
     assert listener_upload_pipeline.chunk_sizes("20,40,20/40") == ((20, None), (40, None), (20, 40))
+
+
+def test_the_session16_baseline_runs_the_old_per_chunk_code_and_decides_the_same(tmp_path) -> None:
+    """`--baseline session16` swaps in the detectors' and gate's per-chunk code as it was (the
+    CPU cuts of issue 34, session 17, must not change a decision): every verdict, every piece
+    sent and every wake the same, near speech and far speech (the quiet path) alike."""
+    from benchmarks.corpus import NOISE_FLOOR_RMS, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms
+    from benchmarks.listening_session16 import as_in_session16
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.vad import SileroVad
+
+    corpus = Corpus(tmp_path)
+    command = corpus.utterance(UtteranceSpec((listener_upload_pipeline.LISTEN_COMMANDS[0],), "flite:slt", 165, True)).pcm
+    quiet = bytes(24000 * 2 * 2)
+    pcm = quiet + command + quiet + audioop.mul(command, 2, 0.03) + quiet + command + quiet  # near, far, near
+    floor = scale_to_rms(corpus.noise(Noise.FAN, len(pcm) / 48000 + 1, seed=7), NOISE_FLOOR_RMS)
+    pcm = audioop.add(pcm, floor[: len(pcm)], 2)
+
+    def decisions() -> tuple[list[tuple[object, ...]], int]:
+        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000, 0.46, 0.14)
+        assert upload.detectors is not None
+        detect, verdicts = upload.detectors.feed, []
+        upload.detectors.feed = lambda chunk, end: verdicts.append(detect(chunk, end)) or verdicts[-1]  # type: ignore[method-assign]
+        seen = [(tuple(upload.feed(pcm[i:i + 960])), verdicts[-1], upload.take_wake(), upload.take_pause(), upload.take_turn())
+                for i in range(0, len(pcm) - 959, 960)]
+        return seen, upload.detectors.vad.windows_run
+
+    today = SileroVad.feed
+    now, windows = decisions()
+    with as_in_session16():
+        assert SileroVad.feed is not today
+        before, windows_before = decisions()
+    assert now == before and windows == windows_before
+    assert sum(wake is not None for _, _, wake, _, _ in now) >= 2  # the near commands woke it
+    assert sum(verdict.is_speech for _, verdict, _, _, _ in now) > 0 and windows > 0
