@@ -3,8 +3,7 @@ baseline `--baseline session16` of `benchmarks.listener_upload_pipeline`, measur
 the VAD's quiet chunks, the spotter's glue and the upload gate with the settings looked up on every
 chunk, a new verdict for every chunk, the gate's deadlines asked while quiet."""
 
-# mypy: ignore-errors
-# (the old methods, copied as they were; patched onto today's classes)
+# The old methods, copied as they were (the names prefixed), patched onto today's classes.
 
 from __future__ import annotations
 
