@@ -39,6 +39,7 @@ from benchmarks.corpus import (
     DEFAULT_CACHE, NOISE_FLOOR_RMS, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
 )
 from benchmarks.listener_upload import MIC_HISS_RMS
+from benchmarks.listening_session16 import as_in_session16
 from assembly.build import assistant
 from concurrency.changes import wait_for
 from config.settings import UploadMode
@@ -421,7 +422,8 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "latency": ("the canceller reading the devices' latency on every chunk", canceller_latency_every_chunk),
              "idle2s": ("the canceller running 2 s after every sound", canceller_idle_2s),
              "session14": ("as in session 14 (the canceller 2 s after every sound, the devices' latency read on every chunk)",
-                           before_session_15)}
+                           before_session_15),
+             "session16": ("as in session 16 (the detectors' and gate's per-chunk code before session 17)", as_in_session16)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {

@@ -122,6 +122,7 @@ class UploadGate:
 
     def __init__(self, settings: UploadGateSettings = UploadGateSettings()) -> None:
         self.settings = settings
+        self._bytes_per_s = settings.sample_rate * settings.sample_width
         self._follow_up_until: float | None = None  # an invited follow-up's window (survives a reset)
         self.accepted_wake: KeywordHit | None = None  # the last hit taken as a wake (UploadFilter.take_wake clears it)
         self._start_quiet()
@@ -148,8 +149,9 @@ class UploadGate:
     def feed(self, chunk: bytes, now: float, is_speech: bool, keyword_hit: KeywordHit | None = None) -> list[bytes]:
         if self.state is GateState.STREAMING:
             return [chunk]
-        start = now - len(chunk) / (self.settings.sample_rate * self.settings.sample_width)
-        self.advance(start)  # deadlines that passed before this chunk began
+        start = now - len(chunk) / self._bytes_per_s
+        if self.state is not GateState.QUIET:  # (quiet, nothing is due: most chunks of a day)
+            self.advance(start)  # deadlines that passed before this chunk began
         out: list[bytes] = []
         if is_speech:
             if not self._was_speech:
@@ -320,7 +322,7 @@ class UploadGate:
         if not self._held:
             return
         newest = self._held[-1][0]
-        bytes_per_s = self.settings.sample_rate * self.settings.sample_width
+        bytes_per_s = self._bytes_per_s
         # A chunk is dropped once it lies wholly before the span to keep.
         while self._held and self._held[0][0] + len(self._held[0][1]) / bytes_per_s < newest - keep + 1e-9:
             self._held.popleft()

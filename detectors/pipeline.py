@@ -44,6 +44,9 @@ class Verdict:
     keyword_hit: KeywordHit | None = None
 
 
+_SILENCE = Verdict(False, 0.0)  # a chunk nobody heard a voice or a wake in (one object: it is most chunks)
+
+
 class MicDetectors:
     def __init__(
         self, vad: SileroVad, spotter: WakeSpotter | None = None, preroll_s: float = 0.4, tail_s: float = 1.0,
@@ -67,6 +70,8 @@ class MicDetectors:
         self._spotting_until: float | None = None  # the spotter is fed until this time
         self._run: list[float] | None = None  # the VAD's current speech run [start, end]
         self._last_run: tuple[float, float] | None = None  # the run before it
+        # Asked of every chunk, so looked up once (a silent room's cost is per-chunk Python: issue 34).
+        self._bytes_per_s = vad.settings.input_rate * 2
 
     def reset(self) -> None:
         """After a gap in the stream (mute, reconnect)."""
@@ -83,30 +88,35 @@ class MicDetectors:
         hit = None
         if self.spotter is not None:
             hit = self._spot(chunk, now, vad.is_speech)
+        if hit is None and not vad.is_speech and vad.probability == 0.0:
+            return _SILENCE
         return Verdict(vad.is_speech, vad.probability, hit)
 
     def _spot(self, chunk: bytes, now: float, is_speech: bool) -> KeywordHit | None:
         assert self.spotter is not None
-        hit = None
+        chunk_s = len(chunk) / self._bytes_per_s
         spotting = self._spotting_until is not None and now <= self._spotting_until
+        if not (is_speech or spotting):  # the spotter sleeps: keep the pre-roll it gets at the next onset
+            self._spotting_until = None
+            recent = self._recent
+            recent.append((now, chunk))
+            while recent and now - recent[0][0] > self._preroll_s:
+                recent.popleft()
+            if self._run is not None:  # (the pause rule's: a run of speech ended)
+                self._last_run, self._run = (self._run[0], self._run[1]), None
+            return None
+        hit = None
         if is_speech and not spotting:
             self.spotter.reset()
             for end, old in self._recent:
                 hit = hit or self.spotter.feed(old, end)
             self._recent.clear()
-            spotting = True
         if is_speech:
-            self._spotting_until = now + self._tail(now, len(chunk) / (self.vad.settings.input_rate * 2))
-        if spotting and self._short_tail_s is not None and getattr(self.spotter, "listening", False):
+            self._spotting_until = now + self._tail(now, chunk_s)
+        if self._short_tail_s is not None and getattr(self.spotter, "listening", False):
             self._spotting_until = max(self._spotting_until or now, now + self._short_tail_s)  # its window is open
-        if spotting:
-            hit = self.spotter.feed(chunk, now) or hit
-        else:
-            self._spotting_until = None
-            self._recent.append((now, chunk))
-            while self._recent and now - self._recent[0][0] > self._preroll_s:
-                self._recent.popleft()
-        return self._pause_rule(now, len(chunk) / (self.vad.settings.input_rate * 2), is_speech) or hit
+        hit = self.spotter.feed(chunk, now) or hit
+        return self._pause_rule(now, chunk_s, is_speech) or hit
 
     def _tail(self, now: float, chunk_s: float) -> float:
         """How long after this chunk of speech the spotter goes on hearing, unless its window is open."""

@@ -119,6 +119,13 @@ class SileroVad:
         self._since_loud_s = float("inf")  # audio since the last chunk above the floor (near speech): none yet
         self._skipped = 0  # windows in a row Silero did not run on (`speech_stride`)
         self.windows_run = 0  # Silero's windows so far (its cost; read by the benchmarks)
+        # What every quiet chunk asks of the settings, worked out once (a silent room's cost is
+        # this per-chunk Python, 50 times a second: issue 34, session 17).
+        self._bytes_per_s = settings.input_rate * SAMPLE_WIDTH
+        self._quiet_path = settings.quiet_margin > 0
+        self._window_needed = settings.quiet_window_s * settings.input_rate if settings.quiet_window_s > 0 else 0.0
+        self._preroll_bytes = settings.quiet_preroll_s * settings.input_rate * SAMPLE_WIDTH if settings.quiet_preroll_s > 0 else 0.0
+        self._silence = VadVerdict(0.0, 0.0 >= settings.threshold)  # a chunk the models never heard
 
     def reset(self) -> None:
         self._model.reset()
@@ -138,42 +145,48 @@ class SileroVad:
         if not chunk:
             return self._verdict()
         rms = audioop.rms(chunk, SAMPLE_WIDTH)
-        quiet = rms < self.settings.energy_floor_rms
-        self._since_loud_s = self._since_loud_s + len(chunk) / (self.settings.input_rate * SAMPLE_WIDTH) if quiet else 0.0
-        if quiet:
-            was_open = self._open_s > 0
-            gain = self._far_speech(rms, len(chunk) // SAMPLE_WIDTH)
-            if gain is None:
-                self._resample.skip(chunk)  # silence: nothing reads it at 16 kHz (issue 34: the silent room's cost)
-                self._remember(chunk)
-            else:
-                pcm16k = self._resample(chunk)
-                if not was_open and self._quiet_recent:  # Silero hears what came just before, too
-                    pcm16k = Resampler(self.settings.input_rate)(b"".join(self._quiet_recent)) + pcm16k
-                self._quiet_recent.clear()
-                self._recent_bytes = 0
-                verdict = self._run_model(audioop.mul(pcm16k, SAMPLE_WIDTH, gain))
-                return VadVerdict(verdict.probability, verdict.probability >= max(self.settings.threshold,
-                                                                                  self.settings.quiet_threshold))
-        if quiet or not self._voice_like(pcm16k := self._resample(chunk)):
+        if rms < self.settings.energy_floor_rms:
+            return self._quiet(chunk, rms)
+        self._since_loud_s = 0.0
+        if not self._voice_like(pcm16k := self._resample(chunk)):
             # Not a voice: skip the model, keeping its state (a reset costs it a few windows of
             # ramp-up at the next word, measured as 14 % of speech frames lost).
             self._pending = b""
-            self._webrtc_pending = b"" if quiet else self._webrtc_pending
             self._probability = 0.0
-            return self._verdict()
+            return self._silence
         return self._run_model(pcm16k)
+
+    def _quiet(self, chunk: bytes, rms: int) -> VadVerdict:
+        """A chunk under the energy floor: silence, unless the quiet path hears far speech in it."""
+        self._since_loud_s += len(chunk) / self._bytes_per_s
+        was_open = self._open_s > 0
+        gain = self._far_speech(rms, len(chunk) // SAMPLE_WIDTH)
+        if gain is None:
+            self._resample.skip(chunk)  # silence: nothing reads it at 16 kHz (issue 34: the silent room's cost)
+            if self._preroll_bytes and self._quiet_path:
+                self._remember(chunk)
+            self._pending = self._webrtc_pending = b""
+            self._probability = 0.0
+            return self._silence
+        pcm16k = self._resample(chunk)
+        if not was_open and self._quiet_recent:  # Silero hears what came just before, too
+            pcm16k = Resampler(self.settings.input_rate)(b"".join(self._quiet_recent)) + pcm16k
+        self._quiet_recent.clear()
+        self._recent_bytes = 0
+        verdict = self._run_model(audioop.mul(pcm16k, SAMPLE_WIDTH, gain))
+        return VadVerdict(verdict.probability, verdict.probability >= max(self.settings.threshold,
+                                                                          self.settings.quiet_threshold))
 
     def _far_speech(self, chunk_rms: int, samples: int) -> float | None:
         """A chunk under the energy floor: the gain to amplify it by, when it stands out of the room's noise; else None."""
         settings = self.settings
-        rms = self._windowed(chunk_rms, samples) if settings.quiet_window_s > 0 and settings.quiet_margin > 0 else chunk_rms
+        rms = self._windowed(chunk_rms, samples) if self._window_needed and self._quiet_path else chunk_rms
         if rms is None:  # (not yet a whole window since a reset)
             return None
         noise = self._noise_rms
         # The room's noise: follows quieter chunks down at once, louder ones up slowly (10 s).
         self._noise_rms = float(rms) if noise is None or rms < noise else noise + (rms - noise) * 0.002
-        if settings.quiet_margin <= 0 or noise is None:
+        if not self._quiet_path or noise is None:
             return None
         self._loudest.append(chunk_rms)
         if self._since_loud_s < settings.quiet_after_loud_s:  # the fading tail of near speech, not far speech
@@ -188,12 +201,11 @@ class SileroVad:
 
     def _remember(self, chunk: bytes) -> None:
         """Keep the last `quiet_preroll_s` of quiet audio the path did not hear (for when it opens)."""
-        if self.settings.quiet_preroll_s <= 0 or self.settings.quiet_margin <= 0:
-            return
-        self._quiet_recent.append(chunk)
+        recent = self._quiet_recent
+        recent.append(chunk)
         self._recent_bytes += len(chunk)
-        while self._recent_bytes - len(self._quiet_recent[0]) >= self.settings.quiet_preroll_s * self.settings.input_rate * SAMPLE_WIDTH:
-            self._recent_bytes -= len(self._quiet_recent.popleft())
+        while self._recent_bytes - len(recent[0]) >= self._preroll_bytes:
+            self._recent_bytes -= len(recent.popleft())
 
     def _windowed(self, rms: int, samples: int) -> int | None:
         """The RMS of the last `quiet_window_s` of audio under the floor, this chunk's included
@@ -202,7 +214,7 @@ class SileroVad:
         self._window.append((samples, energy))
         self._window_samples += samples
         self._window_energy += energy
-        needed = self.settings.quiet_window_s * self.settings.input_rate
+        needed = self._window_needed
         while self._window_samples - self._window[0][0] >= needed:
             old_samples, old_energy = self._window.popleft()
             self._window_samples -= old_samples

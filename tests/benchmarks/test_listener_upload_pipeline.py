@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from benchmarks import listener_upload_pipeline
 from tests.benchmarks.test_listener_upload import rows
 
@@ -20,3 +22,47 @@ def test_quick_run_prints_both_modes_and_speech_only_routes_what_continuous_rout
 
 def test_listening_rows_name_a_chunk_and_how_much_is_read_at_a_time() -> None:
     assert listener_upload_pipeline.chunk_sizes("20,40,20/40") == ((20, None), (40, None), (20, 40))
+
+
+def test_the_session16_baseline_runs_the_old_per_chunk_code_and_decides_the_same(tmp_path: Path) -> None:
+    """`--baseline session16` swaps in the detectors' and gate's per-chunk code as it was (the
+    CPU cuts of issue 34, session 17, must not change a decision): every verdict, every piece
+    sent and every wake the same, near speech and far speech (the quiet path) alike."""
+    from audio_io.format import audioop
+    from benchmarks.corpus import NOISE_FLOOR_RMS, Corpus, Noise, UtteranceSpec, scale_to_rms
+    from benchmarks.listening_session16 import as_in_session16
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import Verdict, build_upload_filter
+    from detectors.vad import SileroVad
+
+    corpus = Corpus(tmp_path)
+    command = corpus.utterance(UtteranceSpec((listener_upload_pipeline.LISTEN_COMMANDS[0],), "flite:slt", 165, True)).pcm
+    quiet = bytes(24000 * 2 * 2)
+    pcm = quiet + command + quiet + audioop.mul(command, 2, 0.03) + quiet + command + quiet  # near, far, near
+    floor = scale_to_rms(corpus.noise(Noise.FAN, len(pcm) / 48000 + 1, seed=7), NOISE_FLOOR_RMS)
+    pcm = audioop.add(pcm, floor[: len(pcm)], 2)
+
+    def decisions() -> tuple[list[tuple[object, ...]], list[Verdict], int]:
+        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000, 0.46, 0.14)
+        detectors = upload.detectors
+        assert detectors is not None
+        verdicts: list[Verdict] = []
+        detect = detectors.feed
+
+        def feed(chunk: bytes, now: float) -> Verdict:
+            verdicts.append(detect(chunk, now))
+            return verdicts[-1]
+
+        detectors.feed = feed  # type: ignore[method-assign]
+        seen: list[tuple[object, ...]] = [(tuple(upload.feed(pcm[i:i + 960])), upload.take_wake(), upload.take_pause(), upload.take_turn())
+                                          for i in range(0, len(pcm) - 959, 960)]
+        return seen, verdicts, detectors.vad.windows_run
+
+    today = SileroVad.feed
+    now, verdicts, windows = decisions()
+    with as_in_session16():
+        assert SileroVad.feed is not today
+        before, verdicts_before, windows_before = decisions()
+    assert (now, verdicts, windows) == (before, verdicts_before, windows_before)
+    assert sum(wake is not None for _, wake, _, _ in now) >= 2  # the near commands woke it
+    assert any(verdict.is_speech for verdict in verdicts) and windows > 0
