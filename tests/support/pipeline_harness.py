@@ -39,6 +39,10 @@ from config.settings import (
 # 0.6 s of "speech", then enough silence for the VAD to end the utterance.
 UTTERANCE = tone([190.0, 230.0, 210.0], 0.2) + bytes(2 * 24000 * 400 // 1000)
 MIC_PACE = 4.0  # audio time runs four times faster than the wall clock
+# How long a wait for the timeline may take before the test fails: a bound on a hang, not a
+# speed target (a green run never waits it out). 20 s failed a dozen tests on a machine loaded
+# ten times over (session 17); the test's own timeout (pyproject, 120 s) is the last word.
+WAIT_S = 45.0
 
 
 def fast_settings(
@@ -102,7 +106,7 @@ class Pipeline:
         self.sim.script.push_transcript(transcript)
         self.microphone.feed(audio)
 
-    async def wait(self, predicate, timeout: float = 20.0) -> None:
+    async def wait(self, predicate, timeout: float = WAIT_S) -> None:
         """Await a state of the timeline; on a timeout, the error carries the timeline's last lines
         (a CI run beside CPU hogs keeps no log, and the failure must tell its own story)."""
         try:
@@ -111,13 +115,13 @@ class Pipeline:
             story = "\n".join(f"  {e.at:.3f} {e.kind}: {e.text}" for e in list(self.timeline.entries)[-40:])
             raise TimeoutError(f"the timeline after {timeout} s:\n{story}") from None
 
-    async def answered(self, before: dict[str, int], timeout: float = 20.0) -> None:
+    async def answered(self, before: dict[str, int], timeout: float = WAIT_S) -> None:
         """Narrated, and a fresh listener session is ready again."""
         await self.wait(
             lambda t: t.count("narrated") > before["narrated"] and t.count("listening") > before["listening"], timeout
         )
 
-    async def ask(self, transcript: str, timeout: float = 20.0) -> dict[str, int]:
+    async def ask(self, transcript: str, timeout: float = WAIT_S) -> dict[str, int]:
         """Say `transcript` and wait until it is answered; returns the counts from before."""
         before = self.counts()
         self.say(transcript)
