@@ -32,7 +32,7 @@ for a frame at most, while the phrase holds it above 0.8 for 4-8 frames; so the 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 PADDED_S = 3.0  # what openWakeWord hears at a start: about 2 s of warm-up before its first score
@@ -91,6 +91,24 @@ class ConfirmSettings:
     # microWakeWord, often above 0.8 with openWakeWord (issue 34, session 12: the name-alone rule).
     # 0.1 (the candidate cutoff: any window microWakeWord opened) was fixed before it was measured.
     verified_micro_cutoff: float | None = 0.1
+    # With `verify`, the verifier is asked about what the spotter its weights were trained on woke to
+    # (`benchmarks.wake_verifier_train.RELAXED`, issue 34, session 17): openWakeWord above `verified_threshold`
+    # (the pause rule above `verified_pause_threshold`), microWakeWord alone above `verified_alone_cutoff`.
+    # It hears far and TV commands the stricter cutoffs never asked about. None: as without `verify`.
+    verified_threshold: float | None = 0.5
+    verified_pause_threshold: float | None = 0.7
+    verified_alone_cutoff: float | None = 0.5
+
+    def as_verified(self) -> ConfirmSettings:
+        """These settings with `verify`'s cutoffs in place of the plain ones (itself without `verify`)."""
+        if not self.verify:
+            return self
+        return replace(self, threshold=_or(self.verified_threshold, self.threshold),
+                       pause_threshold=_or(self.verified_pause_threshold, self.pause_threshold))
+
+
+def _or(value: float | None, default: float | None) -> float | None:
+    return default if value is None else value
 
 
 # Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses
@@ -117,8 +135,8 @@ class FusionCore:
 
     def __init__(self, settings: ConfirmSettings, alone_cutoff: float) -> None:
         """`alone_cutoff`: microWakeWord's own cutoff, above which it wakes without the second model."""
-        self.settings = settings
-        self.alone_cutoff = alone_cutoff
+        self.settings = settings.as_verified()
+        self.alone_cutoff = alone_cutoff if not settings.verify or settings.verified_alone_cutoff is None else settings.verified_alone_cutoff
         self.deadline: float | None = None
         self.peak_s = 0.0
         self._peak = 0.0
