@@ -150,6 +150,11 @@ class FusionCore:
         return self.deadline is not None and self.start_at is None
 
     @property
+    def peak(self) -> float:
+        """microWakeWord's probability at `peak_s`."""
+        return self._peak
+
+    @property
     def holding(self) -> bool:
         return self.start_at is not None
 
@@ -174,7 +179,7 @@ class FusionCore:
 
     def micro(self, probability: float, at_s: float) -> Fusion:
         if probability > self.alone_cutoff and self.settings.micro_alone:  # microWakeWord alone, as without the second model
-            self.deadline, self.peak_s, self.start_at = None, at_s, None
+            self.deadline, self.peak_s, self._peak, self.start_at = None, at_s, probability, None
             return Fusion.WAKE
         if probability <= self.settings.candidate_cutoff:
             return self.tick(at_s)

@@ -38,6 +38,10 @@ class PendingWake:
     due: int  # the verifier's audio ends at this 16 kHz sample of the stream
     woke_s: float  # the clock at the wake (its refractory and a refusal's quiet run from here)
     start_s: float  # where the phrase began (the hit's `start_s`)
+    # microWakeWord's probability `start_s` was timed from (None: from a pause's "hey"). A higher one
+    # while the wake waits moves `start_s` there: a wake at a low alone cutoff (`verified_alone_cutoff`)
+    # comes before the phrase's end, and the upload gate finds the utterance's onset from `start_s`.
+    peak: float | None = None
 
 
 @dataclass(frozen=True)
@@ -139,6 +143,8 @@ class ModelSpotter:
                     hit = self._hit(end_time - self.settings.model.spoken_s, end_time)
             elif end_time >= self._quiet_until:
                 hit = self._fused(self._fusion.micro(probability, end_time), end_time) or hit
+            elif self._pending is not None and self._pending.peak is not None and probability > self._pending.peak:
+                self._pending = replace(self._pending, peak=probability, start_s=end_time - self.settings.model.spoken_s)
         if self._confirm is not None:
             hit = self._confirmed(pcm16k, end_time) or hit
         return hit
@@ -207,7 +213,8 @@ class ModelSpotter:
         if self.verifier is None:
             return self._hit(start_s, end_time)
         delay_s = self.verifier.delay_s  # (weights trained on audio read that long after the wake)
-        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s)
+        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s,
+                                    None if paused_from is not None else self._fusion.peak)
         self._quiet_until = float("inf")  # no other wake while this one waits
         return self._verified(end_time) if delay_s <= 0 else None
 
