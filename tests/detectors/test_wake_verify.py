@@ -55,6 +55,18 @@ def test_a_verifier_with_a_delay_hears_the_audio_after_the_wake_and_the_wake_com
         assert found == []
 
 
+def test_a_delayed_wake_at_a_low_alone_cutoff_starts_where_microwakeword_peaked_while_it_waited(corpus):
+    """At 0.5 microWakeWord wakes alone before the phrase's end (`verified_alone_cutoff`); while the wake
+    waits for its verifier's audio, its start follows the peak, so the upload gate finds the utterance's
+    onset where it would with the model's own cutoff (session 17: far commands were otherwise dropped)."""
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    at_peak, early, waiting = (ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(), alone_cutoff=a)) for a in (None, 0.5, 0.5))
+    at_peak.verifier, early.verifier, waiting.verifier = FakeVerifier(True), FakeVerifier(True), FakeVerifier(True, delay_s=0.3)
+    [peaked], [before], [hit] = hits(at_peak, pcm), hits(early, pcm), hits(waiting, pcm)
+    assert before.start_s < peaked.start_s  # (the low cutoff's wake came before the peak)
+    assert hit.start_s == peaked.start_s
+
+
 def test_late_weights_with_early_ones_accept_what_either_window_accepts_and_keep_both_in_their_file(tmp_path):
     import numpy as np
 
