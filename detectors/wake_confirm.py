@@ -91,24 +91,21 @@ class ConfirmSettings:
     # microWakeWord, often above 0.8 with openWakeWord (issue 34, session 12: the name-alone rule).
     # 0.1 (the candidate cutoff: any window microWakeWord opened) was fixed before it was measured.
     verified_micro_cutoff: float | None = 0.1
-    # With `verify`, the verifier is asked about what the spotter its weights were trained on woke to
-    # (`benchmarks.wake_verifier_train.RELAXED`, issue 34, session 17): openWakeWord above `verified_threshold`
-    # (the pause rule above `verified_pause_threshold`), microWakeWord alone above `verified_alone_cutoff`.
-    # It hears far and TV commands the stricter cutoffs never asked about. None: as without `verify`.
-    verified_threshold: float | None = 0.5
-    verified_pause_threshold: float | None = 0.7
-    verified_alone_cutoff: float | None = 0.5
+    # With `verify`, the cutoffs the verifier's weights were trained on (`Weights.ask_threshold` etc., set by
+    # `ModelSpotter.use_verifier`; issue 34, session 17: `benchmarks.wake_verifier_train.RELAXED`): openWakeWord
+    # above `verified_threshold` (the pause rule above `verified_pause_threshold`), microWakeWord alone above
+    # `verified_alone_cutoff`. None: as without `verify`.
+    verified_threshold: float | None = None
+    verified_pause_threshold: float | None = None
+    verified_alone_cutoff: float | None = None
 
     def as_verified(self) -> ConfirmSettings:
         """These settings with `verify`'s cutoffs in place of the plain ones (itself without `verify`)."""
         if not self.verify:
             return self
-        return replace(self, threshold=_or(self.verified_threshold, self.threshold),
-                       pause_threshold=_or(self.verified_pause_threshold, self.pause_threshold))
-
-
-def _or(value: float | None, default: float | None) -> float | None:
-    return default if value is None else value
+        threshold = self.threshold if self.verified_threshold is None else self.verified_threshold
+        pause = self.pause_threshold if self.verified_pause_threshold is None else self.verified_pause_threshold
+        return replace(self, threshold=threshold, pause_threshold=pause)
 
 
 # Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses

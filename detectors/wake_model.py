@@ -81,17 +81,17 @@ class ModelSpotter:
         if self._confirm is not None and self._confirm.verify and not verifier_available(settings.model.model):
             # No verifier ships for this phrase: nor does the lower cutoff that leans on one.
             self._confirm = replace(self._confirm, verify=False)
+        self._alone = settings.alone_cutoff if settings.alone_cutoff is not None else self._model.probability_cutoff
         if self._confirm is not None:
             self.cutoff = self._confirm.candidate_cutoff
-            alone = settings.alone_cutoff if settings.alone_cutoff is not None else self._model.probability_cutoff
-            self._fusion = FusionCore(self._confirm, alone)
+            self._fusion = FusionCore(self._confirm, self._alone)
             self._open = OpenStream(settings.model.model, self._confirm.phases)
         else:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
         # The third opinion, asked once per wake about to be accepted (`ConfirmSettings.verify`).
-        self.verifier: WakeVerifier | None = (
-            WakeVerifier(settings.model.model)
-            if self._confirm is not None and self._confirm.verify and verifier_available(settings.model.model) else None)
+        self.verifier: WakeVerifier | None = None
+        if self._confirm is not None and self._confirm.verify and verifier_available(settings.model.model):
+            self.use_verifier(WakeVerifier(settings.model.model))
         self._recent = bytearray()  # the last `confirm.lookback_s` (+ `start_after_s`) of 16 kHz audio, for the second model
         self._recent_end = 0  # 16 kHz samples ever added to `_recent` (where its end lies in the stream)
         self._held_from: int | None = None  # a held candidate's look-back starts at this sample of the stream
@@ -100,6 +100,16 @@ class ModelSpotter:
         self._last_time = float("-inf")
         self._best: Score | None = None
         self._pending: PendingWake | None = None
+
+    def use_verifier(self, verifier: WakeVerifier) -> None:
+        """Ask `verifier` about each wake, the models waking at the cutoffs its weights were trained on
+        (`Weights.ask_threshold` etc.: None, the plain ones)."""
+        self.verifier = verifier
+        weights = verifier.weights
+        if self._confirm is not None and self._confirm.verify:
+            asked = replace(self._confirm, verified_threshold=weights.ask_threshold,
+                            verified_pause_threshold=weights.ask_pause_threshold, verified_alone_cutoff=weights.ask_alone_cutoff)
+            self._fusion = FusionCore(asked, self._alone)
 
     @property
     def model_cutoff(self) -> float:

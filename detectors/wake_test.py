@@ -163,11 +163,12 @@ class TryJudge:
             describe = (f"microWakeWord above {cutoff:g}, or above {confirm.micro_cutoff:g} with {agree}"
                         if confirm.micro_alone else f"microWakeWord above {confirm.micro_cutoff:g} and {agree}")
         if confirm is not None and self.spotter.verifier is not None:  # WAKE_VERIFY (issue 34, session 12)
-            verified = confirm.as_verified()
-            alone = f"microWakeWord alone above {confirm.verified_alone_cutoff:g}, " if confirm.verified_alone_cutoff is not None else ""
-            describe += (f"; with openWakeWord above {verified.threshold:g}, microWakeWord above "
-                         f"{confirm.verified_micro_cutoff or confirm.micro_cutoff:g} is enough ({alone}the pause rule above "
-                         f"{verified.pause_threshold:g}), and the wake verifier accepts each wake")
+            describe += f"; with openWakeWord agreeing, microWakeWord above {confirm.verified_micro_cutoff or confirm.micro_cutoff:g} is enough, and the wake verifier accepts each wake"
+            weights = self.spotter.verifier.weights
+            asked = {"openWakeWord above": weights.ask_threshold, "microWakeWord alone above": weights.ask_alone_cutoff,
+                     "the pause rule above": weights.ask_pause_threshold}
+            if any(v is not None for v in asked.values()):  # (weights trained on a laxer spotter's wakes, session 17)
+                describe += " (the models waking at " + ", ".join(f"{k} {v:g}" for k, v in asked.items() if v is not None) + ")"
         return Rule(describe, alone_cutoff=cutoff, two_stage=confirm is not None,
                     model_cutoff=self.spotter.model_cutoff)
 

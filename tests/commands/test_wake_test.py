@@ -295,5 +295,4 @@ def test_wake_test_with_wake_verify_names_the_verifier_and_its_micro_cutoff():
 
     verified = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=True), "hey jarvis", 8.0, 48000))
     assert verified.rule().describe.endswith(
-        "; with openWakeWord above 0.5, microWakeWord above 0.1 is enough (microWakeWord alone above 0.5, the pause rule"
-        " above 0.7), and the wake verifier accepts each wake")
+        "; with openWakeWord agreeing, microWakeWord above 0.1 is enough, and the wake verifier accepts each wake")

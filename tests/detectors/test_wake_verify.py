@@ -67,6 +67,27 @@ def test_a_delayed_wake_at_a_low_alone_cutoff_starts_where_microwakeword_peaked_
     assert hit.start_s == peaked.start_s
 
 
+def test_weights_trained_on_a_laxer_spotter_make_the_models_wake_at_its_cutoffs(corpus, tmp_path):
+    """`Weights.ask_*` (session 17): the spotter asks the verifier about what the spotter its weights were
+    trained on woke to; here microWakeWord alone above 0.5 wakes before it reaches its own 0.97."""
+    import dataclasses
+
+    from detectors.wake_verify import Weights, weights_path
+
+    laxer = dataclasses.replace(Weights.load(weights_path("hey_jarvis")), ask_threshold=0.5, ask_pause_threshold=0.7, ask_alone_cutoff=0.5)
+    laxer.save(tmp_path / "laxer.npz")
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    found = []
+    for weights in (Weights.load(weights_path("hey_jarvis")), Weights.load(tmp_path / "laxer.npz")):
+        spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True)))
+        verifier = WakeVerifier("hey_jarvis", weights)
+        verifier.accepts = lambda pcm16k: True  # type: ignore[method-assign]
+        spotter.use_verifier(verifier)
+        [hit] = hits(spotter, pcm)
+        found.append(hit.detected_s)
+    assert found[1] < found[0]
+
+
 def test_late_weights_with_early_ones_accept_what_either_window_accepts_and_keep_both_in_their_file(tmp_path):
     import numpy as np
 
