@@ -335,7 +335,7 @@ def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "")
 
             judge.upload.detectors.vad = SileroVad(quiet_path(VadSettings().quiet_margin <= 0))
         if rule.verify and rule.weights:  # other weights than the shipped ones
-            judge.spotter.verifier = WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(rule.weights)))
+            judge.spotter.use_verifier(WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(rule.weights))))
         if rule.micro_cutoff is not None:
             fusion = judge.spotter._fusion
             fusion.settings = replace(fusion.settings, verified_micro_cutoff=rule.micro_cutoff)

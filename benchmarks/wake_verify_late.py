@@ -120,9 +120,10 @@ def _run(clips: list, relaxed: bool, out: str) -> None:
                         labels=np.array(labels), names=np.array(names), meta=np.array(meta))
 
 
-def collect_train(cache: str, out: str, small: bool = False, shard: tuple[int, int] = (0, 1)) -> None:
+def collect_train(cache: str, out: str, small: bool = False, shard: tuple[int, int] = (0, 1), odd: bool = False) -> None:
     """The verifier's training clips (`small`: every other clip of the neural voice's first pass only,
-    session 16's time; `shard` (i, n): the i-th of n parts, collected in parallel)."""
+    session 16's time; `odd` with it: the other half (session 17); `shard` (i, n): the i-th of n parts,
+    collected in parallel)."""
     from benchmarks.corpus import Corpus, Noise, mix, with_floor
     from benchmarks.wake_verifier_train import TRAIN_EFFECTS_2, TRAIN_VARIANTS_2, TrainCorpus, base_specs, neural_specs, pause_specs
 
@@ -131,7 +132,7 @@ def collect_train(cache: str, out: str, small: bool = False, shard: tuple[int, i
     second = TrainCorpus(Path(cache), base, effects=TRAIN_EFFECTS_2)
     floor = base.noise(Noise.FAN, 10.0, seed=5)
     babble = base.noise(Noise.BABBLE, 10.0, seed=2)
-    first = neural_specs()[::2] if small else neural_specs()
+    first = neural_specs()[int(odd) :: 2] if small else neural_specs()
     clips = [(c.name, c.pcm, c.addressed, c.text) for c in neural.clips(first[shard[0] :: shard[1]])]
     if small:
         print(f"{len(clips)} training clips rendered", flush=True)
@@ -172,6 +173,20 @@ def collect_extra(cache: str, out: str) -> None:
     _run(clips, True, out)
 
 
+def collect_tv(cache: str, out: str, passes: int = 2) -> None:
+    """Session 17: more of the training's TV variant (new takes: other paces and stretches of the TV's
+    talk), the late window's hardest case (the TV's talk after the name)."""
+    from benchmarks.corpus import Corpus
+    from benchmarks.neural_corpus import Variant
+    from benchmarks.wake_verifier_train import TrainCorpus, neural_specs
+
+    neural = TrainCorpus(Path(cache), Corpus(cache))
+    specs = [s for k in range(passes) for s in neural_specs((Variant.TV,), first_take=7000 + 200 * k)]
+    clips = [(c.name + "-tv", c.pcm, c.addressed, c.text) for c in neural.clips(specs)]
+    print(f"{len(clips)} TV training clips rendered", flush=True)
+    _run(clips, True, out)
+
+
 def collect_base(cache: str, out: str, shard: tuple[int, int] = (0, 1)) -> None:
     """The verifier's training clips in espeak-ng, flite and festival voices (`wake_verifier_train.base_specs`)."""
     from benchmarks.corpus import Corpus, Noise, mix, with_floor
@@ -189,7 +204,8 @@ def collect_base(cache: str, out: str, shard: tuple[int, int] = (0, 1)) -> None:
     _run(clips, True, out)
 
 
-def collect_draw(cache: str, out: str, draw: int) -> None:
+def collect_draw(cache: str, out: str, draw: int, relaxed: bool = False) -> None:
+    """A draw's clips (`relaxed`: through the training's cutoffs, a spotter that asks more often)."""
     from benchmarks.corpus import Corpus
     from benchmarks.neural_corpus import NeuralCorpus, neural_near_specs, neural_ordinary_specs, neural_wake_specs
 
@@ -201,7 +217,7 @@ def collect_draw(cache: str, out: str, draw: int) -> None:
             clip = corpus.clip(spec)
             clips.append((clip.name, clip.pcm, spec.addressed, f"{kind}|{spec.variant.value}|{spec.text}"))
     print(f"{len(clips)} clips of draw {draw} rendered", flush=True)
-    _run(clips, False, out)
+    _run(clips, relaxed, out)
 
 
 def samples_at(paths: list[str], delay: int) -> list:
@@ -284,14 +300,16 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "collect-train":
         part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
-        collect_train(argv[1], argv[2], "--small" in argv, (int(part[0]), int(part[1])))
+        collect_train(argv[1], argv[2], "--small" in argv, (int(part[0]), int(part[1])), "--odd" in argv)
+    elif argv[0] == "collect-tv":
+        collect_tv(argv[1], argv[2])
     elif argv[0] == "collect-base":
         part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
         collect_base(argv[1], argv[2], (int(part[0]), int(part[1])))
     elif argv[0] == "collect-extra":
         collect_extra(argv[1], argv[2])
     elif argv[0] == "collect-draw":
-        collect_draw(argv[1], argv[2], int(argv[argv.index("--draw") + 1]))
+        collect_draw(argv[1], argv[2], int(argv[argv.index("--draw") + 1]), "--relaxed" in argv)
     return 0
 
 

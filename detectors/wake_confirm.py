@@ -32,7 +32,7 @@ for a frame at most, while the phrase holds it above 0.8 for 4-8 frames; so the 
 from __future__ import annotations
 
 import importlib.util
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from enum import Enum
 
 PADDED_S = 3.0  # what openWakeWord hears at a start: about 2 s of warm-up before its first score
@@ -91,6 +91,21 @@ class ConfirmSettings:
     # microWakeWord, often above 0.8 with openWakeWord (issue 34, session 12: the name-alone rule).
     # 0.1 (the candidate cutoff: any window microWakeWord opened) was fixed before it was measured.
     verified_micro_cutoff: float | None = 0.1
+    # With `verify`, the cutoffs the verifier's weights were trained on (`Weights.ask_threshold` etc., set by
+    # `ModelSpotter.use_verifier`; issue 34, session 17: `benchmarks.wake_verifier_train.RELAXED`): openWakeWord
+    # above `verified_threshold` (the pause rule above `verified_pause_threshold`), microWakeWord alone above
+    # `verified_alone_cutoff`. None: as without `verify`.
+    verified_threshold: float | None = None
+    verified_pause_threshold: float | None = None
+    verified_alone_cutoff: float | None = None
+
+    def as_verified(self) -> ConfirmSettings:
+        """These settings with `verify`'s cutoffs in place of the plain ones (itself without `verify`)."""
+        if not self.verify:
+            return self
+        threshold = self.threshold if self.verified_threshold is None else self.verified_threshold
+        pause = self.pause_threshold if self.verified_pause_threshold is None else self.verified_pause_threshold
+        return replace(self, threshold=threshold, pause_threshold=pause)
 
 
 # Every wake needs both models, openWakeWord in two frames (WAKE_STRICT=true): half the near misses
@@ -117,8 +132,8 @@ class FusionCore:
 
     def __init__(self, settings: ConfirmSettings, alone_cutoff: float) -> None:
         """`alone_cutoff`: microWakeWord's own cutoff, above which it wakes without the second model."""
-        self.settings = settings
-        self.alone_cutoff = alone_cutoff
+        self.settings = settings.as_verified()
+        self.alone_cutoff = alone_cutoff if not settings.verify or settings.verified_alone_cutoff is None else settings.verified_alone_cutoff
         self.deadline: float | None = None
         self.peak_s = 0.0
         self._peak = 0.0
@@ -130,6 +145,11 @@ class FusionCore:
     def listening(self) -> bool:
         """openWakeWord is running (a window is open and its start is not held)."""
         return self.deadline is not None and self.start_at is None
+
+    @property
+    def peak(self) -> float:
+        """microWakeWord's probability at `peak_s`."""
+        return self._peak
 
     @property
     def holding(self) -> bool:
@@ -156,7 +176,7 @@ class FusionCore:
 
     def micro(self, probability: float, at_s: float) -> Fusion:
         if probability > self.alone_cutoff and self.settings.micro_alone:  # microWakeWord alone, as without the second model
-            self.deadline, self.peak_s, self.start_at = None, at_s, None
+            self.deadline, self.peak_s, self._peak, self.start_at = None, at_s, probability, None
             return Fusion.WAKE
         if probability <= self.settings.candidate_cutoff:
             return self.tick(at_s)

@@ -38,6 +38,10 @@ class PendingWake:
     due: int  # the verifier's audio ends at this 16 kHz sample of the stream
     woke_s: float  # the clock at the wake (its refractory and a refusal's quiet run from here)
     start_s: float  # where the phrase began (the hit's `start_s`)
+    # microWakeWord's probability `start_s` was timed from (None: from a pause's "hey"). A higher one
+    # while the wake waits moves `start_s` there: a wake at a low alone cutoff (`verified_alone_cutoff`)
+    # comes before the phrase's end, and the upload gate finds the utterance's onset from `start_s`.
+    peak: float | None = None
 
 
 @dataclass(frozen=True)
@@ -77,17 +81,17 @@ class ModelSpotter:
         if self._confirm is not None and self._confirm.verify and not verifier_available(settings.model.model):
             # No verifier ships for this phrase: nor does the lower cutoff that leans on one.
             self._confirm = replace(self._confirm, verify=False)
+        self._alone = settings.alone_cutoff if settings.alone_cutoff is not None else self._model.probability_cutoff
         if self._confirm is not None:
             self.cutoff = self._confirm.candidate_cutoff
-            alone = settings.alone_cutoff if settings.alone_cutoff is not None else self._model.probability_cutoff
-            self._fusion = FusionCore(self._confirm, alone)
+            self._fusion = FusionCore(self._confirm, self._alone)
             self._open = OpenStream(settings.model.model, self._confirm.phases)
         else:
             self.cutoff = settings.cutoff if settings.cutoff is not None else self._model.probability_cutoff
         # The third opinion, asked once per wake about to be accepted (`ConfirmSettings.verify`).
-        self.verifier: WakeVerifier | None = (
-            WakeVerifier(settings.model.model)
-            if self._confirm is not None and self._confirm.verify and verifier_available(settings.model.model) else None)
+        self.verifier: WakeVerifier | None = None
+        if self._confirm is not None and self._confirm.verify and verifier_available(settings.model.model):
+            self.use_verifier(WakeVerifier(settings.model.model))
         self._recent = bytearray()  # the last `confirm.lookback_s` (+ `start_after_s`) of 16 kHz audio, for the second model
         self._recent_end = 0  # 16 kHz samples ever added to `_recent` (where its end lies in the stream)
         self._held_from: int | None = None  # a held candidate's look-back starts at this sample of the stream
@@ -96,6 +100,16 @@ class ModelSpotter:
         self._last_time = float("-inf")
         self._best: Score | None = None
         self._pending: PendingWake | None = None
+
+    def use_verifier(self, verifier: WakeVerifier) -> None:
+        """Ask `verifier` about each wake, the models waking at the cutoffs its weights were trained on
+        (`Weights.ask_threshold` etc.: None, the plain ones)."""
+        self.verifier = verifier
+        weights = verifier.weights
+        if self._confirm is not None and self._confirm.verify:
+            asked = replace(self._confirm, verified_threshold=weights.ask_threshold,
+                            verified_pause_threshold=weights.ask_pause_threshold, verified_alone_cutoff=weights.ask_alone_cutoff)
+            self._fusion = FusionCore(asked, self._alone)
 
     @property
     def model_cutoff(self) -> float:
@@ -139,6 +153,8 @@ class ModelSpotter:
                     hit = self._hit(end_time - self.settings.model.spoken_s, end_time)
             elif end_time >= self._quiet_until:
                 hit = self._fused(self._fusion.micro(probability, end_time), end_time) or hit
+            elif self._pending is not None and self._pending.peak is not None and probability > self._pending.peak:
+                self._pending = replace(self._pending, peak=probability, start_s=end_time - self.settings.model.spoken_s)
         if self._confirm is not None:
             hit = self._confirmed(pcm16k, end_time) or hit
         return hit
@@ -207,7 +223,8 @@ class ModelSpotter:
         if self.verifier is None:
             return self._hit(start_s, end_time)
         delay_s = self.verifier.delay_s  # (weights trained on audio read that long after the wake)
-        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s)
+        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s,
+                                    None if paused_from is not None else self._fusion.peak)
         self._quiet_until = float("inf")  # no other wake while this one waits
         return self._verified(end_time) if delay_s <= 0 else None
 

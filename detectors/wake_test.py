@@ -164,6 +164,11 @@ class TryJudge:
                         if confirm.micro_alone else f"microWakeWord above {confirm.micro_cutoff:g} and {agree}")
         if confirm is not None and self.spotter.verifier is not None:  # WAKE_VERIFY (issue 34, session 12)
             describe += f"; with openWakeWord agreeing, microWakeWord above {confirm.verified_micro_cutoff or confirm.micro_cutoff:g} is enough, and the wake verifier accepts each wake"
+            weights = self.spotter.verifier.weights
+            asked = {"openWakeWord above": weights.ask_threshold, "microWakeWord alone above": weights.ask_alone_cutoff,
+                     "the pause rule above": weights.ask_pause_threshold}
+            if any(v is not None for v in asked.values()):  # (weights trained on a laxer spotter's wakes, session 17)
+                describe += " (the models waking at " + ", ".join(f"{k} {v:g}" for k, v in asked.items() if v is not None) + ")"
         return Rule(describe, alone_cutoff=cutoff, two_stage=confirm is not None,
                     model_cutoff=self.spotter.model_cutoff)
 

@@ -57,6 +57,11 @@ class Weights:
     # With a delay: weights read at the wake itself (no delay), whose own threshold accepts a wake the late
     # window refused (session 16: the late window hears TV talk after the name; the wake's own is sure of it).
     early: Weights | None = None
+    # Session 17: the cutoffs of the spotter whose wakes these weights were trained on (`ConfirmSettings.verified_*`:
+    # openWakeWord's, the pause rule's, microWakeWord's alone); None: the plain ones.
+    ask_threshold: float | None = None
+    ask_pause_threshold: float | None = None
+    ask_alone_cutoff: float | None = None
 
     @classmethod
     def load(cls, path: Path) -> Weights:
@@ -103,7 +108,7 @@ class Weights:
         return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
-OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s")  # what older weights files lack
+OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s", "ask_threshold", "ask_pause_threshold", "ask_alone_cutoff")  # what older weights files lack
 
 
 def _bytes(seconds: float) -> int:

@@ -203,3 +203,19 @@ def test_with_the_verifier_microwakeword_must_still_pass_its_verified_cutoff():
     core.micro(0.2, 1.0)
     assert core.open(0, 0.99, 1.1) is Fusion.NOTHING
     assert core.micro(0.35, 1.2) is Fusion.WAKE  # its best in the window passes it: both agreed
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_with_the_verifier_the_models_wake_at_the_cutoffs_its_weights_were_trained_on(verify):
+    # The verifier's weights were trained on what a spotter at `verified_*` woke to (issue 34, session 17):
+    # openWakeWord above 0.5, the pause rule above 0.7, microWakeWord alone above 0.5.
+    settings = dataclasses.replace(SETTINGS, phases=1, threshold=0.8, verify=verify, verified_threshold=0.5,
+                                   verified_pause_threshold=0.7, verified_alone_cutoff=0.5)
+    core = FusionCore(settings, 0.97)
+    assert core.micro(0.6, 1.0) is (Fusion.WAKE if verify else Fusion.START)  # alone
+    core.reset()
+    core.micro(0.3, 2.0)
+    assert core.open(0, 0.6, 2.1) is (Fusion.WAKE if verify else Fusion.NOTHING)
+    core.reset()
+    assert core.pause(3.0, 3.3, 3.6) is Fusion.START
+    assert core.open(0, 0.75, 3.7) is (Fusion.WAKE if verify else Fusion.NOTHING)

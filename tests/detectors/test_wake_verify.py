@@ -55,6 +55,39 @@ def test_a_verifier_with_a_delay_hears_the_audio_after_the_wake_and_the_wake_com
         assert found == []
 
 
+def test_a_delayed_wake_at_a_low_alone_cutoff_starts_where_microwakeword_peaked_while_it_waited(corpus):
+    """At 0.5 microWakeWord wakes alone before the phrase's end (`verified_alone_cutoff`); while the wake
+    waits for its verifier's audio, its start follows the peak, so the upload gate finds the utterance's
+    onset where it would with the model's own cutoff (session 17: far commands were otherwise dropped)."""
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    at_peak, early, waiting = (ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(), alone_cutoff=a)) for a in (None, 0.5, 0.5))
+    at_peak.verifier, early.verifier, waiting.verifier = FakeVerifier(True), FakeVerifier(True), FakeVerifier(True, delay_s=0.3)
+    [peaked], [before], [hit] = hits(at_peak, pcm), hits(early, pcm), hits(waiting, pcm)
+    assert before.start_s < peaked.start_s  # (the low cutoff's wake came before the peak)
+    assert hit.start_s == peaked.start_s
+
+
+def test_weights_trained_on_a_laxer_spotter_make_the_models_wake_at_its_cutoffs(corpus, tmp_path):
+    """`Weights.ask_*` (session 17): the spotter asks the verifier about what the spotter its weights were
+    trained on woke to; here microWakeWord alone above 0.5 wakes before it reaches its own 0.97."""
+    import dataclasses
+
+    from detectors.wake_verify import Weights, weights_path
+
+    laxer = dataclasses.replace(Weights.load(weights_path("hey_jarvis")), ask_threshold=0.5, ask_pause_threshold=0.7, ask_alone_cutoff=0.5)
+    laxer.save(tmp_path / "laxer.npz")
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    found = []
+    for weights in (Weights.load(weights_path("hey_jarvis")), Weights.load(tmp_path / "laxer.npz")):
+        spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True)))
+        verifier = WakeVerifier("hey_jarvis", weights)
+        verifier.accepts = lambda pcm16k: True  # type: ignore[method-assign]
+        spotter.use_verifier(verifier)
+        [hit] = hits(spotter, pcm)
+        found.append(hit.detected_s)
+    assert found[1] < found[0]
+
+
 def test_late_weights_with_early_ones_accept_what_either_window_accepts_and_keep_both_in_their_file(tmp_path):
     import numpy as np
 
