@@ -109,6 +109,8 @@ class RoomEcho:
     def played_over(self, offset: int, chunk: bytes, released: bool) -> bool:
         """A chunk read after the mute lifted, but captured while the speaker's audio played (a
         reader behind the room): to be dropped as muted (`MutedTail.played_over`)."""
+        if not self._muted.judging_reads:  # (every chunk asks: most of them long after any release)
+            return False
         return self._muted.played_over(self._captured(offset, chunk)[1], released)
 
     def _captured(self, offset: int, chunk: bytes) -> tuple[float, float]:

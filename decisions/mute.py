@@ -97,6 +97,11 @@ class MutedTail:
         return False
 
     @property
+    def judging_reads(self) -> bool:
+        """Since the release, reads are judged by `played_over` (until one is past the audio's end)."""
+        return self._played_until is not None
+
+    @property
     def holding(self) -> bool:
         """Chunks the mute dropped wait for its release."""
         return bool(self._held)

@@ -54,8 +54,9 @@ def test_what_is_read_after_the_release_but_was_captured_while_the_audio_played_
     tail = MutedTail()
     held(tail, 0, 19)
     tail.release(audio_end=0.45)
+    assert tail.judging_reads
     assert [tail.played_over((i + 1) * 0.02) for i in range(20, 25)] == [True, True, False, False, False]
-    assert not tail.played_over(0.2)  # ended by the first chunk past the end
+    assert not tail.played_over(0.2) and not tail.judging_reads  # ended by the first chunk past the end
 
 
 def test_after_a_cut_or_a_barge_in_the_ear_lets_through_what_was_said_over_the_audio_goes_up() -> None:
