@@ -43,10 +43,15 @@ class ReferencedSpeaker:
         await self.inner.start()
 
     def play(self, pcm: bytes) -> None:
-        self.inner.play(pcm)  # first: a closed or failing device plays (and stamps) nothing
+        # The clock before the write: the audio leaves from now (or when what is queued ends). A
+        # write (the resampling in it, a busy machine taking the CPU away meanwhile) can take a
+        # while, and a stamp read after it dates the audio late: the mute then takes the user's
+        # first word after the answer for the narrator's, and the gate learns too short an echo.
+        now = self._now()
+        self.inner.play(pcm)  # a closed or failing device plays (and stamps) nothing
         if pcm:
             self.cut = False
-            at = max(self._now(), self._end)
+            at = max(now, self._end)
             self._end = at + pcm_duration_s(pcm)
             if self._echo is not None:
                 self._echo.played(pcm, at)

@@ -6,6 +6,8 @@ from __future__ import annotations
 import math
 import random
 
+import pytest
+
 from audio_io.echo_cancel import EchoCanceller, stream_latency_s
 from audio_io.echo_reference import RoomEcho
 from audio_io.format import audioop
@@ -177,3 +179,20 @@ async def test_a_rooms_echo_cancels_what_its_own_speaker_played_and_its_gate_kno
     assert level(bytes(out), 3.0, 5.0) * 10 ** (15 / 20) < level(echo, 3.0, 5.0)
     assert sum(passed[len(passed) // 2:]) <= len(passed) // 20  # once it knows the room, the echo is the echo
     assert echo_of_room.gate.margin_db < 1.0
+
+
+async def test_what_is_played_is_stamped_when_it_was_handed_to_the_speaker_not_when_the_write_returned():
+    """A write that takes a while (resampling; a loaded machine taking the CPU away meanwhile) does
+    not date the audio late: its end is where the speaker's own timeline ends it, so the user's
+    first word after the answer is not taken for the narrator's."""
+    clock = [10.0]
+
+    class SlowWrite(MemorySpeaker):
+        def play(self, pcm: bytes) -> None:
+            super().play(pcm)
+            clock[0] += 0.1  # the write returns 100 ms later
+
+    echo_of_room = RoomEcho(SlowWrite(), object(), EchoSettings(), lambda: clock[0])
+    await echo_of_room.speaker.start()
+    echo_of_room.speaker.play(narration(0.5))
+    assert echo_of_room.speaker.audio_end == pytest.approx(10.5)

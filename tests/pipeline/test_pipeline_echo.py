@@ -70,7 +70,7 @@ async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_it
         sessions = appended(p)
         # The room really echoed, loud enough to be heard, and none of that echo went up.
         echo_only = [h for h in microphone.heard if not any(h.user) and audioop.rms(h.echo, SAMPLE_WIDTH) >= AUDIBLE_RMS]
-        assert len(echo_only) > 100
+        assert len(echo_only) > 50  # over a second of it (how much more depends on the hour: the first answer tells the time)
         leaked = [h.at for h in echo_only if any(h.mixed in s for s in sessions)]
         assert not leaked, f"echo reached the listener at room times {leaked}"
         # Nothing was transcribed from it: three utterances, three commits.
@@ -82,7 +82,10 @@ async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_it
         # (mixed with the echo) too.
         command = [h for h in microphone.heard if any(h.user) and start - 0.001 < h.at < start + 1.0]
         voiced = [h for h in command if audioop.rms(h.user, SAMPLE_WIDTH) > 0]
-        assert any(h.echo != bytes(len(h.echo)) for h in voiced[:4])  # it did start in the echo's tail
+        # It did start in the echo's tail: the echo was sounding in the 100 ms before it, and maybe
+        # into its first chunk (the answer ends in a pause, so how far depends on where the end fell
+        # between two chunks: the voice starts on the next chunk boundary).
+        assert any(h.echo != bytes(len(h.echo)) for h in microphone.heard if start - 0.1 < h.at < start + 0.08)
         assert len(voiced) == 30  # 0.6 s
         where = [[i for i, s in enumerate(sessions) if h.mixed in s] for h in voiced]
         assert [s for s in sessions if all(h.mixed in s for h in voiced)], (
@@ -95,13 +98,16 @@ async def test_the_narrators_echo_never_reaches_the_listener_and_a_command_in_it
         assert path is not None and 0.01 <= path.delay_s <= 0.09 and -24 <= path.gain_db <= -14, path
 
 
+@pytest.mark.parametrize("write_s", [0.0, 0.025], ids=["quick-writes", "slow-writes"])
 @pytest.mark.parametrize("sim", [ROOM], indirect=True)
-async def test_a_command_said_as_the_answer_ends_keeps_its_first_word_when_the_end_is_seen_late(tmp_path, sim):
+async def test_a_command_said_as_the_answer_ends_keeps_its_first_word_when_the_end_is_seen_late(tmp_path, sim, write_s):
     # The coordinator learns that the answer's audio ended 250 ms (12 chunks) after it did, as a
     # busy or slow machine does: what the microphone captured after the end is the user's, not the
-    # narrator's, and goes up with the rest of the command, to one session.
+    # narrator's, and goes up with the rest of the command, to one session. With slow writes each
+    # returns 100 ms of room time after its audio started (a loaded machine): the answer's end is
+    # still where the speaker's timeline put it, not 100 ms later (the command's first five chunks).
     microphone = RoomMicrophone(MIC_PACE)
-    speaker = RoomSpeaker(microphone, late_s=0.25)
+    speaker = RoomSpeaker(microphone, late_s=0.25, write_s=write_s)
     async with running_pipeline(tmp_path, sim, microphone=microphone, speaker=speaker, conversation=QUIET) as p:
         before = p.counts()
         start = await command_in_the_answers_tail(p, sim, microphone, speaker)

@@ -8,6 +8,7 @@ starts playing at room time t is heard by the microphone at t + the echo's delay
 from __future__ import annotations
 
 import asyncio
+import time
 from dataclasses import dataclass
 from typing import AsyncIterator, Callable
 
@@ -108,12 +109,15 @@ class RoomSpeaker(MemorySpeaker):
     at `gain_db`, and a reflection `reflection_s` after that, 8 dB fainter. `draining` notes when
     the coordinator waits for playback to end, with the room time its audio ends at (`ends`).
     `late_s`: the coordinator learns that playback ended only once the microphone has given it
-    this much room time after the end (a loop running late: a busy machine, a slow one)."""
+    this much room time after the end (a loop running late: a busy machine, a slow one).
+    `write_s`: each write returns this much wall time after its audio started (a loaded machine
+    takes the CPU away mid-write; the loop is blocked meanwhile, as it would be)."""
 
     def __init__(self, microphone: RoomMicrophone, delay_s: float = 0.05, gain_db: float = -18.0,
-                 reflection_s: float = 0.03, late_s: float = 0.0) -> None:
+                 reflection_s: float = 0.03, late_s: float = 0.0, write_s: float = 0.0) -> None:
         super().__init__(pace=microphone.pace)
         self._late_s = late_s
+        self._write_s = write_s
         self._microphone = microphone
         self._paths = [(delay_s, 10 ** (gain_db / 20)), (delay_s + reflection_s, 10 ** ((gain_db - 8) / 20))]
         self._end = 0.0  # room time the queued audio ends
@@ -131,6 +135,8 @@ class RoomSpeaker(MemorySpeaker):
             self._microphone.echo(audioop.mul(pcm, SAMPLE_WIDTH, gain), start + delay)
         if self.after_play is not None:
             self.after_play(self._end)
+        if self._write_s:
+            time.sleep(self._write_s)
 
     async def drained(self) -> None:
         # Where the queued audio ends: a coordinator that waits for it late (a loaded machine)
