@@ -1,0 +1,36 @@
+"""Which reads of a silent room may wait for the next (issue 34): `audio_io.quiet_reads.QuietReads`."""
+
+from __future__ import annotations
+
+from audio_io.format import audioop
+from audio_io.quiet_reads import QuietReads
+from config.settings import AudioSettings
+from tests.support.audio_helpers import noise
+
+
+def at_rms(seconds: float, rms: int, seed: int) -> bytes:
+    pcm = noise(seconds, seed)
+    return audioop.mul(pcm, 2, rms / audioop.rms(pcm, 2))
+
+
+def test_only_after_the_room_was_silent_a_while_and_never_more_than_the_reads_asked() -> None:
+    quiet = QuietReads(rms=20, after_s=0.2, reads=3)
+    hiss = at_rms(0.04, 9, seed=1)
+    holds = [quiet.hold(hiss, 0.04, 2) for _ in range(14)]
+    # 0.2 s (five reads) handed on one by one; then two held, the third handed on with them.
+    assert holds == [False] * 5 + [True, True, False] * 3
+
+
+def test_a_sound_in_any_chunk_goes_at_once_though_the_read_as_a_whole_is_under_the_floor() -> None:
+    quiet = QuietReads(rms=20, after_s=0.04, reads=2)
+    read = at_rms(0.02, 9, seed=2) + at_rms(0.02, 25, seed=3)
+    assert audioop.rms(read, 2) < 20  # the read as a whole would pass for silence
+    assert not quiet.hold(read, 0.04, 2)
+    assert quiet.hold(at_rms(0.04, 9, seed=4), 0.04, 2) is False  # the sound restarted the quiet count...
+    assert quiet.hold(at_rms(0.04, 9, seed=5), 0.04, 2) is True  # (after_s: one read)
+
+
+def test_the_settings_ask_for_two_reads_and_reading_as_much_switches_it_off() -> None:
+    assert QuietReads.of(AudioSettings()) is not None
+    assert QuietReads.of(AudioSettings(quiet_read_ms=40)) is None
+    assert QuietReads.of(AudioSettings(read_ms=80)) is None
