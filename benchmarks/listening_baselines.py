@@ -13,12 +13,13 @@ from audio_io import PushMicrophone
 from benchmarks.listening_session16 import as_in_session16
 
 
+# The benchmark's microphone, made as `MICROPHONE(chunk_ms=, pace=, read_ms=, quiet=)` (what baselines swap).
+MICROPHONE: Callable[..., PushMicrophone] = PushMicrophone
+
+
 @contextlib.contextmanager
 def _microphone(make: Callable[..., PushMicrophone]) -> Iterator[None]:
-    """The benchmark's microphone made by `make(chunk_ms, pace, read_ms, quiet)`."""
-    import benchmarks.listener_upload_pipeline as pipeline
-
-    with mock.patch.object(pipeline, "Microphone", make):
+    with mock.patch(f"{__name__}.MICROPHONE", make):
         yield
 
 
