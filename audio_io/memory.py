@@ -68,17 +68,29 @@ class Pacer:
         """The chunk whose turn releases chunk `index` (the last of its read)."""
         return -(-index // self._per_read) * self._per_read
 
-    async def wait_for_chunk(self, index: int, hold: Callable[[int, int], bool] | None = None) -> bool:
-        """Wait for chunk `index`'s turn; False when stopped meanwhile. `hold(first, last)`: whether
-        the read of chunks first..last, due now, may wait for the next read (`QuietReads`); the
-        reads held go with the first one not held, back to back."""
+    async def wait_for_chunk(self, index: int, hold: Callable[[int, int, bool], bool | None] | None = None) -> bool:
+        """Wait for chunk `index`'s turn; False when stopped meanwhile. `hold(first, last, due)`:
+        whether the read of chunks first..last may wait for the next read (`QuietReads`), None when
+        it is not all known before its turn (`due` False); the reads held go with the first one not
+        held, back to back, and the loop is not woken for a read known to be held (as a device's
+        callback thread holds it)."""
         if self._pace > 0 and index <= self._released_through:  # the rest of a read: no turn of the loop
             return not self._stopped
         due = self._read_end(index)
-        await self._wait_until(due)
-        while hold is not None and self._pace > 0 and not self._stopped and hold(index, due):
-            index, due = due + 1, due + self._per_read
+        if hold is None or self._pace <= 0:
             await self._wait_until(due)
+        else:
+            waited = None
+            while not self._stopped:
+                verdict = hold(index, due, False)
+                if verdict is None:  # not all of it queued yet: judged at its turn, on what came
+                    await self._wait_until(due)
+                    waited, verdict = due, hold(index, due, True)
+                if not verdict:
+                    break
+                index, due = due + 1, due + self._per_read
+            if waited != due:
+                await self._wait_until(due)
         self._released_through = due
         return not self._stopped
 
@@ -196,12 +208,16 @@ class PushMicrophone:
             self._read_bytes += self._chunk_bytes
             yield chunk + bytes(self._chunk_bytes - len(chunk))
 
-    def _quiet_read(self, first: int, last: int) -> bool:
-        """Whether the read of chunks first..last (what is queued of it; the rest is silence) may wait."""
+    def _quiet_read(self, first: int, last: int, due: bool) -> bool | None:
+        """Whether the read of chunks first..last may wait: judged once all of it is queued, or at its
+        turn (`due`) on what is (the rest is silence); None before."""
         assert self._quiet is not None
         start = (first - self._read_bytes // self._chunk_bytes) * self._chunk_bytes
         count = last - first + 1
-        return self._quiet.hold(self._pending[start:start + count * self._chunk_bytes], count * self._chunk_s, count)
+        read = self._pending[start:start + count * self._chunk_bytes]
+        if len(read) < count * self._chunk_bytes and not due:
+            return None
+        return self._quiet.hold(read, count * self._chunk_s, count)
 
     async def close(self) -> None:
         self._closed = True

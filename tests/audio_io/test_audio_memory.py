@@ -289,8 +289,16 @@ async def test_a_silent_rooms_reads_go_two_at_a_time_and_a_sound_goes_when_it_wo
     room = hiss + noise(0.1, seed=6) + hiss + noise(0.1, seed=7) + hiss
     chunk_bytes = CHUNK_BYTES
     seen: dict[bool, list[tuple[float, int, bytes]]] = {}
+    waits = {False: 0, True: 0}  # the pacer's timers: the loop's wake-ups
     for holding in (False, True):
         mic = PushMicrophone(pace=20.0, read_ms=40, quiet=QuietReads(20, 0.2, 2) if holding else None)
+        wait = mic._pacer._wait_until
+
+        async def counted(due: int, wait=wait, holding=holding) -> None:  # type: ignore[no-untyped-def]
+            waits[holding] += 1
+            await wait(due)
+
+        mic._pacer._wait_until = counted  # type: ignore[method-assign]
         await mic.start()
         mic.feed(room)
         chunks = mic.chunks()
@@ -305,7 +313,8 @@ async def test_a_silent_rooms_reads_go_two_at_a_time_and_a_sound_goes_when_it_wo
     assert len(loud) == 10 and all(seen[True][i][1] == seen[False][i][1] for i in loud)  # a sound: handed on as before
     assert all(seen[True][i][1] >= seen[False][i][1] for i in range(len(room) // chunk_bytes))
     wakeups = {holding: len({released for _, released, _ in seen[holding]}) for holding in seen}
-    assert wakeups[True] < 0.75 * wakeups[False]  # 0.2 s after each sound, one wake-up per two reads
+    assert wakeups[True] < 0.75 * wakeups[False]  # 0.2 s after each sound, one release per two reads ...
+    assert waits[True] == wakeups[True] and waits[False] == wakeups[False]  # ... and one wake-up per release
     held_late = [i for i in range(len(seen[True])) if seen[True][i][1] > seen[False][i][1]]
     assert held_late and all(seen[True][i][1] - seen[False][i][1] == 2 for i in held_late)  # one read late at most
     assert all(audioop.rms(seen[True][i][2], 2) < 20 for i in held_late)
