@@ -41,12 +41,15 @@ class QuietReads:
         `chunks` equal parts: a sound in any of them goes at once) may wait for the next; when False
         the caller hands it on now, after every read held before it."""
         step = max(4, len(pcm) // chunks // 4 * 4)  # (whole frames, mono or stereo)
-        if any(audioop.rms(pcm[i:i + step], SAMPLE_WIDTH) >= self._rms for i in range(0, len(pcm), step)):
+        sound = any(audioop.rms(pcm[i:i + step], SAMPLE_WIDTH) >= self._rms for i in range(0, len(pcm), step))
+        # The quiet starts over at a read over `rms` as a whole: a chunk of the hiss a little over it
+        # (a fan's: 8 of 1,500 chunks at -69 dBFS) goes at once, but is no sound to decide on after.
+        if sound and audioop.rms(pcm, SAMPLE_WIDTH) >= self._rms:
             self._quiet_s, self._held = 0.0, 0
             return False
         quiet_before = self._quiet_s
         self._quiet_s += seconds
-        if quiet_before + 1e-9 < self._after_s or self._held + 1 >= self._reads:
+        if sound or quiet_before + 1e-9 < self._after_s or self._held + 1 >= self._reads:
             self._held = 0
             return False
         self._held += 1
