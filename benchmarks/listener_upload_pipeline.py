@@ -223,39 +223,43 @@ class Listening(NamedTuple):
     frames: int  # append frames the listener sessions received
     audio_s: float  # seconds of audio they carried (what was muted or buffered depends on timing)
     cancelled: int = 0  # microphone chunks the echo canceller ran on (its cost, free of the machine's load)
-    lag: "HandOnLag | None" = None  # when the microphone's chunks reached the assistant
+    lags: dict[str, list[float]] | None = None  # when the microphone's chunks reached the assistant (`HandOnLag`)
 
 
-@dataclass
 class HandOnLag:
     """How long after its capture ended each chunk was handed on (loop time), in ms: a chunk with a
     sound in it (RMS at or over `AudioSettings.quiet_rms`), the first such chunk after a second of
-    quiet (an onset: a wake phrase's or a command's first sound), and the quiet ones."""
+    quiet (an onset: a wake phrase's or a command's first sound), and the quiet ones. Each chunk
+    is only noted while the room plays (the RMS afterwards: the CPU measured stays handoff's)."""
 
-    loud: list[float] = dataclasses.field(default_factory=list)
-    onsets: list[float] = dataclasses.field(default_factory=list)
-    quiet: list[float] = dataclasses.field(default_factory=list)
-
-    def watch(self, microphone: PushMicrophone, chunk_s: float, rms: int) -> None:
-        """Time every chunk `microphone.chunks()` hands on."""
-        chunks, quiet_s = microphone.chunks, [0.0]
+    def __init__(self, microphone: PushMicrophone, chunk_s: float, rms: int) -> None:
+        self._seen: list[tuple[float, float | None, bytes]] = []
+        self._chunk_s, self._rms = chunk_s, rms
+        chunks, seen = microphone.chunks, self._seen
 
         async def timed() -> AsyncIterator[bytes]:
-            loop = asyncio.get_running_loop()
+            time = asyncio.get_running_loop().time
             async for chunk in chunks():
-                assert microphone.captured_at is not None
-                lag = 1000 * (loop.time() - microphone.captured_at - chunk_s)
-                if audioop.rms(chunk, WIDTH) < rms:
-                    self.quiet.append(lag)
-                    quiet_s[0] += chunk_s
-                else:
-                    self.loud.append(lag)
-                    if quiet_s[0] >= 1.0:
-                        self.onsets.append(lag)
-                    quiet_s[0] = 0.0
+                seen.append((time(), microphone.captured_at, chunk))
                 yield chunk
 
         microphone.chunks = timed  # type: ignore[method-assign]
+
+    def lags(self) -> dict[str, list[float]]:
+        """{"loud": [...], "onsets": [...], "quiet": [...]}, ms."""
+        out: dict[str, list[float]] = {"loud": [], "onsets": [], "quiet": []}
+        quiet_s = 0.0
+        for handed_on, captured_at, chunk in self._seen:
+            lag = 1000 * (handed_on - (captured_at or handed_on) - self._chunk_s)
+            if audioop.rms(chunk, WIDTH) < self._rms:
+                out["quiet"].append(lag)
+                quiet_s += self._chunk_s
+                continue
+            out["loud"].append(lag)
+            if quiet_s >= 1.0:
+                out["onsets"].append(lag)
+            quiet_s = 0.0
+        return out
 
     @staticmethod
     def summary(lags: list[float]) -> str:
@@ -281,8 +285,7 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
             sim.call("push", [text], 1)
         timeline = Timeline()
         microphone = baselines.MICROPHONE(chunk_ms=chunk_ms, pace=1.0, read_ms=read_ms, quiet=QuietReads.of(settings.audio))
-        lag = HandOnLag()
-        lag.watch(microphone, chunk_ms / 1000, settings.audio.quiet_rms)
+        lag = HandOnLag(microphone, chunk_ms / 1000, settings.audio.quiet_rms)
         async with assistant(settings, microphone, MemorySpeaker(), timeline) as coordinator:
             task = asyncio.create_task(coordinator.run(), name="handoff under benchmark")
             try:
@@ -297,7 +300,7 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
                     await task
             cancelled = coordinator.canceller.frames if coordinator.canceller is not None else 0
         frames, audio_s = sim.call("uploaded_audio")
-    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s, cancelled, lag)
+    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s, cancelled, lag.lags())
 
 
 def _cost_in_child(conn: Connection, pcm: bytes, commands: int, chunk_ms: int, folder: str, read_ms: int | None) -> None:
@@ -370,8 +373,8 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
                 line = (f"| {room}, {seconds:g} s | {label} | <= {target:.2f} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f} "
                         f"| {old.narrated} / {new.narrated} | {old.frames} / {new.frames} "
                         f"| {old.audio_s:.2f} / {new.audio_s:.2f} | {old.cancelled} / {new.cancelled} |")
-                if old.lag is not None and new.lag is not None:
-                    line += "".join(f" {HandOnLag.summary(getattr(old.lag, kind))}; {HandOnLag.summary(getattr(new.lag, kind))} |"
+                if old.lags is not None and new.lags is not None:
+                    line += "".join(f" {HandOnLag.summary(old.lags[kind])}; {HandOnLag.summary(new.lags[kind])} |"
                                     for kind in ("loud", "onsets", "quiet"))
                 if strict:
                     strict_run = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
