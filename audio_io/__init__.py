@@ -16,6 +16,7 @@ from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDT
 from audio_io.interface import AudioDeviceError, AudioFileError, MicrophoneSource, NoAudioDeviceError, SpeakerSink
 from audio_io.memory import CountingSpeaker, MemorySpeaker, PlaybackTimeline, PushMicrophone
 from audio_io.portaudio import PyAudioMicrophone, PyAudioSpeaker
+from audio_io.quiet_reads import QuietReads
 from audio_io.volume import MAX_VOLUME_PERCENT, VolumeSpeaker, scale_pcm16, with_volume
 from audio_io.wav import WavFileMicrophone, WavFileSpeaker, read_wav
 
@@ -27,7 +28,7 @@ __all__ = [
     "AudioDeviceError", "AudioFileError", "MicrophoneSource", "NoAudioDeviceError", "SpeakerSink",
     "CountingSpeaker", "MemorySpeaker", "PlaybackTimeline", "PushMicrophone", "PyAudioMicrophone", "PyAudioSpeaker",
     "WavFileMicrophone", "WavFileSpeaker", "WAV_TAIL_SILENCE_S", "open_audio", "MAX_VOLUME_PERCENT",
-    "VolumeSpeaker", "scale_pcm16", "with_volume", "read_wav",
+    "VolumeSpeaker", "scale_pcm16", "with_volume", "read_wav", "QuietReads",
 ]
 
 
@@ -51,7 +52,7 @@ def open_audio(audio: "AudioSettings") -> tuple[MicrophoneSource, SpeakerSink]:
         )
         speaker_pace = 1.0 if paced else 0.0
     else:
-        mic = PyAudioMicrophone(audio.input_device, chunk_ms=audio.chunk_ms, read_ms=audio.read_ms)
+        mic = PyAudioMicrophone(audio.input_device, chunk_ms=audio.chunk_ms, read_ms=audio.read_ms, quiet=QuietReads.of(audio))
         speaker_pace = 1.0
     speaker: SpeakerSink
     if audio.output_wav is not None:

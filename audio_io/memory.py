@@ -11,6 +11,7 @@ from collections import deque
 from typing import AsyncIterator, Callable
 
 from audio_io.format import CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, check_chunk_ms, check_pace, check_pcm, pcm_duration_s
+from audio_io.quiet_reads import QuietReads
 from concurrency.changes import Changes
 
 
@@ -49,6 +50,7 @@ class Pacer:
         self._t0 = 0.0
         self._stopped = False
         self._waiter: asyncio.Future[None] | None = None  # the wait under way, released by its timer or stop()
+        self._released_through = -1  # the last chunk whose turn has come (paced)
 
     def start(self) -> None:
         self._t0 = asyncio.get_running_loop().time()
@@ -66,15 +68,37 @@ class Pacer:
         """The chunk whose turn releases chunk `index` (the last of its read)."""
         return -(-index // self._per_read) * self._per_read
 
-    async def wait_for_chunk(self, index: int) -> bool:
-        """Wait for chunk `index`'s turn; False when stopped meanwhile."""
-        delay = 0.0
+    async def wait_for_chunk(self, index: int, hold: Callable[[int, int, bool], bool | None] | None = None) -> bool:
+        """Wait for chunk `index`'s turn; False when stopped meanwhile. `hold(first, last, due)`:
+        whether the read of chunks first..last may wait for the next read (`QuietReads`), None when
+        it is not all known before its turn (`due` False); the reads held go with the first one not
+        held, back to back, and the loop is not woken for a read known to be held (as a device's
+        callback thread holds it)."""
+        if self._pace > 0 and index <= self._released_through:  # the rest of a read: no turn of the loop
+            return not self._stopped
         due = self._read_end(index)
+        if hold is None or self._pace <= 0:
+            await self._wait_until(due)
+        else:
+            waited = None
+            while not self._stopped:
+                verdict = hold(index, due, False)
+                if verdict is None:  # not all of it queued yet: judged at its turn, on what came
+                    await self._wait_until(due)
+                    waited, verdict = due, hold(index, due, True)
+                if not verdict:
+                    break
+                index, due = due + 1, due + self._per_read
+            if waited != due:
+                await self._wait_until(due)
+        self._released_through = due
+        return not self._stopped
+
+    async def _wait_until(self, due: int) -> None:
+        delay = 0.0
         if self._pace > 0:
             delay = self._t0 + due * self._chunk_s / self._pace - asyncio.get_running_loop().time()
         if delay <= 0:
-            if self._pace > 0 and index > 0 and self._read_end(index - 1) == due:  # the rest of a read: no turn of the loop
-                return not self._stopped
             await asyncio.sleep(0)
         elif not self._stopped:
             # A future and a timer: a wake-up per read costs no more than a device's callback
@@ -87,7 +111,6 @@ class Pacer:
             finally:
                 timer.cancel()
                 self._waiter = None
-        return not self._stopped
 
 
 def _release(waiter: asyncio.Future[None] | None) -> None:
@@ -117,12 +140,15 @@ class PushMicrophone:
 
     live = True  # stands in for a room: it never pauses for a slow reader
 
-    def __init__(self, chunk_ms: int = 20, pace: float = 1.0, read_ms: int | None = None) -> None:
-        """`read_ms`: the room is read that much at a time, in chunks of `chunk_ms` (`Pacer`)."""
+    def __init__(self, chunk_ms: int = 20, pace: float = 1.0, read_ms: int | None = None,
+                 quiet: QuietReads | None = None) -> None:
+        """`read_ms`: the room is read that much at a time, in chunks of `chunk_ms` (`Pacer`).
+        `quiet`: which reads of a silent room may wait for the next (paced only; None: none)."""
         check_chunk_ms(chunk_ms)
         self._chunk_bytes = SAMPLE_WIDTH * round(SAMPLE_RATE * chunk_ms / 1000)
         self._chunk_s = chunk_ms / 1000
         self._pacer = Pacer(chunk_ms, pace, read_ms)
+        self._quiet = quiet
         self.pace = pace
         self._pending = bytearray()
         self._emptied = asyncio.Event()
@@ -171,7 +197,7 @@ class PushMicrophone:
             raise RuntimeError("start() the microphone before reading chunks()")
         while not self._closed:
             index = self._read_bytes // self._chunk_bytes  # (a backlog dropped moves it on)
-            if not await self._pacer.wait_for_chunk(index):
+            if not await self._pacer.wait_for_chunk(index, self._quiet_read if self._quiet is not None else None):
                 return
             chunk = bytes(self._pending[: self._chunk_bytes])
             del self._pending[: self._chunk_bytes]
@@ -181,6 +207,17 @@ class PushMicrophone:
                 self.captured_at = self._pacer.started_at + (self._read_bytes / self._chunk_bytes - 1) * self._chunk_s / self.pace
             self._read_bytes += self._chunk_bytes
             yield chunk + bytes(self._chunk_bytes - len(chunk))
+
+    def _quiet_read(self, first: int, last: int, due: bool) -> bool | None:
+        """Whether the read of chunks first..last may wait: judged once all of it is queued, or at its
+        turn (`due`) on what is (the rest is silence); None before."""
+        assert self._quiet is not None
+        start = (first - self._read_bytes // self._chunk_bytes) * self._chunk_bytes
+        count = last - first + 1
+        read = self._pending[start:start + count * self._chunk_bytes]
+        if len(read) < count * self._chunk_bytes and not due:
+            return None
+        return self._quiet.hold(read, count * self._chunk_s, count)
 
     async def close(self) -> None:
         self._closed = True

@@ -27,17 +27,14 @@ from typing import Any, AsyncIterator, Callable, Iterator, Literal, Sequence
 from audio_io.format import BYTES_PER_SECOND, CHANNELS, SAMPLE_RATE, SAMPLE_WIDTH, PcmConverter, check_chunk_ms, check_pcm
 from audio_io.memory import chunks_per_read, split_read
 from audio_io.interface import AudioDeviceError, NoAudioDeviceError
+from audio_io.quiet_reads import QuietReads
 
 logger = logging.getLogger(__name__)
 
-NO_INPUT_DEVICE = (
-    "no audio input device found: connect a microphone, pick one with AUDIO_INPUT_DEVICE "
-    "(see `./run devices`), or use --input-wav"
-)
-NO_OUTPUT_DEVICE = (
-    "no audio output device found: connect a speaker or headphones, pick one with "
-    "AUDIO_OUTPUT_DEVICE (see `./run devices`), or use --output-wav"
-)
+NO_INPUT_DEVICE = ("no audio input device found: connect a microphone, pick one with AUDIO_INPUT_DEVICE "
+                   "(see `./run devices`), or use --input-wav")
+NO_OUTPUT_DEVICE = ("no audio output device found: connect a speaker or headphones, pick one with "
+                    "AUDIO_OUTPUT_DEVICE (see `./run devices`), or use --output-wav")
 
 _PA_CONTINUE = 0  # pyaudio.paContinue, without importing pyaudio at module load
 
@@ -101,17 +98,14 @@ def select_device(devices: Sequence[AudioDevice], spec: str | None, kind: Kind) 
         matches = matches or [d for d in candidates if lowered in d.name.lower()]
     if matches:
         return matches[0]
-    available = ", ".join(f"{d.index} {d.name!r}" for d in candidates)
-    setting = DEVICE_SETTING[kind]
+    available, setting = ", ".join(f"{d.index} {d.name!r}" for d in candidates), DEVICE_SETTING[kind]
     raise NoAudioDeviceError(
         f"no audio {kind} device matches {setting}={wanted!r}; available {kind} devices: {available}. "
         f"Set {setting} to one of these indexes or names (see `./run devices`)."
     )
 
 
-def choose_stream_format(
-    supports: Callable[[int, int], bool], default_rate: int, max_channels: int
-) -> StreamFormat | None:
+def choose_stream_format(supports: Callable[[int, int], bool], default_rate: int, max_channels: int) -> StreamFormat | None:
     """The best format a device accepts: 24 kHz mono if offered, else its own default rate, else
     a common rate; mono before stereo. `supports(rate, channels)` asks the device. None = nothing fits.
     """
@@ -369,13 +363,15 @@ class PyAudioMicrophone:
     pace = 1.0  # a device plays in real time
 
     def __init__(self, device: str | None, chunk_ms: int = 20, *, read_ms: int | None = None,
-                 max_queued_s: float = 5.0, stall_timeout_s: float = 2.0) -> None:
+                 max_queued_s: float = 5.0, stall_timeout_s: float = 2.0, quiet: QuietReads | None = None) -> None:
         """`read_ms`: the device's buffer (one callback, one wake-up of the loop, per read), handed
-        on in chunks of `chunk_ms`, each with its own capture time; None: the chunk."""
+        on in chunks of `chunk_ms`, each with its own capture time; None: the chunk. `quiet`: which
+        reads of a silent room may wait for the next callback (one wake-up for both)."""
         check_chunk_ms(chunk_ms)
         self._spec = device
         self._chunk_ms = chunk_ms
         self._read_ms = chunk_ms * chunks_per_read(chunk_ms, read_ms)
+        self._quiet, self._held = quiet, list[tuple[bytes, float]]()  # (the callback thread's alone)
         self._queue: deque[tuple[bytes, float]] = deque(maxlen=max(1, int(max_queued_s * 1000 / chunk_ms)))
         self._stall_timeout_s = stall_timeout_s
         self._ready = asyncio.Event()
@@ -413,16 +409,20 @@ class PyAudioMicrophone:
         # PortAudio's thread: hand the bytes over and return at once.
         assert self._bridge is not None
         self.latency_s = _timestamp_latency(time_info, "input_buffer_adc_time", "current_time", self._stream_latency_s)
-        self._bridge.send(self._receive, in_data, time.monotonic())  # (the loop's clock)
+        self._held.append((in_data, time.monotonic()))  # (the loop's clock)
+        if self._quiet is None or not self._quiet.hold(in_data, self._read_ms / 1000, self._read_ms // self._chunk_ms):
+            self._bridge.send(self._receive, self._held)
+            self._held = []
         return None, _PA_CONTINUE
 
-    def _receive(self, data: bytes, called_at: float) -> None:
+    def _receive(self, reads: list[tuple[bytes, float]]) -> None:
         if self._closed or self._converter is None:
             return
-        pcm = self._converter.convert(data)
-        for start, piece in split_read(pcm, self._chunk_ms):
-            self._dropped += len(self._queue) == self._queue.maxlen
-            self._queue.append((piece, called_at - (len(pcm) - start) / BYTES_PER_SECOND))
+        for data, called_at in reads:
+            pcm = self._converter.convert(data)
+            for start, piece in split_read(pcm, self._chunk_ms):
+                self._dropped += len(self._queue) == self._queue.maxlen
+                self._queue.append((piece, called_at - (len(pcm) - start) / BYTES_PER_SECOND))
         self._ready.set()
 
     async def chunks(self) -> AsyncIterator[bytes]:

@@ -26,20 +26,21 @@ import contextlib
 import dataclasses
 import multiprocessing
 import os
+import statistics
 import tempfile
 import time
 from dataclasses import dataclass
 from multiprocessing.connection import Connection
 from pathlib import Path
-from typing import Any, Iterator, NamedTuple
-from unittest import mock
+from typing import Any, AsyncIterator, NamedTuple
 
-from audio_io import MemorySpeaker, PushMicrophone
+from audio_io import MemorySpeaker, PushMicrophone, QuietReads
 from benchmarks.corpus import (
     DEFAULT_CACHE, NOISE_FLOOR_RMS, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
 )
 from benchmarks.listener_upload import MIC_HISS_RMS
-from benchmarks.listening_session16 import as_in_session16
+from benchmarks import listening_baselines as baselines
+from benchmarks.listening_baselines import BASELINES, FRESH_PROCESS_BASELINES
 from assembly.build import assistant
 from concurrency.changes import wait_for
 from config.settings import UploadMode
@@ -222,6 +223,47 @@ class Listening(NamedTuple):
     frames: int  # append frames the listener sessions received
     audio_s: float  # seconds of audio they carried (what was muted or buffered depends on timing)
     cancelled: int = 0  # microphone chunks the echo canceller ran on (its cost, free of the machine's load)
+    lags: dict[str, list[float]] | None = None  # when the microphone's chunks reached the assistant (`HandOnLag`)
+
+
+class HandOnLag:
+    """How long after its capture ended each chunk was handed on (loop time), in ms: a chunk with a
+    sound in it (RMS at or over `AudioSettings.quiet_rms`), the first such chunk after a second of
+    quiet (an onset: a wake phrase's or a command's first sound), and the quiet ones. Each chunk
+    is only noted while the room plays (the RMS afterwards: the CPU measured stays handoff's)."""
+
+    def __init__(self, microphone: PushMicrophone, chunk_s: float, rms: int) -> None:
+        self._seen: list[tuple[float, float | None, bytes]] = []
+        self._chunk_s, self._rms = chunk_s, rms
+        chunks, seen = microphone.chunks, self._seen
+
+        async def timed() -> AsyncIterator[bytes]:
+            time = asyncio.get_running_loop().time
+            async for chunk in chunks():
+                seen.append((time(), microphone.captured_at, chunk))
+                yield chunk
+
+        microphone.chunks = timed  # type: ignore[method-assign]
+
+    def lags(self) -> dict[str, list[float]]:
+        """{"loud": [...], "onsets": [...], "quiet": [...]}, ms."""
+        out: dict[str, list[float]] = {"loud": [], "onsets": [], "quiet": []}
+        quiet_s = 0.0
+        for handed_on, captured_at, chunk in self._seen:
+            lag = 1000 * (handed_on - (captured_at or handed_on) - self._chunk_s)
+            if audioop.rms(chunk, WIDTH) < self._rms:
+                out["quiet"].append(lag)
+                quiet_s += self._chunk_s
+                continue
+            out["loud"].append(lag)
+            if quiet_s >= 1.0:
+                out["onsets"].append(lag)
+            quiet_s = 0.0
+        return out
+
+    @staticmethod
+    def summary(lags: list[float]) -> str:
+        return f"{statistics.median(lags):.0f} / {max(lags):.0f}" if lags else "-"
 
 
 # What issue 34 asks of the whole assistant, % of a core (printed beside each row).
@@ -242,7 +284,8 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
         for text in LISTEN_COMMANDS[:commands]:
             sim.call("push", [text], 1)
         timeline = Timeline()
-        microphone = Microphone(chunk_ms=chunk_ms, pace=1.0, read_ms=read_ms)
+        microphone = baselines.MICROPHONE(chunk_ms=chunk_ms, pace=1.0, read_ms=read_ms, quiet=QuietReads.of(settings.audio))
+        lag = HandOnLag(microphone, chunk_ms / 1000, settings.audio.quiet_rms)
         async with assistant(settings, microphone, MemorySpeaker(), timeline) as coordinator:
             task = asyncio.create_task(coordinator.run(), name="handoff under benchmark")
             try:
@@ -257,179 +300,7 @@ async def listening_cost(pcm: bytes, commands: int, chunk_ms: int, folder: Path,
                     await task
             cancelled = coordinator.canceller.frames if coordinator.canceller is not None else 0
         frames, audio_s = sim.call("uploaded_audio")
-    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s, cancelled)
-
-
-@contextlib.contextmanager
-def detectors_before_issue_34() -> Iterator[None]:
-    """The detectors as they were before issue 34's cuts: Silero on every window of speech,
-    openWakeWord started at once on every candidate (the baseline, measured in the same run)."""
-    import detectors.pipeline as pipeline
-    from detectors.vad import SileroVad, VadSettings
-    from detectors.wake_confirm import ConfirmSettings
-
-    with mock.patch.object(pipeline, "SileroVad", lambda: SileroVad(VadSettings(speech_stride=1))), \
-            mock.patch.object(pipeline, "ConfirmSettings", lambda: ConfirmSettings(start_after_s=0)):
-        yield
-
-
-@contextlib.contextmanager
-def spotter_tail_before() -> Iterator[None]:
-    """The detectors as they were before the spotter's short tail (issue 34, 2026-11-26, session 10):
-    the spotter heard a second after every run of speech, whatever it was."""
-    import detectors.pipeline as pipeline
-
-    class FullTail(pipeline.MicDetectors):
-        def __init__(self, *args: Any, **kwargs: Any) -> None:
-            super().__init__(*args, **kwargs, short_tail_s=None)
-
-    with mock.patch.object(pipeline, "MicDetectors", FullTail):
-        yield
-
-
-Microphone = PushMicrophone  # (what `read_a_chunk_at_a_time` swaps)
-
-
-@contextlib.contextmanager
-def read_a_chunk_at_a_time() -> Iterator[None]:
-    """The microphone read a chunk at a time, whatever `read_ms` asks (before issue 34, session 11)."""
-    global Microphone
-    Microphone = lambda chunk_ms, pace, read_ms: PushMicrophone(chunk_ms=chunk_ms, pace=pace)  # noqa: E731
-    try:
-        yield
-    finally:
-        Microphone = PushMicrophone
-
-
-@contextlib.contextmanager
-def before_session_11() -> Iterator[None]:
-    """Listening as it was before issue 34's session 11: the microphone read a chunk at a time, its
-    pacer's every wait an `asyncio.timeout` around an Event, silence resampled for the VAD."""
-    from audio_io.memory import Pacer
-    from detectors.audio import Resampler
-
-    async def wait_for_chunk(self: Pacer, index: int) -> bool:
-        delay = self._t0 + index * self._chunk_s / self._pace - asyncio.get_running_loop().time() if self._pace > 0 else 0.0
-        if delay <= 0:
-            await asyncio.sleep(0)
-        else:
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(delay):
-                    await asyncio.Event().wait()
-        return not self._stopped
-
-    with read_a_chunk_at_a_time(), mock.patch.object(Pacer, "wait_for_chunk", wait_for_chunk), \
-            mock.patch.object(Resampler, "skip", Resampler.__call__):
-        yield
-
-
-@contextlib.contextmanager
-def quiet_path_switched() -> Iterator[None]:
-    """The VAD's quiet path (`VadSettings.quiet_margin`, the far field) on if the shipped VAD has it off, else off."""
-    import detectors.pipeline as pipeline
-    from benchmarks.listener_upload import quiet_path
-    from detectors.vad import SileroVad, VadSettings
-
-    with mock.patch.object(pipeline, "SileroVad", lambda: SileroVad(quiet_path(VadSettings().quiet_margin <= 0))):
-        yield
-
-
-@contextlib.contextmanager
-def wheel_inference() -> Iterator[None]:
-    """microWakeWord's probabilities from the wheel's own `process_streaming_prob` (before issue 34,
-    session 13's `MicroStream`)."""
-    import detectors.micro_stream as micro_stream
-
-    class Wheel:
-        def __init__(self, model: Any) -> None:
-            self.probability, self.reset = model.process_streaming_prob, lambda: None
-
-    with mock.patch.object(micro_stream, "MicroStream", Wheel):
-        yield
-
-
-@contextlib.contextmanager
-def a_frame_per_chunk() -> Iterator[None]:
-    """The uplink sends every chunk as its own append frame (before issue 34, session 13)."""
-    import handoff
-
-    with mock.patch.object(handoff, "FRAME_MS", 0):
-        yield
-
-
-@contextlib.contextmanager
-def before_session_13() -> Iterator[None]:
-    """Listening as in session 12: microWakeWord through the wheel's call, a frame per chunk."""
-    with wheel_inference(), a_frame_per_chunk():
-        yield
-
-
-@contextlib.contextmanager
-def before_session_14() -> Iterator[None]:
-    """Listening as in session 13: the heap built at start left in the collector's sight (no `gc.freeze`)."""
-    import gc
-
-    import assembly.build as build
-
-    gc.unfreeze()  # an earlier row's freeze would otherwise carry into this one
-    with mock.patch.object(build.gc, "freeze", lambda: None):
-        yield
-    gc.unfreeze()
-
-
-@contextlib.contextmanager
-def canceller_latency_every_chunk() -> Iterator[None]:
-    """The echo canceller reads the devices' latency on every chunk, idle or not, and twice on a
-    chunk it runs on (before issue 34, session 15)."""
-    from audio_io.echo_cancel import EchoCanceller
-
-    def active(self: EchoCanceller, at: float) -> float | None:
-        if at - self._last_played_end > self._idle_s + self._delay():
-            return None
-        return self._delay()
-
-    with mock.patch.object(EchoCanceller, "_active", active):
-        yield
-
-
-@contextlib.contextmanager
-def canceller_idle_2s() -> Iterator[None]:
-    """The echo canceller runs 2 s after every sound played, not the echo's tail (before issue 34, session 15)."""
-    import audio_io.echo_reference as echo_reference
-
-    build = echo_reference.build_canceller
-    with mock.patch.object(echo_reference, "build_canceller",
-                           lambda settings, delay_s: build(dataclasses.replace(settings, cancel_idle_s=2.0), delay_s)):
-        yield
-
-
-@contextlib.contextmanager
-def before_session_15() -> Iterator[None]:
-    """Listening as in session 14: the canceller ran 2 s after every sound and read the devices' latency on every chunk."""
-    with canceller_latency_every_chunk(), canceller_idle_2s():
-        yield
-
-
-BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
-             "tail": ("detectors before the spotter's short tail", spotter_tail_before),
-             "read": ("read a chunk at a time", read_a_chunk_at_a_time),
-             "session10": ("as in session 10 (read a chunk at a time, silence resampled)", before_session_11),
-             "quiet": ("the VAD's quiet path switched (on if shipped off)", quiet_path_switched),
-             "wheel": ("microWakeWord through the wheel's own call", wheel_inference),
-             "frames": ("an append frame per chunk", a_frame_per_chunk),
-             "session12": ("as in session 12 (the wheel's microWakeWord call, a frame per chunk)", before_session_13),
-             "session13": ("as in session 13 (the heap built at start not frozen)", before_session_14),
-             "latency": ("the canceller reading the devices' latency on every chunk", canceller_latency_every_chunk),
-             "idle2s": ("the canceller running 2 s after every sound", canceller_idle_2s),
-             "session14": ("as in session 14 (the canceller 2 s after every sound, the devices' latency read on every chunk)",
-                           before_session_15),
-             "session16": ("as in session 16 (the detectors' and gate's per-chunk code before session 17)", as_in_session16)}
-# Baselines that only a new interpreter can give (what a library reads once, when it loads): the
-# environment each measurement's process starts with; both rows then run in fresh processes.
-FRESH_PROCESS_BASELINES = {
-    # A limit set by the user is left alone by detectors/vad.py, so a high one restores OpenMP's default.
-    "openmp": ("Silero on OpenMP's threads (before session 12)", {"OMP_THREAD_LIMIT": "1024"}),
-}
+    return Listening(100 * cpu / wall, timeline.count("narrated"), frames, audio_s, cancelled, lag.lags())
 
 
 def _cost_in_child(conn: Connection, pcm: bytes, commands: int, chunk_ms: int, folder: str, read_ms: int | None) -> None:
@@ -468,19 +339,21 @@ def chunk_sizes(spec: str) -> tuple[tuple[int, int | None], ...]:
 
 
 def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[tuple[int, int | None], ...] = ((20, None), (40, None)),
-                    strict: bool = False, baseline: str = "issue34", floor: bytes = b"") -> list[str]:
+                    strict: bool = False, baseline: str = "issue34", floor: bytes = b"", also: str | None = None) -> list[str]:
     """`strict`: also now with WAKE_STRICT=true (two more columns). `baseline`: a key of BASELINES.
-    `chunks`: (chunk ms, read ms or None) per row. `floor`: also a silent room of this noise (looped)."""
+    `chunks`: (chunk ms, read ms or None) per row. `floor`: also a silent room of this noise (looped).
+    `also`: a second key of BASELINES, measured between the baseline and now (two more columns)."""
     fresh = FRESH_PROCESS_BASELINES.get(baseline)
     label_before, before_detectors = (fresh[0], contextlib.nullcontext) if fresh else BASELINES[baseline]
     silent = _looped(hiss, seconds)
     talking, placed = talking_room(corpus, seconds, hiss)
     rooms = [("silent (a microphone's hiss)", silent, 0)] + ([("silent (a -60 dBFS pink floor)", _looped(floor, seconds), 0)] if floor else [])
-    extra = " WAKE_STRICT=true | ratio | narrated |" if strict else ""
+    extra = (" WAKE_STRICT=true | ratio | narrated |" if strict else "") + (f" {BASELINES[also][0]} | ratio of now to it |" if also else "")
     lines = [f"| room | microphone chunk | target | handoff CPU % of a core, {label_before} | now | ratio "
              f"| answers narrated (before / now) | append frames (before / now) | audio uploaded, s (before / now) "
-             f"| chunks the canceller ran on (before / now) |" + extra,
-             "|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "")]
+             f"| chunks the canceller ran on (before / now) | hand-on lag ms, median / max: chunks with a sound (before; now) "
+             f"| onsets after 1 s of quiet (before; now) | quiet chunks (before; now) |" + extra,
+             "|---|---|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if strict else "") + ("---|---|" if also else "")]
     with tempfile.TemporaryDirectory(prefix="handoff-listen-") as tmp:
         for number, (room, pcm, commands) in enumerate(rooms + [(f"talking a third of the time, {len(placed)} commands", talking, len(placed))]):
             for chunk_ms, read_ms in chunks:
@@ -491,15 +364,23 @@ def listening_table(corpus: Corpus, seconds: float, hiss: bytes, chunks: tuple[t
                 else:
                     with before_detectors():
                         old = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"b{name}", read_ms=read_ms))
+                    if also:
+                        with BASELINES[also][1]():
+                            second = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"a{name}", read_ms=read_ms))
                     new = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / name, read_ms=read_ms))
                 label = f"{chunk_ms} ms" + (f", read {read_ms} ms at a time" if read_ms else "")
                 target = TARGETS["talking" if commands else "silent"]
                 line = (f"| {room}, {seconds:g} s | {label} | <= {target:.2f} | {old.cpu:.2f} | {new.cpu:.2f} | {new.cpu / old.cpu:.2f} "
                         f"| {old.narrated} / {new.narrated} | {old.frames} / {new.frames} "
                         f"| {old.audio_s:.2f} / {new.audio_s:.2f} | {old.cancelled} / {new.cancelled} |")
+                if old.lags is not None and new.lags is not None:
+                    line += "".join(f" {HandOnLag.summary(old.lags[kind])}; {HandOnLag.summary(new.lags[kind])} |"
+                                    for kind in ("loud", "onsets", "quiet"))
                 if strict:
                     strict_run = asyncio.run(listening_cost(pcm, commands, chunk_ms, Path(tmp) / f"s{name}", True, read_ms))
                     line += f" {strict_run.cpu:.2f} | {strict_run.cpu / old.cpu:.2f} | {strict_run.narrated} |"
+                if also and not fresh:
+                    line += f" {second.cpu:.2f} | {new.cpu / second.cpu:.2f} |"
                 lines.append(line)
     return lines
 
@@ -547,13 +428,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--floor", action="store_true", help="--listening: also a silent room of a -60 dBFS pink floor (where the quiet path works)")
     parser.add_argument("--baseline", choices=sorted(BASELINES | FRESH_PROCESS_BASELINES), default="issue34",
                         help="--listening: the detectors measured beside today's (default issue34: before issue 34's cuts)")
+    parser.add_argument("--also", choices=sorted(BASELINES), default=None,
+                        help="--listening: a second baseline in the same run (say session17 beside --baseline session16)")
     args = parser.parse_args(argv)
     if args.listening:
         corpus = Corpus(args.cache)
         hiss = scale_to_rms(corpus.noise(Noise.FAN, 30.0, seed=1), MIC_HISS_RMS)
         chunks = chunk_sizes(args.chunks)
         floor = scale_to_rms(corpus.noise(Noise.FAN, 120.0, seed=7), NOISE_FLOOR_RMS) if args.floor else b""
-        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline, floor)))
+        print("\n".join(listening_table(corpus, args.listening, hiss, chunks, args.strict, args.baseline, floor, args.also)))
         return 0
     pace = args.pace or (4.0 if args.quick else 1.0)
     quiet_s = args.quiet if args.quiet is not None else (2.0 if args.quick else 4.0)

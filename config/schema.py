@@ -251,6 +251,12 @@ class AudioSettings:
     realtime_wav_input: bool = True  # pace a WAV microphone like a real one
     chunk_ms: int = 20  # what the detectors, the echo gate and the end of turn judge at a time
     read_ms: int = 40  # the device is read this much at a time, handed on in `chunk_ms` chunks (issue 34)
+    # A silent room's reads go to the event loop `quiet_read_ms` at a time (issue 34: its CPU is the
+    # loop's wake-ups): a read under `quiet_rms` (-64 dBFS, a microphone's hiss) after `quiet_after_s`
+    # of such quiet waits for the next; any louder read goes at once (audio_io.quiet_reads).
+    quiet_read_ms: int = 80  # read_ms: off
+    quiet_rms: int = 20
+    quiet_after_s: float = 1.0
     volume_percent: int = int(_default("NARRATOR_VOLUME"))  # everything played, 0-150 % (clipped above 100)
     wake_sound_wav: Path | None = None  # sounds to use instead of the built-in ones
     working_sound_wav: Path | None = None

@@ -274,6 +274,34 @@ async def test_a_device_read_40_ms_at_a_time_is_handed_on_in_20_ms_chunks_each_s
     await mic.close()
 
 
+async def test_a_silent_rooms_device_reads_cross_to_the_loop_two_at_a_time_and_a_sound_at_once(fake_device, monkeypatch) -> None:
+    """Issue 34: after the room has been silent a while (here 0.2 s), a quiet callback's audio waits
+    for the next callback: one wake-up of the loop for two reads. A louder read crosses at once,
+    with what was held; every chunk arrives, in order, with its own capture time."""
+    from audio_io.format import audioop
+    from audio_io.quiet_reads import QuietReads
+
+    sent: list[int] = []
+    send = portaudio._LoopBridge.send
+    monkeypatch.setattr(portaudio._LoopBridge, "send", lambda self, fn, reads: (sent.append(len(reads)), send(self, fn, reads)))
+    mic = PyAudioMicrophone(None, chunk_ms=20, read_ms=40, quiet=QuietReads(20, 0.2, 2))
+    await mic.start()
+    reads = [audioop.mul(noise(0.04, seed), 2, 0.0005) for seed in range(10)] + [noise(0.04, 10)]  # 0.4 s of hiss, a sound
+    called_at = []
+    for read in reads:
+        called_at.append(portaudio.time.monotonic())
+        _from_device_thread(fake_device.streams[0].callback, read, 960, {}, 0)
+    assert sent == [1] * 5 + [2, 2, 2]  # 0.2 s each read alone; then two by two; the sound at once, after the one held
+    chunks = mic.chunks()
+    got, stamps = [], []
+    for _ in range(2 * len(reads)):
+        got.append(await anext(chunks))
+        stamps.append(mic.captured_at)
+    assert got == [read[half:half + 960] for read in reads for half in (0, 960)]
+    assert all(called_at[i // 2] - 0.05 < stamps[i] < called_at[i // 2] + 1 for i in range(0, len(got), 2))  # each read its own time
+    await mic.close()
+
+
 async def test_microphone_reports_a_device_that_stopped(fake_device) -> None:
     mic = PyAudioMicrophone(None, stall_timeout_s=0.01)
     await mic.start()

@@ -276,3 +276,47 @@ async def test_a_late_reader_keeps_the_rooms_time_each_chunk_stamped_when_it_was
     room = MicStamps(lambda: loop.time() * pace, mic, pace)
     assert room.stamp(chunk) == stamps[-1] * pace  # the echo gate takes the device's time, not the late arrival
     await mic.close()
+
+
+async def test_a_silent_rooms_reads_go_two_at_a_time_and_a_sound_goes_when_it_would_have() -> None:
+    """Issue 34: a silent room's CPU is the loop's wake-ups. Once the room has been silent a while,
+    a quiet read waits for the next; the chunks, their capture times and, for every read with a
+    sound in it, the moment it is handed on stay those of reading 40 ms at a time."""
+    from audio_io.format import audioop
+    from audio_io.quiet_reads import QuietReads
+
+    hiss = audioop.mul(noise(0.6, seed=5), 2, 0.0005)  # RMS about 9: under 20
+    room = hiss + noise(0.1, seed=6) + hiss + noise(0.1, seed=7) + hiss
+    chunk_bytes = CHUNK_BYTES
+    seen: dict[bool, list[tuple[float, int, bytes]]] = {}
+    waits = {False: 0, True: 0}  # the pacer's timers: the loop's wake-ups
+    for holding in (False, True):
+        mic = PushMicrophone(pace=20.0, read_ms=40, quiet=QuietReads(20, 0.2, 2) if holding else None)
+        wait = mic._pacer._wait_until
+
+        async def counted(due: int, wait=wait, holding=holding) -> None:  # type: ignore[no-untyped-def]
+            waits[holding] += 1
+            await wait(due)
+
+        mic._pacer._wait_until = counted  # type: ignore[method-assign]
+        await mic.start()
+        mic.feed(room)
+        chunks = mic.chunks()
+        seen[holding] = []
+        for _ in range(len(room) // chunk_bytes):
+            chunk = await anext(chunks)
+            assert mic.captured_at is not None
+            seen[holding].append((round(mic.captured_at - mic._pacer.started_at, 9), mic._pacer._released_through, chunk))
+        await mic.close()
+    assert [(t, c) for t, _, c in seen[True]] == [(t, c) for t, _, c in seen[False]]  # the same chunks, stamped the same
+    loud = [i for i, (_, _, c) in enumerate(seen[False]) if audioop.rms(c, 2) >= 20]
+    assert len(loud) == 10 and all(seen[True][i][1] == seen[False][i][1] for i in loud)  # a sound: handed on as before
+    assert all(seen[True][i][1] >= seen[False][i][1] for i in range(len(room) // chunk_bytes))
+    wakeups = {holding: len({released for _, released, _ in seen[holding]}) for holding in seen}
+    assert wakeups[True] < 0.75 * wakeups[False]  # 0.2 s after each sound, one release per two reads ...
+    assert waits[True] == wakeups[True] and waits[False] == wakeups[False]  # ... and one wake-up per release
+    held_late = [i for i in range(len(seen[True])) if seen[True][i][1] > seen[False][i][1]]
+    assert held_late and all(seen[True][i][1] - seen[False][i][1] == 2 for i in held_late)  # one read late at most
+    assert all(audioop.rms(seen[True][i][2], 2) < 20 for i in held_late)
+    after_sound = [i for i in range(len(seen[True])) if any(0 < i - j <= 10 for j in loud)]
+    assert not set(held_late) & set(after_sound) and min(held_late) >= 10  # the room silent 0.2 s (10 chunks) first
