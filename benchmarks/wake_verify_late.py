@@ -7,6 +7,8 @@ name's last sound ("jarvis" against "jarvie", "jarvis, ..." against "jarvis was 
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-extra .cache/corpus extra.npz
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-base .cache/corpus base0.npz --shard 0/2
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-draw .cache/corpus draw1.npz --draw 1
+    # session 18: the benchmark's synthetic voices (`wake_choice --base 24`'s clips), judged offline as a draw is
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-bench-base .cache/corpus base.npz
     # per delay: weights trained (written to /tmp/wake34q/late-<ms>.npz), judged on the draw
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late sweep draw1.npz detectors/verifiers/hey_jarvis.npz train0.npz ...
 
@@ -220,6 +222,26 @@ def collect_draw(cache: str, out: str, draw: int, relaxed: bool = False) -> None
     _run(clips, relaxed, out)
 
 
+def collect_bench_base(cache: str, out: str, count: int = 24) -> None:
+    """Session 18: `wake_choice --base COUNT`'s clips (espeak-ng, flite, festival; clean and at 20 dB), as
+    `collect_draw` does a draw's, so a rule is judged offline on the synthetic voices too (meta's variant:
+    "<level> <family>")."""
+    from benchmarks.corpus import Corpus, Noise, family_of
+    from benchmarks.wake_choice import conditions, near_miss_specs, ordinary_specs, wake_specs
+
+    corpus = Corpus(cache)
+    floor = corpus.noise(Noise.FAN, 10.0, seed=5)
+    clips = []
+    for kind, specs in (("addressed", wake_specs(PHRASE, count)), ("near", near_miss_specs(PHRASE, count)),
+                        ("ordinary", ordinary_specs(count))):
+        for index, clip in enumerate(corpus.clips(specs)):
+            levels = conditions(corpus, clip, index, floor)
+            for level in ("clean", "20 dB"):
+                clips.append((clip.name, levels[level], clip.addressed, f"{kind}|{level} {family_of(clip.voice).value}|{clip.text}"))
+    print(f"{len(clips)} clips of the base corpus rendered", flush=True)
+    _run(clips, True, out)
+
+
 def samples_at(paths: list[str], delay: int) -> list:
     """The training wakes of the collected files, read `DELAYS_S[delay]` after each wake."""
     import numpy as np
@@ -308,6 +330,8 @@ def main(argv: list[str]) -> int:
         collect_base(argv[1], argv[2], (int(part[0]), int(part[1])))
     elif argv[0] == "collect-extra":
         collect_extra(argv[1], argv[2])
+    elif argv[0] == "collect-bench-base":
+        collect_bench_base(argv[1], argv[2])
     elif argv[0] == "collect-draw":
         collect_draw(argv[1], argv[2], int(argv[argv.index("--draw") + 1]), "--relaxed" in argv)
     return 0
