@@ -12,6 +12,7 @@ name's last sound ("jarvis" against "jarvie", "jarvis, ..." against "jarvis was 
     # session 18: the late weights on everything collected (the candidate `hey_jarvis_late200_s18.npz`)
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-far .cache/corpus far.npz
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late train s18.npz 0.8 -30 0.5 even.npz odd.npz far.npz tv.npz base.npz extra.npz
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late judge s18.npz rdraw5.npz rdraw6.npz bench_base.npz
     # per delay: weights trained (written to /tmp/wake34q/late-<ms>.npz), judged on the draw
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late sweep draw1.npz detectors/verifiers/hey_jarvis.npz train0.npz ...
 
@@ -361,9 +362,24 @@ def train_late(out: str, paths: list[str], threshold: float, quiet: tuple[float,
     weights.save(Path(out))
 
 
+def judge_files(weights_file: str, paths: list[str]) -> None:
+    """Session 18: weights at their own delay, threshold and level tie, judged on collected draws (or the
+    base corpus's clips, `collect-bench-base`): what the spotter would give, from the asks."""
+    from detectors.wake_verify import Weights
+
+    weights = Weights.load(Path(weights_file))
+    quiet = None if weights.quiet_peak_dbfs is None or weights.quiet_threshold is None else (weights.quiet_peak_dbfs, weights.quiet_threshold)
+    for path in paths:
+        meta, asks = draw_scores(path, weights, DELAYS_S.index(weights.delay_s))
+        print(path, judged(meta, asks, weights.threshold, quiet), flush=True)
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "sweep":  # sweep DRAW.npz SHIPPED.npz TRAIN.npz...
         sweep(argv[3:], argv[1], argv[2])
+        return 0
+    if argv[0] == "judge":  # judge WEIGHTS.npz COLLECTED.npz...
+        judge_files(argv[1], argv[2:])
         return 0
     if argv[0] == "train":  # train OUT.npz THRESHOLD QUIET_DBFS QUIET_THRESHOLD FILE...
         train_late(argv[1], argv[5:], float(argv[2]), (float(argv[3]), float(argv[4])))
