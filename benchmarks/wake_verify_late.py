@@ -7,6 +7,12 @@ name's last sound ("jarvis" against "jarvie", "jarvis, ..." against "jarvis was 
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-extra .cache/corpus extra.npz
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-base .cache/corpus base0.npz --shard 0/2
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-draw .cache/corpus draw1.npz --draw 1
+    # session 18: the benchmark's synthetic voices (`wake_choice --base 24`'s clips), judged offline as a draw is
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-bench-base .cache/corpus bench_base.npz
+    # session 18: the late weights on everything collected (the candidate `hey_jarvis_late200_s18.npz`)
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-far .cache/corpus far.npz
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late train s18.npz 0.8 -30 0.5 even.npz odd.npz far.npz tv.npz base.npz extra.npz
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late judge s18.npz rdraw5.npz rdraw6.npz bench_base.npz
     # per delay: weights trained (written to /tmp/wake34q/late-<ms>.npz), judged on the draw
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late sweep draw1.npz detectors/verifiers/hey_jarvis.npz train0.npz ...
 
@@ -187,6 +193,26 @@ def collect_tv(cache: str, out: str, passes: int = 2) -> None:
     _run(clips, True, out)
 
 
+# Session 18: other rooms for speech across the room (the late window's far scores moved 0.2-0.98 between
+# draws, session 17): none of them the benchmark's (`neural_corpus.SOX_EFFECTS`) nor the training's.
+FAR_ROOMS = (("reverb", "55", "70", "85"), ("reverb", "80", "60", "70"))
+
+
+def collect_far(cache: str, out: str) -> None:
+    """Session 18: the training's far variant again in `FAR_ROOMS` (new takes)."""
+    from benchmarks.corpus import Corpus
+    from benchmarks.neural_corpus import Variant
+    from benchmarks.wake_verifier_train import TrainCorpus, neural_specs
+
+    clips = []
+    for k, room in enumerate(FAR_ROOMS):
+        neural = TrainCorpus(Path(cache), Corpus(cache), effects={Variant.FAR: room})
+        specs = neural_specs((Variant.FAR,), first_take=8000 + 300 * k)
+        clips += [(c.name + f"-far{k}", c.pcm, c.addressed, c.text) for c in neural.clips(specs)]
+    print(f"{len(clips)} far training clips rendered", flush=True)
+    _run(clips, True, out)
+
+
 def collect_base(cache: str, out: str, shard: tuple[int, int] = (0, 1)) -> None:
     """The verifier's training clips in espeak-ng, flite and festival voices (`wake_verifier_train.base_specs`)."""
     from benchmarks.corpus import Corpus, Noise, mix, with_floor
@@ -218,6 +244,26 @@ def collect_draw(cache: str, out: str, draw: int, relaxed: bool = False) -> None
             clips.append((clip.name, clip.pcm, spec.addressed, f"{kind}|{spec.variant.value}|{spec.text}"))
     print(f"{len(clips)} clips of draw {draw} rendered", flush=True)
     _run(clips, relaxed, out)
+
+
+def collect_bench_base(cache: str, out: str, count: int = 24) -> None:
+    """Session 18: `wake_choice --base COUNT`'s clips (espeak-ng, flite, festival; clean and at 20 dB), as
+    `collect_draw` does a draw's, so a rule is judged offline on the synthetic voices too (meta's variant:
+    "<level> <family>")."""
+    from benchmarks.corpus import Corpus, Noise, family_of
+    from benchmarks.wake_choice import conditions, near_miss_specs, ordinary_specs, wake_specs
+
+    corpus = Corpus(cache)
+    floor = corpus.noise(Noise.FAN, 10.0, seed=5)
+    clips = []
+    for kind, specs in (("addressed", wake_specs(PHRASE, count)), ("near", near_miss_specs(PHRASE, count)),
+                        ("ordinary", ordinary_specs(count))):
+        for index, clip in enumerate(corpus.clips(specs)):
+            levels = conditions(corpus, clip, index, floor)
+            for level in ("clean", "20 dB"):
+                clips.append((clip.name, levels[level], clip.addressed, f"{kind}|{level} {family_of(clip.voice).value}|{clip.text}"))
+    print(f"{len(clips)} clips of the base corpus rendered", flush=True)
+    _run(clips, True, out)
 
 
 def samples_at(paths: list[str], delay: int) -> list:
@@ -294,20 +340,64 @@ def sweep(train_paths: list[str], draw_path: str, shipped: str) -> None:
             print(f"  threshold {t:.3f}:", judged(meta, asks, t), flush=True)
 
 
+def train_late(out: str, paths: list[str], threshold: float, quiet: tuple[float, float]) -> None:
+    """Session 18: weights for the window 200 ms after the wake, trained on every collected file given
+    (l2 by clip-grouped cross-validation as `sweep`), asked at the training's cutoffs (`RELAXED`), with
+    `threshold` and `quiet` ((peak dBFS, threshold) for quieter audio) as chosen on the draws."""
+    from benchmarks.wake_verifier_train import RELAXED, held_out, threshold_for, weights_for
+
+    samples = samples_at(paths, DELAYS_S.index(0.2))
+    print(f"{len(samples)} wakes, {sum(s.label for s in samples)} of the phrase", flush=True)
+    best: tuple[int, float] | None = None
+    for l2 in (10.0, 30.0, 100.0):
+        held = held_out(samples, l2)
+        cut = threshold_for(held, 0.98)
+        refused = sum(score < cut for score, s in held if not s.label)
+        print(f"l2 {l2:g}: cross-validated threshold {cut:.3f}, refused {refused} of {sum(not s.label for _, s in held)}", flush=True)
+        if best is None or refused > best[0]:
+            best = (refused, l2)
+    assert best is not None
+    weights = dataclasses.replace(weights_for(samples, best[1], threshold), delay_s=0.2, quiet_peak_dbfs=quiet[0], quiet_threshold=quiet[1],
+                                  ask_threshold=RELAXED, ask_pause_threshold=0.7, ask_alone_cutoff=RELAXED)
+    weights.save(Path(out))
+
+
+def judge_files(weights_file: str, paths: list[str]) -> None:
+    """Session 18: weights at their own delay, threshold and level tie, judged on collected draws (or the
+    base corpus's clips, `collect-bench-base`): what the spotter would give, from the asks."""
+    from detectors.wake_verify import Weights
+
+    weights = Weights.load(Path(weights_file))
+    quiet = None if weights.quiet_peak_dbfs is None or weights.quiet_threshold is None else (weights.quiet_peak_dbfs, weights.quiet_threshold)
+    for path in paths:
+        meta, asks = draw_scores(path, weights, DELAYS_S.index(weights.delay_s))
+        print(path, judged(meta, asks, weights.threshold, quiet), flush=True)
+
+
 def main(argv: list[str]) -> int:
     if argv[0] == "sweep":  # sweep DRAW.npz SHIPPED.npz TRAIN.npz...
         sweep(argv[3:], argv[1], argv[2])
+        return 0
+    if argv[0] == "judge":  # judge WEIGHTS.npz COLLECTED.npz...
+        judge_files(argv[1], argv[2:])
+        return 0
+    if argv[0] == "train":  # train OUT.npz THRESHOLD QUIET_DBFS QUIET_THRESHOLD FILE...
+        train_late(argv[1], argv[5:], float(argv[2]), (float(argv[3]), float(argv[4])))
         return 0
     if argv[0] == "collect-train":
         part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
         collect_train(argv[1], argv[2], "--small" in argv, (int(part[0]), int(part[1])), "--odd" in argv)
     elif argv[0] == "collect-tv":
         collect_tv(argv[1], argv[2])
+    elif argv[0] == "collect-far":
+        collect_far(argv[1], argv[2])
     elif argv[0] == "collect-base":
         part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
         collect_base(argv[1], argv[2], (int(part[0]), int(part[1])))
     elif argv[0] == "collect-extra":
         collect_extra(argv[1], argv[2])
+    elif argv[0] == "collect-bench-base":
+        collect_bench_base(argv[1], argv[2])
     elif argv[0] == "collect-draw":
         collect_draw(argv[1], argv[2], int(argv[argv.index("--draw") + 1]), "--relaxed" in argv)
     return 0

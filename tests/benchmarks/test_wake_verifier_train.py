@@ -7,12 +7,12 @@ import numpy as np
 import pytest
 
 from benchmarks.corpus import NEAR_MISS_LINES, ORDINARY, WAKE_COMMANDS, Corpus
-from benchmarks.neural_corpus import EXTRA_NEAR_MISSES, SOX_EFFECTS, NeuralCorpus, neural_wake_specs
+from benchmarks.neural_corpus import EXTRA_NEAR_MISSES, SOX_EFFECTS, NeuralCorpus, Variant, neural_wake_specs
 from benchmarks.wake_verifier_train import (
     PHRASE, TRAIN_COMMANDS, TRAIN_EFFECTS, TRAIN_EFFECTS_2, TRAIN_NEAR, TRAIN_ORDINARY, Sample, TrainCorpus, base_specs, fit,
     TRAIN_VARIANTS_2, neural_specs, pause_specs, train,
 )
-from benchmarks.wake_verify_late import EXTRA_TRAIN_NEAR, extra_specs
+from benchmarks.wake_verify_late import EXTRA_TRAIN_NEAR, FAR_ROOMS, extra_specs
 
 
 def test_the_training_sentences_and_renderings_are_none_of_the_benchmarks(tmp_path):
@@ -23,6 +23,7 @@ def test_the_training_sentences_and_renderings_are_none_of_the_benchmarks(tmp_pa
     assert (set(TRAIN_NEAR) | set(EXTRA_TRAIN_NEAR)) & tested_near == set() and set(TRAIN_ORDINARY) & set(ORDINARY) == set()
     assert set(TRAIN_COMMANDS) & set(WAKE_COMMANDS) == set()
     assert all(effects[v] != SOX_EFFECTS[v] for effects in (TRAIN_EFFECTS, TRAIN_EFFECTS_2) for v in effects)
+    assert all(room not in (SOX_EFFECTS[Variant.FAR], TRAIN_EFFECTS[Variant.FAR]) for room in FAR_ROOMS)  # (session 18's far rooms)
     drawn = [NeuralCorpus(tmp_path, Corpus(tmp_path), draw=draw) for draw in range(10)]  # the benchmark's draws 0-9
     test_scales = {tuple(c.drawn_scales(s.take).values()) for c in drawn for s in neural_wake_specs(PHRASE)}
     train_scales = {tuple(TrainCorpus.scales(None, s.take).values()) for s in trained}  # type: ignore[arg-type]
@@ -46,3 +47,21 @@ def test_training_picks_a_threshold_that_keeps_the_recall_asked_for_on_unseen_cl
     assert positives == negatives == 40 and kept >= 38
     assert refused > 30  # the two clouds barely overlap
     assert weights.scores(np.ones((1, 6)))[0] > weights.threshold > weights.scores(-np.ones((1, 6)))[0]
+
+
+def test_late_weights_are_trained_on_the_window_200_ms_after_each_wake_and_carry_the_cutoffs_they_were_asked_at(tmp_path):
+    from benchmarks.wake_verifier_train import RELAXED
+    from benchmarks.wake_verify_late import DELAYS_S, train_late
+    from detectors.wake_verify import Weights
+
+    rng = np.random.default_rng(3)
+    labels = np.array([True, False] * 30)
+    rows = rng.normal(size=(len(labels), len(DELAYS_S), 4, 6))  # (asks, delays, positions, features): noise but at 200 ms
+    rows[:, DELAYS_S.index(0.2)] += np.where(labels, 1.0, -1.0)[:, None, None]
+    np.savez(tmp_path / "asks.npz", rows=rows, clip=np.arange(len(labels)), labels=labels, names=np.array([f"c{i}" for i in range(len(labels))]))
+    train_late(str(tmp_path / "w.npz"), [str(tmp_path / "asks.npz")], 0.8, (-30.0, 0.5))
+    weights = Weights.load(tmp_path / "w.npz")
+    assert (weights.delay_s, weights.threshold, weights.quiet_peak_dbfs, weights.quiet_threshold) == (0.2, 0.8, -30.0, 0.5)
+    assert (weights.ask_threshold, weights.ask_pause_threshold, weights.ask_alone_cutoff) == (RELAXED, 0.7, RELAXED)
+    late = rows[:, DELAYS_S.index(0.2)]
+    assert np.mean([(weights.scores(r).max() >= 0.5) == label for r, label in zip(late, labels)]) > 0.9
