@@ -66,6 +66,13 @@ class AfterWakeSettings:
     voice_rms: int = 300  # a chunk this loud is speech (about -40 dBFS; the narration is silent by now)
     after_s: float = 0.25  # speech after the stop word: more than this, and it was a command
     settle_s: float = 0.4  # a stop word spotted this recently may yet be followed by more: wait
+    # ... or a stop word spotted after the wake phrase began, and no more speech than this after
+    # the hit that began the hold (the wake phrase heard, or the stop phrase): one word. The
+    # searches fire early in "stop" (on its "s"), so what follows the last spot can be the word's
+    # own end (0.32 s of it in the benchmark's -6 dB trials); a command went on 0.5 s and more
+    # after its hit, or 0.36 s with its only spot in the narration's residue before the phrase
+    # (PERFORMANCE.md, "Barge-in: the hold's check counts from the hit", issue 32, session 18)
+    after_hit_s: float = 0.4
 
 
 class StopAfterWake:
@@ -84,6 +91,10 @@ class StopAfterWake:
         self._spotted = False
         self._voiced_after_s = 0.0  # speech since the last stop word spotted
         self._since_spot_s = 0.0  # audio since then
+        self._hit_s = 0.0  # the hit that began the hold (the hold's clock)
+        self._phrase_start_s = 0.0  # where its wake phrase began
+        self._voiced_after_hit_s = 0.0  # speech since the hit
+        self._spotted_in_phrase = False  # a stop word spotted after the phrase began
 
     @classmethod
     def for_detector(cls, detector: object, settings: AfterWakeSettings = AfterWakeSettings()) -> "StopAfterWake | None":
@@ -95,37 +106,46 @@ class StopAfterWake:
 
     @property
     def said_stop(self) -> bool:
-        return self._spotted and self._voiced_after_s <= self.settings.after_s
+        return self._spotted and (self._voiced_after_s <= self.settings.after_s
+                                  or self._spotted_in_phrase and self._voiced_after_hit_s <= self.settings.after_hit_s)
 
     @property
     def settled(self) -> bool:
         """Nothing spotted, or long enough ago to know whether more followed."""
         return not self._spotted or self._since_spot_s >= self.settings.settle_s
 
-    def start(self) -> None:
+    def start(self, hit_s: float, phrase_start_s: float) -> None:
+        """A hold begins, on a hit at `hit_s` whose wake phrase began at `phrase_start_s`; what it
+        kept from before is fed next."""
         if self._spotters is None:
             self._spotters = [_Spotter(word, self.settings.threshold, self._delay_frames) for word in self.stop_words]
         for spotter in self._spotters:
             spotter.reset()
         self._resample.reset()
         self._spotted = False
-        self._voiced_after_s = self._since_spot_s = 0.0
+        self._voiced_after_s = self._since_spot_s = self._voiced_after_hit_s = 0.0
+        self._hit_s, self._phrase_start_s, self._spotted_in_phrase = hit_s, phrase_start_s, False
 
-    def heard_stop(self) -> None:
-        """A stop word was heard just now: by this check's searches, or by the stop phrase's own."""
+    def heard_stop(self, at_s: float) -> None:
+        """A stop word was heard at `at_s`: by this check's searches, or by the stop phrase's own."""
         self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+        self._spotted_in_phrase = self._spotted_in_phrase or at_s > self._phrase_start_s
 
-    def feed(self, chunk: bytes) -> None:
+    def feed(self, chunk: bytes, end_s: float) -> None:
+        """The next chunk the hold keeps, ending at `end_s`."""
         if self._spotters is None:
             return
         pcm16k = self._resample(chunk)
         spotted = [spotter.feed(pcm16k) is not None for spotter in self._spotters]
+        seconds = len(chunk) / self._chunk_rate
+        voiced = audioop.rms(chunk, SAMPLE_WIDTH) >= self.settings.voice_rms
+        if voiced and end_s > self._hit_s:
+            self._voiced_after_hit_s += seconds
         if any(spotted):
-            self.heard_stop()
+            self.heard_stop(end_s)
         elif self._spotted:
-            seconds = len(chunk) / self._chunk_rate
             self._since_spot_s += seconds
-            if audioop.rms(chunk, SAMPLE_WIDTH) >= self.settings.voice_rms:
+            if voiced:
                 self._voiced_after_s += seconds
 
 
@@ -176,11 +196,11 @@ class CommandHold:
             self._held = [h for h in self._recent if h.end_s > start]
             self._decide_at = hit.end_s + self.settings.decide_s
             if self.check is not None:
-                self.check.start()
+                self.check.start(hit.end_s, start + self.settings.preroll_s)
                 for held in self._held:
-                    self.check.feed(held.chunk)
+                    self.check.feed(held.chunk, held.end_s)
         if not hit.command and self.check is not None:
-            self.check.heard_stop()
+            self.check.heard_stop(hit.end_s)
         elif not hit.command and self._held is not None:
             self._held = None
             self.dropped += 1
@@ -192,7 +212,7 @@ class CommandHold:
             return [piece]
         self._held.append(piece)
         if self.check is not None:
-            self.check.feed(piece.chunk)
+            self.check.feed(piece.chunk, piece.end_s)
         if piece.end_s < self._decide_at or muted or (self.check is not None and not self.check.settled):
             return []
         held, self._held = self._held, None

@@ -127,6 +127,56 @@ def test_with_the_check_a_stop_phrase_heard_in_a_command_cuts_but_the_command_st
         assert (released == []) == stop
 
 
+def humming(start_s: float, end_s: float, rms: float) -> list[Held]:
+    """Held pieces of a steady hum (no word the stop searches know) at `rms`, 24 kHz."""
+    pieces = []
+    for i in range(round(start_s / CHUNK_S), round(end_s / CHUNK_S)):
+        t = np.arange(480) / 24000 + i * CHUNK_S
+        hum = rms * np.sqrt(2) * np.sin(2 * np.pi * 140 * t)
+        pieces.append(Held(i * 960, hum.astype(np.int16).tobytes(), (i + 1) * CHUNK_S))
+    return pieces
+
+
+def test_a_stop_word_spotted_early_in_the_word_is_still_a_stop_and_a_longer_command_still_goes_up():
+    """The wake phrase cut the narration at 2.0 s and the stop phrase spotted "stop" at its "s"
+    (2.06 s): the rest of the word (0.32 s of voice) came after the spot. Counted from the spot
+    alone (0.25 s at most) that was a command and went up; counted from the hit that began the
+    hold, it is one word, a stop, and nothing goes up. Speech going on past that (0.6 s) is a
+    command, as before."""
+    for spoken_s, stop in ((0.32, True), (0.6, False)):
+        hold = CommandHold(check=StopAfterWake(("stop", "cancel")))
+        for piece in humming(0.0, 2.0, 0):  # the narration's cancelled quiet
+            hold.remember(piece)
+        hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.5, command=True))
+        pieces = humming(2.0, 2.06, 2000)
+        for piece in pieces:
+            assert hold.take(piece, muted=False) == []
+        hold.hit(StopHit("hey jarvis stop", end_s=2.06, stop_word="stop"))
+        released: list[Held] = []
+        for piece in humming(2.06, 2.0 + spoken_s, 2000) + humming(2.0 + spoken_s, 5.0, 0):
+            released = hold.take(piece, muted=False)
+            if not hold.holding:
+                break
+        assert not hold.holding
+        assert (hold.dropped, hold.released, released == []) == ((1, 0, True) if stop else (0, 1, False)), spoken_s
+
+
+def test_a_stop_word_spotted_before_the_phrase_began_does_not_make_a_quick_command_a_stop():
+    """A fast "hey jarvis, what time is it": the wake hit at 2.0 s, 0.36 s of speech after it.
+    The check's search spotted a stop word once, in the narration's cancelled residue before the
+    phrase began (1.2 s): that is no stop word after the wake phrase, and the command goes up; a
+    stop word spotted after the phrase began, with as little after the hit, is a stop."""
+    for spot_s, stop in ((1.2, False), (2.06, True)):
+        check = StopAfterWake(("stop", "cancel"))
+        check.start(2.0, 1.5)
+        for piece in humming(1.0, 2.0, 0):
+            check.feed(piece.chunk, piece.end_s)
+        check.heard_stop(spot_s)
+        for piece in humming(2.0, 2.36, 2000) + humming(2.36, 3.5, 0):
+            check.feed(piece.chunk, piece.end_s)
+        assert check.settled and check.said_stop == stop, spot_s
+
+
 class Recording:
     """A stop detector that records what it hears (chunk, time) since its last reset."""
 
