@@ -177,8 +177,10 @@ class StopSettings:
     # While it talks, the wake model's first model (microWakeWord) wakes alone above this (None:
     # the model's own, 0.97, as in a quiet room): over the canceller's output "hey jarvis" often
     # scores just under it, and the preroll's check judges every hit there (docs/PERFORMANCE.md,
-    # "Barge-in: the wake model's cutoff while it talks", issue 32, session 15).
-    barge_in_alone_cutoff: float | None = None
+    # "Barge-in: the wake model's cutoff while it talks", issue 32, session 15). 0.9 since session
+    # 18: on fresh rooms 1-2 more commands of 30 routed at 0 and -6 dB, no stop lost, and a fresh
+    # hour of the narration's echo with 0 false hits ("Barge-in: the hold's check counts from the hit").
+    barge_in_alone_cutoff: float | None = 0.9
 
 
 @dataclass(frozen=True)
