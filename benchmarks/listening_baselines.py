@@ -65,13 +65,13 @@ def every_read_at_once() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def three_quiet_reads() -> Iterator[None]:
-    """A silent room's reads three at a time (`AudioSettings.quiet_read_ms` 120, not the default)."""
+def two_quiet_reads() -> Iterator[None]:
+    """A silent room's reads two at a time (`AudioSettings.quiet_read_ms` 80: session 18's first cut)."""
     from config.settings import AudioSettings
 
     audio = AudioSettings()
     with _microphone(lambda chunk_ms, pace, read_ms, quiet: PushMicrophone(
-            chunk_ms=chunk_ms, pace=pace, read_ms=read_ms, quiet=QuietReads(audio.quiet_rms, audio.quiet_after_s, 3))):
+            chunk_ms=chunk_ms, pace=pace, read_ms=read_ms, quiet=QuietReads(audio.quiet_rms, audio.quiet_after_s, 2))):
         yield
 
 
@@ -207,7 +207,7 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "session16": ("as in session 16 (the detectors' and gate's per-chunk code before session 17; every read at once)",
                            as_in_session16_with_every_read),
              "session17": ("as in session 17 (every read handed on at once, a silent room's too)", every_read_at_once),
-             "quiet120": ("a silent room's reads three at a time (quiet_read_ms 120)", three_quiet_reads)}
+             "quiet80": ("a silent room's reads two at a time (quiet_read_ms 80)", two_quiet_reads)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {

@@ -255,8 +255,10 @@ class AudioSettings:
     read_ms: int = 40  # the device is read this much at a time, handed on in `chunk_ms` chunks (issue 34)
     # A silent room's reads go to the event loop `quiet_read_ms` at a time (issue 34: its CPU is the
     # loop's wake-ups): a read under `quiet_rms` (-64 dBFS, a microphone's hiss) after `quiet_after_s`
-    # of such quiet waits for the next; any louder read goes at once (audio_io.quiet_reads).
-    quiet_read_ms: int = 80  # read_ms: off
+    # of such quiet waits for the next; any louder read goes at once (audio_io.quiet_reads). Three
+    # 40 ms reads at a time: two met 1 % of a core only beside other work, not on an idle machine
+    # (docs/PERFORMANCE.md, "A silent room's reads handed on together").
+    quiet_read_ms: int = 120  # read_ms: off
     quiet_rms: int = 20
     quiet_after_s: float = 1.0
     volume_percent: int = int(_default("NARRATOR_VOLUME"))  # everything played, 0-150 % (clipped above 100)
