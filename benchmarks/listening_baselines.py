@@ -69,9 +69,8 @@ def two_quiet_reads() -> Iterator[None]:
     """A silent room's reads two at a time (`AudioSettings.quiet_read_ms` 80: session 18's first cut)."""
     from config.settings import AudioSettings
 
-    audio = AudioSettings()
-    with _microphone(lambda chunk_ms, pace, read_ms, quiet: PushMicrophone(
-            chunk_ms=chunk_ms, pace=pace, read_ms=read_ms, quiet=QuietReads(audio.quiet_rms, audio.quiet_after_s, 2))):
+    two = QuietReads.of(dataclasses.replace(AudioSettings(), quiet_read_ms=80))  # (the settings' own rule, not restated)
+    with _microphone(lambda chunk_ms, pace, read_ms, quiet: PushMicrophone(chunk_ms=chunk_ms, pace=pace, read_ms=read_ms, quiet=two)):
         yield
 
 
