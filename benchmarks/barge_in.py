@@ -173,6 +173,11 @@ class Outcome:
     turn: bool = False
     uploaded_s: float = 0.0
     hits: int = 0
+    # The same released audio through an upload filter that must hear the wake itself (before
+    # session 19: `Held.woke_s` ignored)
+    wake_heard_alone: bool = False
+    turn_alone: bool = False
+    uploaded_alone_s: float = 0.0
 
 
 class Aec3Canceller(EchoCanceller):
@@ -231,6 +236,7 @@ class Path:
         else:
             self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
+        self.filter_alone = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)  # the wake not carried
 
     def told(self, scene: Scene, at: float) -> float:
         if self.delay == "device":
@@ -288,14 +294,20 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         for held in path.hold.take(piece, muted=narrating):
             if narrating:
                 path.filter.skip(held.chunk)
+                path.filter_alone.skip(held.chunk)
                 continue
             if not mutes_seen:
                 mutes_seen = True
                 path.filter.reset()
-            sent = path.filter.feed(held.chunk)
+                path.filter_alone.reset()
+            sent = path.filter.feed(held.chunk, held.woke_s)
             out.uploaded_s += sum(len(p) for p in sent) / BPS
             out.wake_heard |= path.filter.take_wake() is not None
             out.turn |= path.filter.take_turn() is not None
+            sent = path.filter_alone.feed(held.chunk)
+            out.uploaded_alone_s += sum(len(p) for p in sent) / BPS
+            out.wake_heard_alone |= path.filter_alone.take_wake() is not None
+            out.turn_alone |= path.filter_alone.take_turn() is not None
     out.released, out.dropped = path.hold.released, path.hold.dropped
     return out
 
@@ -449,7 +461,7 @@ def main(argv: list[str] | None = None) -> int:
             phrases = args.phrases.split(",")
             stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level) + args.seed_offset) if "stop" in phrases else []
             commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level) + args.seed_offset) if "command" in phrases else []
-            found = early = went_up = 0
+            found = early = went_up = found_alone = 0
             delays = []
             for scene in stops:
                 o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
@@ -457,19 +469,23 @@ def main(argv: list[str] | None = None) -> int:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
                 found += ok
+                found_alone += o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_alone_s == 0
                 went_up += o.uploaded_s > 0
-            routed = cut = 0
+            routed = cut = routed_alone = 0
             for scene in commands:
                 o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
+                routed_alone += o.cut_at is not None and o.wake_heard_alone and o.turn_alone
             d = sorted(delays)
             delay = f"{d[len(d) // 2]:.0f} / {d[-1]:.0f}" if d else "-"
-            rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} |")
+            rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} "
+                        f"| {found_alone}/{count} | {routed_alone}/{count} |")
             print(rows[-1], flush=True)
     print("\n| path | echo vs user | 'hey jarvis, stop': cut <= 200 ms, nothing uploaded | cut - end of word, ms (median / max) "
-          "| 'stop' uploaded as a command | command: narration cut | command: cut and routed |")
-    print("|---|---|---|---|---|---|---|")
+          "| 'stop' uploaded as a command | command: narration cut | command: cut and routed "
+          "| the wake not carried (before session 19): 'stop' found | ... routed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
     if false_minutes <= 0:
