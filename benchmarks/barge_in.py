@@ -209,7 +209,7 @@ class Path:
                  after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
                  preroll: PrerollSettings | None = None, judged: bool = True,
                  alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff,
-                 after: AfterWakeSettings = AfterWakeSettings()) -> None:
+                 after: AfterWakeSettings = AfterWakeSettings(), suppress: tuple[int, int, int] | None = None) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
@@ -234,7 +234,7 @@ class Path:
         if cancel == "aec3":
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
-            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow) if cancel else None
+            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow, suppress=suppress) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
         self.filter_alone = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)  # the wake not carried
 
@@ -371,6 +371,14 @@ def alone_cutoff_arg(text: str) -> float | None:
     return None if text == "model" else float(text)
 
 
+def suppress_arg(text: str) -> tuple[int, int, int] | None:
+    """A `--suppress` argument: "" none, else "ECHO,ACTIVE,NOISE" in dB (`EchoCanceller(suppress=)`)."""
+    if not text:
+        return None
+    echo, active, noise = (int(x) for x in text.split(","))
+    return echo, active, noise
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.barge_in")
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -407,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold-after-s", type=float, default=AfterWakeSettings().after_s,
                         help="the hold's stop check: speech after the stop word longer than this is a command")
     parser.add_argument("--phrases", default="stop,command", help="which trials: stop, command or both")
+    parser.add_argument("--suppress", default="", metavar="ECHO,ACTIVE,NOISE",
+                        help="speexdsp's residual echo suppressor after the canceller, dB (negative): echo, echo while the user talks, noise")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -437,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
     alone_cutoff = alone_cutoff_arg(args.alone_cutoff)
+    suppress = suppress_arg(args.suppress)
     preroll = PrerollSettings()
     if args.preroll_settings:
         pre, onset, hang = args.preroll_settings.split(",")
@@ -453,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
                     preroll if name == preroll_row else None, not args.preroll_unjudged, alone_cutoff,
-                    AfterWakeSettings(after_s=args.hold_after_s))
+                    AfterWakeSettings(after_s=args.hold_after_s), suppress)
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
