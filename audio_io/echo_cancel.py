@@ -237,7 +237,7 @@ class EchoCanceller:
         self._since_restart += len(near) / BYTES_PER_SECOND
         full = len(self._shadow_energy) == window
         if full and sum(self._shadow_energy) * 10 ** (_SWAP_MARGIN_DB / 10) < sum(self._main_energy):
-            self._main, self._shadow = self._shadow, self._main  # the shadow follows the room better: it leads
+            self._main, self._shadow = shadow_filter, main_filter  # the shadow follows the room better: it leads
             self._main_energy, self._shadow_energy = self._shadow_energy, deque()
             self._restart_shadow()
             self.swaps += 1
