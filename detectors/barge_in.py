@@ -166,8 +166,9 @@ class Held:
     released: bool = False  # let through after a barge-in's hold: the user's, though said over the narrator
     # The wake phrase that began the hold ended in this chunk and was this long (s): the upload path
     # takes it as its own wake (`UploadFilter.feed`). Its wake model, a quiet room's, missed it in
-    # the cancelled audio in some released commands (PERFORMANCE.md, "Barge-in: a released barge-in
-    # carries its wake"); the barge-in detector heard it, and the margins and what was played judged it.
+    # the cancelled audio in some released commands; the barge-in detector heard it, and the
+    # margins and what was played judged it
+    # (PERFORMANCE.md, "Barge-in: a released barge-in carries its wake").
     woke_s: float | None = None
 
 
