@@ -71,7 +71,7 @@ class Tools(Protocol):
 class MicFilter(Protocol):
     """What of the microphone goes up (detectors.pipeline.UploadFilter); without one, all of it."""
 
-    def feed(self, chunk: bytes) -> list[bytes]: ...
+    def feed(self, chunk: bytes, woke_s: float | None = None) -> list[bytes]: ...  # woke_s: a barge-in's wake ended in it
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
     def rejected(self) -> None: ...  # the transcript gate ignored what was sent
@@ -484,17 +484,17 @@ class Coordinator:
                 raw_start, read = read, read + len(raw)
                 gated, heard = self._through_echo_gate(raw)  # every chunk, muted or not: the gate learns the room
                 for piece in self._listen_for_stop(raw, gated, heard, raw_start):  # "stop": nothing uploaded; a barge-in held
-                    mutes_seen = await self._take_chunk(piece.chunk, piece.offset, mutes_seen, piece.released)
+                    mutes_seen = await self._take_chunk(piece.chunk, piece.offset, mutes_seen, piece.released, piece.woke_s)
         except AudioDeviceError as exc:  # a device that vanished: say so and stop
             log.error("the microphone failed: %s", exc)
             self._feed(DeviceFailed(f"the microphone stopped working ({exc})"))
             return
         self._feed(InputEnded())
 
-    async def _take_chunk(self, chunk: bytes, chunk_start: int, mutes_seen: int, released: bool = False) -> int:
+    async def _take_chunk(self, chunk: bytes, chunk_start: int, mutes_seen: int, released: bool = False, woke_s: float | None = None) -> int:
         """A chunk on its way up: dropped while muted, else filtered into the uplink. A room's mute
         is judged by capture time: a busy machine sees the audio's end late, or reads the mic late
-        (`RoomEcho.unmuted`, `RoomEcho.played_over`; a barge-in the ear `released` goes up)."""
+        (`RoomEcho.unmuted`, `RoomEcho.played_over`; a barge-in the ear `released` goes up, woken)."""
         core, microphone, mic_filter = self.core, self.parts.microphone, self.parts.mic_filter
         if microphone.live and core.mute.muted:
             self._drop_muted([chunk] if self.room_echo is None else self.room_echo.muted(chunk_start, chunk))
@@ -516,7 +516,7 @@ class Coordinator:
                 mutes_seen = core.mute.releases
                 if microphone.live:  # what came before the mute is another utterance; a file was
                     mic_filter.reset()  # paused by it instead: its utterance goes on, and its end is sent
-            pieces = mic_filter.feed(chunk)
+            pieces = mic_filter.feed(chunk, woke_s)
             if (phrase_s := mic_filter.take_wake()) is not None and mic_filter.vouches:
                 self.listener.local_wake(phrase_s)  # its utterance may be routed at its commit
             if mic_filter.take_resumed():

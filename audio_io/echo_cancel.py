@@ -71,6 +71,11 @@ def _load() -> Any | None:
     lib.speex_echo_state_reset.argtypes = [ctypes.c_void_p]
     lib.speex_echo_cancellation.argtypes = [ctypes.c_void_p, ctypes.c_char_p, ctypes.c_char_p, ctypes.c_char_p]
     lib.speex_echo_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.speex_preprocess_state_init.restype = ctypes.c_void_p
+    lib.speex_preprocess_state_init.argtypes = [ctypes.c_int, ctypes.c_int]
+    lib.speex_preprocess_state_destroy.argtypes = [ctypes.c_void_p]
+    lib.speex_preprocess_ctl.argtypes = [ctypes.c_void_p, ctypes.c_int, ctypes.c_void_p]
+    lib.speex_preprocess_run.argtypes = [ctypes.c_void_p, ctypes.c_char_p]
     return lib
 
 
@@ -79,26 +84,51 @@ def canceller_available() -> bool:
     return _load() is not None
 
 
-class _Filter:
-    """One speexdsp echo state: `run` cancels whole 10 ms frames, a shorter tail passes as it is."""
+# speex/speex_preprocess.h's requests (the residual echo suppressor, measured: `suppress`)
+_PRE_SET_DENOISE, _PRE_SET_AGC, _PRE_SET_VAD, _PRE_SET_DEREVERB = 0, 2, 4, 8
+_PRE_SET_NOISE_SUPPRESS, _PRE_SET_ECHO_SUPPRESS, _PRE_SET_ECHO_SUPPRESS_ACTIVE, _PRE_SET_ECHO_STATE = 18, 20, 22, 24
 
-    def __init__(self, lib: Any, taps: int) -> None:
+
+class _Filter:
+    """One speexdsp echo state: `run` cancels whole 10 ms frames, a shorter tail passes as it is.
+    `suppress` (echo, echo while the near end talks, noise: the most each is taken down, dB): speexdsp's
+    preprocessor after it, its residual echo suppressor fed the filter's estimate of what it left
+    (measured for issue 32, session 19; not used unless asked)."""
+
+    def __init__(self, lib: Any, taps: int, suppress: tuple[int, int, int] | None = None) -> None:
         self._lib = lib
         self._state = lib.speex_echo_state_init(_FRAME, taps)
         lib.speex_echo_ctl(self._state, _SET_SAMPLING_RATE, ctypes.byref(ctypes.c_int(SAMPLE_RATE)))
         self._out = ctypes.create_string_buffer(_FRAME_BYTES)
+        self._pre = None
+        if suppress is not None:
+            self._pre = lib.speex_preprocess_state_init(_FRAME, SAMPLE_RATE)
+            for request, value in ((_PRE_SET_DENOISE, 1), (_PRE_SET_AGC, 0), (_PRE_SET_VAD, 0), (_PRE_SET_DEREVERB, 0),
+                                   (_PRE_SET_ECHO_SUPPRESS, suppress[0]), (_PRE_SET_ECHO_SUPPRESS_ACTIVE, suppress[1]),
+                                   (_PRE_SET_NOISE_SUPPRESS, suppress[2])):
+                lib.speex_preprocess_ctl(self._pre, request, ctypes.byref(ctypes.c_int(value)))
+            lib.speex_preprocess_ctl(self._pre, _PRE_SET_ECHO_STATE, ctypes.c_void_p(self._state))
+        self.suppressed = b""  # the last `run`'s output after the suppressor (with one)
 
     def run(self, near: bytes, far: bytes) -> bytes:
         out = bytearray(near)
+        suppressed = bytearray(near) if self._pre is not None else None
         for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
             self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
             out[i:i + _FRAME_BYTES] = self._out.raw
+            if suppressed is not None:
+                self._lib.speex_preprocess_run(self._pre, self._out)  # in place
+                suppressed[i:i + _FRAME_BYTES] = self._out.raw
+        self.suppressed = bytes(suppressed) if suppressed is not None else b""
         return bytes(out)
 
     def reset(self) -> None:
         self._lib.speex_echo_state_reset(self._state)
 
     def __del__(self) -> None:
+        pre, self._pre = getattr(self, "_pre", None), None
+        if pre:
+            self._lib.speex_preprocess_state_destroy(pre)
         state, self._state = getattr(self, "_state", None), None
         if state:
             self._lib.speex_echo_state_destroy(state)
@@ -109,13 +139,13 @@ class EchoCanceller:
     the caller's clock (room seconds). `shadow=False`: the main filter alone (before session 11)."""
 
     def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0,
-                 shadow: bool = True) -> None:
+                 shadow: bool = True, suppress: tuple[int, int, int] | None = None) -> None:
         lib = _load()
         if lib is None:
             raise RuntimeError(f"{_LIBRARY} is missing: apt-get install libspeexdsp1 (scripts/setup.sh does)")
         taps = round(SAMPLE_RATE * settings.cancel_filter_ms / 1000)
-        self._main = _Filter(lib, taps)
-        self._shadow = _Filter(lib, taps) if shadow else None
+        self._main = _Filter(lib, taps, suppress)
+        self._shadow = _Filter(lib, taps, suppress) if shadow else None
         self._since_restart = 0.0  # seconds of audio the shadow has run since it started afresh
         self._main_energy: deque[float] = deque()  # (per chunk, the span `_SWAP_WINDOW_S`)
         self._shadow_energy: deque[float] = deque()
@@ -191,10 +221,11 @@ class EchoCanceller:
 
     def _cancel(self, near: bytes, far: bytes) -> bytes:
         """The filters: `near` less the echo of `far` (the same length, lined up)."""
-        main = self._main.run(near, far)
-        if self._shadow is None:
-            return main
-        shadow = self._shadow.run(near, far)
+        main_filter, shadow_filter = self._main, self._shadow
+        main = main_filter.run(near, far)
+        if shadow_filter is None:
+            return main_filter.suppressed or main
+        shadow = shadow_filter.run(near, far)
         main_energy, shadow_energy = _energy(main), _energy(shadow)
         self._main_energy.append(main_energy)
         self._shadow_energy.append(shadow_energy)
@@ -206,13 +237,15 @@ class EchoCanceller:
         self._since_restart += len(near) / BYTES_PER_SECOND
         full = len(self._shadow_energy) == window
         if full and sum(self._shadow_energy) * 10 ** (_SWAP_MARGIN_DB / 10) < sum(self._main_energy):
-            self._main, self._shadow = self._shadow, self._main  # the shadow follows the room better: it leads
+            self._main, self._shadow = shadow_filter, main_filter  # the shadow follows the room better: it leads
             self._main_energy, self._shadow_energy = self._shadow_energy, deque()
             self._restart_shadow()
             self.swaps += 1
         elif self._since_restart >= _SHADOW_RESTART_S:
             self._restart_shadow()
-        return main if main_energy <= shadow_energy else shadow
+        if main_energy <= shadow_energy:  # (chosen on the linear outputs; with a suppressor, its output of that one)
+            return main_filter.suppressed or main
+        return shadow_filter.suppressed or shadow
 
     def _restart_shadow(self) -> None:
         if self._shadow is not None:

@@ -173,6 +173,11 @@ class Outcome:
     turn: bool = False
     uploaded_s: float = 0.0
     hits: int = 0
+    # The same released audio through an upload filter that must hear the wake itself (before
+    # session 19: `Held.woke_s` ignored)
+    wake_heard_alone: bool = False
+    turn_alone: bool = False
+    uploaded_alone_s: float = 0.0
 
 
 class Aec3Canceller(EchoCanceller):
@@ -204,7 +209,7 @@ class Path:
                  after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
                  preroll: PrerollSettings | None = None, judged: bool = True,
                  alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff,
-                 after: AfterWakeSettings = AfterWakeSettings()) -> None:
+                 after: AfterWakeSettings = AfterWakeSettings(), suppress: tuple[int, int, int] | None = None) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
@@ -229,8 +234,9 @@ class Path:
         if cancel == "aec3":
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
-            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow) if cancel else None
+            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow, suppress=suppress) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
+        self.filter_alone = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)  # the wake not carried
 
     def told(self, scene: Scene, at: float) -> float:
         if self.delay == "device":
@@ -288,14 +294,20 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
         for held in path.hold.take(piece, muted=narrating):
             if narrating:
                 path.filter.skip(held.chunk)
+                path.filter_alone.skip(held.chunk)
                 continue
             if not mutes_seen:
                 mutes_seen = True
                 path.filter.reset()
-            sent = path.filter.feed(held.chunk)
+                path.filter_alone.reset()
+            sent = path.filter.feed(held.chunk, held.woke_s)
             out.uploaded_s += sum(len(p) for p in sent) / BPS
             out.wake_heard |= path.filter.take_wake() is not None
             out.turn |= path.filter.take_turn() is not None
+            sent = path.filter_alone.feed(held.chunk)
+            out.uploaded_alone_s += sum(len(p) for p in sent) / BPS
+            out.wake_heard_alone |= path.filter_alone.take_wake() is not None
+            out.turn_alone |= path.filter_alone.take_turn() is not None
     out.released, out.dropped = path.hold.released, path.hold.dropped
     return out
 
@@ -359,6 +371,14 @@ def alone_cutoff_arg(text: str) -> float | None:
     return None if text == "model" else float(text)
 
 
+def suppress_arg(text: str) -> tuple[int, int, int] | None:
+    """A `--suppress` argument: "" none, else "ECHO,ACTIVE,NOISE" in dB (`EchoCanceller(suppress=)`)."""
+    if not text:
+        return None
+    echo, active, noise = (int(x) for x in text.split(","))
+    return echo, active, noise
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="benchmarks.barge_in")
     parser.add_argument("--cache", default=str(DEFAULT_CACHE))
@@ -395,6 +415,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--hold-after-s", type=float, default=AfterWakeSettings().after_s,
                         help="the hold's stop check: speech after the stop word longer than this is a command")
     parser.add_argument("--phrases", default="stop,command", help="which trials: stop, command or both")
+    parser.add_argument("--suppress", default="", metavar="ECHO,ACTIVE,NOISE",
+                        help="speexdsp's residual echo suppressor after the canceller, dB (negative): echo, echo while the user talks, noise")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -425,6 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     variants += [("canceller (speexdsp, main + shadow filter), shipped: wake model behind the gate, stop check after a cut", True, "zero", None, True)] if args.wake_gated else []
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
     alone_cutoff = alone_cutoff_arg(args.alone_cutoff)
+    suppress = suppress_arg(args.suppress)
     preroll = PrerollSettings()
     if args.preroll_settings:
         pre, onset, hang = args.preroll_settings.split(",")
@@ -441,7 +464,7 @@ def main(argv: list[str] | None = None) -> int:
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
                     preroll if name == preroll_row else None, not args.preroll_unjudged, alone_cutoff,
-                    AfterWakeSettings(after_s=args.hold_after_s))
+                    AfterWakeSettings(after_s=args.hold_after_s), suppress)
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)
@@ -449,7 +472,7 @@ def main(argv: list[str] | None = None) -> int:
             phrases = args.phrases.split(",")
             stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level) + args.seed_offset) if "stop" in phrases else []
             commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level) + args.seed_offset) if "command" in phrases else []
-            found = early = went_up = 0
+            found = early = went_up = found_alone = 0
             delays = []
             for scene in stops:
                 o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
@@ -457,19 +480,23 @@ def main(argv: list[str] | None = None) -> int:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
                 found += ok
+                found_alone += o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_alone_s == 0
                 went_up += o.uploaded_s > 0
-            routed = cut = 0
+            routed = cut = routed_alone = 0
             for scene in commands:
                 o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
+                routed_alone += o.cut_at is not None and o.wake_heard_alone and o.turn_alone
             d = sorted(delays)
             delay = f"{d[len(d) // 2]:.0f} / {d[-1]:.0f}" if d else "-"
-            rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} |")
+            rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} "
+                        f"| {found_alone}/{count} | {routed_alone}/{count} |")
             print(rows[-1], flush=True)
     print("\n| path | echo vs user | 'hey jarvis, stop': cut <= 200 ms, nothing uploaded | cut - end of word, ms (median / max) "
-          "| 'stop' uploaded as a command | command: narration cut | command: cut and routed |")
-    print("|---|---|---|---|---|---|---|")
+          "| 'stop' uploaded as a command | command: narration cut | command: cut and routed "
+          "| the wake not carried (before session 19): 'stop' found | ... routed |")
+    print("|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
     if false_minutes <= 0:

@@ -25,7 +25,8 @@ import numpy as np
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
 from benchmarks.barge_in import (CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATION, NARRATOR, PHRASE, RATE, STOP_TEXT, USER_RMS,
-                                 Scene, active_rms, alone_cutoff_arg, build_scenes, convolve, pcm, samples, two_paths)
+                                 Scene, active_rms, alone_cutoff_arg, build_scenes, convolve, pcm, samples, suppress_arg,
+                                 two_paths)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from detectors.barge_in import BargeInDetector, PrerollSettings, PrerollStopListener
@@ -34,10 +35,11 @@ from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
 
 
-def cancelled(scene: Scene) -> dict[str, np.ndarray]:
+def cancelled(scene: Scene, suppress: tuple[int, int, int] | None = None) -> dict[str, np.ndarray]:
     """The canceller's output for the whole room (nothing cut), the verdicts of the gate behind it,
-    and the margins of the echo gate in front (`outer`: the raw microphone against what was played)."""
-    canceller = EchoCanceller(EchoSettings())
+    and the margins of the echo gate in front (`outer`: the raw microphone against what was played).
+    `suppress`: speexdsp's residual echo suppressor after it (`EchoCanceller(suppress=)`)."""
+    canceller = EchoCanceller(EchoSettings(), suppress=suppress)
     mic = scene.user + scene.echo(scene.narration) + scene.noise
     out = bytearray()
     passed = []
@@ -147,8 +149,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--out", required=True)
     parser.add_argument("--alone-cutoff", default="", metavar="P|model",
                         help="the barge-in wake model wakes alone above this (default: StopSettings's; model: its own)")
+    parser.add_argument("--suppress", default="", metavar="ECHO,ACTIVE,NOISE",
+                        help="speexdsp's residual echo suppressor after the canceller (see benchmarks.barge_in)")
     args = parser.parse_args(argv)
     alone = alone_cutoff_arg(args.alone_cutoff)
+    suppress = suppress_arg(args.suppress)
     store = FilePath(args.store)
     store.mkdir(parents=True, exist_ok=True)
     corpus = Corpus(args.cache)
@@ -159,9 +164,9 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     a, b = (int(x) for x in args.blocks.split(":"))
     scenes = hour_scenes(narration, seed=args.seed) if b > a else []
-    prefix = "hour" if args.seed == 7 else f"s{args.seed}hour"
+    prefix = ("hour" if args.seed == 7 else f"s{args.seed}hour") + ("_res" + args.suppress.replace(",", "_") if suppress else "")
     for k in range(a, b):
-        room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k]), scenes[k])
+        room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k], suppress), scenes[k])
         for name in names:
             for hit in listen(room, SETTINGS[name], alone_cutoff=alone, scene=scenes[k]):
                 results.append({"room": f"{prefix}{k:03d}", "setting": name, **hit})
@@ -170,7 +175,7 @@ def main(argv: list[str] | None = None) -> int:
         for text, seed, tag in ((STOP_TEXT, int(10 - level), "stop"), (COMMAND_TEXT, int(50 - level), "command")):
             for k, scene in enumerate(build_scenes(corpus, text, level, args.trials, narration, seed)):
                 name = f"{tag}{level:+.0f}_{k:02d}"
-                room = stored(store, name, lambda: cancelled(scene), scene)
+                room = stored(store, name, lambda: cancelled(scene, suppress), scene)
                 for setting in names:
                     hits = listen(room, SETTINGS[setting], alone_cutoff=alone, scene=scene)
                     results.append({"room": name, "setting": setting, "word_end_s": scene.word_end_s, "hits": hits})

@@ -12,8 +12,10 @@ any woken command is. Pure parts, fed the echo-cancelled microphone (`audio_io.e
   `command` hit it holds the microphone from `preroll_s` before the wake phrase on, until
   `decide_s` of audio passed after the phrase with no stop word (then everything held goes down
   the ordinary upload path, wake phrase included, as if it had been heard with the mic open: the
-  wake model there hears the phrase again, the gate opens, the turn is routed) or a stop phrase
-  came (the user said "hey jarvis, stop": nothing is uploaded).
+  chunk the wake phrase ended in carries it (`Held.woke_s`), so the upload gate opens on the wake
+  the barge-in detector heard rather than waiting for its own wake model to hear it again in the
+  cancelled audio, and the turn is routed) or a stop phrase came (the user said "hey jarvis,
+  stop": nothing is uploaded).
 """
 
 from __future__ import annotations
@@ -162,6 +164,12 @@ class Held:
     chunk: bytes
     end_s: float  # its end on the stop listener's clock
     released: bool = False  # let through after a barge-in's hold: the user's, though said over the narrator
+    # The wake phrase that began the hold ended in this chunk and was this long (s): the upload path
+    # takes it as its own wake (`UploadFilter.feed`). Its wake model, a quiet room's, missed it in
+    # the cancelled audio in some released commands; the barge-in detector heard it, and the
+    # margins and what was played judged it
+    # (PERFORMANCE.md, "Barge-in: a released barge-in carries its wake").
+    woke_s: float | None = None
 
 
 class CommandHold:
@@ -173,6 +181,7 @@ class CommandHold:
         self.check = check  # decides, at the hold's end, whether the user said "stop" after all
         self._recent: deque[Held] = deque()
         self._held: list[Held] | None = None  # a barge-in being decided
+        self._wake = (0.0, 0.0)  # where the wake phrase of the hit that began it began and ended
         self._decide_at = 0.0
         self.released = 0  # barge-in commands passed on
         self.dropped = 0  # barge-ins that were "stop" after all
@@ -194,6 +203,8 @@ class CommandHold:
         if self._held is None and (hit.command or self.check is not None):
             start = (hit.start_s if hit.start_s is not None else hit.end_s) - self.settings.preroll_s
             self._held = [h for h in self._recent if h.end_s > start]
+            wake_end = hit.wake_end_s if hit.wake_end_s is not None else hit.end_s
+            self._wake = (min(start + self.settings.preroll_s, wake_end), wake_end)
             self._decide_at = hit.end_s + self.settings.decide_s
             if self.check is not None:
                 self.check.start(hit.end_s, start + self.settings.preroll_s)
@@ -220,7 +231,11 @@ class CommandHold:
             self.dropped += 1
             return []
         self.released += 1
-        return [replace(h, released=True) for h in held]
+        # Every hit that begins a hold heard the wake phrase (the wake model's, or the stop phrase's,
+        # which is the wake phrase and a stop word): the chunk it ended in says so.
+        began, ended = self._wake
+        woke = next((i for i, h in enumerate(held) if h.end_s >= ended - 1e-6), len(held) - 1)
+        return [replace(h, released=True, woke_s=ended - began if i == woke else None) for i, h in enumerate(held)]
 
     def clear(self) -> None:
         self._recent.clear()

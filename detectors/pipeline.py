@@ -177,13 +177,18 @@ class UploadFilter:
         self._paused_turn: bytes | None = None  # its audio up to a pause that may be its end
         self._resumed = False  # speech came back after that pause
 
-    def feed(self, chunk: bytes) -> list[bytes]:
+    def feed(self, chunk: bytes, woke_s: float | None = None) -> list[bytes]:
+        """`woke_s`: a wake phrase this long ended in `chunk`, heard by another detector (a
+        barge-in's, `detectors.barge_in.Held.woke_s`): taken as this filter's own wake."""
         now = self._advance(chunk)
         if self.detectors is None:
             return self.gate.feed(chunk, now, True)
         verdict = self.detectors.feed(chunk, now)
         self.speech = verdict.is_speech
-        sent = self.gate.feed(chunk, now, verdict.is_speech, verdict.keyword_hit)
+        hit = verdict.keyword_hit
+        if hit is None and woke_s is not None:
+            hit = KeywordHit("", start_s=now - woke_s, detected_s=now)
+        sent = self.gate.feed(chunk, now, verdict.is_speech, hit)
         self.chunks_held += not sent
         if self.gate.accepted_wake is not None:
             hit, self.gate.accepted_wake = self.gate.accepted_wake, None

@@ -29,6 +29,7 @@ class StopHit:
     detected_s: float | None = None
     stop_word: str = ""  # which of the stop words, e.g. "stop" ("" when the detector does not say)
     start_s: float | None = None  # where the wake phrase began, when the detector knows
+    wake_end_s: float | None = None  # ... and where it was heard to end (None: at `end_s`, or unknown)
     # The wake phrase alone (`detectors.barge_in`): the narration is cut and a command may follow.
     command: bool = False
 

@@ -64,7 +64,7 @@ HELLO_S = 10.0  # a newcomer's first event is due within this (else it is closed
 class MicFilter(Protocol):
     """What of the microphone is a command (detectors.pipeline.UploadFilter)."""
 
-    def feed(self, chunk: bytes) -> list[bytes]: ...
+    def feed(self, chunk: bytes, woke_s: float | None = None) -> list[bytes]: ...  # woke_s: a barge-in's wake ended in it
     def skip(self, chunk: bytes) -> None: ...
     def reset(self) -> None: ...
 
@@ -322,16 +322,17 @@ class SatelliteServer:
         """Every chunk through the detectors; what they pass is a command for the hub. The mic is
         not heard while the speaker plays (the hub's voice must not reach the hub)."""
         async for chunk in self.microphone.chunks():
-            for piece in self._listen_for_stop(chunk) if self._ear is not None else [chunk]:
-                self._hear(piece)
+            for piece, woke_s in self._listen_for_stop(chunk) if self._ear is not None else [(chunk, None)]:
+                self._hear(piece, woke_s)
 
-    def _hear(self, chunk: bytes) -> None:
-        """One chunk for the detectors (read just now, or held through a barge-in)."""
+    def _hear(self, chunk: bytes, woke_s: float | None = None) -> None:
+        """One chunk for the detectors (read just now, or held through a barge-in: `woke_s`, the
+        wake phrase the barge-in detector heard ended in it, and its filter takes it as its own)."""
         chunk_s = len(chunk) / BYTES_PER_SECOND
         if self._playing:
             self.mic_filter.skip(chunk)  # the hub's voice: nothing of it leaves this machine
             return
-        pieces = self.mic_filter.feed(chunk)
+        pieces = self.mic_filter.feed(chunk, woke_s)
         if not self.hub_connected:
             return
         if self._told_to_stop:  # until the detectors have passed nothing for END_AFTER_S
@@ -353,11 +354,11 @@ class SatelliteServer:
                 self._streaming = False
                 self._send(AudioStop().event())
 
-    def _listen_for_stop(self, chunk: bytes) -> list[bytes]:
+    def _listen_for_stop(self, chunk: bytes) -> list[tuple[bytes, float | None]]:
         """While the hub's voice plays: "computer, stop" (or the wake phrase of a barge-in) stops
         it here at once and tells the hub; a barge-in's command is held until it is one and the
         speaker is quiet (`BargeInEar`, as at the hub's own microphone). Returns what goes to the
-        detectors now."""
+        detectors now, each chunk with the barge-in's wake it carries (`Held.woke_s`)."""
         assert self._ear is not None
         offset, self._mic_offset = self._mic_offset, self._mic_offset + len(chunk)
         passed, heard = self.echo.hear(chunk) if self.echo is not None else (True, chunk)
@@ -369,7 +370,7 @@ class SatelliteServer:
             self.counts.barge_ins += 1
             log.info("barge-in: %.1f s said over the hub's voice goes to the detectors as a command",
                      sum(len(held.chunk) for held in released) / BYTES_PER_SECOND)  # fmt: skip
-        return [held.chunk for held in released]
+        return [(held.chunk, held.woke_s) for held in released]
 
     def _stopped_here(self, hit: StopHit) -> None:
         self.counts.stops += 1

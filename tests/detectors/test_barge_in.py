@@ -306,3 +306,73 @@ def test_a_room_with_a_canceller_gets_the_preroll_and_one_without_the_gated_feed
     detector = Scripted({})
     assert type(stop_listener(detector, object(), Gate())) is PrerollStopListener
     assert type(stop_listener(detector, None, Gate())) is StopListener
+
+
+def test_a_released_barge_in_carries_the_wake_that_began_its_hold_to_the_chunk_the_phrase_ended_in():
+    """The barge-in detector heard the wake phrase (the wake model's hit, or the stop phrase's,
+    which begins with it): the chunk it ended in says so, and how long it was; no other does."""
+    hold = CommandHold(HoldSettings(preroll_s=0.5, decide_s=1.0, keep_s=4.0))
+    for piece in chunks(0.0, 2.0):
+        hold.remember(piece)
+    hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.4, command=True))
+    released = [p for piece in chunks(2.0, 3.02) for p in hold.take(piece, muted=False)]
+    [woken] = [p for p in released if p.woke_s is not None]
+    assert woken.end_s == 2.0 and abs(woken.woke_s - 0.6) < 1e-9  # type: ignore[operator]
+    # A stop phrase's hit ("hey jarvis, stop" heard in "hey jarvis, what time is it") began the
+    # hold; the check let it go up: its wake phrase ended before the word taken for "stop".
+    hold = CommandHold(HoldSettings(preroll_s=0.5, decide_s=1.0, keep_s=4.0), check=StopAfterWake(("stop", "cancel")))
+    said = [Held(p.offset, (b"\x00\x10" if 1.0 < p.end_s <= 3.0 else b"\x00\x00") * 480, p.end_s) for p in chunks(0.0, 4.5)]
+    for piece in said[:100]:  # a second of "time is it" follows the hit: a command
+        hold.remember(piece)
+    hold.hit(StopHit("hey jarvis stop", end_s=2.0, start_s=1.0, stop_word="stop", wake_end_s=1.5))
+    released = [p for piece in said[100:] for p in hold.take(piece, muted=False)]
+    assert hold.released == 1
+    [woken] = [p for p in released if p.woke_s is not None]
+    assert woken.end_s == 1.5 and abs(woken.woke_s - 0.5) < 1e-9  # type: ignore[operator]
+    assert released[0].end_s == 0.52  # from 0.5 s before the phrase, as before
+
+
+class DeafSpotter:
+    """The upload path's detectors over the cancelled audio: speech where it is loud, and its wake
+    model (a quiet room's) missing the phrase (PERFORMANCE.md, "Barge-in: a released barge-in
+    carries its wake")."""
+
+    def feed(self, chunk: bytes, now: float):  # type: ignore[no-untyped-def]
+        from detectors.pipeline import Verdict
+
+        speech = bool(chunk) and chunk[0] != 0
+        return Verdict(speech, 1.0 if speech else 0.0, None)
+
+    def reset(self) -> None:
+        pass
+
+
+def test_a_released_barge_in_goes_up_woken_though_the_upload_paths_wake_model_missed_the_phrase():
+    """What the hold releases goes up and its turn ends as a woken command's, with the phrase's
+    length for the route, where before the upload path's own wake model had to hear the phrase
+    again in the cancelled audio; audio the barge-in detector heard no wake in still stays home."""
+    from config.settings import UploadMode
+    from decisions.upload_gate import UploadGate, UploadGateSettings
+    from detectors.pipeline import UploadFilter
+
+    def upload() -> UploadFilter:
+        gate = UploadGate(UploadGateSettings(mode=UploadMode.ON_DEVICE_WAKE))
+        return UploadFilter(gate, DeafSpotter(), 48000, turn_end_s=0.46)  # type: ignore[arg-type]
+
+    voice = [Held(p.offset, b"\x01" * 960 if 1.0 <= p.end_s <= 3.0 else bytes(960), p.end_s) for p in chunks(0.0, 5.0)]
+    hold = CommandHold(HoldSettings(preroll_s=0.5, decide_s=1.5, keep_s=4.0))
+    for piece in voice[:100]:  # "hey jarvis" from 1.0 to 1.6 s, then the command to 3.0 s
+        hold.remember(piece)
+    hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.0, wake_end_s=1.6, command=True))
+    released = [p for piece in voice[100:] for p in hold.take(piece, muted=False)]
+    woken, alone = upload(), upload()
+    sent: list[bytes] = []
+    for piece in released:
+        sent += woken.feed(piece.chunk, piece.woke_s)
+        assert alone.feed(piece.chunk) == []  # (before: the upload path had to wake on it itself)
+    assert sent and sent[0] is released[0].chunk  # from 0.5 s before the phrase
+    assert abs((woken.take_wake() or 0.0) - 0.6) < 1e-9 and woken.take_turn() is not None
+    assert alone.take_wake() is None and alone.take_turn() is None
+    # The narration's audio the detector heard no wake in (nothing held, nothing carried): home.
+    quiet = upload()
+    assert [c for piece in voice for c in quiet.feed(piece.chunk, piece.woke_s)] == []

@@ -42,6 +42,7 @@ def test_computer_stop_and_computer_cancel_are_heard_once_with_their_end_time(co
     [hit] = hits(detector, stop)
     assert (hit.phrase, hit.stop_word) == ("computer stop", "stop")
     assert 0.3 <= hit.start_s <= 0.7 < hit.end_s  # starts at the onset, ends later
+    assert hit.wake_end_s is not None and hit.start_s < hit.wake_end_s < hit.end_s  # its wake phrase ended before "stop"
     # Heard within issue 14's 200 ms of the end of the word's sound (the clip is trimmed to it).
     assert hit.end_s <= 0.5 + len(said) / 48000 + 0.2
     cancel = _silence(0.5) + corpus.speech("computer, cancel", "en-us", 160) + _silence(0.6)

@@ -82,7 +82,7 @@ class ToneGate:
     def __init__(self, hangover_s: float = 0.4) -> None:
         self._hangover_s, self._quiet_s, self._open = hangover_s, 0.0, False
 
-    def feed(self, chunk: bytes) -> list[bytes]:
+    def feed(self, chunk: bytes, woke_s: float | None = None) -> list[bytes]:
         if audioop.rms(chunk, 2) > 1500:
             self._open, self._quiet_s = True, 0.0
         elif self._open:
