@@ -11,7 +11,7 @@ import logging
 import os
 import time
 from datetime import date, datetime
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import AsyncIterator, Callable
 
 from openai import AsyncOpenAI
@@ -203,7 +203,10 @@ def build_stop_detector(settings: Settings) -> StopDetector:
         stop = StopPhraseDetector(StopPhraseSettings(wake_phrase=phrase, stop_words=listener.stop_words))
         if model is None or not settings.stop.barge_in:
             return stop
-        wake = build_wake_spotter(settings.upload, listener.wake_phrase, settings.stop.barge_in_alone_cutoff)
+        # Never the verifier (`WAKE_VERIFY`): its weights may wait after the wake (`delay_s`) and relax the
+        # cutoffs (`ask_*`), which would delay the cut and change what the narration's echo wakes.
+        wake = build_wake_spotter(replace(settings.upload, wake_verify=False), listener.wake_phrase,
+                                  settings.stop.barge_in_alone_cutoff)
         return BargeInDetector(stop, wake, phrase)
     except UnknownWakeWord as exc:
         raise SettingsError(

@@ -96,8 +96,8 @@ class TrainCorpus(NeuralCorpus):
     effects = TRAIN_EFFECTS
 
     def __init__(self, cache_dir: Path, base: Corpus, folder: str = "verifier-train",
-                 effects: dict[Variant, tuple[str, ...]] = TRAIN_EFFECTS) -> None:
-        super().__init__(cache_dir, base, folder)
+                 effects: dict[Variant, tuple[str, ...]] = TRAIN_EFFECTS, draw: int = 0) -> None:
+        super().__init__(cache_dir, base, folder, draw)
         self.effects = effects
 
     def scales(self, take: int) -> dict[str, float]:

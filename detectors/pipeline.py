@@ -278,6 +278,8 @@ class UploadFilter:
         self.gate = UploadGate(self.gate.settings)
         self._audio_bytes = 0
         self.reset()
+        if self.detectors is not None:
+            self.detectors.vad.restart()  # (session 19: else a verdict depended on the recordings before it)
         self._wake_s = None
 
     def _advance(self, chunk: bytes) -> float:

@@ -141,6 +141,15 @@ class SileroVad:
         self._recent_bytes = 0
         self._open_s = 0.0
 
+    def restart(self) -> None:
+        """Another stream from its start (a recording judged on its own): `reset`, and what a reset
+        keeps across a gap in the same room forgotten too (webrtcvad's adaptation, the room's noise)."""
+        self.reset()
+        self._webrtc = webrtcvad.Vad(self.settings.prefilter_mode) if self.settings.prefilter_mode is not None else None
+        self._noise_rms = None
+        self._since_loud_s = float("inf")
+        self._skipped = 0
+
     def feed(self, chunk: bytes) -> VadVerdict:
         if not chunk:
             return self._verdict()

@@ -12,21 +12,25 @@ from benchmarks.wake_verifier_train import (
     PHRASE, TRAIN_COMMANDS, TRAIN_EFFECTS, TRAIN_EFFECTS_2, TRAIN_NEAR, TRAIN_ORDINARY, Sample, TrainCorpus, base_specs, fit,
     TRAIN_VARIANTS_2, neural_specs, pause_specs, train,
 )
-from benchmarks.wake_verify_late import EXTRA_TRAIN_NEAR, FAR_ROOMS, extra_specs
+from benchmarks.wake_verify_late import EXTRA_TRAIN_NEAR, FAR_ROOM_3, FAR_ROOMS, TRAIN_DRAWS, extra_specs, noisy_specs
 
 
 def test_the_training_sentences_and_renderings_are_none_of_the_benchmarks(tmp_path):
     tested_near = set(NEAR_MISS_LINES[PHRASE]) | set(EXTRA_NEAR_MISSES[PHRASE])
     trained = neural_specs() + neural_specs(TRAIN_VARIANTS_2, first_take=1000) + pause_specs() + extra_specs()  # (session 16's: the late verifier)
+    noisy = [s for k in range(len(TRAIN_DRAWS)) for s in noisy_specs(10000 + 3000 * k)]  # (session 19's, in the training draws)
+    trained += noisy
     said = {s.text for s in trained} | {s.text for s in base_specs()}
     assert not any(line in text for text in said for line in tested_near | set(WAKE_COMMANDS) | set(ORDINARY))
     assert (set(TRAIN_NEAR) | set(EXTRA_TRAIN_NEAR)) & tested_near == set() and set(TRAIN_ORDINARY) & set(ORDINARY) == set()
     assert set(TRAIN_COMMANDS) & set(WAKE_COMMANDS) == set()
     assert all(effects[v] != SOX_EFFECTS[v] for effects in (TRAIN_EFFECTS, TRAIN_EFFECTS_2) for v in effects)
-    assert all(room not in (SOX_EFFECTS[Variant.FAR], TRAIN_EFFECTS[Variant.FAR]) for room in FAR_ROOMS)  # (session 18's far rooms)
-    drawn = [NeuralCorpus(tmp_path, Corpus(tmp_path), draw=draw) for draw in range(10)]  # the benchmark's draws 0-9
+    assert all(room not in (SOX_EFFECTS[Variant.FAR], TRAIN_EFFECTS[Variant.FAR]) for room in FAR_ROOMS + (FAR_ROOM_3,))  # (session 18's far rooms)
+    assert FAR_ROOM_3 not in FAR_ROOMS and not set(TRAIN_DRAWS) & set(range(14))  # (the benchmark's draws 0-13 are judged on)
+    drawn = [NeuralCorpus(tmp_path, Corpus(tmp_path), draw=draw) for draw in range(14)]  # the benchmark's draws 0-13
     test_scales = {tuple(c.drawn_scales(s.take).values()) for c in drawn for s in neural_wake_specs(PHRASE)}
     train_scales = {tuple(TrainCorpus.scales(None, s.take).values()) for s in trained}  # type: ignore[arg-type]
+    train_scales |= {tuple(TrainCorpus(tmp_path, Corpus(tmp_path), draw=draw).drawn_scales(s.take).values()) for draw in TRAIN_DRAWS for s in noisy}
     assert test_scales & train_scales == set()
 
 

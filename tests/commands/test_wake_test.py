@@ -296,3 +296,36 @@ def test_wake_test_with_wake_verify_names_the_verifier_and_its_micro_cutoff():
     verified = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=True), "hey jarvis", 8.0, 48000))
     assert verified.rule().describe.endswith(
         "; with openWakeWord agreeing, microWakeWord above 0.1 is enough, and the wake verifier accepts each wake")
+
+
+def test_a_recording_is_judged_the_same_whoever_was_judged_before_it(corpus):
+    """The benchmark judges every clip with one `TryJudge`; `handoff wake-test` builds a fresh one per
+    recording. Each restart is a stream from its start (the VAD's prefilter and its noise floor too,
+    session 19: webrtcvad's state from the clip before moved which chunks were speech), so both agree."""
+    from benchmarks.corpus import babble_stream, mix
+    from config.settings import UploadMode, UploadSettings
+    from detectors.pipeline import build_upload_filter
+    from detectors.wake_test import TryJudge
+
+    def judge() -> TryJudge:
+        return TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000))
+
+    tv = b"".join(babble_stream(corpus, 12.0, chunk_s=1.0, seed=3))
+    clips = []
+    for i, (text, voice) in enumerate((("hey jarvis ... what is the weather like", "flite:awb"), ("hey jarvis, list the files", "flite:rms"))):
+        pcm = _silence(0.8) + _silence(0.9).join(corpus.speech(p, voice, 165) for p in text.split(" ... ")) + _silence(1.2)
+        clips.append(mix(pcm, tv[i * 96000 : i * 96000 + len(pcm)], 10))
+    def speech(upload, pcm: bytes) -> list[bool]:  # (what `TryJudge.tries` cuts tries by)
+        upload.restart()
+        flags = []
+        for k in range(len(pcm) // 960):
+            upload.feed(pcm[k * 960 : (k + 1) * 960])
+            flags.append(upload.speech)
+        return flags
+
+    used = judge()
+    for pcm in clips:
+        used.tries(pcm)
+    for pcm in clips:
+        assert speech(used.upload, pcm) == speech(judge().upload, pcm)
+        assert used.tries(pcm) == judge().tries(pcm)

@@ -3,6 +3,8 @@ with the audio before it, and a refusal drops the wake."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from benchmarks.corpus import Effect, _silence
@@ -133,6 +135,22 @@ def test_wake_verify_builds_the_shipped_verifier_into_the_spotter_the_assistant_
     # a phrase with no trained weights: no third opinion (and no error)
     assert not verifier_available("hey_mycroft")
     assert ModelSpotter(ModelSpotterSettings(MODEL_PHRASES["hey mycroft"], confirm=ConfirmSettings(verify=True))).verifier is None
+
+
+def test_the_barge_in_detector_while_it_talks_is_built_without_the_verifier():
+    """`WAKE_VERIFY` is the upload path's: the barge-in detector's wake model keeps its own rule (a verifier's
+    wait after the wake and relaxed cutoffs would delay the cut and change what the echo wakes)."""
+    from assembly.build import build_stop_detector, upload_filter
+    from detectors.barge_in import BargeInDetector
+
+    settings = load_settings(environ={"WAKE_VERIFY": "true"}, dotenv_path=None)
+    detector = build_stop_detector(settings)
+    assert isinstance(detector, BargeInDetector) and isinstance(detector.wake, ModelSpotter)
+    assert detector.wake.verifier is None
+    assert detector.wake.settings.confirm is not None and not detector.wake.settings.confirm.verify
+    upload = upload_filter(dataclasses.replace(settings, upload=dataclasses.replace(settings.upload, mode=UploadMode.ON_DEVICE_WAKE)))
+    assert upload.detectors is not None and isinstance(upload.detectors.spotter, ModelSpotter)
+    assert isinstance(upload.detectors.spotter.verifier, WakeVerifier)  # the upload path keeps it
 
 
 def test_the_verifier_reads_the_windows_a_three_second_start_would_for_less_audio(corpus, monkeypatch):
