@@ -26,12 +26,13 @@ Chosen over an echo canceller by measurement (docs/PERFORMANCE.md, "Echo gate").
 
 from __future__ import annotations
 
-import bisect
 import math
 import operator
 import sys
+from bisect import bisect_left, insort
 from collections import deque
 from dataclasses import dataclass
+from math import log10
 
 from audio_io.format import SAMPLE_RATE, SAMPLE_WIDTH
 from config.settings import EchoSettings
@@ -202,23 +203,25 @@ class EchoSuppressor:
         return EchoPath(delay * SLOT_S, 10 * math.log10(gain))
 
     def _learn(self, slot: int, energy: float) -> None:
+        # Only the delays whose reference was loud learn; each delay's figures move alone, so the
+        # order they are visited in changes nothing. Names bound once: this runs for every 10 ms slot
+        # while the narrator plays, twice (issue 34: the gate's Python was a tenth of a talking room).
         log_energy = math.log10(max(energy, _SILENT_ENERGY))
-        references = self._span(slot - self._max_delay, slot)  # [max_delay - delay]: the reference `delay` slots back
-        for delay in range(self._max_delay + 1):
-            reference = references[self._max_delay - delay]
-            if reference < self._loud:
-                continue
-            ratio = log_energy - math.log10(reference)
-            ratios, ordered = self._ratios[delay], self._ordered[delay]
+        top, loud = self._max_delay, self._loud
+        references = self._span(slot - top, slot)  # [max_delay - delay]: the reference `delay` slots back
+        learnt = [(top - back, log_energy - log10(reference)) for back, reference in enumerate(references) if reference >= loud]
+        all_ratios, all_ordered, sums, squares = self._ratios, self._ordered, self._sums, self._squares
+        for delay, ratio in learnt:
+            ratios, ordered = all_ratios[delay], all_ordered[delay]
             ratios.append(ratio)
-            bisect.insort(ordered, ratio)
-            self._sums[delay] += ratio
-            self._squares[delay] += ratio * ratio
+            insort(ordered, ratio)
+            sums[delay] += ratio
+            squares[delay] += ratio * ratio
             if len(ratios) > _TRACKED_SLOTS:
                 old = ratios.popleft()
-                del ordered[bisect.bisect_left(ordered, old)]
-                self._sums[delay] -= old
-                self._squares[delay] -= old * old
+                del ordered[bisect_left(ordered, old)]
+                sums[delay] -= old
+                squares[delay] -= old * old
         self._since_estimate += 1
         if self._since_estimate >= _REESTIMATE_EVERY:
             self._since_estimate = 0

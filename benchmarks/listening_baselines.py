@@ -11,6 +11,7 @@ from unittest import mock
 
 from audio_io import PushMicrophone, QuietReads
 from benchmarks.listening_session16 import as_in_session16
+from benchmarks.listening_session18 import as_in_session18
 
 
 # The benchmark's microphone, made as `MICROPHONE(chunk_ms=, pace=, read_ms=, quiet=)` (what baselines swap).
@@ -206,7 +207,8 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "session16": ("as in session 16 (the detectors' and gate's per-chunk code before session 17; every read at once)",
                            as_in_session16_with_every_read),
              "session17": ("as in session 17 (every read handed on at once, a silent room's too)", every_read_at_once),
-             "quiet80": ("a silent room's reads two at a time (quiet_read_ms 80)", two_quiet_reads)}
+             "quiet80": ("a silent room's reads two at a time (quiet_read_ms 80)", two_quiet_reads),
+             "session18": ("as in session 18 (the echo gate's `_learn` looping over every delay)", as_in_session18)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {

@@ -66,3 +66,47 @@ def test_the_session16_baseline_runs_the_old_per_chunk_code_and_decides_the_same
     assert (now, verdicts, windows) == (before, verdicts_before, windows_before)
     assert sum(wake is not None for _, wake, _, _ in now) >= 2  # the near commands woke it
     assert any(verdict.is_speech for verdict in verdicts) and windows > 0
+
+
+def test_the_session18_baseline_runs_the_old_learning_loop_and_the_gate_decides_the_same() -> None:
+    """`--baseline session18` swaps in the echo gate's `_learn` as it was (issue 34, session 19's
+    cut must not change what the gate decides): on random plays, gaps and stops, every chunk's
+    verdict and margin, the learnt path, the gain's bound and each delay's running sums the same."""
+    import random
+
+    import numpy as np
+
+    from audio_io.echo import EchoSuppressor
+    from benchmarks.listening_session18 import as_in_session18
+
+    def gate_decisions(seed: int) -> list[tuple[object, ...]]:
+        rng, noise = random.Random(seed), np.random.default_rng(seed)
+        gate, seen, at = EchoSuppressor(), [], 0.0
+        speaker = np.zeros(24000 * 60)  # what left the speaker, at 24 kHz: the microphone hears it back
+        delay, gain = rng.randrange(0, 2400), 10 ** (rng.uniform(-20, -3) / 20)
+        for _ in range(600):
+            if rng.random() < 0.08:
+                played = noise.standard_normal(rng.choice([480, 2400, 4800])) * rng.choice([300, 1000, 5000])
+                start = at + rng.uniform(-0.05, 0.2)
+                gate.played(played.clip(-32768, 32767).astype("<i2").tobytes(), start)
+                first = max(0, round(start * 24000))
+                speaker[first:first + len(played)] += played[: len(speaker) - first]
+            elif rng.random() < 0.02:
+                gate.stopped(at + rng.uniform(-0.1, 0.1))
+            first = round(at * 24000) - delay
+            echo = speaker[max(0, first):first + 480] if first + 480 > 0 else np.zeros(0)
+            echo = np.concatenate([np.zeros(480 - len(echo)), echo]) * gain
+            mic = echo + noise.standard_normal(480) * rng.choice([1, 1, 50, 3000])
+            seen.append((gate.process(mic.clip(-32768, 32767).astype("<i2").tobytes(), at) is None, gate.margin_db,
+                         gate.path, gate._bound, tuple(gate._sums)))
+            at += 0.02 if rng.random() > 0.02 else rng.uniform(0.02, 0.5)
+        return seen
+
+    today = EchoSuppressor._learn
+    now = [gate_decisions(seed) for seed in range(6)]
+    with as_in_session18():
+        assert EchoSuppressor._learn is not today
+        before = [gate_decisions(seed) for seed in range(6)]
+    assert now == before
+    assert any(path is not None for run in now for _, _, path, _, _ in run)  # a path was learnt
+    assert any(dropped for run in now for dropped, *_ in run)  # and echo dropped
