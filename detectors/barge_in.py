@@ -221,9 +221,11 @@ class CommandHold:
         """What the upload path gets now for `piece` (the chunk just read, after the echo gate)."""
         if self._held is None:
             return [piece]
-        self._held.append(piece)
-        if self.check is not None:
-            self.check.feed(piece.chunk, piece.end_s)
+        # The chunk the hit was heard in is remembered (cancelled) before the hit, and so already held.
+        if not self._held or self._held[-1].offset < piece.offset:
+            self._held.append(piece)
+            if self.check is not None:
+                self.check.feed(piece.chunk, piece.end_s)
         if piece.end_s < self._decide_at or muted or (self.check is not None and not self.check.settled):
             return []
         held, self._held = self._held, None

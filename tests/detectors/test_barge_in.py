@@ -376,3 +376,30 @@ def test_a_released_barge_in_goes_up_woken_though_the_upload_paths_wake_model_mi
     # The narration's audio the detector heard no wake in (nothing held, nothing carried): home.
     quiet = upload()
     assert [c for piece in voice for c in quiet.feed(piece.chunk, piece.woke_s)] == []
+
+
+def test_the_chunk_the_hit_was_heard_in_goes_up_once_as_the_ear_hears_it():
+    """`BargeInEar` remembers each chunk heard over the narration before the detector's hit on it,
+    then hands the same chunk (gated) to `take`: it is held once (before: twice, a 20 ms repeat
+    in the command that went up, and the stop check hearing it twice)."""
+    fed: list[float] = []
+
+    class Counting(StopAfterWake):
+        def feed(self, chunk: bytes, end_s: float) -> None:
+            fed.append(end_s)
+            super().feed(chunk, end_s)
+
+    for check in (None, Counting(("stop", "cancel"))):
+        fed.clear()
+        hold = CommandHold(HoldSettings(preroll_s=0.5, decide_s=1.0, keep_s=4.0), check=check)
+        said = [Held(p.offset, b"\x00\x10" * 480, p.end_s) for p in chunks(0.0, 4.0)]
+        released: list[Held] = []
+        for piece in said:  # the ear's order: remember, the hit on that chunk, take
+            if not hold.holding:
+                hold.remember(piece)
+            if abs(piece.end_s - 2.0) < 1e-9:
+                hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.4, command=True))
+            released += hold.take(piece, muted=False)
+        offsets = [p.offset for p in released if p.released]
+        assert offsets and len(offsets) == len(set(offsets)) and offsets == sorted(offsets)
+        assert len(fed) == len(set(fed))
