@@ -98,7 +98,7 @@ def test_test_and_run_in_turn_install_nothing_again(tmp_path):
 
     def setup(*args: str) -> int:
         subprocess.run(["bash", str(root / "scripts" / "setup.sh"), *args], env=env, check=True, capture_output=True)
-        return len(calls.read_text().splitlines()) if calls.exists() else 0
+        return sum("-m pip install" in line for line in calls.read_text().splitlines()) if calls.exists() else 0
 
     assert setup("--dev") == 2  # the requirements, then the project itself
     assert [setup(), setup("--dev"), setup(), setup("--dev")] == [2, 2, 2, 2]
@@ -106,3 +106,19 @@ def test_test_and_run_in_turn_install_nothing_again(tmp_path):
     assert setup() == 4  # the requirements changed: installed again ...
     assert setup() == 4  # ... once
     assert setup("--dev") == 6
+
+
+def test_a_failed_install_beside_the_requirements_stops_the_set_up_and_is_tried_again(tmp_path):
+    """The project's own install runs beside the requirements': when it fails the set-up says so
+    and fails, and nothing is stamped as installed, so the next ./test installs again."""
+    root, calls = fake_checkout(tmp_path)
+    python = root / ".venv" / "bin" / "python"
+    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in *" -e "*) exit 3;; esac\n')
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HANDOFF_PYTHON": sys.executable}
+    result = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True)
+    assert result.returncode == 1
+    assert "installing handoff itself (pip install -e .) failed" in result.stderr, result.stderr
+    assert not list((root / ".venv").glob(".handoff-stamp-*"))
+    again = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True)
+    assert again.returncode == 1
+    assert sum("-m pip install" in line for line in calls.read_text().splitlines()) == 4  # both installs, twice
