@@ -151,11 +151,12 @@ class StopPhraseDetector:
             if heard is None or self._wake is None or hit is not None:
                 continue
             if -0.2 <= heard[0] - self._wake[1] <= self.settings.max_gap_s:
-                hit = (spotter.phrase, self._wake[0])
-        if hit is None or self._wake is None:
+                hit = (spotter.phrase, *self._wake)
+        if hit is None:
             return None
-        wake_end, self._wake = self._wake[1], None
+        stop_word, wake_start, wake_end = hit
+        self._wake = None
         now = self._fed_s if end_time is None else end_time
         # end_s: when it had heard the stop word (the end of the chunk that completed it).
-        return StopHit(phrase=f"{self.wake} {hit[0]}", end_s=now, stop_word=hit[0], start_s=hit[1] + offset,
+        return StopHit(phrase=f"{self.wake} {stop_word}", end_s=now, stop_word=stop_word, start_s=wake_start + offset,
                        wake_end_s=min(wake_end + offset, now))
