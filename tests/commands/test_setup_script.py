@@ -69,9 +69,10 @@ def test_a_too_old_python_is_named(tmp_path):
     assert result.returncode == 1 and "Python 3.11 or newer; Python 3.9.2 found" in result.stderr
 
 
-def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
+def fake_checkout(tmp_path: Path, fails: str = "") -> tuple[Path, Path]:
     """A copy of the script and the requirement files, with a .venv whose python only records
-    the pip commands it is given (nothing is installed), and a .venv-satellite taken as made."""
+    the pip and uv commands it is given (nothing is installed) and fails those matching the shell
+    pattern `fails`, and a .venv-satellite taken as made."""
     root = tmp_path / "repo"
     (root / "scripts").mkdir(parents=True)
     shutil.copy(REPO / "scripts" / "setup.sh", root / "scripts" / "setup.sh")
@@ -80,7 +81,7 @@ def fake_checkout(tmp_path: Path) -> tuple[Path, Path]:
     (root / ".venv" / "bin").mkdir(parents=True)
     calls = tmp_path / "pip.log"
     python = root / ".venv" / "bin" / "python"
-    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\n')
+    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in {fails or "-"}) exit 3;; esac\n')
     python.chmod(0o755)
     # The satellite's own venv (--dev) as if made: its python imports anything. Not what is counted
     # here, and making a real one took over a minute of the test (a venv, pip, five packages).
@@ -98,14 +99,38 @@ def test_test_and_run_in_turn_install_nothing_again(tmp_path):
 
     def setup(*args: str) -> int:
         subprocess.run(["bash", str(root / "scripts" / "setup.sh"), *args], env=env, check=True, capture_output=True)
-        return sum("-m pip install" in line for line in calls.read_text().splitlines()) if calls.exists() else 0
+        return sum(" install " in line for line in calls.read_text().splitlines()) if calls.exists() else 0
 
-    assert setup("--dev") == 2  # the requirements, then the project itself
-    assert [setup(), setup("--dev"), setup(), setup("--dev")] == [2, 2, 2, 2]
+    assert setup("--dev") == 3  # uv, then the requirements and the project itself
+    assert [setup(), setup("--dev"), setup(), setup("--dev")] == [3, 3, 3, 3]
     (root / "requirements.txt").write_text((root / "requirements.txt").read_text() + "\n# changed\n")
-    assert setup() == 4  # the requirements changed: installed again ...
-    assert setup() == 4  # ... once
-    assert setup("--dev") == 6
+    assert setup() == 6  # the requirements changed: installed again ...
+    assert setup() == 6  # ... once
+    assert setup("--dev") == 9
+
+
+def installs(calls: Path) -> list[str]:
+    """Each install's tool and what it installed: uv itself, the requirements or the project."""
+    said = []
+    for line in filter(lambda line: " install " in line, calls.read_text().splitlines()):
+        tool = "uv" if line.startswith("-m uv pip install") else "pip"
+        what = "requirements" if " -r " in line else "project" if " -e " in line else line.split()[-1]
+        said.append(f"{tool}: {what}")
+    return said
+
+
+def test_uv_installs_the_packages_and_pip_does_when_uv_cannot_be_had_or_fails(tmp_path):
+    env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HANDOFF_PYTHON": sys.executable}
+    for fails, said in [
+        ("", ["pip: uv", "uv: project", "uv: requirements"]),
+        ("*constraints.txt?uv", ["pip: uv", "pip: project", "pip: requirements"]),  # no uv on the index
+        ("*-m?uv*--no-compile*", ["pip: uv", "uv: project", "uv: requirements", "pip: requirements"]),  # uv could not
+    ]:
+        root, calls = fake_checkout(tmp_path / f"case{len(fails)}", fails)
+        result = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True)
+        assert result.returncode == 0, result.stderr
+        assert sorted(installs(calls)) == sorted(said), calls.read_text()  # (the project's install runs beside)
+        assert (root / ".venv" / ".handoff-stamp-1").exists()
 
 
 def test_a_failed_install_beside_the_requirements_stops_the_set_up_and_is_tried_again(tmp_path):
@@ -113,7 +138,7 @@ def test_a_failed_install_beside_the_requirements_stops_the_set_up_and_is_tried_
     and fails, and nothing is stamped as installed, so the next ./test installs again."""
     root, calls = fake_checkout(tmp_path)
     python = root / ".venv" / "bin" / "python"
-    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in *" -e "*) exit 3;; esac\n')
+    python.write_text(f'#!/bin/sh\necho "$@" >> {calls}\ncase "$*" in *" -e "*) exit 3;; esac\n')  # (uv is had)
     env = {"PATH": os.environ["PATH"], "HOME": str(tmp_path), "HANDOFF_PYTHON": sys.executable}
     result = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True)
     assert result.returncode == 1
@@ -121,4 +146,4 @@ def test_a_failed_install_beside_the_requirements_stops_the_set_up_and_is_tried_
     assert not list((root / ".venv").glob(".handoff-stamp-*"))
     again = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True)
     assert again.returncode == 1
-    assert sum("-m pip install" in line for line in calls.read_text().splitlines()) == 4  # both installs, twice
+    assert sum(" install " in line and " uv" not in line[-4:] for line in calls.read_text().splitlines()) == 4  # both, twice
