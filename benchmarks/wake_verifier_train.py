@@ -230,12 +230,14 @@ def collect(cache: str) -> list[Sample]:
     return samples
 
 
-def fit(x: object, y: object, l2: float, iterations: int = 30) -> tuple[object, float]:
-    """L2-regularised logistic regression (Newton's method on the standardised features)."""
+def fit(x: object, y: object, l2: float, iterations: int = 30, negative_weight: float = 1.0) -> tuple[object, float]:
+    """L2-regularised logistic regression (Newton's method on the standardised features); each negative row
+    counts `negative_weight` times (session 20: the class weighting tried against the sound-alikes)."""
     import numpy as np
 
     x = np.asarray(x, dtype=np.float64)
     y = np.asarray(y, dtype=np.float64)
+    counts = np.where(y > 0.5, 1.0, negative_weight)
     n, d = x.shape
     a = np.hstack([x, np.ones((n, 1))])
     w = np.zeros(d + 1)
@@ -243,12 +245,12 @@ def fit(x: object, y: object, l2: float, iterations: int = 30) -> tuple[object, 
     reg[-1] = 0.0
     for _ in range(iterations):
         p = 1.0 / (1.0 + np.exp(-(a @ w)))
-        grad = a.T @ (p - y) + reg * w
+        grad = a.T @ (counts * (p - y)) + reg * w
         if d + 1 <= n:
-            hess = (a * (p * (1 - p))[:, None]).T @ a + np.diag(reg + 1e-9)
+            hess = (a * (counts * p * (1 - p))[:, None]).T @ a + np.diag(reg + 1e-9)
             step = np.linalg.solve(hess, grad)
         else:  # more features than samples: the Woodbury form, (A'SA + R)^-1 g with R diagonal
-            s = p * (1 - p) + 1e-9
+            s = counts * p * (1 - p) + 1e-9
             r_inv = 1.0 / (reg + 1e-6)
             inner = np.diag(1.0 / s) + (a * r_inv) @ a.T
             step = r_inv * grad - r_inv * (a.T @ np.linalg.solve(inner, a @ (r_inv * grad)))
@@ -258,8 +260,9 @@ def fit(x: object, y: object, l2: float, iterations: int = 30) -> tuple[object, 
     return w[:-1], float(w[-1])
 
 
-def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5, lift: float | None = None):
-    """A model fitted on every window of `chosen`, each labelled as its clip."""
+def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5, lift: float | None = None, negative_weight: float = 1.0):
+    """A model fitted on every window of `chosen`, each labelled as its clip (a negative's rows counted
+    `negative_weight` times)."""
     import numpy as np
 
     from detectors.wake_verify import Weights
@@ -267,17 +270,17 @@ def weights_for(chosen: list[Sample], l2: float, threshold: float = 0.5, lift: f
     x = np.concatenate([s.rows for s in chosen])
     y = np.concatenate([[s.label] * len(s.rows) for s in chosen])
     mean, scale = x.mean(axis=0), x.std(axis=0) + 1e-3
-    coef, intercept = fit((x - mean) / scale, y, l2)
+    coef, intercept = fit((x - mean) / scale, y, l2, negative_weight=negative_weight)
     return Weights(mean, scale, coef, intercept, threshold, lift)
 
 
-def held_out(samples: list[Sample], l2: float, folds: int = 5) -> list[tuple[float, Sample]]:
+def held_out(samples: list[Sample], l2: float, folds: int = 5, negative_weight: float = 1.0) -> list[tuple[float, Sample]]:
     """Each wake's score (its best window) by a model that never saw its clip (clip-grouped folds)."""
     clips = sorted({s.clip for s in samples})
     held: list[tuple[float, Sample]] = []
     for fold in range(folds):
         out = {c for i, c in enumerate(clips) if i % folds == fold}
-        model = weights_for([s for s in samples if s.clip not in out], l2)
+        model = weights_for([s for s in samples if s.clip not in out], l2, negative_weight=negative_weight)
         held += [(float(model.scores(s.rows).max()), s) for s in samples if s.clip in out]
     return held
 

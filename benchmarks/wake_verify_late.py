@@ -16,6 +16,10 @@ name's last sound ("jarvis" against "jarvie", "jarvis, ..." against "jarvis was 
     # (its "base.npz" is `collect-base`'s training clips: retrained from them, the candidate's weights are byte-equal)
     # session 19: commands in noise and far, everything under the TV, in the training draws (`TRAIN_DRAWS`)
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-noisy .cache/corpus noisy31.npz --draw 31
+    # session 20: the closest sound-alikes in every sound variant, in training draws 33/34 (`HARD_DRAWS`); negatives
+    # may count more than once in the fit (`--negative-weight`)
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-hard .cache/corpus hard33.npz --draw 33
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late train s20.npz 0.66 -30 0.55 even.npz ... hard34.npz [--negative-weight 2]
     # per delay: weights trained (written to /tmp/wake34q/late-<ms>.npz), judged on the draw
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late sweep draw1.npz detectors/verifiers/hey_jarvis.npz train0.npz ...
 
@@ -252,6 +256,50 @@ def collect_noisy(cache: str, out: str, draw: int) -> None:
     _run(clips, True, out)
 
 
+# Session 20: the sound-alikes the late verifier still takes ("hey jarvie", "a jar of peas", "hey chavez" at
+# 0.75-0.99) were in its training only plain-ish (`EXTRA_TRAIN_NEAR` in `TRAIN_VARIANTS`' first pass) or under the
+# TV, while session 19 added commands in noise and far with no sound-alike beside them. Here the closest training
+# sound-alikes (none of the benchmark's lines nor a homophone of one) in every sound variant but the TV (session 19
+# has it), each take's noise drawn under training draw numbers (`HARD_DRAWS`), with a few commands in the same
+# variants so the noise itself says nothing.
+HARD_DRAWS = (33, 34)
+HARD_NEAR = EXTRA_TRAIN_NEAR + (
+    "hey javier", "hey chaz", "hey travers", "hey chavs", "hey darvish", "hey carver", "hey jarley", "hey charvey",
+    "hey chavis", "hey harvey", "hey gervais", "hey mavis", "hey davis", "hey jars",
+    "hey jarvik", "hey tarvie", "hey carvie", "hey marvis", "a jar of beans", "a jar of jam", "hey chavo", "jarvis left early",
+)
+
+
+def hard_specs(first_take: int, half: int) -> list:
+    """`HARD_NEAR` in half of the sound variants each (`half` 0 or 1: the other half), and four commands per variant."""
+    from benchmarks.neural_corpus import NeuralSpec, Variant
+    from benchmarks.wake_verifier_train import TRAIN_COMMANDS
+
+    variants = (Variant.PLAIN, Variant.TEMPO, Variant.PITCH, Variant.REVERB, Variant.NOISE, Variant.FAR)
+    specs = [NeuralSpec((f"{line}, {TRAIN_COMMANDS[(j + k) % len(TRAIN_COMMANDS)]}",), (), variants[(2 * j + k + 3 * half) % 6], False,
+                        first_take + 40 * k + j) for j, line in enumerate(HARD_NEAR) for k in range(3)]
+    for k, variant in enumerate(variants):
+        for i in range(4):
+            command, take = TRAIN_COMMANDS[(i + 2 * k + half) % len(TRAIN_COMMANDS)], first_take + 2000 + 8 * k + i
+            specs.append(NeuralSpec(("hey", f"jarvis, {command}"), (0.45,), variant, True, take) if i == 3
+                         else NeuralSpec((f"{PHRASE}, {command}",), (), variant, True, take))
+    return specs
+
+
+def collect_hard(cache: str, out: str, draw: int) -> None:
+    """Session 20: `hard_specs` in training draw `draw` (one of `HARD_DRAWS`)."""
+    from benchmarks.corpus import Corpus
+    from benchmarks.neural_corpus import Variant
+    from benchmarks.wake_verifier_train import TRAIN_EFFECTS, TrainCorpus
+
+    assert draw in HARD_DRAWS, "a benchmark draw is judged on, never trained on"
+    half = HARD_DRAWS.index(draw)
+    neural = TrainCorpus(Path(cache), Corpus(cache), effects={**TRAIN_EFFECTS, Variant.FAR: FAR_ROOM_3}, draw=draw)
+    clips = [(c.name + f"-h{draw}", c.pcm, c.addressed, c.text) for c in neural.clips(hard_specs(20000 + 3000 * half, half))]
+    print(f"{len(clips)} hard training clips of training draw {draw} rendered", flush=True)
+    _run(clips, True, out)
+
+
 def collect_base(cache: str, out: str, shard: tuple[int, int] = (0, 1)) -> None:
     """The verifier's training clips in espeak-ng, flite and festival voices (`wake_verifier_train.base_specs`)."""
     from benchmarks.corpus import Corpus, Noise, mix, with_floor
@@ -379,24 +427,25 @@ def sweep(train_paths: list[str], draw_path: str, shipped: str) -> None:
             print(f"  threshold {t:.3f}:", judged(meta, asks, t), flush=True)
 
 
-def train_late(out: str, paths: list[str], threshold: float, quiet: tuple[float, float]) -> None:
+def train_late(out: str, paths: list[str], threshold: float, quiet: tuple[float, float], negative_weight: float = 1.0) -> None:
     """Session 18: weights for the window 200 ms after the wake, trained on every collected file given
     (l2 by clip-grouped cross-validation as `sweep`), asked at the training's cutoffs (`RELAXED`), with
-    `threshold` and `quiet` ((peak dBFS, threshold) for quieter audio) as chosen on the draws."""
+    `threshold` and `quiet` ((peak dBFS, threshold) for quieter audio) as chosen on the draws (session 20:
+    each negative wake counted `negative_weight` times)."""
     from benchmarks.wake_verifier_train import RELAXED, held_out, threshold_for, weights_for
 
     samples = samples_at(paths, DELAYS_S.index(0.2))
     print(f"{len(samples)} wakes, {sum(s.label for s in samples)} of the phrase", flush=True)
     best: tuple[int, float] | None = None
     for l2 in (10.0, 30.0, 100.0):
-        held = held_out(samples, l2)
+        held = held_out(samples, l2, negative_weight=negative_weight)
         cut = threshold_for(held, 0.98)
         refused = sum(score < cut for score, s in held if not s.label)
         print(f"l2 {l2:g}: cross-validated threshold {cut:.3f}, refused {refused} of {sum(not s.label for _, s in held)}", flush=True)
         if best is None or refused > best[0]:
             best = (refused, l2)
     assert best is not None
-    weights = dataclasses.replace(weights_for(samples, best[1], threshold), delay_s=0.2, quiet_peak_dbfs=quiet[0], quiet_threshold=quiet[1],
+    weights = dataclasses.replace(weights_for(samples, best[1], threshold, negative_weight=negative_weight), delay_s=0.2, quiet_peak_dbfs=quiet[0], quiet_threshold=quiet[1],
                                   ask_threshold=RELAXED, ask_pause_threshold=0.7, ask_alone_cutoff=RELAXED)
     weights.save(Path(out))
 
@@ -420,8 +469,13 @@ def main(argv: list[str]) -> int:
     if argv[0] == "judge":  # judge WEIGHTS.npz COLLECTED.npz...
         judge_files(argv[1], argv[2:])
         return 0
-    if argv[0] == "train":  # train OUT.npz THRESHOLD QUIET_DBFS QUIET_THRESHOLD FILE...
-        train_late(argv[1], argv[5:], float(argv[2]), (float(argv[3]), float(argv[4])))
+    if argv[0] == "train":  # train OUT.npz THRESHOLD QUIET_DBFS QUIET_THRESHOLD FILE... [--negative-weight W]
+        files, weight = argv[5:], 1.0
+        if "--negative-weight" in files:
+            at = files.index("--negative-weight")
+            weight = float(files[at + 1])
+            del files[at : at + 2]
+        train_late(argv[1], files, float(argv[2]), (float(argv[3]), float(argv[4])), weight)
         return 0
     if argv[0] == "collect-train":
         part = argv[argv.index("--shard") + 1].split("/") if "--shard" in argv else ("0", "1")
@@ -430,6 +484,8 @@ def main(argv: list[str]) -> int:
         collect_tv(argv[1], argv[2])
     elif argv[0] == "collect-noisy":  # collect-noisy CACHE OUT.npz --draw N (N in TRAIN_DRAWS)
         collect_noisy(argv[1], argv[2], int(argv[argv.index("--draw") + 1]))
+    elif argv[0] == "collect-hard":  # collect-hard CACHE OUT.npz --draw N (N in HARD_DRAWS)
+        collect_hard(argv[1], argv[2], int(argv[argv.index("--draw") + 1]))
     elif argv[0] == "collect-far":
         collect_far(argv[1], argv[2])
     elif argv[0] == "collect-base":
