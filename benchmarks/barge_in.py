@@ -53,6 +53,10 @@ Session 16 (docs/PERFORMANCE.md, "Barge-in: what was played explains"): the prer
 judged by what was played too (`PrerollSettings.max_explained`); `--hold-after-s S` the hold's stop
 check (`AfterWakeSettings.after_s`), `--phrases stop|command` one kind of trial only.
 
+Session 20 (docs/PERFORMANCE.md, "Barge-in: where 0 dB's trials are lost; the suppressor switched on
+by the echo's level"): `--suppress-over DB|none` the line for speexdsp's residual echo suppressor
+(`EchoSettings.cancel_suppress_over_db`; none: never, the path before session 20).
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -425,7 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--suppress", default="", metavar="ECHO,ACTIVE,NOISE",
                         help="speexdsp's residual echo suppressor after the canceller, dB (negative): echo, echo while the user talks, noise")
     parser.add_argument("--suppress-over", default=None, metavar="DB|none",
-                        help="the suppressor only while the echo gate's learnt echo gain is above this (default: EchoSettings().cancel_suppress_over_db)")
+                        help="the suppressor only while the echo gate's learnt echo gain is above this (default: EchoSettings().cancel_suppress_over_db; none: never)")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
