@@ -87,6 +87,12 @@ def canceller_available() -> bool:
 # speex/speex_preprocess.h's requests (the residual echo suppressor, measured: `suppress`)
 _PRE_SET_DENOISE, _PRE_SET_AGC, _PRE_SET_VAD, _PRE_SET_DEREVERB = 0, 2, 4, 8
 _PRE_SET_NOISE_SUPPRESS, _PRE_SET_ECHO_SUPPRESS, _PRE_SET_ECHO_SUPPRESS_ACTIVE, _PRE_SET_ECHO_STATE = 18, 20, 22, 24
+# The suppressor switched on by the echo's level (`EchoSettings.cancel_suppress_over_db`): the library's
+# defaults, echo -40 dB, -15 dB while the near end talks, no noise suppression (issue 32, session 19)
+_SUPPRESS = (-40, -15, 0)
+# ... judged on the gain's lowest over this span: a voice over the echo raises the gate's estimate
+# (by up to 4 dB in the benchmark's rooms), never lowers it, so the lowest is the echo's own
+_SUPPRESS_WINDOW_S = 3.0
 
 
 class _Filter:
@@ -110,9 +116,14 @@ class _Filter:
             lib.speex_preprocess_ctl(self._pre, _PRE_SET_ECHO_STATE, ctypes.c_void_p(self._state))
         self.suppressed = b""  # the last `run`'s output after the suppressor (with one)
 
-    def run(self, near: bytes, far: bytes) -> bytes:
+    @property
+    def suppressing(self) -> bool:
+        return self._pre is not None
+
+    def run(self, near: bytes, far: bytes, suppress: bool = True) -> bytes:
+        """`suppress` False: the preprocessor is not run (its output is left empty)."""
         out = bytearray(near)
-        suppressed = bytearray(near) if self._pre is not None else None
+        suppressed = bytearray(near) if self._pre is not None and suppress else None
         for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
             self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
             out[i:i + _FRAME_BYTES] = self._out.raw
@@ -136,14 +147,26 @@ class _Filter:
 
 class EchoCanceller:
     """speexdsp's filter (a main and a shadow) on 24 kHz pcm16 mono chunks, its reference kept on
-    the caller's clock (room seconds). `shadow=False`: the main filter alone (before session 11)."""
+    the caller's clock (room seconds). `shadow=False`: the main filter alone (before session 11).
+    `suppress`: speexdsp's residual echo suppressor on every chunk (measured, `benchmarks/barge_in.py
+    --suppress`); else, with `settings.cancel_suppress_over_db`, only while `echo_gain_db()` (the
+    echo gate in front's learnt echo path, the microphone over what was played; None: not learnt)
+    is above it: a loud echo, where the filter's residue hides the user (issue 32, session 20)."""
 
     def __init__(self, settings: EchoSettings = EchoSettings(), delay_s: Callable[[], float] = lambda: 0.0,
-                 shadow: bool = True, suppress: tuple[int, int, int] | None = None) -> None:
+                 shadow: bool = True, suppress: tuple[int, int, int] | None = None,
+                 echo_gain_db: Callable[[], float | None] = lambda: None) -> None:
         lib = _load()
         if lib is None:
             raise RuntimeError(f"{_LIBRARY} is missing: apt-get install libspeexdsp1 (scripts/setup.sh does)")
         taps = round(SAMPLE_RATE * settings.cancel_filter_ms / 1000)
+        self._suppress_over = None if suppress is not None else settings.cancel_suppress_over_db
+        self._echo_gain_db = echo_gain_db
+        if suppress is None and self._suppress_over is not None:
+            suppress = _SUPPRESS
+        self.suppressed_chunks = 0  # chunks returned through the suppressor
+        self._gains: deque[tuple[float, float]] = deque()  # (at, gain): the echo gain's lowest first (a sliding minimum)
+        self._gains_from: float | None = None  # since when the gain has been known without a break
         self._main = _Filter(lib, taps, suppress)
         self._shadow = _Filter(lib, taps, suppress) if shadow else None
         self._since_restart = 0.0  # seconds of audio the shadow has run since it started afresh
@@ -214,18 +237,40 @@ class EchoCanceller:
         self.far = far
         self.frames += 1
         self._trim(at - delay)
-        cancelled = self._cancel(chunk, far)
+        cancelled = self._cancel(chunk, far, self._loud(at))
         # The gate behind it (its own path: the reference lined up as the gate's own, by the clock).
         self.passed = self.residual.process(cancelled, at) is not None
         return cancelled
 
-    def _cancel(self, near: bytes, far: bytes) -> bytes:
-        """The filters: `near` less the echo of `far` (the same length, lined up)."""
+    def _loud(self, at: float) -> bool:
+        """The suppressor runs now: always when asked for, else while the echo gain's lowest over
+        the last `_SUPPRESS_WINDOW_S` (known all that while) is above `cancel_suppress_over_db`."""
+        if self._suppress_over is None:
+            return True
+        gain, gains = self._echo_gain_db(), self._gains
+        if gain is None:
+            gains.clear()
+            self._gains_from = None
+            return False
+        if self._gains_from is None:
+            self._gains_from = at
+        while gains and gains[-1][1] >= gain:
+            gains.pop()
+        gains.append((at, gain))
+        while gains[0][0] < at - _SUPPRESS_WINDOW_S:
+            gains.popleft()
+        return at - self._gains_from >= _SUPPRESS_WINDOW_S and gains[0][1] > self._suppress_over
+
+    def _cancel(self, near: bytes, far: bytes, loud: bool = True) -> bytes:
+        """The filters: `near` less the echo of `far` (the same length, lined up); `loud`: through
+        the suppressor too (when there is one)."""
         main_filter, shadow_filter = self._main, self._shadow
-        main = main_filter.run(near, far)
+        if loud and main_filter.suppressing:
+            self.suppressed_chunks += 1
+        main = main_filter.run(near, far, loud)
         if shadow_filter is None:
             return main_filter.suppressed or main
-        shadow = shadow_filter.run(near, far)
+        shadow = shadow_filter.run(near, far, loud)
         main_energy, shadow_energy = _energy(main), _energy(shadow)
         self._main_energy.append(main_energy)
         self._shadow_energy.append(shadow_energy)
@@ -301,8 +346,10 @@ def stream_latency_s(device: object) -> float:
     return float(getattr(device, "latency_s", 0.0))
 
 
-def build_canceller(settings: EchoSettings, delay_s: Callable[[], float] = lambda: 0.0) -> EchoCanceller | None:
-    """The canceller, or None when it is switched off or not installed (the gate works alone)."""
+def build_canceller(settings: EchoSettings, delay_s: Callable[[], float] = lambda: 0.0,
+                    echo_gain_db: Callable[[], float | None] = lambda: None) -> EchoCanceller | None:
+    """The canceller, or None when it is switched off or not installed (the gate works alone).
+    `echo_gain_db`: the echo gate in front's learnt gain (`EchoCanceller`'s suppressor by level)."""
     if not settings.cancel or not canceller_available():
         return None
-    return EchoCanceller(settings, delay_s)
+    return EchoCanceller(settings, delay_s, echo_gain_db=echo_gain_db)

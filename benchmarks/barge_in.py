@@ -53,6 +53,10 @@ Session 16 (docs/PERFORMANCE.md, "Barge-in: what was played explains"): the prer
 judged by what was played too (`PrerollSettings.max_explained`); `--hold-after-s S` the hold's stop
 check (`AfterWakeSettings.after_s`), `--phrases stop|command` one kind of trial only.
 
+Session 20 (docs/PERFORMANCE.md, "Barge-in: where 0 dB's trials are lost; the suppressor switched on
+by the echo's level"): `--suppress-over DB|none` the line for speexdsp's residual echo suppressor
+(`EchoSettings.cancel_suppress_over_db`; none: never, the path before session 20).
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -190,7 +194,7 @@ class Aec3Canceller(EchoCanceller):
 
         self._aec3 = AudioProcessor(sample_rate=RATE, num_channels=1, echo_cancellation=True)
 
-    def _cancel(self, near: bytes, far: bytes) -> bytes:
+    def _cancel(self, near: bytes, far: bytes, loud: bool = True) -> bytes:
         return self._aec3.process(np.frombuffer(near, dtype=np.int16), np.frombuffer(far, dtype=np.int16)).tobytes()
 
 
@@ -209,7 +213,8 @@ class Path:
                  after_wake: bool = True, wake_ungated: bool = False, shadow: bool = True,
                  preroll: PrerollSettings | None = None, judged: bool = True,
                  alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff,
-                 after: AfterWakeSettings = AfterWakeSettings(), suppress: tuple[int, int, int] | None = None) -> None:
+                 after: AfterWakeSettings = AfterWakeSettings(), suppress: tuple[int, int, int] | None = None,
+                 echo_settings: EchoSettings = EchoSettings()) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
         self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
@@ -234,9 +239,15 @@ class Path:
         if cancel == "aec3":
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
-            self.canceller = EchoCanceller(EchoSettings(), lambda: self.delay_now, shadow=shadow, suppress=suppress) if cancel else None
+            self.canceller = EchoCanceller(echo_settings, lambda: self.delay_now, shadow=shadow, suppress=suppress,
+                                           echo_gain_db=self.echo_gain_db) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
         self.filter_alone = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)  # the wake not carried
+
+    def echo_gain_db(self) -> float | None:
+        """The gate in front's learnt echo gain (as `audio_io.echo_reference.RoomEcho` hands the canceller)."""
+        path = self.gate.path
+        return None if path is None else path.gain_db
 
     def told(self, scene: Scene, at: float) -> float:
         if self.delay == "device":
@@ -417,6 +428,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--phrases", default="stop,command", help="which trials: stop, command or both")
     parser.add_argument("--suppress", default="", metavar="ECHO,ACTIVE,NOISE",
                         help="speexdsp's residual echo suppressor after the canceller, dB (negative): echo, echo while the user talks, noise")
+    parser.add_argument("--suppress-over", default=None, metavar="DB|none",
+                        help="the suppressor only while the echo gate's learnt echo gain is above this (default: EchoSettings().cancel_suppress_over_db; none: never)")
     args = parser.parse_args(argv)
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
@@ -448,6 +461,8 @@ def main(argv: list[str] | None = None) -> int:
     variants += [(one_filter, True, "zero", None, True)] if args.one_filter else []
     alone_cutoff = alone_cutoff_arg(args.alone_cutoff)
     suppress = suppress_arg(args.suppress)
+    echo = EchoSettings() if args.suppress_over is None else dataclasses.replace(
+        EchoSettings(), cancel_suppress_over_db=None if args.suppress_over == "none" else float(args.suppress_over))
     preroll = PrerollSettings()
     if args.preroll_settings:
         pre, onset, hang = args.preroll_settings.split(",")
@@ -464,7 +479,7 @@ def main(argv: list[str] | None = None) -> int:
     def path_for(name: str, cancel: bool | str, delay: str, veto: int | None, after_wake: bool) -> Path:
         return Path(stop_settings, cancel, delay, veto, after_wake, name in ungated, name != one_filter,
                     preroll if name == preroll_row else None, not args.preroll_unjudged, alone_cutoff,
-                    AfterWakeSettings(after_s=args.hold_after_s), suppress)
+                    AfterWakeSettings(after_s=args.hold_after_s), suppress, echo)
 
     for name, cancel, delay, veto, after_wake in variants:
         count = trials if cancel else min(trials, args.gate_trials)

@@ -35,18 +35,24 @@ from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
 
 
-def cancelled(scene: Scene, suppress: tuple[int, int, int] | None = None) -> dict[str, np.ndarray]:
+def cancelled(scene: Scene, suppress: tuple[int, int, int] | None = None, over_db: float | None = None) -> dict[str, np.ndarray]:
     """The canceller's output for the whole room (nothing cut), the verdicts of the gate behind it,
     and the margins of the echo gate in front (`outer`: the raw microphone against what was played).
-    `suppress`: speexdsp's residual echo suppressor after it (`EchoCanceller(suppress=)`)."""
-    canceller = EchoCanceller(EchoSettings(), suppress=suppress)
+    `suppress`: speexdsp's residual echo suppressor after it (`EchoCanceller(suppress=)`); `over_db`:
+    only while the gate in front's learnt echo gain is above it (`EchoSettings.cancel_suppress_over_db`)."""
+    gate = EchoSuppressor(EchoSettings())
+    canceller = EchoCanceller(EchoSettings(cancel_suppress_over_db=over_db), suppress=suppress,
+                              echo_gain_db=lambda: None if gate.path is None else gate.path.gain_db)
     mic = scene.user + scene.echo(scene.narration) + scene.noise
     out = bytearray()
     passed = []
     for i in range(len(mic) // CHUNK):
         at = i * CHUNK / RATE
-        canceller.played(pcm(scene.narration[i * CHUNK:(i + 1) * CHUNK]), at)
-        out += canceller.process(pcm(mic[i * CHUNK:(i + 1) * CHUNK]), at)
+        played, raw = pcm(scene.narration[i * CHUNK:(i + 1) * CHUNK]), pcm(mic[i * CHUNK:(i + 1) * CHUNK])
+        canceller.played(played, at)
+        out += canceller.process(raw, at)
+        gate.played(played, at)
+        gate.process(raw, at)
         passed.append(canceller.passed)
     return {"out": np.frombuffer(bytes(out), dtype=np.int16), "passed": np.array(passed), "outer": outer_margins(scene)}
 
@@ -151,6 +157,8 @@ def main(argv: list[str] | None = None) -> int:
                         help="the barge-in wake model wakes alone above this (default: StopSettings's; model: its own)")
     parser.add_argument("--suppress", default="", metavar="ECHO,ACTIVE,NOISE",
                         help="speexdsp's residual echo suppressor after the canceller (see benchmarks.barge_in)")
+    parser.add_argument("--suppress-over", type=float, default=None, metavar="DB",
+                        help="the suppressor only while the echo gate's learnt echo gain is above this (see benchmarks.barge_in)")
     args = parser.parse_args(argv)
     alone = alone_cutoff_arg(args.alone_cutoff)
     suppress = suppress_arg(args.suppress)
@@ -164,9 +172,11 @@ def main(argv: list[str] | None = None) -> int:
     results = []
     a, b = (int(x) for x in args.blocks.split(":"))
     scenes = hour_scenes(narration, seed=args.seed) if b > a else []
-    prefix = ("hour" if args.seed == 7 else f"s{args.seed}hour") + ("_res" + args.suppress.replace(",", "_") if suppress else "")
+    over = args.suppress_over
+    prefix = (("hour" if args.seed == 7 else f"s{args.seed}hour") + ("_res" + args.suppress.replace(",", "_") if suppress else "")
+              + ("" if over is None else f"_over{over:g}"))
     for k in range(a, b):
-        room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k], suppress), scenes[k])
+        room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k], suppress, over), scenes[k])
         for name in names:
             for hit in listen(room, SETTINGS[name], alone_cutoff=alone, scene=scenes[k]):
                 results.append({"room": f"{prefix}{k:03d}", "setting": name, **hit})
@@ -175,7 +185,7 @@ def main(argv: list[str] | None = None) -> int:
         for text, seed, tag in ((STOP_TEXT, int(10 - level), "stop"), (COMMAND_TEXT, int(50 - level), "command")):
             for k, scene in enumerate(build_scenes(corpus, text, level, args.trials, narration, seed)):
                 name = f"{tag}{level:+.0f}_{k:02d}"
-                room = stored(store, name, lambda: cancelled(scene, suppress), scene)
+                room = stored(store, name, lambda: cancelled(scene, suppress, over), scene)
                 for setting in names:
                     hits = listen(room, SETTINGS[setting], alone_cutoff=alone, scene=scene)
                     results.append({"room": name, "setting": setting, "word_end_s": scene.word_end_s, "hits": hits})

@@ -216,6 +216,12 @@ class EchoSettings:
     cancel_idle_s: float = 0.4
     cancel_filter_ms: int = 200  # the adaptive filter's length: the air's delay and the room's reverberation
     cancel_margin_db: float = 12.0  # the gate behind the canceller: a cancelled chunk beats the residual by this much
+    # speexdsp's residual echo suppressor after the canceller, only while the echo gate's learnt echo
+    # gain (the microphone over what was played; its lowest over 3 s) is above this, dB (None: never).
+    # It finds the user under a loud echo, and loses some of a quiet one's voice where the echo is
+    # quiet: fresh rooms, 0 dB of echo, "stop" 26 -> 29 of 30; never on at -6 dB (docs/PERFORMANCE.md,
+    # issue 32, session 20).
+    cancel_suppress_over_db: float | None = -11.5
 
 
 @dataclass(frozen=True)

@@ -210,3 +210,49 @@ def test_the_residual_echo_suppressor_takes_more_echo_off_and_keeps_the_users_fi
     assert level(suppressed, 3.0, 5.9) * 10 ** (6 / 20) < level(linear, 3.0, 5.9)
     for start, end in ((6.0, 6.1), (6.1, 6.3), (6.3, 6.6)):
         assert abs(20 * math.log10(level(suppressed, start, end) / level(user, start, end))) < 3
+
+
+def test_the_suppressor_by_level_runs_only_while_the_echo_gains_lowest_over_three_seconds_is_loud():
+    """`EchoSettings.cancel_suppress_over_db` (issue 32, session 20): the suppressor takes a loud
+    echo's residue down; a quieter echo gets the linear filter alone, to the byte, even while a voice
+    over it lifts the gate's estimate of the echo's gain above the line for a moment."""
+    played = narration(8.0)
+    mic = room(played, 0.06)
+    by_level = EchoSettings(cancel_suppress_over_db=-11.5)
+    gain: list[float | None] = [None]
+    linear = run(EchoCanceller(EchoSettings()), played, mic)
+
+    quiet = EchoCanceller(by_level, echo_gain_db=lambda: gain[0])
+    out = bytearray()
+    for i in range(0, len(mic), CHUNK):
+        at = i / (RATE * 2)
+        gain[0] = None if at < 0.5 else -9.0 if 4.0 <= at < 4.6 else -14.0  # a voice over it at 4 s
+        quiet.played(played[i:i + CHUNK], at)
+        out += quiet.process(mic[i:i + CHUNK], at)
+    assert quiet.suppressed_chunks == 0
+    assert bytes(out) == linear
+
+    gain[0] = -9.0
+    loud = EchoCanceller(by_level, echo_gain_db=lambda: gain[0])
+    suppressed = run(loud, played, mic)
+    assert suppressed[: 3 * RATE * 2] == linear[: 3 * RATE * 2]  # not before the gain was known for 3 s
+    assert level(suppressed, 5.0, 7.9) * 10 ** (6 / 20) < level(linear, 5.0, 7.9)
+
+
+async def test_a_rooms_canceller_suppresses_by_the_echo_gate_in_fronts_learnt_gain():
+    """`RoomEcho` hands its canceller the gate in front's learnt echo gain: a loud room's echo goes
+    through the suppressor, a quiet room's does not."""
+    counts = []
+    for gain in (0.8, 0.1):  # about -2 dB and -20 dB under what was played
+        clock = [0.0]
+        echo_of_room = RoomEcho(MemorySpeaker(), object(), EchoSettings(cancel_suppress_over_db=-11.5), lambda: clock[0])
+        assert echo_of_room.canceller is not None
+        await echo_of_room.speaker.start()
+        played = narration(6.0)
+        echo = room(played, 0.05, gain)
+        for i in range(0, len(played), CHUNK):
+            echo_of_room.speaker.play(played[i:i + CHUNK])
+            clock[0] = (i + CHUNK) / (RATE * 2)
+            echo_of_room.hear(echo[i:i + CHUNK])
+        counts.append(echo_of_room.canceller.suppressed_chunks)
+    assert counts[0] > 0 and counts[1] == 0
