@@ -7,11 +7,15 @@ what was held before it. So any sound is handed on when it would have been (the 
 command, far speech over the hiss), nothing is dropped or reordered, every chunk keeps its capture
 time, and only silence a second after the last sound lags, by up to `reads - 1` reads (the
 decisions taken on it: a command window's or a follow-up's end, up to that much later).
+
+While no one is woken and nothing plays (`unhurried`, issue 34: a talking room's wake-ups), a read
+with a sound in it may wait too: what hears it then (the VAD, the wake spotter) decides on audio
+time, the same, up to `reads - 1` reads later; the wake's upload starts that much later.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Callable
 
 from audio_io.format import SAMPLE_WIDTH, audioop
 
@@ -29,6 +33,9 @@ class QuietReads:
         self._reads = reads
         self._quiet_s = 0.0  # audio under `rms` since the last read over it
         self._held = 0  # reads held since the last one handed on
+        # Asked at each read that would go at once: whether nothing that hears the room is in a hurry
+        # (set by the assistant: no one woken, nothing playing), so that a sound may wait too (None: never).
+        self.unhurried: Callable[[], bool] | None = None
 
     @classmethod
     def of(cls, audio: "AudioSettings") -> "QuietReads | None":
@@ -45,12 +52,12 @@ class QuietReads:
         # The quiet starts over at a read over `rms` as a whole: a chunk of the hiss a little over it
         # (a fan's: 8 of 1,500 chunks at -69 dBFS) goes at once, but is no sound to decide on after.
         if sound and audioop.rms(pcm, SAMPLE_WIDTH) >= self._rms:
-            self._quiet_s, self._held = 0.0, 0
-            return False
-        quiet_before = self._quiet_s
-        self._quiet_s += seconds
-        if sound or quiet_before + 1e-9 < self._after_s or self._held + 1 >= self._reads:
-            self._held = 0
-            return False
-        self._held += 1
-        return True
+            self._quiet_s, waits = 0.0, False
+        else:
+            waits = not sound and self._quiet_s + 1e-9 >= self._after_s
+            self._quiet_s += seconds
+        if (waits or (self.unhurried is not None and self.unhurried())) and self._held + 1 < self._reads:
+            self._held += 1
+            return True
+        self._held = 0
+        return False
