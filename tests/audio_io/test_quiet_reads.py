@@ -38,3 +38,17 @@ def test_the_settings_ask_for_two_reads_and_reading_as_much_switches_it_off() ->
     assert QuietReads.of(AudioSettings()) is not None
     assert QuietReads.of(AudioSettings(quiet_read_ms=40)) is None
     assert QuietReads.of(AudioSettings(read_ms=80)) is None
+
+
+def test_a_sound_waits_too_while_no_one_is_in_a_hurry_and_goes_at_once_when_someone_is() -> None:
+    quiet = QuietReads(rms=20, after_s=1.0, reads=3)
+    sound = at_rms(0.04, 40, seed=5)
+    hiss = at_rms(0.04, 9, seed=1)
+    hurry = [False]
+    quiet.unhurried = lambda: not hurry[0]
+    # No one in a hurry: any read waits, the third goes with the two before it.
+    assert [quiet.hold(x, 0.04, 2) for x in (sound, hiss, sound, sound, sound, sound)] == [True, True, False, True, True, False]
+    hurry[0] = True  # (a wake heard: the upload filter is awake)
+    assert [quiet.hold(x, 0.04, 2) for x in (sound, hiss, sound)] == [False, False, False]
+    quiet.unhurried = None  # (what a microphone nobody told starts with)
+    assert not quiet.hold(sound, 0.04, 2)
