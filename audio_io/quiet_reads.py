@@ -36,8 +36,9 @@ class QuietReads:
         self._unhurried_reads = reads if unhurried_reads is None else unhurried_reads
         self._quiet_s = 0.0  # audio under `rms` since the last read over it
         self._held = 0  # reads held since the last one handed on
-        # Asked at each read that would go at once: whether nothing that hears the room is in a hurry
-        # (set by the assistant: no one woken, nothing playing), so that a sound may wait too (None: never).
+        # Asked at each read: whether nothing that hears the room is in a hurry (set by the assistant:
+        # no one woken, no narration), so that a sound may wait too (None: never). Called from the
+        # device's callback thread too: it only reads the loop's state (a read's verdict may be one late).
         self.unhurried: Callable[[], bool] | None = None
 
     @classmethod
