@@ -94,6 +94,10 @@ async def assistant(
             stop_detector=stop_detector if settings.stop.enabled else None,
         )
         coordinator = Coordinator(parts, timeline or Timeline(log_overheard=settings.log.overheard))
+        if mic_filter is not None and (reads := getattr(microphone, "quiet_reads", None)) is not None:
+            # While it only listens for a wake and nothing plays, a read with a sound may wait for
+            # the next too (issue 34: a talking room's wake-ups of the loop; decided on audio time, the same).
+            reads.unhurried = lambda: mic_filter.waiting_for_wake and not coordinator.core.narrating
         # What was built to start (models, schemas, the SDK: most of the heap) lives all day: out of
         # the collector's sight, its full passes do not walk it every few seconds while it listens
         # (issue 34, the listening cost; nothing it decides changes). Once per process: a frozen

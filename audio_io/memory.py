@@ -148,7 +148,7 @@ class PushMicrophone:
         self._chunk_bytes = SAMPLE_WIDTH * round(SAMPLE_RATE * chunk_ms / 1000)
         self._chunk_s = chunk_ms / 1000
         self._pacer = Pacer(chunk_ms, pace, read_ms)
-        self._quiet = quiet
+        self.quiet_reads = quiet  # (the assistant may set its `unhurried`)
         self.pace = pace
         self._pending = bytearray()
         self._emptied = asyncio.Event()
@@ -197,7 +197,7 @@ class PushMicrophone:
             raise RuntimeError("start() the microphone before reading chunks()")
         while not self._closed:
             index = self._read_bytes // self._chunk_bytes  # (a backlog dropped moves it on)
-            if not await self._pacer.wait_for_chunk(index, self._quiet_read if self._quiet is not None else None):
+            if not await self._pacer.wait_for_chunk(index, self._quiet_read if self.quiet_reads is not None else None):
                 return
             chunk = bytes(self._pending[: self._chunk_bytes])
             del self._pending[: self._chunk_bytes]
@@ -211,13 +211,13 @@ class PushMicrophone:
     def _quiet_read(self, first: int, last: int, due: bool) -> bool | None:
         """Whether the read of chunks first..last may wait: judged once all of it is queued, or at its
         turn (`due`) on what is (the rest is silence); None before."""
-        assert self._quiet is not None
+        assert self.quiet_reads is not None
         start = (first - self._read_bytes // self._chunk_bytes) * self._chunk_bytes
         count = last - first + 1
         read = self._pending[start:start + count * self._chunk_bytes]
         if len(read) < count * self._chunk_bytes and not due:
             return None
-        return self._quiet.hold(read, count * self._chunk_s, count)
+        return self.quiet_reads.hold(read, count * self._chunk_s, count)
 
     async def close(self) -> None:
         self._closed = True

@@ -371,7 +371,7 @@ class PyAudioMicrophone:
         self._spec = device
         self._chunk_ms = chunk_ms
         self._read_ms = chunk_ms * chunks_per_read(chunk_ms, read_ms)
-        self._quiet, self._held = quiet, list[tuple[bytes, float]]()  # (the callback thread's alone)
+        self.quiet_reads, self._held = quiet, list[tuple[bytes, float]]()  # (`_held`: the callback thread's alone)
         self._queue: deque[tuple[bytes, float]] = deque(maxlen=max(1, int(max_queued_s * 1000 / chunk_ms)))
         self._stall_timeout_s = stall_timeout_s
         self._ready = asyncio.Event()
@@ -410,7 +410,7 @@ class PyAudioMicrophone:
         assert self._bridge is not None
         self.latency_s = _timestamp_latency(time_info, "input_buffer_adc_time", "current_time", self._stream_latency_s)
         self._held.append((in_data, time.monotonic()))  # (the loop's clock)
-        if self._quiet is None or not self._quiet.hold(in_data, self._read_ms / 1000, self._read_ms // self._chunk_ms):
+        if self.quiet_reads is None or not self.quiet_reads.hold(in_data, self._read_ms / 1000, self._read_ms // self._chunk_ms):
             self._bridge.send(self._receive, self._held)
             self._held = []
         return None, _PA_CONTINUE

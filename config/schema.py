@@ -267,6 +267,9 @@ class AudioSettings:
     quiet_read_ms: int = 120  # read_ms: off
     quiet_rms: int = 20
     quiet_after_s: float = 1.0
+    # While no one is woken and nothing is narrated, any read may wait, up to this much together (the
+    # wake heard up to 160 ms later; its decisions the same: audio_io.quiet_reads, issue 34, session 20).
+    unhurried_read_ms: int = 200  # read_ms: off
     volume_percent: int = int(_default("NARRATOR_VOLUME"))  # everything played, 0-150 % (clipped above 100)
     wake_sound_wav: Path | None = None  # sounds to use instead of the built-in ones
     working_sound_wav: Path | None = None

@@ -22,7 +22,7 @@ from typing import Protocol
 
 from config.settings import UploadMode, UploadSettings
 from config.wake_phrases import model_for
-from decisions.upload_gate import KeywordHit, UploadGate, UploadGateSettings
+from decisions.upload_gate import GateState, KeywordHit, UploadGate, UploadGateSettings
 from detectors.turn_pause import TurnFollower, TurnSignal
 from detectors.vad import SileroVad
 from detectors.wake_confirm import STRICT, ConfirmSettings, confirm_available
@@ -44,6 +44,7 @@ class Verdict:
     keyword_hit: KeywordHit | None = None
 
 
+_WAITING = (GateState.QUIET, GateState.HEARING)  # the gate's states before a wake
 _SILENCE = Verdict(False, 0.0)  # a chunk nobody heard a voice or a wake in (one object: it is most chunks)
 
 
@@ -217,6 +218,13 @@ class UploadFilter:
             elif self._follower.paused:  # (a provisional route whose turn will not be routed)
                 self._resumed = True
             self._turn = self._follower = self._paused_turn = None
+
+    @property
+    def waiting_for_wake(self) -> bool:
+        """Listening for a wake only, no one woken and no turn followed: what it decides now is
+        decided on audio time, so its chunks may come in later (`QuietReads.unhurried`)."""
+        return (self.detectors is not None and self._turn is None and self.gate.settings.mode is UploadMode.ON_DEVICE_WAKE
+                and self.gate.state in _WAITING)
 
     def take_turn(self) -> bytes | None:
         """A woken utterance the device heard end (see `turn_end_s`): its audio, sent so far."""

@@ -110,3 +110,36 @@ def test_the_session18_baseline_runs_the_old_learning_loop_and_the_gate_decides_
     assert now == before
     assert any(path is not None for run in now for _, _, path, _, _ in run)  # a path was learnt
     assert any(dropped for run in now for dropped, *_ in run)  # and echo dropped
+
+
+def test_the_session19_baseline_hands_a_sound_on_at_once_and_today_holds_the_same_when_someone_is_in_a_hurry() -> None:
+    """`--baseline session19` swaps in `QuietReads.hold` as it was (issue 34, session 20): with no one
+    unhurried today's holds exactly the reads it held, on random reads of hiss, blips and sounds."""
+    import random
+
+    from audio_io.format import audioop
+    from audio_io.quiet_reads import QuietReads
+    from benchmarks.listening_session19 import as_in_session19
+    from tests.support.audio_helpers import noise
+
+    def holds(seed: int, unhurried: bool) -> list[bool]:
+        rng, reads = random.Random(seed), QuietReads(rms=20, after_s=rng_after(seed), reads=3)
+        reads.unhurried = (lambda: True) if unhurried else None
+        out = []
+        for i in range(300):
+            pcm = noise(0.04, seed * 1000 + i)
+            out.append(reads.hold(audioop.mul(pcm, 2, rng.choice([5, 9, 15, 22, 40, 300]) / audioop.rms(pcm, 2)), 0.04, 2))
+        return out
+
+    def rng_after(seed: int) -> float:
+        return (0.0, 0.2, 1.0)[seed % 3]
+
+    today = QuietReads.hold
+    now = [holds(seed, unhurried=False) for seed in range(6)]
+    with as_in_session19():
+        assert QuietReads.hold is not today
+        before = [holds(seed, unhurried=False) for seed in range(6)]
+        before_unhurried = [holds(seed, unhurried=True) for seed in range(6)]
+    assert now == before
+    assert before_unhurried == before  # the old hold never asked
+    assert sum(map(sum, [holds(seed, unhurried=True) for seed in range(6)])) > sum(map(sum, now))  # today's holds sounds too
