@@ -85,7 +85,7 @@ def canceller_available() -> bool:
 
 
 # speex/speex_preprocess.h's requests (the residual echo suppressor, measured: `suppress`)
-_PRE_SET_DENOISE, _PRE_SET_AGC, _PRE_SET_VAD, _PRE_SET_DEREVERB = 0, 2, 4, 8
+_PRE_SET_DENOISE, _PRE_SET_AGC, _PRE_SET_DEREVERB = 0, 2, 8
 _PRE_SET_NOISE_SUPPRESS, _PRE_SET_ECHO_SUPPRESS, _PRE_SET_ECHO_SUPPRESS_ACTIVE, _PRE_SET_ECHO_STATE = 18, 20, 22, 24
 # The suppressor switched on by the echo's level (`EchoSettings.cancel_suppress_over_db`): the library's
 # defaults, echo -40 dB, -15 dB while the near end talks, no noise suppression (issue 32, session 19)
@@ -109,7 +109,8 @@ class _Filter:
         self._pre = None
         if suppress is not None:
             self._pre = lib.speex_preprocess_state_init(_FRAME, SAMPLE_RATE)
-            for request, value in ((_PRE_SET_DENOISE, 1), (_PRE_SET_AGC, 0), (_PRE_SET_VAD, 0), (_PRE_SET_DEREVERB, 0),
+            # (Its VAD is off from the start and left so: asking, even for off, prints a warning on stderr.)
+            for request, value in ((_PRE_SET_DENOISE, 1), (_PRE_SET_AGC, 0), (_PRE_SET_DEREVERB, 0),
                                    (_PRE_SET_ECHO_SUPPRESS, suppress[0]), (_PRE_SET_ECHO_SUPPRESS_ACTIVE, suppress[1]),
                                    (_PRE_SET_NOISE_SUPPRESS, suppress[2])):
                 lib.speex_preprocess_ctl(self._pre, request, ctypes.byref(ctypes.c_int(value)))
