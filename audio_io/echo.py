@@ -202,6 +202,11 @@ class EchoSuppressor:
         delay, gain = self._path
         return EchoPath(delay * SLOT_S, 10 * math.log10(gain))
 
+    def echo_gain_db(self) -> float | None:
+        """The learnt echo path's gain, dB (None: none learnt yet): what the canceller behind it
+        switches its residual echo suppressor by (`EchoSettings.cancel_suppress_over_db`)."""
+        return None if self._path is None else 10 * math.log10(self._path[1])
+
     def _learn(self, slot: int, energy: float) -> None:
         # Only the delays whose reference was loud learn; each delay's figures move alone, so the
         # order they are visited in changes nothing. Names bound once: this runs for every 10 ms slot

@@ -92,7 +92,7 @@ class RoomEcho:
                  now: Callable[[], float], pace: float = 1.0) -> None:
         self.gate = EchoSuppressor(settings)
         self.canceller = build_canceller(settings, lambda: stream_latency_s(speaker) + stream_latency_s(microphone),
-                                         lambda: None if self.gate.path is None else self.gate.path.gain_db)
+                                         self.gate.echo_gain_db)
         self.speaker = ReferencedSpeaker(speaker, self.gate, now, self.canceller)
         self._stamps = MicStamps(now, microphone, pace)
         self._heard_to = (0, 0.0)  # the end of the last chunk heard: bytes into the mic's stream, and when captured

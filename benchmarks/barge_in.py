@@ -240,14 +240,9 @@ class Path:
             self.canceller: EchoCanceller | None = Aec3Canceller(EchoSettings(), lambda: self.delay_now)
         else:
             self.canceller = EchoCanceller(echo_settings, lambda: self.delay_now, shadow=shadow, suppress=suppress,
-                                           echo_gain_db=self.echo_gain_db) if cancel else None
+                                           echo_gain_db=self.gate.echo_gain_db) if cancel else None
         self.filter = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)
         self.filter_alone = build_upload_filter(upload, PHRASE, 8.0, BPS, turn_end_s=0.46)  # the wake not carried
-
-    def echo_gain_db(self) -> float | None:
-        """The gate in front's learnt echo gain (as `audio_io.echo_reference.RoomEcho` hands the canceller)."""
-        path = self.gate.path
-        return None if path is None else path.gain_db
 
     def told(self, scene: Scene, at: float) -> float:
         if self.delay == "device":

@@ -42,7 +42,7 @@ def cancelled(scene: Scene, suppress: tuple[int, int, int] | None = None, over_d
     only while the gate in front's learnt echo gain is above it (`EchoSettings.cancel_suppress_over_db`)."""
     gate = EchoSuppressor(EchoSettings())
     canceller = EchoCanceller(EchoSettings(cancel_suppress_over_db=over_db), suppress=suppress,
-                              echo_gain_db=lambda: None if gate.path is None else gate.path.gain_db)
+                              echo_gain_db=gate.echo_gain_db)
     mic = scene.user + scene.echo(scene.narration) + scene.noise
     out = bytearray()
     passed = []
