@@ -107,8 +107,9 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   # uv installs the same pinned packages with two thirds of pip's CPU in about half its time (a
   # fresh .venv: HANDOFF.md, "Dependencies"). It comes from the package index like the rest; where
   # it cannot be had or fails (an index only pip is configured for), pip does the work.
-  installer=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
-  if "${installer[@]}" -c "$root/constraints.txt" uv >/dev/null 2>&1; then
+  pip=("$venv/bin/python" -m pip install -q --disable-pip-version-check)
+  installer=("${pip[@]}")
+  if "${pip[@]}" -c "$root/constraints.txt" uv >/dev/null 2>&1; then
     installer=("$venv/bin/python" -m uv pip install -q --python "$venv/bin/python")
   fi
   "${installer[@]}" --no-deps -e "$root" &
@@ -117,8 +118,7 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   req_args=(--no-compile -c "$root/constraints.txt" -r "$root/requirements.txt")
   [ "$want_dev" = 1 ] && req_args+=(-r "$root/requirements-dev.txt")
   if ! "${installer[@]}" "${req_args[@]}" &&
-    { [ "${installer[2]}" != uv ] ||
-      ! "$venv/bin/python" -m pip install -q --disable-pip-version-check "${req_args[@]}"; }; then
+    { [ "${installer[*]}" = "${pip[*]}" ] || ! "${pip[@]}" "${req_args[@]}"; }; then
     wait
     say "the requirements could not be installed (see the message above)"
     exit 1
