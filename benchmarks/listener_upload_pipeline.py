@@ -39,6 +39,7 @@ from benchmarks.corpus import (
     DEFAULT_CACHE, NOISE_FLOOR_RMS, RATE, WIDTH, Clip, Corpus, Noise, UtteranceSpec, audioop, scale_to_rms, standard,
 )
 from benchmarks.listener_upload import MIC_HISS_RMS
+from benchmarks.spawned import spawned
 from benchmarks import listening_baselines as baselines
 from benchmarks.listening_baselines import BASELINES, FRESH_PROCESS_BASELINES
 from assembly.build import assistant
@@ -108,10 +109,8 @@ class SimProcess:
     """The simulator in a child process; `call` runs one of _SIM_CALLS there and returns its answer."""
 
     def __enter__(self) -> "SimProcess":
-        context = multiprocessing.get_context("spawn")  # a fresh interpreter: no copy of our event loop
-        self._conn, child = context.Pipe()
-        self._process = context.Process(target=_serve_sim, args=(child,), name="simulator", daemon=True)
-        self._process.start()
+        self._stack = contextlib.ExitStack()
+        self._conn = self._stack.enter_context(spawned(_serve_sim, stop=None, name="simulator"))
         self.base_url: str = self._conn.recv()
         return self
 
@@ -120,11 +119,7 @@ class SimProcess:
         return self._conn.recv()
 
     def __exit__(self, *exc_info: object) -> None:
-        self._conn.send(None)
-        self._process.join(timeout=10)
-        if self._process.is_alive():
-            self._process.terminate()
-            self._process.join()
+        self._stack.close()
 
 
 # --- one mode ----------------------------------------------------------------------------------
@@ -317,6 +312,7 @@ def cost_in_fresh_process(pcm: bytes, commands: int, chunk_ms: int, folder: Path
     try:
         child = context.Process(target=_cost_in_child, args=(send, pcm, commands, chunk_ms, str(folder), read_ms))
         child.start()
+        send.close()  # the child's alone: a child that dies unheard ends the read below (EOFError), see spawned
     finally:
         for name, value in saved.items():
             if value is None:

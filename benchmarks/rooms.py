@@ -32,7 +32,6 @@ import contextlib
 import dataclasses
 import json
 import math
-import multiprocessing
 import random
 import statistics
 import tempfile
@@ -47,6 +46,7 @@ from tests.support.pipeline_harness import fast_settings
 from rooms.pairing import HubKeys, SatelliteKeys, pair_with
 from tests.support.rooms_harness import ToneTranscriber, command_tone, handoff_satellite, started
 from benchmarks.link_cost import link_cost
+from benchmarks.spawned import spawned
 
 IDLE_S = 5.0
 TONE_S = 0.6  # command_tone's sound, before its silence
@@ -91,16 +91,8 @@ def _sim_process(phrases: list[str], seed: int, conn) -> None:  # type: ignore[n
 
 @contextlib.asynccontextmanager
 async def _simulator(phrases: list[str], seed: int) -> AsyncIterator[str]:
-    parent, child = multiprocessing.get_context("spawn").Pipe()
-    process = multiprocessing.get_context("spawn").Process(target=_sim_process, args=(phrases, seed, child))
-    process.start()
-    try:
-        yield await asyncio.to_thread(parent.recv)
-    finally:
-        parent.send("stop")
-        await asyncio.to_thread(process.join, 30)
-        if process.is_alive():
-            process.kill()
+    with spawned(_sim_process, phrases, seed, stop="stop") as conn:
+        yield await asyncio.to_thread(conn.recv)
 
 
 def _hub_process(settings: Settings, conn) -> None:  # type: ignore[no-untyped-def]
@@ -184,10 +176,7 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
             settings = settings.replace(rooms=RoomSettings(satellites=tuple(s.spec
                                                                             for s in satellites), max_sessions=n,
                                                            one_answer=one_answer))  # fmt: skip
-            parent, child = multiprocessing.get_context("spawn").Pipe()
-            process = multiprocessing.get_context("spawn").Process(target=_hub_process, args=(settings, child))
-            process.start()
-            try:
+            with spawned(_hub_process, settings, stop="stop") as parent:
                 assert await asyncio.to_thread(parent.recv) == "ready"
                 for s in satellites:
                     await s.server.changes.wait_until(lambda s=s: s.server.hub_connected, 60)
@@ -232,11 +221,6 @@ async def measure(n: int, commands: int, seed: int, paired: bool = False, one_an
                 merged = await asyncio.to_thread(parent.recv)
                 parent.send("marks")
                 marks, hub_lag = await asyncio.to_thread(parent.recv)
-            finally:
-                parent.send("stop")
-                await asyncio.to_thread(process.join, 30)
-                if process.is_alive():
-                    process.kill()
         return Run(n, latencies, idle, active, lost, paired, merged, one_answer, rooms_cpu,
                    _stages(said, marks), hub_lag, lag.lags)  # fmt: skip
 
