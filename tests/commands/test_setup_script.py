@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -147,3 +148,28 @@ def test_a_failed_install_beside_the_requirements_stops_the_set_up_and_is_tried_
     again = subprocess.run(["bash", str(root / "scripts" / "setup.sh"), "--dev"], env=env, capture_output=True, text=True)
     assert again.returncode == 1
     assert sum(" install " in line and " uv" not in line[-4:] for line in calls.read_text().splitlines()) == 4  # both, twice
+
+
+def test_what_the_set_up_leaves_uncompiled_is_nothing_a_running_assistant_imports() -> None:
+    # The set-up compiles the packages once, for every later process (a machine may forbid Python
+    # to write bytecode: then whatever is left out is compiled again at every start).
+    script = (REPO / "scripts" / "setup.sh").read_text()
+    left_out = re.compile(re.search(r"-m compileall -q -j 0 \\\n\s+-x '([^']+)'", script).group(1))
+    code = ("import sys, assembly.build, commands.run, commands.checks, rooms.hub, brain\n"
+            "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))")
+    imported = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
+    packaged = [f for f in imported.stdout.split() if "/site-packages/" in f and f.endswith(".py")]
+    assert len(packaged) > 500  # (openai, pydantic, numpy, ...: the sample is real)
+    assert [f for f in packaged if left_out.search(f)] == []
+    # ... and what it leaves out is there to leave out.
+    site = Path(packaged[0][: packaged[0].index("/site-packages/") + len("/site-packages/")])
+    assert left_out.search(str(site / "pip" / "__init__.py")) and left_out.search(str(site / "numpy" / "tests" / "test_x.py"))
+
+
+def test_the_test_command_compiles_the_code_but_leaves_test_modules_to_pytest() -> None:
+    left_out = re.compile(re.search(r"-m compileall -q -j 0 -x '([^']+)'", (REPO / "test").read_text()).group(1))
+    kept = [REPO / "handoff.py", REPO / "detectors" / "wake_model.py", REPO / "tests" / "support" / "daemon.py",
+            REPO / "tests" / "benchmarks" / "__init__.py", REPO / "benchmarks" / "spawned.py"]  # fmt: skip
+    assert [p for p in kept if left_out.search(str(p))] == [] and all(p.exists() for p in kept)
+    assert left_out.search(str(REPO / "tests" / "test_types.py")) and left_out.search(str(REPO / "tests" / "rooms" / "test_rooms.py"))
+    assert left_out.search(str(REPO / ".venv" / "lib" / "x.py"))
