@@ -9,13 +9,19 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.mypy_cache import KEYED_BY, put_back, shared_cache, take_copy
+
 REPO = Path(__file__).resolve().parents[1]
 
 
-@pytest.mark.timeout(600)  # a fresh clone has no mypy cache: over two minutes beside CPU hogs
-def test_the_product_type_checks() -> None:
-    result = subprocess.run([sys.executable, "-m", "mypy", "."], cwd=REPO, capture_output=True, text=True, timeout=600)
+@pytest.mark.timeout(600)  # a machine with no mypy cache yet: over two minutes beside CPU hogs
+def test_the_product_type_checks(tmp_path: Path) -> None:
+    shared, work = shared_cache(REPO), tmp_path / "mypy-cache"
+    take_copy(shared, work)
+    result = subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(work), "."], cwd=REPO, capture_output=True,
+                            text=True, timeout=600)  # fmt: skip
     assert result.returncode == 0, result.stdout + result.stderr
+    put_back(work, shared)
 
 
 def test_the_type_checker_finds_what_it_is_for(tmp_path: Path) -> None:
@@ -24,3 +30,41 @@ def test_the_type_checker_finds_what_it_is_for(tmp_path: Path) -> None:
     result = subprocess.run([sys.executable, "-m", "mypy", "--no-incremental", "slip.py"], cwd=tmp_path,
                             capture_output=True, text=True, timeout=300)  # fmt: skip
     assert result.returncode == 1 and '"MicFilter" has no attribute "command_heard"' in result.stdout
+
+
+def test_the_shared_cache_is_one_per_set_of_pins_and_is_replaced_whole(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    for name in KEYED_BY:
+        (repo / name).write_bytes((REPO / name).read_bytes())
+    shared = shared_cache(repo)
+    assert shared_cache(repo) == shared and shared.is_relative_to(tmp_path / "cache")
+    (repo / "constraints.txt").write_text((REPO / "constraints.txt").read_text() + "mypy==0.0\n")
+    other = shared_cache(repo)
+    assert other != shared and other.parent == shared.parent
+
+    # No cache yet: the check starts cold.
+    take_copy(shared, tmp_path / "cold")
+    assert not (tmp_path / "cold").exists()
+    # A passed check's cache is put back, whole; the next takes a copy of it.
+    (tmp_path / "work1").mkdir()
+    (tmp_path / "work1" / "cache.db").write_text("first")
+    put_back(tmp_path / "work1", other)
+    (tmp_path / "work2").mkdir()
+    (tmp_path / "work2" / "cache.db").write_text("second")
+    put_back(tmp_path / "work2", shared)
+    take_copy(shared, tmp_path / "next")
+    assert (tmp_path / "next" / "cache.db").read_text() == "second"
+    # ... again: it replaces the last, and a cache for other pins goes (nothing half-made is left).
+    (tmp_path / "work2" / "cache.db").write_text("third")
+    put_back(tmp_path / "work2", shared)
+    assert [p.name for p in shared.parent.iterdir()] == [shared.name]
+    assert (shared / "cache.db").read_text() == "third"
+
+
+def test_a_cache_that_cannot_be_written_leaves_the_check_alone(tmp_path: Path) -> None:
+    (tmp_path / "work").mkdir()
+    (tmp_path / "home").write_text("a file where the cache's folder would be")
+    put_back(tmp_path / "work", tmp_path / "home" / "handoff" / "mypy" / "key")  # no error
+    assert (tmp_path / "home").is_file()
