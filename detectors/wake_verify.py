@@ -61,6 +61,9 @@ class Weights:
     # Session 21: weights for windows ending at other delays (each its own `delay_s`), whose scores are averaged
     # with this one's (the name's end read at three moments; a pause or the TV's talk after it moves one, not all).
     blend: tuple[Weights, ...] = ()
+    # Session 21: with `early` weights, they are asked only when the audio after the wake peaks at least this many dB
+    # under the `VERIFY_S` before it ("hey jarvis ... <pause> <command>": the late windows hold the pause). None: always.
+    early_after_quiet_db: float | None = None
     # Session 17: the cutoffs of the spotter whose wakes these weights were trained on (`ConfirmSettings.verified_*`:
     # openWakeWord's, the pause rule's, microWakeWord's alone); None: the plain ones.
     ask_threshold: float | None = None
@@ -120,7 +123,8 @@ class Weights:
 
 
 BLEND_MAX = 8  # blended windows a file may hold
-OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s", "ask_threshold", "ask_pause_threshold", "ask_alone_cutoff")  # what older weights files lack
+OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s", "ask_threshold", "ask_pause_threshold", "ask_alone_cutoff",
+            "early_after_quiet_db")  # what older weights files lack
 
 
 def _bytes(seconds: float) -> int:
@@ -225,7 +229,11 @@ class WakeVerifier:
         early = self.weights.early
         if early is None:
             return False
-        return self.score(self._ending_at(pcm16k, 0.0), early) >= early.threshold
+        at_wake = self._ending_at(pcm16k, 0.0)
+        quiet_db = self.weights.early_after_quiet_db
+        if quiet_db is not None and peak_dbfs(at_wake) - peak_dbfs(pcm16k[len(pcm16k) - _bytes(self.delay_s):]) < quiet_db:
+            return False  # speech goes on after the name: the late windows judged it
+        return self.score(at_wake, early) >= early.threshold
 
     def _ending_at(self, pcm16k: bytes, delay_s: float) -> bytes:
         """The `VERIFY_S` of `pcm16k` (which ends `self.delay_s` after the wake) ending `delay_s` after the wake."""

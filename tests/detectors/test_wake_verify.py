@@ -138,6 +138,22 @@ def test_blended_weights_judge_the_mean_of_each_window_ending_at_its_own_delay_a
     assert ends == {2: None, 1: loaded.blend[0], 3: loaded.blend[1]}
 
 
+def test_early_weights_with_a_quiet_tail_rule_are_asked_only_when_a_pause_follows_the_wake(tmp_path):
+    import numpy as np
+
+    from detectors.wake_verify import Weights
+
+    zeros = np.zeros(3)
+    Weights(zeros, np.ones(3), zeros, 0.0, 0.5, delay_s=0.3, early=Weights(zeros, np.ones(3), zeros, 0.0, 0.9),
+            early_after_quiet_db=20.0).save(tmp_path / "w.npz")
+    verifier = WakeVerifier("hey_jarvis", Weights.load(tmp_path / "w.npz"))
+    assert verifier.weights.early_after_quiet_db == 20.0
+    verifier.score = lambda pcm, weights=None: 0.1 if weights is None else 0.95  # type: ignore[method-assign]
+    name = b"\0\x40" * int(VERIFY_S * 16000)  # peaks at -6 dBFS
+    for after, verdict in ((b"\0\x40", False), (b"\x00\x04", True), (b"\0\0", True)):  # speech on; 24 dB under; silence
+        assert verifier.accepts(name + after * int(0.3 * 16000)) is verdict
+
+
 def test_a_refused_wake_starts_no_refractory_period_so_the_phrase_said_again_is_heard(corpus):
     spotter = two_models(refractory_s=5.0)
     spotter.verifier = FakeVerifier(False)
