@@ -20,6 +20,10 @@ name's last sound ("jarvis" against "jarvie", "jarvis, ..." against "jarvis was 
     # may count more than once in the fit (`--negative-weight`)
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late collect-hard .cache/corpus hard33.npz --draw 33
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late train s20.npz 0.66 -30 0.55 even.npz ... hard34.npz [--negative-weight 2]
+    # session 21: session 20's late weights with weights for 100 and 300 ms after the wake, scores averaged
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late blend s21.npz s20.npz 0.68 -30 0.4 even.npz ... hard34.npz
+    # and, after a pause (the 300 ms after the wake 20 dB under the name), weights at the wake above 0.6
+    nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late blend s21p.npz s20.npz 0.68 -30 0.4 even.npz ... hard34.npz --at-pause 0.6 20
     # per delay: weights trained (written to /tmp/wake34q/late-<ms>.npz), judged on the draw
     nice -n 10 .venv/bin/python -m benchmarks.wake_verify_late sweep draw1.npz detectors/verifiers/hey_jarvis.npz train0.npz ...
 
@@ -374,8 +378,10 @@ def draw_scores(path: str, weights: object, delay: int) -> tuple[list, list]:
     with np.load(path) as data:
         rows, clip, meta, peaks = data["rows"], data["clip"], data["meta"], data["peaks"]
         asks: list = [[] for _ in meta]
+        members = [(weights, delay)] + [(w, DELAYS_S.index(w.delay_s)) for w in getattr(weights, "blend", ())]
         for i in range(len(clip)):
-            asks[clip[i]].append((float(weights.scores(rows[i, delay]).max()), float(peaks[i, delay])))  # type: ignore[attr-defined]
+            score = sum(float(w.scores(rows[i, d]).max()) for w, d in members) / len(members)  # type: ignore[attr-defined]
+            asks[clip[i]].append((score, float(peaks[i, delay])))  # (blended: the mean, at the level of the first's window)
         return [str(m).split("|", 2) for m in meta], asks
 
 
@@ -450,6 +456,24 @@ def train_late(out: str, paths: list[str], threshold: float, quiet: tuple[float,
     weights.save(Path(out))
 
 
+def train_blend(out: str, late: str, paths: list[str], threshold: float, quiet: tuple[float, float], delays: tuple[float, ...] = (0.1, 0.3),
+                at_pause: tuple[float, float] | None = None) -> None:
+    """Session 21: `late`'s weights with weights for the windows ending `delays` after the wake, trained on the
+    same files as it (its l2), their scores averaged with its own, judged at `threshold` and `quiet`; `at_pause`
+    (threshold, dB): weights for the window ending at the wake, asked when the audio after it is that much quieter."""
+    from benchmarks.wake_verifier_train import weights_for
+    from detectors.wake_verify import Weights
+
+    base = Weights.load(Path(late))
+    blend = tuple(dataclasses.replace(weights_for(samples_at(paths, DELAYS_S.index(d)), BLEND_L2), delay_s=d) for d in delays)
+    early = None if at_pause is None else weights_for(samples_at(paths, DELAYS_S.index(0.0)), BLEND_L2, at_pause[0])
+    dataclasses.replace(base, threshold=threshold, quiet_peak_dbfs=quiet[0], quiet_threshold=quiet[1], blend=blend, early=early,
+                        early_after_quiet_db=None if at_pause is None else at_pause[1]).save(Path(out))
+
+
+BLEND_L2 = 100.0  # session 20's late weights' (chosen by `train_late`'s cross-validation)
+
+
 def judge_files(weights_file: str, paths: list[str]) -> None:
     """Session 18: weights at their own delay, threshold and level tie, judged on collected draws (or the
     base corpus's clips, `collect-bench-base`): what the spotter would give, from the asks."""
@@ -468,6 +492,14 @@ def main(argv: list[str]) -> int:
         return 0
     if argv[0] == "judge":  # judge WEIGHTS.npz COLLECTED.npz...
         judge_files(argv[1], argv[2:])
+        return 0
+    if argv[0] == "blend":  # blend OUT.npz LATE.npz THRESHOLD QUIET_DBFS QUIET_THRESHOLD FILE... [--at-pause THRESHOLD DB]
+        files, at_pause = argv[6:], None
+        if "--at-pause" in files:
+            at = files.index("--at-pause")
+            at_pause = (float(files[at + 1]), float(files[at + 2]))
+            del files[at : at + 3]
+        train_blend(argv[1], argv[2], files, float(argv[3]), (float(argv[4]), float(argv[5])), at_pause=at_pause)
         return 0
     if argv[0] == "train":  # train OUT.npz THRESHOLD QUIET_DBFS QUIET_THRESHOLD FILE... [--negative-weight W]
         files, weight = argv[5:], 1.0

@@ -9,7 +9,8 @@ over the 16 frames (about 2 s of sound) its own model looks at, taken where the 
 It runs once per wake, never per chunk: `ModelSpotter` hands it the last `VERIFY_S` of audio
 before the wake (about 0.1-0.2 s of CPU), and the wake is dropped when the score is under the
 threshold stored with the weights. Weights with a `delay_s` (session 16, none shipped) hear the
-`VERIFY_S` ending that long after the wake, and may carry `early` weights for the window ending at it.
+`VERIFY_S` ending that long after the wake, and may carry `early` weights for the window ending at it,
+or `blend` weights for windows ending at other delays, averaged with their own (session 21).
 
 The weights are a small `.npz` (standardisation, coefficients, intercept, threshold) made by
 `benchmarks/wake_verifier_train.py` from voices and sound-alikes disjoint from the benchmark's
@@ -57,6 +58,12 @@ class Weights:
     # With a delay: weights read at the wake itself (no delay), whose own threshold accepts a wake the late
     # window refused (session 16: the late window hears TV talk after the name; the wake's own is sure of it).
     early: Weights | None = None
+    # Session 21: weights for windows ending at other delays (each its own `delay_s`), whose scores are averaged
+    # with this one's (the name's end read at three moments; a pause or the TV's talk after it moves one, not all).
+    blend: tuple[Weights, ...] = ()
+    # Session 21: with `early` weights, they are asked only when the audio after the wake peaks at least this many dB
+    # under the `VERIFY_S` before it ("hey jarvis ... <pause> <command>": the late windows hold the pause). None: always.
+    early_after_quiet_db: float | None = None
     # Session 17: the cutoffs of the spotter whose wakes these weights were trained on (`ConfirmSettings.verified_*`:
     # openWakeWord's, the pause rule's, microWakeWord's alone); None: the plain ones.
     ask_threshold: float | None = None
@@ -74,13 +81,20 @@ class Weights:
     def _from(cls, data: dict[str, Any], prefix: str = "") -> Weights:
         optional = {k: float(data[prefix + k]) for k in OPTIONAL if prefix + k in data}
         early = cls._from(data, "early_") if not prefix and "early_mean" in data else None
+        blend = tuple(cls._from(data, f"blend{i}_") for i in range(BLEND_MAX) if not prefix and f"blend{i}_mean" in data)
         return cls(data[prefix + "mean"], data[prefix + "scale"], data[prefix + "coef"], float(data[prefix + "intercept"]),
-                   float(data[prefix + "threshold"]), **optional, early=early)
+                   float(data[prefix + "threshold"]), **optional, early=early, blend=blend)
 
     def save(self, path: Path) -> None:
         import numpy as np
 
-        np.savez_compressed(path, **self._arrays(), **(self.early._arrays("early_") if self.early is not None else {}))
+        blended = {k: v for i, w in enumerate(self.blend) for k, v in w._arrays(f"blend{i}_").items()}
+        np.savez_compressed(path, **self._arrays(), **(self.early._arrays("early_") if self.early is not None else {}), **blended)
+
+    @property
+    def longest_delay_s(self) -> float:
+        """How long after the wake the last window read ends (its own or a blended one's)."""
+        return max((self.delay_s, *(w.delay_s for w in self.blend)))
 
     def _arrays(self, prefix: str = "") -> dict[str, Any]:
         import numpy as np
@@ -108,7 +122,9 @@ class Weights:
         return np.asarray(1.0 / (1.0 + np.exp(-z)))
 
 
-OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s", "ask_threshold", "ask_pause_threshold", "ask_alone_cutoff")  # what older weights files lack
+BLEND_MAX = 8  # blended windows a file may hold
+OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s", "ask_threshold", "ask_pause_threshold", "ask_alone_cutoff",
+            "early_after_quiet_db")  # what older weights files lack
 
 
 def _bytes(seconds: float) -> int:
@@ -188,8 +204,8 @@ class WakeVerifier:
 
     @property
     def delay_s(self) -> float:
-        """How long after a wake the audio it hears ends (its weights were trained so)."""
-        return self.weights.delay_s
+        """How long after a wake the audio it hears ends (its weights were trained so; blended ones may read later)."""
+        return self.weights.longest_delay_s
 
     def score(self, pcm16k: bytes, weights: Weights | None = None) -> float:
         weights = weights or self.weights
@@ -201,16 +217,27 @@ class WakeVerifier:
 
     def accepts(self, pcm16k: bytes) -> bool:
         """`pcm16k`: the `VERIFY_S` + `delay_s` ending `delay_s` after the wake (its last `VERIFY_S` is
-        scored; with `early` weights, a refusal is asked again of the `VERIFY_S` ending at the wake)."""
-        heard = pcm16k[-_bytes(VERIFY_S):]
+        scored; with `blend` weights, each also scores the `VERIFY_S` ending its own delay after the wake and the
+        mean is judged; with `early` weights, a refusal is asked again of the `VERIFY_S` ending at the wake)."""
+        heard = self._ending_at(pcm16k, self.weights.delay_s)
+        blend = self.weights.blend
         self.last_score = self.score(heard)
+        if blend:  # the mean of each window's score, judged at the level of this weights' own window
+            self.last_score = (self.last_score + sum(self.score(self._ending_at(pcm16k, w.delay_s), w) for w in blend)) / (1 + len(blend))
         if self.last_score >= self.weights.threshold_for(heard):
             return True
         early = self.weights.early
         if early is None:
             return False
-        at_wake = pcm16k[: len(pcm16k) - _bytes(self.delay_s)][-_bytes(VERIFY_S):]
+        at_wake = self._ending_at(pcm16k, 0.0)
+        quiet_db = self.weights.early_after_quiet_db
+        if quiet_db is not None and peak_dbfs(at_wake) - peak_dbfs(pcm16k[len(pcm16k) - _bytes(self.delay_s):]) < quiet_db:
+            return False  # speech goes on after the name: the late windows judged it
         return self.score(at_wake, early) >= early.threshold
+
+    def _ending_at(self, pcm16k: bytes, delay_s: float) -> bytes:
+        """The `VERIFY_S` of `pcm16k` (which ends `self.delay_s` after the wake) ending `delay_s` after the wake."""
+        return pcm16k[: max(0, len(pcm16k) - _bytes(self.delay_s) + _bytes(delay_s))][-_bytes(VERIFY_S):]
 
 
 def verifier_available(model: str) -> bool:

@@ -111,6 +111,49 @@ def test_late_weights_with_early_ones_accept_what_either_window_accepts_and_keep
         assert verifier.accepts(wake + after) is verdict
 
 
+def test_blended_weights_judge_the_mean_of_each_window_ending_at_its_own_delay_and_keep_them_in_their_file(tmp_path):
+    import numpy as np
+
+    from detectors.wake_verify import Weights
+
+    zeros = np.zeros(3)
+    blend = (Weights(zeros, np.ones(3), zeros, 0.0, 0.0, delay_s=0.1), Weights(zeros, np.ones(3), zeros, 0.0, 0.0, delay_s=0.3))
+    Weights(zeros, np.ones(3), zeros, 0.0, 0.6, delay_s=0.2, blend=blend).save(tmp_path / "w.npz")
+    loaded = Weights.load(tmp_path / "w.npz")
+    assert [w.delay_s for w in loaded.blend] == [0.1, 0.3]
+    verifier = WakeVerifier("hey_jarvis", loaded)
+    assert verifier.delay_s == 0.3  # the spotter waits for the last window's audio
+    # each 100 ms after the wake marked by its own sample value, so a window says where it ends
+    heard = b"\0\0" * int(VERIFY_S * 16000) + b"".join(bytes([k, 0]) * 1600 for k in (1, 2, 3))
+    ends = {}
+
+    def score(pcm: bytes, weights: Weights | None = None) -> float:
+        assert len(pcm) == int(VERIFY_S * 16000) * 2
+        delay = pcm[-2]  # 1, 2, 3: the window ends 100, 200, 300 ms after the wake
+        ends[delay] = weights
+        return {1: 0.9, 2: 0.3, 3: 0.6}[delay] if weights is None or weights.delay_s == delay / 10 else -1.0
+
+    verifier.score = score  # type: ignore[method-assign]
+    assert verifier.accepts(heard) is True and verifier.last_score == pytest.approx(0.6)  # (0.3 + 0.9 + 0.6) / 3, not the 0.3 alone
+    assert ends == {2: None, 1: loaded.blend[0], 3: loaded.blend[1]}
+
+
+def test_early_weights_with_a_quiet_tail_rule_are_asked_only_when_a_pause_follows_the_wake(tmp_path):
+    import numpy as np
+
+    from detectors.wake_verify import Weights
+
+    zeros = np.zeros(3)
+    Weights(zeros, np.ones(3), zeros, 0.0, 0.5, delay_s=0.3, early=Weights(zeros, np.ones(3), zeros, 0.0, 0.9),
+            early_after_quiet_db=20.0).save(tmp_path / "w.npz")
+    verifier = WakeVerifier("hey_jarvis", Weights.load(tmp_path / "w.npz"))
+    assert verifier.weights.early_after_quiet_db == 20.0
+    verifier.score = lambda pcm, weights=None: 0.1 if weights is None else 0.95  # type: ignore[method-assign]
+    name = b"\0\x40" * int(VERIFY_S * 16000)  # peaks at -6 dBFS
+    for after, verdict in ((b"\0\x40", False), (b"\x00\x04", True), (b"\0\0", True)):  # speech on; 24 dB under; silence
+        assert verifier.accepts(name + after * int(0.3 * 16000)) is verdict
+
+
 def test_a_refused_wake_starts_no_refractory_period_so_the_phrase_said_again_is_heard(corpus):
     spotter = two_models(refractory_s=5.0)
     spotter.verifier = FakeVerifier(False)
