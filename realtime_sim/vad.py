@@ -7,9 +7,9 @@ the same whether the client streams in real time, faster, or all at once.
 from __future__ import annotations
 
 import math
-import sys
-from array import array
 from dataclasses import dataclass
+
+import numpy as np
 
 from audio_io.format import SAMPLE_RATE
 
@@ -47,13 +47,13 @@ def rms_threshold(threshold: float) -> float:
 
 
 def frame_rms(pcm: bytes) -> float:
-    samples = array("h")
-    samples.frombytes(pcm[: len(pcm) - len(pcm) % 2])
-    if sys.byteorder == "big":  # pcm16 on the wire is little-endian
-        samples.byteswap()
-    if not samples:
+    # pcm16 on the wire is little-endian. The squares are summed exactly, in integers, so the
+    # figure is the one a sum over Python ints gives, in 5 us a 10 ms frame against 17 us (every
+    # simulated session runs this on all it hears: about 3 % of a pipeline test's CPU; session 21).
+    samples = np.frombuffer(pcm, dtype="<i2", count=len(pcm) // 2).astype(np.int64)
+    if not len(samples):
         return 0.0
-    return math.sqrt(sum(s * s for s in samples) / len(samples))
+    return math.sqrt(int(np.dot(samples, samples)) / len(samples))
 
 
 class EnergyVad:

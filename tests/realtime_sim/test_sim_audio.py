@@ -215,3 +215,19 @@ async def test_voice_cannot_change_once_the_session_has_spoken() -> None:
             error = (await recv_until(conn, "error"))[-1]
         assert error.error.code == "cannot_update_voice"
         assert sim.connections[0].session["audio"]["output"]["voice"] == "marin"
+
+
+def test_the_vad_level_is_the_exact_root_mean_square_even_at_full_scale() -> None:
+    import math
+    import random
+    import struct
+
+    from realtime_sim.vad import frame_rms
+
+    rng = random.Random(21)
+    frames = [b"", b"\x01", struct.pack("<240h", *[-32768] * 240), struct.pack("<3h", 32767, -32768, 1) + b"\x7f"]
+    frames += [bytes(rng.randrange(256) for _ in range(rng.choice((2, 479, 480, 960)))) for _ in range(50)]
+    for pcm in frames:
+        samples = struct.unpack(f"<{len(pcm) // 2}h", pcm[: len(pcm) // 2 * 2])
+        exact = math.sqrt(sum(s * s for s in samples) / len(samples)) if samples else 0.0
+        assert frame_rms(pcm) == exact, pcm[:8]
