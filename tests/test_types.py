@@ -3,13 +3,15 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
-from tests.support.mypy_cache import KEYED_BY, put_back, shared_cache, take_copy
+from tests.support.mypy_cache import KEPT_KEYS, KEYED_BY, LEFTOVER_S, put_back, shared_cache, take_copy
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -56,11 +58,21 @@ def test_the_shared_cache_is_one_per_set_of_pins_and_is_replaced_whole(tmp_path:
     put_back(tmp_path / "work2", shared)
     take_copy(shared, tmp_path / "next")
     assert (tmp_path / "next" / "cache.db").read_text() == "second"
-    # ... again: it replaces the last, and a cache for other pins goes (nothing half-made is left).
+    # ... again: it replaces the last whole (not merged into it), and nothing half-made is left.
     (tmp_path / "work2" / "cache.db").write_text("third")
+    (shared / "only-the-second.db").write_text("x")
     put_back(tmp_path / "work2", shared)
-    assert [p.name for p in shared.parent.iterdir()] == [shared.name]
-    assert (shared / "cache.db").read_text() == "third"
+    assert sorted(p.name for p in shared.parent.iterdir()) == sorted([shared.name, other.name])
+    assert [p.name for p in shared.iterdir()] == ["cache.db"] and (shared / "cache.db").read_text() == "third"
+    # A killed run's half-made copy goes once it is old; caches for other pins beyond the newest few go.
+    leftover = shared.parent / f".{shared.name}.killed"
+    leftover.mkdir()
+    os.utime(leftover, (time.time() - 2 * LEFTOVER_S,) * 2)
+    for k in range(KEPT_KEYS + 2):
+        (shared.parent / f"older{k}").mkdir()
+        os.utime(shared.parent / f"older{k}", (time.time() - 100 * (k + 1),) * 2)
+    put_back(tmp_path / "work2", shared)
+    assert sorted(p.name for p in shared.parent.iterdir()) == sorted([shared.name, other.name, "older0", "older1"])
 
 
 def test_a_cache_that_cannot_be_written_leaves_the_check_alone(tmp_path: Path) -> None:

@@ -3,7 +3,8 @@
 A fresh clone's check costs 22-28 s of CPU, almost all of it the SDKs'; with the cache another
 clone left, about 1.5 s (session 21). mypy writes its cache in place and unsynchronised, so a run
 killed mid-write could spoil it for every later one: each check works on its own copy, and only a
-check that passed puts its copy back, whole, by renaming."""
+check that passed puts its copy back, whole, by renaming. (mypy checks every cached module against
+its source, options and plugins, so a cache from other code makes a check slower, never wrong.)"""
 
 from __future__ import annotations
 
@@ -12,11 +13,15 @@ import hashlib
 import os
 import shutil
 import sys
+import tempfile
+import time
 from importlib.metadata import version
 from pathlib import Path
 
 # What decides the cache's contents besides the code itself (which mypy checks file by file).
 KEYED_BY = ("pyproject.toml", "constraints.txt", "requirements.txt", "requirements-dev.txt")
+KEPT_KEYS = 3  # caches for other pins (another clone, a worktree) kept beside, newest first
+LEFTOVER_S = 3600.0  # a half-made copy this old was left by a run that was killed
 
 
 def shared_cache(repo: Path) -> Path:
@@ -30,32 +35,50 @@ def shared_cache(repo: Path) -> Path:
 
 def take_copy(shared: Path, work: Path) -> None:
     """`work` starts as a copy of the shared cache, or empty (a cold check) when there is none or
-    it changed under the copy."""
+    another suite put its copy back while this one was taken."""
     try:
+        before = shared.stat().st_ino
         shutil.copytree(shared, work)
+        if shared.stat().st_ino == before:
+            return
     except (OSError, shutil.Error):
-        shutil.rmtree(work, ignore_errors=True)
+        pass
+    shutil.rmtree(work, ignore_errors=True)
 
 
 def put_back(work: Path, shared: Path) -> None:
-    """`work` (a passed check's cache) becomes the shared one, and caches for other keys go. A
-    reader finds the old copy, the new one or none: never half of one. A cache that cannot be
-    written (no home, a full disk) only makes the next check cold."""
-    fresh = shared.parent / f".{shared.name}.{os.getpid()}.new"
-    stale = shared.parent / f".{shared.name}.{os.getpid()}.old"
+    """`work` (a passed check's cache) becomes the shared one. A reader finds the old copy, the new
+    one or none: never half of one. A cache that cannot be written (no home, a full disk) only
+    makes the next check cold."""
     try:
         shared.parent.mkdir(parents=True, exist_ok=True)
-        shutil.copytree(work, fresh)
-    except (OSError, shutil.Error):
-        shutil.rmtree(fresh, ignore_errors=True)
+        fresh = Path(tempfile.mkdtemp(dir=shared.parent, prefix=f".{shared.name}."))
+    except OSError:
         return
-    with contextlib.suppress(FileNotFoundError):
-        shared.rename(stale)
+    stale = fresh.with_name(fresh.name + ".old")  # (the shared copy moves here, then goes)
     try:
+        shutil.copytree(work, fresh, dirs_exist_ok=True)
+        with contextlib.suppress(FileNotFoundError):
+            shared.rename(stale)
         fresh.rename(shared)
-    except OSError:  # another suite put its copy back in between: theirs stands
+    except (OSError, shutil.Error):  # (another suite put its copy back in between: theirs stands)
+        pass
+    finally:
         shutil.rmtree(fresh, ignore_errors=True)
-    shutil.rmtree(stale, ignore_errors=True)
-    for other in shared.parent.iterdir():
-        if other.name != shared.name and not other.name.startswith("."):
-            shutil.rmtree(other, ignore_errors=True)
+        shutil.rmtree(stale, ignore_errors=True)
+    _tidy(shared)
+
+
+def _tidy(shared: Path) -> None:
+    """Half-made copies of killed runs go, and caches for other pins beyond the newest few."""
+    now = time.time()
+    others = []
+    for entry in shared.parent.iterdir():
+        with contextlib.suppress(OSError):
+            if entry.name.startswith("."):
+                if now - entry.stat().st_mtime > LEFTOVER_S:
+                    shutil.rmtree(entry, ignore_errors=True)
+            elif entry.name != shared.name:
+                others.append((entry.stat().st_mtime, entry))
+    for _, entry in sorted(others, reverse=True)[KEPT_KEYS:]:
+        shutil.rmtree(entry, ignore_errors=True)
