@@ -8,7 +8,7 @@ the same TFLite calls with its buffers and pointers made once, dequantizes throu
 output's 256 values, and averages in floats. Every probability is the wheel's to the last bit
 (`tests/detectors/test_micro_stream.py` runs both on the same audio):
 
-- quantizing is the wheel's float64 expression (divide, add, round, cast), into fixed buffers;
+- quantizing is the wheel's float64 expression (divide, add, round half to even, cast), into fixed buffers;
 - the table holds the wheel's float32 expression for each quantized output;
 - the mean: the scores are float32 values `k * output_scale` for |k| <= 255, so each is a multiple
   of one power of two and five of them sum exactly in a float (34 bits of the 53); the one
@@ -111,7 +111,7 @@ class MicroStream:
         assert scaled is not None and quantized is not None  # (made with `_features` above)
         np.divide(self._features, model.input_scale, out=scaled)
         np.add(scaled, model.input_zero_point, out=scaled)
-        np.round(scaled, out=scaled)
+        np.rint(scaled, out=scaled)  # (what `np.round` runs at 0 decimals, without its Python wrappers)
         np.copyto(quantized, scaled, casting="unsafe")  # the wheel's astype
         lib = model.lib
         lib.TfLiteTensorCopyFromBuffer(model.input_tensor, self._in_pointer, quantized.nbytes)
