@@ -13,6 +13,7 @@ from audio_io import PushMicrophone, QuietReads
 from benchmarks.listening_session16 import as_in_session16
 from benchmarks.listening_session18 import as_in_session18
 from benchmarks.listening_session19 import as_in_session19
+from benchmarks.listening_session20 import as_in_session20
 
 
 # The benchmark's microphone, made as `MICROPHONE(chunk_ms=, pace=, read_ms=, quiet=)` (what baselines swap).
@@ -192,6 +193,13 @@ def before_session_15() -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def todays_code() -> Iterator[None]:
+    """Nothing patched: today's code in both rows, so a ratio shows what the rows' order and the
+    machine alone do (an A/A check of the same-run ratios)."""
+    yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
@@ -210,7 +218,9 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "session17": ("as in session 17 (every read handed on at once, a silent room's too)", every_read_at_once),
              "quiet80": ("a silent room's reads two at a time (quiet_read_ms 80)", two_quiet_reads),
              "session18": ("as in session 18 (the echo gate's `_learn` looping over every delay)", as_in_session18),
-             "session19": ("as in session 19 (a read with a sound in it handed on at once, whoever listens)", as_in_session19)}
+             "session19": ("as in session 19 (a read with a sound in it handed on at once, whoever listens)", as_in_session19),
+             "session20": ("as in session 20 (microWakeWord's features an ndarray per frame, `np.round`)", as_in_session20),
+             "today": ("today's code (an A/A check)", todays_code)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.
 FRESH_PROCESS_BASELINES = {

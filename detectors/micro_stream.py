@@ -8,7 +8,7 @@ the same TFLite calls with its buffers and pointers made once, dequantizes throu
 output's 256 values, and averages in floats. Every probability is the wheel's to the last bit
 (`tests/detectors/test_micro_stream.py` runs both on the same audio):
 
-- quantizing is the wheel's float64 expression (divide, add, round, cast), into fixed buffers;
+- quantizing is the wheel's float64 expression (divide, add, round half to even, cast), into fixed buffers;
 - the table holds the wheel's float32 expression for each quantized output;
 - the mean: the scores are float32 values `k * output_scale` for |k| <= 255, so each is a multiple
   of one power of two and five of them sum exactly in a float (34 bits of the 53); the one
@@ -18,6 +18,11 @@ output's 256 values, and averages in floats. Every probability is the wheel's to
 It reads the wheel's public attributes (`lib`, `interpreter`, the tensors, their quantization,
 `stride`, `sliding_window_size`; constraints.txt pins the wheel) and, as the wheel does, finds
 the interpreter anew after `reset()` (the wheel reloads the model to clear its state).
+
+`MicroFeatures` is the wheel's `MicroWakeWordFeatures` (the same frontend on the same 10 ms frames)
+handing on each frame's features as the frontend's own list: the wheel made an ndarray of each and
+reshaped it, only for `MicroStream` to copy the values into its buffer (issue 34, session 21; the
+same values: a float64 array of Python floats either way, `tests/detectors/test_micro_stream.py`).
 """
 
 from __future__ import annotations
@@ -26,14 +31,42 @@ import ctypes
 import statistics
 from collections import deque
 from fractions import Fraction
-from typing import Any
+from typing import Any, Iterator, Sequence
 
 import numpy as np
 
+_FRAME_BYTES = 160 * 2  # the frontend's step: 10 ms of 16 kHz pcm16 (the wheel's BYTES_PER_CHUNK)
+
+
+class MicroFeatures:
+    """`MicroWakeWordFeatures.process_streaming` as the wheel computes it, each frame's features a list."""
+
+    def __init__(self) -> None:
+        from pymicro_features import MicroFrontend  # (the wheel's own dependency)
+
+        self._frontend = MicroFrontend()
+        self._buffer = b""  # 16 kHz audio the frontend has not read yet
+
+    def process_streaming(self, pcm16k: bytes) -> Iterator[list[float]]:
+        """The features of each whole frame in what came so far (16 kHz pcm16 mono), in order."""
+        buffer = self._buffer + pcm16k if self._buffer else pcm16k
+        index, end, process = 0, len(buffer), self._frontend.process_samples
+        while index + _FRAME_BYTES <= end:
+            result = process(buffer[index:index + _FRAME_BYTES])
+            index += result.samples_read * 2
+            if result.features:  # (else not yet a whole window)
+                yield result.features
+        self._buffer = buffer[index:]
+
+    def reset(self) -> None:
+        self._frontend.reset()
+        self._buffer = b""
+
 
 class MicroStream:
-    """`probability(features)` for each feature frame of `MicroWakeWordFeatures`: what
-    `model.process_streaming_prob` would return (0.0 until the stride and the window are full)."""
+    """`probability(features)` for each feature frame of `MicroFeatures` (a list) or of
+    `MicroWakeWordFeatures` (its (1, 1, width) array): what `model.process_streaming_prob` would
+    return (0.0 until the stride and the window are full)."""
 
     def __init__(self, model: Any) -> None:
         self._model = model
@@ -59,17 +92,17 @@ class MicroStream:
         self._window.clear()
         self._count = 0
 
-    def probability(self, features: np.ndarray) -> float | None:
+    def probability(self, features: Sequence[float] | np.ndarray) -> float | None:
         model = self._model
         if not model.interpreter or not model.model:
             return None
         if self._features is None:
-            width = features.shape[-1]
+            width = np.shape(features)[-1]
             self._features = np.empty((1, self._stride, width), dtype=np.float64)
             self._scaled = np.empty_like(self._features)
             self._quantized = np.empty(self._features.shape, dtype=model.input_dtype)
             self._in_pointer = self._quantized.ctypes.data_as(ctypes.c_void_p)
-        self._features[0, self._count] = features[0, 0]
+        self._features[0, self._count] = features  # (an array's leading ones are dropped)
         self._count += 1
         if self._count < self._stride:
             return 0.0
@@ -78,7 +111,7 @@ class MicroStream:
         assert scaled is not None and quantized is not None  # (made with `_features` above)
         np.divide(self._features, model.input_scale, out=scaled)
         np.add(scaled, model.input_zero_point, out=scaled)
-        np.round(scaled, out=scaled)
+        np.rint(scaled, out=scaled)  # (what `np.round` runs at 0 decimals, without its Python wrappers)
         np.copyto(quantized, scaled, casting="unsafe")  # the wheel's astype
         lib = model.lib
         lib.TfLiteTensorCopyFromBuffer(model.input_tensor, self._in_pointer, quantized.nbytes)

@@ -68,14 +68,14 @@ class ModelSpotter:
     """Feed pcm16 mono chunks with the clock time at each chunk's end; `feed` returns a hit or None."""
 
     def __init__(self, settings: ModelSpotterSettings) -> None:
-        from pymicro_wakeword import MicroWakeWord, MicroWakeWordFeatures, Model  # numpy + TFLite: only when used
+        from pymicro_wakeword import MicroWakeWord, Model  # numpy + TFLite: only when used
 
-        from detectors.micro_stream import MicroStream
+        from detectors.micro_stream import MicroFeatures, MicroStream
 
         self.settings = settings
         self.phrase = settings.model.phrase
         self._model = MicroWakeWord.from_builtin(Model(settings.model.model))
-        self._features = MicroWakeWordFeatures()
+        self._features = MicroFeatures()  # the wheel's frontend, each frame a list (issue 34)
         self._stream = MicroStream(self._model)  # the model's probabilities, cheaper (issue 34)
         self._confirm = settings.confirm
         if self._confirm is not None and self._confirm.verify and not verifier_available(settings.model.model):

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from unittest import mock
 
 from benchmarks import listener_upload_pipeline
 from tests.benchmarks.test_listener_upload import rows
@@ -143,3 +144,43 @@ def test_the_session19_baseline_hands_a_sound_on_at_once_and_today_holds_the_sam
     assert now == before
     assert before_unhurried == before  # the old hold never asked
     assert sum(map(sum, [holds(seed, unhurried=True) for seed in range(6)])) > sum(map(sum, now))  # today's holds sounds too
+
+
+def test_the_session20_baseline_runs_the_wheels_features_and_the_filter_decides_the_same(tmp_path: Path) -> None:
+    """`--baseline session20` swaps in microWakeWord's features and `MicroStream.probability` as they
+    were (issue 34, session 21's cuts must not change a decision): every piece sent, every wake and
+    every probability the spotter scored the same, on a command and an everyday sentence."""
+    from pymicro_wakeword import MicroWakeWordFeatures
+
+    from benchmarks.corpus import Corpus, UtteranceSpec
+    from benchmarks.listening_session20 import as_in_session20
+    from config.settings import UploadMode, UploadSettings
+    from detectors.micro_stream import MicroStream
+    from detectors.pipeline import build_upload_filter
+
+    corpus = Corpus(tmp_path)
+    said = [corpus.utterance(UtteranceSpec((text,), "flite:slt", 165, True)).pcm
+            for text in (listener_upload_pipeline.LISTEN_COMMANDS[0], "the weather is nice today")]
+    quiet = bytes(24000 * 2)
+    pcm = quiet + said[1] + quiet + said[0] + quiet
+
+    def decisions() -> tuple[list[tuple[object, ...]], list[float | None], str]:
+        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000, 0.46, 0.14)
+        spotter = upload.detectors.spotter if upload.detectors is not None else None
+        scores: list[float | None] = []
+        score = MicroStream.probability
+
+        def scored(self: MicroStream, features: object) -> float | None:
+            scores.append(score(self, features))  # type: ignore[arg-type]
+            return scores[-1]
+
+        with mock.patch.object(MicroStream, "probability", scored):
+            seen = [(tuple(upload.feed(pcm[i:i + 960])), upload.take_wake()) for i in range(0, len(pcm) - 959, 960)]
+        return seen, scores, type(getattr(spotter, "_features")).__name__
+
+    now, now_scores, now_features = decisions()
+    with as_in_session20():
+        before, before_scores, before_features = decisions()
+    assert (now_features, before_features) == ("MicroFeatures", MicroWakeWordFeatures.__name__)
+    assert now == before and now_scores == before_scores
+    assert any(wake is not None for _, wake in now) and max(s or 0.0 for s in now_scores) > 0.9  # the command woke it
