@@ -109,9 +109,10 @@ class SimProcess:
     """The simulator in a child process; `call` runs one of _SIM_CALLS there and returns its answer."""
 
     def __enter__(self) -> "SimProcess":
-        self._stack = contextlib.ExitStack()
-        self._conn = self._stack.enter_context(spawned(_serve_sim, stop=None, name="simulator"))
-        self.base_url: str = self._conn.recv()
+        with contextlib.ExitStack() as stack:
+            self._conn = stack.enter_context(spawned(_serve_sim, stop=None, name="simulator"))
+            self.base_url: str = self._conn.recv()  # (a child that dies first: EOFError, and it is reaped)
+            self._stack = stack.pop_all()
         return self
 
     def call(self, method: str, *args: Any) -> Any:

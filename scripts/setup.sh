@@ -126,9 +126,9 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   # Not checked: a package may ship files for another Python that do not compile; they never load.
   # Left out, as nothing handoff or its tests run imports them (44 % of the code, about 12 s of
   # CPU; session 21): the installers, mypy (the checker runs compiled; its sources are compiled on
-  # first use), pygments, packages' own tests and onnxruntime's tooling.
+  # first use), packages' own tests and onnxruntime's tooling.
   "$venv/bin/python" -m compileall -q -j 0 \
-    -x '/site-packages/(pip|setuptools|mypy|mypyc|pygments)/|/site-packages/(.+/)?(tests?|testing)/|/onnxruntime/(tools|transformers|quantization)/' \
+    -x '/site-packages/(pip|setuptools|mypy|mypyc)/|/site-packages/(.+/)?(tests?|testing)/|/onnxruntime/(tools|transformers|quantization)/' \
     "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')" >/dev/null 2>&1 || true
   pending_stamp=1
 fi

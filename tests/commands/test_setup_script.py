@@ -155,7 +155,7 @@ def test_what_the_set_up_leaves_uncompiled_is_nothing_a_running_assistant_import
     # to write bytecode: then whatever is left out is compiled again at every start).
     script = (REPO / "scripts" / "setup.sh").read_text()
     left_out = re.compile(re.search(r"-m compileall -q -j 0 \\\n\s+-x '([^']+)'", script).group(1))
-    code = ("import sys, assembly.build, commands.run, commands.checks, rooms.hub, brain\n"
+    code = ("import sys, assembly.build, commands.run, commands.checks, rooms.hub, brain, pytest\n"
             "print('\\n'.join(m.__file__ for m in list(sys.modules.values()) if getattr(m, '__file__', None)))")
     imported = subprocess.run([sys.executable, "-c", code], cwd=REPO, capture_output=True, text=True, timeout=120, check=True)
     packaged = [f for f in imported.stdout.split() if "/site-packages/" in f and f.endswith(".py")]
@@ -167,9 +167,11 @@ def test_what_the_set_up_leaves_uncompiled_is_nothing_a_running_assistant_import
 
 
 def test_the_test_command_compiles_the_code_but_leaves_test_modules_to_pytest() -> None:
-    left_out = re.compile(re.search(r"-m compileall -q -j 0 -x '([^']+)'", (REPO / "test").read_text()).group(1))
-    kept = [REPO / "handoff.py", REPO / "detectors" / "wake_model.py", REPO / "tests" / "support" / "daemon.py",
-            REPO / "tests" / "benchmarks" / "__init__.py", REPO / "benchmarks" / "spawned.py"]  # fmt: skip
-    assert [p for p in kept if left_out.search(str(p))] == [] and all(p.exists() for p in kept)
-    assert left_out.search(str(REPO / "tests" / "test_types.py")) and left_out.search(str(REPO / "tests" / "rooms" / "test_rooms.py"))
-    assert left_out.search(str(REPO / ".venv" / "lib" / "x.py"))
+    line = re.search(r"-m compileall -q -j 0 -x '([^']+)' (\S+)", (REPO / "test").read_text())
+    left_out = re.compile(line.group(1))
+    # It compiles "." (paths as compileall sees them), so a clone inside a dot-folder is compiled too.
+    assert line.group(2) == "."
+    kept = ["handoff.py", "detectors/wake_model.py", "tests/support/daemon.py", "tests/benchmarks/__init__.py", "benchmarks/spawned.py"]
+    assert [p for p in kept if left_out.search(f"./{p}")] == [] and all((REPO / p).exists() for p in kept)
+    assert left_out.search("./tests/test_types.py") and left_out.search("./tests/rooms/test_rooms.py")
+    assert left_out.search("./.venv/lib/x.py")
