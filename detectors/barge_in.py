@@ -353,10 +353,12 @@ class PrerollStopListener(StopListener):
         margins = [m for end, voiced, m in self._judged if voiced and end > start + 0.01]
         if len(margins) < self.settings.min_voiced or sum(margins) / len(margins) < self.settings.min_margin_db:
             self.vetoed += 1
-            return self._refused()
+            self._refused()
+            return None
         if self._echo is not None and self.settings.max_explained < 1 and self._explained(start) >= self.settings.max_explained:
             self.explained_vetoed += 1
-            return self._refused()
+            self._refused()
+            return None
         return hit
 
     def _refused(self) -> None:
@@ -366,7 +368,6 @@ class PrerollStopListener(StopListener):
         refused = getattr(self.detector, "refused", None)
         if refused is not None:
             refused()
-        return None
 
     def _explained(self, start: float) -> float:
         """How much of the raw microphone from `start` on what was played explains (`explained`)."""
