@@ -61,6 +61,12 @@ class BargeInDetector:
         self.stop.reset()
         self.wake.reset()
 
+    def refused(self) -> None:
+        """The last hit was vetoed (`PrerollStopListener`): the wake model may wake again at once."""
+        refused = getattr(self.wake, "refused", None)  # (`ModelSpotter`'s; pocketsphinx has no refractory)
+        if refused is not None:
+            refused()
+
 
 @dataclass(frozen=True)
 class AfterWakeSettings:
@@ -347,11 +353,21 @@ class PrerollStopListener(StopListener):
         margins = [m for end, voiced, m in self._judged if voiced and end > start + 0.01]
         if len(margins) < self.settings.min_voiced or sum(margins) / len(margins) < self.settings.min_margin_db:
             self.vetoed += 1
+            self._refused()
             return None
         if self._echo is not None and self.settings.max_explained < 1 and self._explained(start) >= self.settings.max_explained:
             self.explained_vetoed += 1
+            self._refused()
             return None
         return hit
+
+    def _refused(self) -> None:
+        """A vetoed hit leaves the wake model no refractory: the narration's own "hey jarvis"
+        vetoed just before the user's phrase otherwise kept it deaf to the user's for 3 s
+        (PERFORMANCE.md, "Barge-in: a vetoed hit leaves the wake model awake")."""
+        refused = getattr(self.detector, "refused", None)
+        if refused is not None:
+            refused()
 
     def _explained(self, start: float) -> float:
         """How much of the raw microphone from `start` on what was played explains (`explained`)."""

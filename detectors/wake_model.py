@@ -241,6 +241,13 @@ class ModelSpotter:
         self._quiet_until = pending.woke_s + self.settings.refractory_s
         return KeywordHit(self.phrase, start_s=pending.start_s, detected_s=end_time)
 
+    def refused(self) -> None:
+        """The hit just reported was not taken (the barge-in listener's check found it the
+        narration's own words): its refractory ends, so that a phrase said right after it is heard
+        (a user's "hey jarvis" inside the 3 s after the narration's own was lost, issue 32)."""
+        if self._pending is None:
+            self._quiet_until = float("-inf")
+
     def _hit(self, start_s: float, end_time: float) -> KeywordHit:
         self._quiet_until = end_time + self.settings.refractory_s
         return KeywordHit(self.phrase, start_s=start_s, detected_s=end_time)

@@ -403,3 +403,37 @@ def test_the_chunk_the_hit_was_heard_in_goes_up_once_as_the_ear_hears_it():
         offsets = [p.offset for p in released if p.released]
         assert offsets and len(offsets) == len(set(offsets)) and offsets == sorted(offsets)
         assert len(fed) == len(set(fed))
+
+
+class Refusable(Scripted):
+    """A wake spotter with a refractory: after a hit it reports nothing for 3 s, unless refused."""
+
+    def __init__(self, at: dict[float, object]) -> None:
+        super().__init__(at)
+        self.quiet_until = float("-inf")
+
+    def feed(self, chunk: bytes, at: float):  # type: ignore[no-untyped-def]
+        hit = super().feed(chunk, at)
+        if hit is None or at < self.quiet_until:
+            return None
+        self.quiet_until = at + 3.0
+        return hit
+
+    def refused(self) -> None:
+        self.quiet_until = float("-inf")
+
+
+def test_a_vetoed_hit_leaves_the_wake_model_free_to_hear_the_users_phrase_right_after_it():
+    # The narration's own "hey jarvis" ends at 0.6 s over a microphone no louder than its echo (vetoed);
+    # the user's begins at 0.8 s and ends at 1.6 s, the microphone 4 dB over the echo. Before, the
+    # veto left the wake model's 3 s refractory running and the user's phrase was never reported.
+    wake = Refusable({0.6: KeywordHit("hey jarvis", start_s=0.0, detected_s=0.6),
+                      1.6: KeywordHit("hey jarvis", start_s=0.8, detected_s=1.6)})
+    detector = BargeInDetector(Scripted({}), wake, "hey jarvis")
+    listener = PrerollStopListener(detector, PrerollSettings(), margin=lambda: 0.0 if listener.clock < 0.7 else 4.0)
+    hits = []
+    for i in range(100):
+        found = listener.hear(voice(i), True, narrating=True)
+        hits += [(round(listener.clock, 2), found.phrase)] if found is not None else []
+    assert listener.vetoed == 1
+    assert hits == [(1.6, "hey jarvis")]

@@ -62,6 +62,16 @@ def test_a_wake_is_not_heard_again_within_the_refractory_period_even_after_a_res
     assert len(hits(spotter, pcm, start=seconds + 5.0)) == 1  # after the refractory period
 
 
+def test_a_refused_wake_ends_its_refractory_period(corpus):
+    # The barge-in listener vetoes the narration's own "hey jarvis"; the user's, said at once, must be heard.
+    pcm = said(corpus, "hey jarvis")
+    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, refractory_s=3.0))
+    assert len(hits(spotter, pcm)) == 1
+    spotter.refused()
+    spotter.reset()
+    assert len(hits(spotter, pcm, start=len(pcm) / 48000)) == 1
+
+
 def test_a_lower_cutoff_is_used_and_the_best_score_is_reported(corpus):
     spotter = ModelSpotter(ModelSpotterSettings(JARVIS, cutoff=0.5))
     assert spotter.cutoff == 0.5 and spotter.model_cutoff == pytest.approx(0.97)
