@@ -364,7 +364,7 @@ class PrerollStopListener(StopListener):
     def _refused(self) -> None:
         """A vetoed hit leaves the wake model no refractory: the narration's own "hey jarvis"
         vetoed just before the user's phrase otherwise kept it deaf to the user's for 3 s
-        (PERFORMANCE.md, "Barge-in: a vetoed hit leaves the wake model awake")."""
+        (PERFORMANCE.md, "Barge-in: where -12 dB's trials are lost; a vetoed hit leaves the wake model awake")."""
         refused = getattr(self.detector, "refused", None)
         if refused is not None:
             refused()
