@@ -14,10 +14,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from pocketsphinx import Decoder
-
 from decisions.upload_gate import KeywordHit
 from detectors.audio import SAMPLE_WIDTH, Resampler
+from detectors.sphinx_words import keyphrase_decoder, known
 
 FRAMES_PER_SECOND = 100  # pocketsphinx's feature frames are 10 ms
 
@@ -44,8 +43,8 @@ class KeywordSpotter:
     def __init__(self, settings: KeywordSpotterSettings = KeywordSpotterSettings()) -> None:
         self.settings = settings
         phrase = " ".join(settings.phrase.lower().replace(",", " ").split())
-        self._decoder = Decoder(keyphrase=phrase, kws_threshold=settings.threshold, loglevel="FATAL")
-        unknown = [w for w in phrase.split() if self._decoder.lookup_word(w) is None]
+        self._decoder = keyphrase_decoder(phrase, kws_threshold=settings.threshold)
+        unknown = [w for w in phrase.split() if not known(w)]
         if unknown:
             raise UnknownWakeWord(
                 f"the wake phrase {settings.phrase!r} has words the on-device spotter does not know: {unknown}"

@@ -23,10 +23,9 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 
-from pocketsphinx import Decoder
-
 from detectors.audio import SAMPLE_WIDTH, Resampler
 from detectors.keyword import FRAMES_PER_SECOND, UnknownWakeWord
+from detectors.sphinx_words import keyphrase_decoder, known
 from detectors.stop_word import StopHit
 
 
@@ -56,12 +55,9 @@ class _Spotter:
 
     def __init__(self, phrase: str, threshold: float, delay_frames: int) -> None:
         self.phrase = phrase
-        self._decoder = Decoder(keyphrase=phrase, kws_threshold=threshold, kws_delay=delay_frames, loglevel="FATAL")
+        self._decoder = keyphrase_decoder(phrase, kws_threshold=threshold, kws_delay=delay_frames)
         self._origin_s = 0.0
         self._in_utterance = False
-
-    def known(self, word: str) -> bool:
-        return self._decoder.lookup_word(word) is not None
 
     def reset(self) -> None:
         if self._in_utterance:
@@ -99,7 +95,7 @@ class StopPhraseDetector:
         self.stop_words = tuple(_words(word) for word in settings.stop_words)
         self._wake_spotter = _Spotter(self.wake, settings.wake_threshold, settings.kws_delay_frames)
         words = {w for phrase in (self.wake, *self.stop_words) for w in phrase.split()}
-        unknown = sorted(w for w in words if not self._wake_spotter.known(w))
+        unknown = sorted(w for w in words if not known(w))
         if unknown:
             raise UnknownWakeWord(
                 f"the stop phrase {self.wake!r} + {list(self.stop_words)} has words the on-device spotter does not know: {unknown}"
