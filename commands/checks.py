@@ -164,7 +164,7 @@ def voice_problem(voice: str, named: str) -> str | None:
 def _detectors(settings: Settings, built: list[StopDetector]) -> list[Finding]:
     """The on-device detectors `run` builds (the wake-word upload filter, the stop phrase), built
     here too: a phrase the spotter does not know is refused by `check`, not first by `run`."""
-    from assembly.build import build_stop_detector, upload_filter  # the spotter's model: only when checking
+    from assembly.detectors import build_stop_detector, upload_filter  # the spotter's model: only when checking
 
     found = []
     try:

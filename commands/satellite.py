@@ -16,7 +16,7 @@ from audio_io import (
     AudioDeviceError, AudioFileError, MicrophoneSource, PyAudioMicrophone, PyAudioSpeaker, SpeakerSink, WavFileMicrophone,
     WavFileSpeaker, with_volume,
 )
-from assembly.build import build_stop_detector, upload_filter
+from assembly.detectors import build_stop_detector, upload_filter
 from audio_io.echo_reference import RoomEcho
 from config.logging_setup import configure_logging
 from commands.options import flagged_settings

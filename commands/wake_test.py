@@ -57,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
     phrase = settings.listener.wake_phrase
     model = model_for(phrase)
     from audio_io import AudioDeviceError, AudioFileError, read_wav  # heavy parts load only for a test run
-    from assembly.build import upload_filter
+    from assembly.detectors import upload_filter
     from detectors.wake_test import TRY_GAP_S, Take, TryJudge, WakeReport
 
     # The wake the assistant runs with these settings, whatever the upload mode (the mode decides

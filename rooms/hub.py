@@ -21,7 +21,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, AsyncIterator, Callable
 
 from audio_io import SpeakerSink, with_volume
-from assembly.build import build_stop_detector, shared_parts, upload_filter
+from assembly.build import shared_parts
+from assembly.detectors import build_stop_detector, upload_filter
 from config.rooms import NoticesTo, SatelliteSpec
 from config.settings import Settings
 from decisions.arbitration import ArbitrationCore

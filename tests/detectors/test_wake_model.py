@@ -197,7 +197,7 @@ def test_every_phrase_with_a_model_can_also_stop_the_narrator(phrase):
     """"<phrase>, stop" is heard by pocketsphinx, whose dictionary lacks "nabu" and "mycroft"."""
     import dataclasses
 
-    from assembly.build import build_stop_detector
+    from assembly.detectors import build_stop_detector
     from config.settings import ListenerSettings, Settings
 
     settings = Settings(listener=dataclasses.replace(ListenerSettings(), wake_phrase=phrase))
@@ -355,7 +355,7 @@ def test_the_stop_detector_while_it_talks_wakes_alone_at_the_barge_in_cutoff(cor
     import dataclasses
 
     import detectors.pipeline
-    from assembly.build import build_stop_detector
+    from assembly.detectors import build_stop_detector
     from config.settings import Settings, StopSettings
     from detectors.barge_in import BargeInDetector
 

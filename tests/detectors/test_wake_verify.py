@@ -183,7 +183,7 @@ def test_wake_verify_builds_the_shipped_verifier_into_the_spotter_the_assistant_
 def test_the_barge_in_detector_while_it_talks_is_built_without_the_verifier():
     """`WAKE_VERIFY` is the upload path's: the barge-in detector's wake model keeps its own rule (a verifier's
     wait after the wake and relaxed cutoffs would delay the cut and change what the echo wakes)."""
-    from assembly.build import build_stop_detector, upload_filter
+    from assembly.detectors import build_stop_detector, upload_filter
     from detectors.barge_in import BargeInDetector
 
     settings = load_settings(environ={"WAKE_VERIFY": "true"}, dotenv_path=None)

@@ -33,3 +33,16 @@ def test_the_wyoming_package_loads_only_for_rooms() -> None:
     code = "import sys, commands.cli as c; c.build_parser(); import commands.status, commands.run; print('wyoming' in sys.modules)"
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
+
+
+def test_a_satellite_loads_none_of_the_assistant() -> None:
+    """A satellite (often a small machine in another room) needs its detectors and its link, not the
+    openai SDK, the coordinator or MCP: 1.6 s of CPU and tens of MB when it built them through
+    `assembly.build`."""
+    import subprocess
+    import sys
+
+    code = ("import sys, commands.satellite, rooms.satellite, rooms.pairing, commands.pairing\n"
+            "print(sorted({m.split('.')[0] for m in sys.modules} & {'openai', 'handoff', 'hands', 'mcp', 'brain', 'tasks'}))")
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
