@@ -11,6 +11,7 @@ test_sphinx_words.py). Whether a word is known is asked of the wheel's whole dic
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import tempfile
@@ -48,7 +49,12 @@ def keyphrase_decoder(phrase: str, **config: Any) -> Any:
     the phrase's words; `config`: the search's other settings (kws_threshold, kws_delay ...)."""
     lines = [line for word in dict.fromkeys(phrase.split()) for line in pronunciations(word)]
     # pocketsphinx reads the dictionary while the decoder is made: the file is gone right after.
-    with tempfile.NamedTemporaryFile("w", suffix=".dict", prefix="handoff-words-", encoding="utf-8") as file:
-        file.write("".join(f"{line}\n" for line in lines))
-        file.flush()
+    with contextlib.ExitStack() as stack:
+        try:
+            file = stack.enter_context(tempfile.NamedTemporaryFile("w", suffix=".dict", prefix="handoff-words-",
+                                                                   encoding="utf-8"))  # fmt: skip
+            file.write("".join(f"{line}\n" for line in lines))
+            file.flush()
+        except OSError:  # nowhere to write it (a full disk): the whole dictionary, slower to read, the same hits
+            return Decoder(keyphrase=phrase, loglevel="FATAL", **config)
         return Decoder(keyphrase=phrase, dict=file.name, loglevel="FATAL", **config)

@@ -52,3 +52,17 @@ def test_the_search_hears_the_same_hits_to_the_frame(corpus, phrase: str, thresh
     own = hits(keyphrase_decoder(phrase, kws_threshold=threshold, kws_delay=2), pcm)
     assert own == whole
     assert whole  # the thresholds are low enough that there is something to compare
+
+
+def test_with_nowhere_to_write_its_words_the_search_reads_the_whole_dictionary(corpus, monkeypatch) -> None:
+    """A full disk (the temporary folder refuses the little file): the search is still made, and
+    hears the same, from the wheel's own dictionary; `run` then says the disk is full, once."""
+    import tempfile
+
+    def no_room(*args: object, **kwargs: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    pcm = Resampler(24000)(_silence(0.3) + corpus.speech("computer, stop", "en-us", 160))
+    made = hits(keyphrase_decoder("stop", kws_threshold=1e-20, kws_delay=2), pcm)
+    monkeypatch.setattr(tempfile, "NamedTemporaryFile", no_room)
+    assert hits(keyphrase_decoder("stop", kws_threshold=1e-20, kws_delay=2), pcm) == made != []
