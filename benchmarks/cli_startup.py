@@ -1,7 +1,8 @@
 """CPU time of the quick commands, `handoff status` and `handoff history`, as a user runs them
 (the installed entry point, a fresh process each time), against two baselines from the same
 run: a bare Python start, and the old way (every subcommand's module imported to build the
-parser, which loads the whole assistant: openai, numpy, pocketsphinx, aiohttp ...).
+parser, which loads the whole assistant: openai, numpy, pocketsphinx, aiohttp ...). One more row:
+a satellite's modules, which since session 22 leave the assistant out (1.6 s of CPU before).
 
 CPU time (user + system, from getrusage of the child) rather than wall time, so a busy machine
 changes the figures little. The target: status and history under 0.5 s of CPU.
@@ -49,6 +50,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "every subcommand imported (before)": [sys.executable, "-c", "from commands.cli import build_parser; build_parser()"],
             "handoff status": [*handoff(), "status"],
             "handoff history": [*handoff(), "history"],
+            # A satellite's modules (it then only waits for its hub): no openai, coordinator or MCP (session 22).
+            "a satellite's modules": [sys.executable, "-c", "import commands.satellite, rooms.satellite, rooms.pairing"],
         }
         medians = {label: statistics.median(cpu_seconds(command, env, Path(tmp)) for _ in range(runs))
                    for label, command in cases.items()}  # fmt: skip
