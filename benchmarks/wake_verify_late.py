@@ -42,7 +42,10 @@ import dataclasses
 import sys
 from pathlib import Path
 
-DELAYS_S = (0.0, 0.1, 0.2, 0.3)
+# Session 22: and on openWakeWord's 80 ms frame grid (0.12 / 0.2 / 0.28 share one embedding pass; 0.04 and
+# 0.36 too), appended so that the older files' delay indexes still hold.
+DELAYS_S = (0.0, 0.1, 0.2, 0.3, 0.04, 0.12, 0.28, 0.36)
+TAILS_S = (0.28, 0.3)  # the audio after the wake whose peak the pause rule reads (`Weights.early_after_quiet_db`)
 PHRASE = "hey jarvis"
 
 
@@ -53,6 +56,7 @@ class LateRecorder:
         self.spotter = spotter
         self.stream = bytearray()  # every 16 kHz sample the spotter appended (its `_recent_end` indexes it)
         self.positions: list[int] = []
+        self.tails: list[list[float]] = []  # per ask, the peak dBFS of each of `TAILS_S` after the wake
         self.last_score = None
         self.weights = None
         self.delay_s = 0.0
@@ -69,6 +73,7 @@ class LateRecorder:
     def clear(self) -> None:
         self.stream.clear()
         self.positions.clear()
+        self.tails.clear()
         self.spotter._recent_end = 0  # type: ignore[attr-defined]
 
     def accepts(self, pcm16k: bytes) -> bool:
@@ -84,6 +89,8 @@ class LateRecorder:
         from detectors.wake_verify import peak_dbfs
 
         out, peaks = [], []
+        self.tails = [[max(-99.0, peak_dbfs(bytes(self.stream[end * 2 : (end + int(t * 16000)) * 2]))) for t in TAILS_S]
+                      for end in self.positions]
         for end in self.positions:
             rows = []
             for delay in DELAYS_S:
@@ -119,11 +126,12 @@ def _run(clips: list, relaxed: bool, out: str) -> None:
     recorder = LateRecorder(judge.spotter)
     judge.spotter.verifier = recorder
     read = EmbeddingReader()
-    rows, clip_of, labels, names, meta, peaks = [], [], [], [], [], []
+    rows, clip_of, labels, names, meta, peaks, tails = [], [], [], [], [], [], []
     for index, (name, pcm, addressed, info) in enumerate(clips):
         recorder.clear()
         heard_in(judge, pcm)
         found, levels = recorder.windows(read)
+        tails += recorder.tails
         for r, level in zip(found, levels):
             rows.append(r)
             peaks.append(level)
@@ -133,7 +141,7 @@ def _run(clips: list, relaxed: bool, out: str) -> None:
         meta.append(info)
         if index % 50 == 0:
             print(f"{index}/{len(clips)} clips, {len(rows)} asks", flush=True)
-    np.savez_compressed(out, rows=np.stack(rows) if rows else np.zeros((0,)), clip=np.array(clip_of), peaks=np.array(peaks),
+    np.savez_compressed(out, rows=np.stack(rows) if rows else np.zeros((0,)), clip=np.array(clip_of), peaks=np.array(peaks), tails=np.array(tails),
                         labels=np.array(labels), names=np.array(names), meta=np.array(meta))
 
 

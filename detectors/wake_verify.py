@@ -33,6 +33,7 @@ POSITIONS = 4  # the last windows scored (80 ms apart); the best one counts
 # 3 s start (48,000 samples less a whole number of 80 ms frames), with just the embeddings the
 # windows need (20 of 19); the same figures as 3 s, for three quarters of the CPU.
 PADDED_SAMPLES = 3 * 16000 - 8 * 1280
+FRAME_SAMPLES = 1280  # openWakeWord's embedding step (80 ms): windows ending whole frames apart share one read
 # openWakeWord's embeddings are not level-invariant (log mel energies): a command from across the room
 # (peaks at -42 dBFS) reads unlike the same words near. Weights trained with a lift hear the audio
 # raised so its loudest sample is at `lift_peak_dbfs`, by at most MAX_LIFT (the VAD's quiet path's 32x).
@@ -129,7 +130,31 @@ OPTIONAL = ("lift_peak_dbfs", "quiet_peak_dbfs", "quiet_threshold", "delay_s", "
 
 def _bytes(seconds: float) -> int:
     """The length of `seconds` of 16 kHz pcm16."""
-    return int(seconds * 16000) * 2
+    return _samples(seconds) * 2
+
+
+def _samples(seconds: float) -> int:
+    return int(seconds * 16000)
+
+
+def _sharing(members: tuple[Weights, ...]) -> list[list[Weights]]:
+    """`members` grouped by one embedding pass: windows ending a whole number of 80 ms frames apart, read alike."""
+    groups: list[list[Weights]] = []
+    for w in members:
+        for group in groups:
+            if group[0].lift_peak_dbfs == w.lift_peak_dbfs and (_samples(group[0].delay_s) - _samples(w.delay_s)) % FRAME_SAMPLES == 0:
+                group.append(w)
+                break
+        else:
+            groups.append([w])
+    return groups
+
+
+def _best(embeddings: np.ndarray, weights: Weights) -> float:
+    """The best of the last `POSITIONS` windows' scores of `embeddings` (0: too few of them)."""
+    if len(embeddings) < WINDOWS + POSITIONS - 1:
+        return 0.0
+    return float(weights.scores(windows(embeddings)).max())
 
 
 def weights_path(model: str) -> Path:
@@ -184,11 +209,13 @@ class EmbeddingReader:
 
         self._features = OpenWakeWordFeatures.from_builtin()
 
-    def __call__(self, pcm16k: bytes) -> np.ndarray:
+    def __call__(self, pcm16k: bytes, extra_frames: int = 0) -> np.ndarray:
+        """`extra_frames`: `pcm16k` is that many 80 ms frames longer than `VERIFY_S`, and is read on the grid a
+        `VERIFY_S` ending where it ends would be (the last embeddings the same)."""
         import numpy as np
 
         self._features.reset()
-        self._features.new_audio_samples = max(0, PADDED_SAMPLES - len(pcm16k) // 2)
+        self._features.new_audio_samples = max(0, PADDED_SAMPLES + extra_frames * FRAME_SAMPLES - len(pcm16k) // 2)
         found = [e[0, 0] for e in self._features.process_streaming(pcm16k)] if pcm16k else []
         return np.concatenate(found) if found else np.zeros((0, 96), dtype=np.float32)
 
@@ -210,20 +237,37 @@ class WakeVerifier:
     def score(self, pcm16k: bytes, weights: Weights | None = None) -> float:
         weights = weights or self.weights
         lift = weights.lift_peak_dbfs
-        embeddings = self._read(pcm16k if lift is None else lifted(pcm16k, lift))
-        if len(embeddings) < WINDOWS + POSITIONS - 1:
-            return 0.0
-        return float(weights.scores(windows(embeddings)).max())
+        return _best(self._read(pcm16k if lift is None else lifted(pcm16k, lift)), weights)
+
+    def _scores(self, pcm16k: bytes) -> list[float]:
+        """Each window's score (its own weights', then each blended one's): windows ending whole 80 ms frames apart
+        are read in one pass (session 22: openWakeWord's embeddings on one grid, the pass a blend's cost)."""
+        members = (self.weights, *self.weights.blend)
+        scores: dict[int, float] = {}
+        for group in _sharing(members):
+            if len(group) == 1:
+                [w] = group
+                window = self._ending_at(pcm16k, w.delay_s)
+                scores[id(w)] = self.score(window) if w is self.weights else self.score(window, w)
+                continue
+            last = max(_samples(w.delay_s) for w in group)
+            extra = (last - min(_samples(w.delay_s) for w in group)) // FRAME_SAMPLES
+            end = len(pcm16k) // 2 - _samples(self.delay_s) + last
+            piece = pcm16k[max(0, end - _samples(VERIFY_S) - extra * FRAME_SAMPLES) * 2 : end * 2]
+            lift = group[0].lift_peak_dbfs
+            embeddings = self._read(piece if lift is None else lifted(piece, lift), extra)
+            for w in group:
+                back = (last - _samples(w.delay_s)) // FRAME_SAMPLES
+                scores[id(w)] = _best(embeddings[: len(embeddings) - back], w)
+        return [scores[id(w)] for w in members]
 
     def accepts(self, pcm16k: bytes) -> bool:
         """`pcm16k`: the `VERIFY_S` + `delay_s` ending `delay_s` after the wake (its last `VERIFY_S` is
         scored; with `blend` weights, each also scores the `VERIFY_S` ending its own delay after the wake and the
         mean is judged; with `early` weights, a refusal is asked again of the `VERIFY_S` ending at the wake)."""
         heard = self._ending_at(pcm16k, self.weights.delay_s)
-        blend = self.weights.blend
-        self.last_score = self.score(heard)
-        if blend:  # the mean of each window's score, judged at the level of this weights' own window
-            self.last_score = (self.last_score + sum(self.score(self._ending_at(pcm16k, w.delay_s), w) for w in blend)) / (1 + len(blend))
+        scores = self._scores(pcm16k)  # with blended weights, the mean is judged at the level of this weights' own window
+        self.last_score = sum(scores) / len(scores)
         if self.last_score >= self.weights.threshold_for(heard):
             return True
         early = self.weights.early

@@ -138,6 +138,42 @@ def test_blended_weights_judge_the_mean_of_each_window_ending_at_its_own_delay_a
     assert ends == {2: None, 1: loaded.blend[0], 3: loaded.blend[1]}
 
 
+def test_blended_windows_whole_frames_apart_are_read_in_one_pass_and_score_as_read_one_by_one(corpus):
+    """Session 22: windows ending 120 / 200 / 280 ms after the wake lie on openWakeWord's 80 ms frame grid, so one
+    embedding pass over the audio up to the last serves all three (a blend 100 ms apart read three times)."""
+    import numpy as np
+
+    from detectors.audio import Resampler
+    from detectors.wake_verify import Weights
+
+    rng = np.random.default_rng(1)
+
+    def weights(delay_s: float) -> Weights:
+        return Weights(np.zeros(WINDOWS_FEATURES), np.ones(WINDOWS_FEATURES), rng.normal(size=WINDOWS_FEATURES) * 0.002, 0.0, 0.5,
+                       delay_s=delay_s)
+
+    blended = dataclasses.replace(weights(0.2), blend=(weights(0.12), weights(0.28)))
+    pcm = Resampler(24000)(_silence(1.0) + said(corpus, "hey jarvis, what time is it"))
+    heard = pcm[-(int(VERIFY_S * 16000) + int(0.28 * 16000)) * 2 :]
+    verifier = WakeVerifier("hey_jarvis", blended)
+    read, reads = verifier._read, []
+
+    def counted(piece: bytes, extra_frames: int = 0) -> np.ndarray:
+        reads.append(len(piece))
+        return read(piece, extra_frames) if extra_frames else read(piece)
+
+    verifier._read = counted  # type: ignore[method-assign]
+    verifier.accepts(heard)
+    assert len(reads) == 1
+    one_by_one = [verifier.score(heard[: len(heard) - int(back * 16000) * 2][-int(VERIFY_S * 16000) * 2 :], w)
+                  for back, w in ((0.08, blended), (0.16, blended.blend[0]), (0.0, blended.blend[1]))]
+    assert len(reads) == 4 and all(0.01 < score < 0.99 for score in one_by_one) and len(set(one_by_one)) == 3  # (scores that say something)
+    assert verifier.last_score == pytest.approx(sum(one_by_one) / 3, abs=1e-6)
+
+
+WINDOWS_FEATURES = 16 * 96  # a window's features: 16 embeddings of 96
+
+
 def test_early_weights_with_a_quiet_tail_rule_are_asked_only_when_a_pause_follows_the_wake(tmp_path):
     import numpy as np
 
