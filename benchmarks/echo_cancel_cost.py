@@ -114,7 +114,7 @@ def trials(corpus: Corpus, names: list[str], levels: list[float], count: int, of
     """`benchmarks.barge_in`'s shipped-path rows (`--wake-gated`), one per canceller."""
     speech = narration(corpus)
     stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
-    print(f"| seed offset | echo vs user | canceller | 'hey jarvis, stop' found | command cut | command cut and routed |")
+    print("| seed offset | echo vs user | canceller | 'hey jarvis, stop' found | command cut | command cut and routed |")
     print("|---|---|---|---|---|---|")
     for level in levels:
         stops = build_scenes(corpus, STOP_TEXT, level, count, speech, seed=int(10 - level) + offset) if "stop" in phrases else []
