@@ -35,6 +35,15 @@ holds less energy (the user's voice is in both, so the lower one holds less echo
 `benchmarks/barge_in.py`'s rooms (docs/PERFORMANCE.md, "Barge-in: following the room's change"):
 where the user speaks, 2-5 s after the path changed, the echo taken off went from a median 8.6 dB
 to 13 dB, what a filter reset at the moment of the change gets; it costs twice the filter's CPU.
+
+Its CPU (issue 34, session 22; docs/PERFORMANCE.md, "The echo canceller's CPU"): speexdsp's cost
+per frame is its FFTs of two frames and a pass over the filter's blocks of a frame each, so a 20 ms
+frame costs far less than two 10 ms ones (`cancel_frame_ms`; a chunk that is not whole frames of
+it gets 10 ms ones). Measured and kept as options, not switched on: 20 ms frames (0.81-0.84 of
+the CPU per chunk) weaken speexdsp's residual echo suppressor (the by-level one above) and lost
+barge-in trials at 0 dB on one of two sets of rooms; the shadow run only while the main filter
+looks misadjusted (`cancel_shadow_always` False: it takes little off an echo it estimates) follows
+a room's change more slowly (1-2 dB less where the user speaks, in the worst rooms).
 """
 
 from __future__ import annotations
@@ -50,13 +59,16 @@ from audio_io.format import BYTES_PER_SECOND, SAMPLE_RATE, SAMPLE_WIDTH, audioop
 from config.settings import EchoSettings
 
 _SAMPLE_BYTES = SAMPLE_WIDTH
-_FRAME = SAMPLE_RATE // 100  # speexdsp works on 10 ms frames
-_FRAME_BYTES = _FRAME * SAMPLE_WIDTH
+_FRAME_BYTES_10MS = SAMPLE_RATE // 100 * SAMPLE_WIDTH  # the frame where a chunk is not whole frames of `cancel_frame_ms`
 _SET_SAMPLING_RATE = 24  # SPEEX_ECHO_SET_SAMPLING_RATE (speex/speex_echo.h)
 _LIBRARY = "libspeexdsp.so.1"
 _SHADOW_RESTART_S = 1.5  # the shadow filter starts afresh this often unless it took over
 _SWAP_WINDOW_S = 0.5  # the span over which the two filters' outputs are compared
 _SWAP_MARGIN_DB = 3.0  # the shadow takes over when its output held this much less energy
+# (`cancel_shadow_always` False) the shadow runs while the main takes less than this off the
+# microphone over `_SWAP_WINDOW_S` ...
+_SUSPECT_UNDER_DB = 12.0
+_ESTIMATE_OVER_DB = -6.0  # ... and its estimate of the echo holds more than this of the microphone's energy
 _MAX_DELAY_S = 0.5  # the stream delay is bounded here (PortAudio's figures are too)
 
 
@@ -96,19 +108,21 @@ _SUPPRESS_WINDOW_S = 3.0
 
 
 class _Filter:
-    """One speexdsp echo state: `run` cancels whole 10 ms frames, a shorter tail passes as it is.
+    """One speexdsp echo state: `run` cancels whole frames (`frame_bytes`), a shorter tail passes as it is.
     `suppress` (echo, echo while the near end talks, noise: the most each is taken down, dB): speexdsp's
     preprocessor after it, its residual echo suppressor fed the filter's estimate of what it left
     (measured for issue 32, session 19; not used unless asked)."""
 
-    def __init__(self, lib: Any, taps: int, suppress: tuple[int, int, int] | None = None) -> None:
+    def __init__(self, lib: Any, taps: int, suppress: tuple[int, int, int] | None = None,
+                 frame_bytes: int = _FRAME_BYTES_10MS) -> None:
         self._lib = lib
-        self._state = lib.speex_echo_state_init(_FRAME, taps)
+        self.frame_bytes = frame_bytes
+        self._state = lib.speex_echo_state_init(frame_bytes // _SAMPLE_BYTES, taps)
         lib.speex_echo_ctl(self._state, _SET_SAMPLING_RATE, ctypes.byref(ctypes.c_int(SAMPLE_RATE)))
-        self._out = ctypes.create_string_buffer(_FRAME_BYTES)
+        self._out = ctypes.create_string_buffer(frame_bytes)
         self._pre = None
         if suppress is not None:
-            self._pre = lib.speex_preprocess_state_init(_FRAME, SAMPLE_RATE)
+            self._pre = lib.speex_preprocess_state_init(frame_bytes // _SAMPLE_BYTES, SAMPLE_RATE)
             # (Its VAD is off from the start and left so: asking, even for off, prints a warning on stderr.)
             for request, value in ((_PRE_SET_DENOISE, 1), (_PRE_SET_AGC, 0), (_PRE_SET_DEREVERB, 0),
                                    (_PRE_SET_ECHO_SUPPRESS, suppress[0]), (_PRE_SET_ECHO_SUPPRESS_ACTIVE, suppress[1]),
@@ -125,12 +139,13 @@ class _Filter:
         """`suppress` False: the preprocessor is not run (its output is left empty)."""
         out = bytearray(near)
         suppressed = bytearray(near) if self._pre is not None and suppress else None
-        for i in range(0, len(near) - _FRAME_BYTES + 1, _FRAME_BYTES):
-            self._lib.speex_echo_cancellation(self._state, near[i:i + _FRAME_BYTES], far[i:i + _FRAME_BYTES], self._out)
-            out[i:i + _FRAME_BYTES] = self._out.raw
+        size = self.frame_bytes
+        for i in range(0, len(near) - size + 1, size):
+            self._lib.speex_echo_cancellation(self._state, near[i:i + size], far[i:i + size], self._out)
+            out[i:i + size] = self._out.raw
             if suppressed is not None:
                 self._lib.speex_preprocess_run(self._pre, self._out)  # in place
-                suppressed[i:i + _FRAME_BYTES] = self._out.raw
+                suppressed[i:i + size] = self._out.raw
         self.suppressed = bytes(suppressed) if suppressed is not None else b""
         return bytes(out)
 
@@ -168,11 +183,20 @@ class EchoCanceller:
         self.suppressed_chunks = 0  # chunks returned through the suppressor
         self._gains: deque[tuple[float, float]] = deque()  # (at, gain): the echo gain's lowest first (a sliding minimum)
         self._gains_from: float | None = None  # since when the gain has been known without a break
-        self._main = _Filter(lib, taps, suppress)
-        self._shadow = _Filter(lib, taps, suppress) if shadow else None
+        self._lib, self._taps, self._suppress = lib, taps, suppress
+        self._frame_bytes = _bytes(settings.cancel_frame_ms / 1000)
+        self._with_shadow, self._shadow_always = shadow, settings.cancel_shadow_always
+        # The filters, made for the first chunk run on (`_filters`): its frame is `cancel_frame_ms`
+        # where the chunks are whole frames of it, else 10 ms
+        self._main: _Filter | None = None
+        self._shadow: _Filter | None = None
+        self._shadow_running = False  # (`cancel_shadow_always` False) it runs while the main looks misadjusted
+        self._suspected = False  # ... which it did since the shadow last started afresh
         self._since_restart = 0.0  # seconds of audio the shadow has run since it started afresh
         self._main_energy: deque[float] = deque()  # (per chunk, the span `_SWAP_WINDOW_S`)
         self._shadow_energy: deque[float] = deque()
+        self._mic_energy: deque[float] = deque()  # the microphone's, and the main's estimate of the echo (the
+        self._estimate_energy: deque[float] = deque()  # microphone less its output), over the same span
         self.swaps = 0  # times the shadow took over
         self._delay_s = delay_s
         self._idle_s = settings.cancel_idle_s
@@ -262,24 +286,39 @@ class EchoCanceller:
             gains.popleft()
         return at - self._gains_from >= _SUPPRESS_WINDOW_S and gains[0][1] > self._suppress_over
 
+    def _filters(self, length: int) -> tuple[_Filter, _Filter | None]:
+        if self._main is None:
+            size = self._frame_bytes if length % self._frame_bytes == 0 else _FRAME_BYTES_10MS
+            self._main = _Filter(self._lib, self._taps, self._suppress, size)
+            self._shadow = _Filter(self._lib, self._taps, self._suppress, size) if self._with_shadow else None
+            self._shadow_running = self._shadow_always
+        return self._main, self._shadow
+
     def _cancel(self, near: bytes, far: bytes, loud: bool = True) -> bytes:
         """The filters: `near` less the echo of `far` (the same length, lined up); `loud`: through
         the suppressor too (when there is one)."""
-        main_filter, shadow_filter = self._main, self._shadow
+        main_filter, shadow_filter = self._filters(len(near))
         if loud and main_filter.suppressing:
             self.suppressed_chunks += 1
         main = main_filter.run(near, far, loud)
         if shadow_filter is None:
             return main_filter.suppressed or main
-        shadow = shadow_filter.run(near, far, loud)
-        main_energy, shadow_energy = _energy(main), _energy(shadow)
-        self._main_energy.append(main_energy)
-        self._shadow_energy.append(shadow_energy)
+        main_energy = _energy(main)
         window = max(1, round(_SWAP_WINDOW_S * BYTES_PER_SECOND / max(len(near), 1)))
-        while len(self._main_energy) > window:
-            self._main_energy.popleft()
-        while len(self._shadow_energy) > window:
-            self._shadow_energy.popleft()
+        _slide(self._main_energy, main_energy, window)
+        if not self._shadow_always:
+            _slide(self._mic_energy, _energy(near), window)
+            _slide(self._estimate_energy, _energy(audioop.add(near, audioop.mul(main, _SAMPLE_BYTES, -1.0), _SAMPLE_BYTES)), window)
+            misadjusted = self._misadjusted(window)
+            self._suspected |= misadjusted
+            if not self._shadow_running:
+                if misadjusted:
+                    self._restart_shadow()
+                    self._shadow_running = True
+                return main_filter.suppressed or main
+        shadow = shadow_filter.run(near, far, loud)
+        shadow_energy = _energy(shadow)
+        _slide(self._shadow_energy, shadow_energy, window)
         self._since_restart += len(near) / BYTES_PER_SECOND
         full = len(self._shadow_energy) == window
         if full and sum(self._shadow_energy) * 10 ** (_SWAP_MARGIN_DB / 10) < sum(self._main_energy):
@@ -289,20 +328,41 @@ class EchoCanceller:
             self.swaps += 1
         elif self._since_restart >= _SHADOW_RESTART_S:
             self._restart_shadow()
+            # (on demand) it runs on while the main looked misadjusted in the period it ran
+            self._shadow_running = self._shadow_always or self._suspected
         if main_energy <= shadow_energy:  # (chosen on the linear outputs; with a suppressor, its output of that one)
             return main_filter.suppressed or main
         return shadow_filter.suppressed or shadow
+
+    @property
+    def shadow_running(self) -> bool:
+        """The shadow filter runs beside the main one on the chunks now (`cancel_shadow_always`: whenever it runs)."""
+        return self._shadow is not None and self._shadow_running
+
+    def _misadjusted(self, window: int) -> bool:
+        """Over the last `_SWAP_WINDOW_S`, the main filter took less than `_SUSPECT_UNDER_DB` off the
+        microphone while its estimate of the echo held more than `_ESTIMATE_OVER_DB` of it: an echo
+        it has not learnt (the room changed, or it is still learning; a voice over the echo too).
+        Not where it estimates no echo (none comes back, or a pause)."""
+        if len(self._mic_energy) < window:
+            return False
+        mic, main, estimate = sum(self._mic_energy), sum(self._main_energy), sum(self._estimate_energy)
+        return mic < main * 10 ** (_SUSPECT_UNDER_DB / 10) and estimate > mic * 10 ** (_ESTIMATE_OVER_DB / 10)
 
     def _restart_shadow(self) -> None:
         if self._shadow is not None:
             self._shadow.reset()
         self._shadow_energy.clear()
         self._since_restart = 0.0
+        self._suspected = False
 
     def reset(self) -> None:
-        self._main.reset()
+        if self._main is not None:
+            self._main.reset()
         self._restart_shadow()
-        self._main_energy.clear()
+        self._shadow_running = self._shadow_always
+        for energies in (self._main_energy, self._mic_energy, self._estimate_energy):
+            energies.clear()
 
     def _delay(self) -> float:
         return min(max(self._delay_s(), 0.0), _MAX_DELAY_S)
@@ -327,6 +387,12 @@ class EchoCanceller:
             self._ref_at += drop / BYTES_PER_SECOND
             if not self._ref:
                 self._ref_at = None
+
+
+def _slide(energies: deque[float], energy: float, window: int) -> None:
+    energies.append(energy)
+    while len(energies) > window:
+        energies.popleft()
 
 
 def _energy(pcm: bytes) -> float:

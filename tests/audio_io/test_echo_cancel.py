@@ -256,3 +256,80 @@ async def test_a_rooms_canceller_suppresses_by_the_echo_gate_in_fronts_learnt_ga
             echo_of_room.hear(echo[i:i + CHUNK])
         counts.append(echo_of_room.canceller.suppressed_chunks)
     assert counts[0] > 0 and counts[1] == 0
+
+
+class CountingLibrary:
+    """speexdsp's library, its filter calls counted (what the canceller's CPU is)."""
+
+    def __init__(self, lib: object) -> None:
+        self._lib = lib
+        self.frames: list[int] = []  # per call, the frame's length in bytes
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(self._lib, name)
+
+    def speex_echo_cancellation(self, state: object, near: bytes, far: bytes, out: object) -> object:
+        self.frames.append(len(near))
+        return self._lib.speex_echo_cancellation(state, near, far, out)
+
+
+@pytest.fixture
+def counted(monkeypatch: pytest.MonkeyPatch) -> CountingLibrary:
+    import audio_io.echo_cancel as echo_cancel
+
+    library = CountingLibrary(echo_cancel._load())
+    monkeypatch.setattr(echo_cancel, "_load", lambda: library)
+    return library
+
+
+def test_20_ms_frames_are_one_speexdsp_call_per_20_ms_chunk_and_a_chunk_of_odd_length_gets_10_ms_frames(counted):
+    """`cancel_frame_ms` 20 (measured for issue 34, session 22; the filter's CPU per chunk is its
+    FFTs and blocks per frame): a 20 ms chunk is one speexdsp frame per filter, not two. A 50 ms
+    chunk is 10 ms frames, every one of them cancelled (a 20 ms frame would leave its last 10 ms as it was)."""
+    played = narration(6.0)
+    mic = room(played, 0.06)
+    settings = EchoSettings(cancel_frame_ms=20)
+    out = run(EchoCanceller(settings), played, mic)
+    assert set(counted.frames) == {CHUNK}
+    assert level(out, 3.0, 6.0) * 10 ** (15 / 20) < level(mic, 3.0, 6.0)
+    counted.frames.clear()
+    canceller = EchoCanceller(settings)
+    out = bytearray()
+    for i in range(0, len(mic), 2400):  # 50 ms chunks
+        canceller.played(played[i:i + 2400], i / (RATE * 2))
+        out += canceller.process(mic[i:i + 2400], i / (RATE * 2))
+    assert set(counted.frames) == {480}
+    worst = max(level(bytes(out), t / 20, t / 20 + 0.01) for t in range(60, 119))  # every 10 ms of the last 3 s
+    assert worst * 10 ** (10 / 20) < level(mic, 3.0, 6.0)
+
+
+def test_the_shadow_filter_rests_while_the_main_one_cancels_and_starts_when_the_room_changes(counted):
+    """The shadow filter (following a room's change) ran on every chunk, doubling the canceller's
+    CPU (issue 34, session 22). `cancel_shadow_always` False (measured, not switched on): it runs
+    only while the main one takes little off an echo it estimates, afresh from the moment that starts."""
+    played = narration(8.0)
+    change = 4 * RATE * 2
+    mic = room(played, 0.03)[:change] + room(played, 0.09, gain=0.7)[change:]
+    canceller = EchoCanceller(EchoSettings(cancel_shadow_always=False))
+    running = []
+    for i in range(0, len(mic), CHUNK):
+        at = i / (RATE * 2)
+        canceller.played(played[i:i + CHUNK], at)
+        canceller.process(mic[i:i + CHUNK], at)
+        running.append(canceller.shadow_running)
+    per_second = 50
+    assert not any(running[3 * per_second:4 * per_second])  # the first path learnt: the main alone
+    assert all(running[4 * per_second + 5:5 * per_second])  # the room changed: both, within 100 ms
+    assert canceller.swaps >= 1
+
+
+def test_a_room_with_no_echo_never_runs_the_shadow_filter(counted):
+    """Nothing comes back from the speaker (headphones; the pipeline benchmark's room), only the
+    microphone's hiss: the main filter estimates no echo, so there is nothing for a shadow to follow
+    (`cancel_shadow_always` False; it ran on every chunk)."""
+    played = narration(8.0)
+    rng = random.Random(3)
+    mic = b"".join(int(rng.gauss(0, 30)).to_bytes(2, "little", signed=True) for _ in range(len(played) // 2))
+    canceller = EchoCanceller(EchoSettings(cancel_shadow_always=False))
+    run(canceller, played, mic)
+    assert sum(counted.frames) == len(mic)  # every chunk through the main filter alone

@@ -184,3 +184,29 @@ def test_the_session20_baseline_runs_the_wheels_features_and_the_filter_decides_
     assert (now_features, before_features) == ("MicroFeatures", MicroWakeWordFeatures.__name__)
     assert now == before and now_scores == before_scores
     assert any(wake is not None for _, wake in now) and max(s or 0.0 for s in now_scores) > 0.9  # the command woke it
+
+
+def test_the_canceller_baselines_build_a_rooms_canceller_as_they_say_with_the_gates_echo_gain() -> None:
+    """`--baseline idle2s` (the canceller 2 s after every sound) and `--baseline aec22` (20 ms frames,
+    the shadow on demand: issue 34, session 22) change the settings a room builds its canceller
+    with, and nothing else: it still suppresses by the echo gate's learnt gain (a room passes it
+    since session 20, which `idle2s` dropped)."""
+    from audio_io.echo_reference import RoomEcho
+    from audio_io.memory import MemorySpeaker
+    from benchmarks import listening_baselines
+    from config.settings import EchoSettings
+
+    def room() -> RoomEcho:
+        return RoomEcho(MemorySpeaker(), object(), EchoSettings(), lambda: 0.0)
+
+    with listening_baselines.canceller_idle_2s():
+        idle = room()
+    with listening_baselines.canceller_measured_in_session22():
+        fast = room()
+    today = room()
+    assert idle.canceller is not None and fast.canceller is not None and today.canceller is not None
+    assert (idle.canceller._idle_s, today.canceller._idle_s) == (2.0, EchoSettings().cancel_idle_s)
+    assert (fast.canceller._frame_bytes, fast.canceller._shadow_always) == (960, False)
+    assert (today.canceller._frame_bytes, today.canceller._shadow_always) == (480, True)
+    for echo in (idle, fast, today):
+        assert echo.canceller._echo_gain_db == echo.gate.echo_gain_db
