@@ -81,13 +81,13 @@ class AfterWakeSettings:
     # after its hit, or 0.36 s with its only spot in the narration's residue before the phrase
     # (PERFORMANCE.md, "Barge-in: the hold's check counts from the hit", issue 32, session 18)
     after_hit_s: float = 0.4
-    # ... where "after the wake phrase began" is read as at or after the hit that began the hold: the
-    # searches also fire inside "jarvis" (its "-vis"), and a fast "hey jarvis, what time is it" (flite
-    # slt 200 wpm, 0.36 s of speech after the hit) was dropped on a spot 20 ms before the wake model's
-    # hit. A stop word after the phrase is spotted after the hit (0.02-0.50 s on the user's voices
-    # alone); a hit that came late, after the stop word, leaves no speech after the spot, and
-    # `after_s` calls that a stop (PERFORMANCE.md, "Barge-in: whose losses are the wake model's"). False: as before.
-    in_phrase_from_hit: bool = True
+    # True: "after the wake phrase began" read as at or after the hit that began the hold. The
+    # searches also fire inside "jarvis", and a fast "hey jarvis, what time is it" (flite slt 200 wpm,
+    # 0.36 s of speech after the hit) is dropped on such a spot 20 ms before the hit; but as often a
+    # slow "hey jarvis, stop" (flite awb 150) has its only spot there too (0.12-0.16 s before the
+    # hit, "stop" itself unspotted), and counted from the hit it went up as a command. Measured, not
+    # switched on (PERFORMANCE.md, "Barge-in: whose losses are the wake model's").
+    in_phrase_from_hit: bool = False
 
 
 class StopAfterWake:
