@@ -55,8 +55,7 @@ check (`AfterWakeSettings.after_s`), `--phrases stop|command` one kind of trial 
 
 Session 20 (docs/PERFORMANCE.md, "Barge-in: where 0 dB's trials are lost; the suppressor switched on
 by the echo's level"): `--suppress-over DB|none` the line for speexdsp's residual echo suppressor
-(`EchoSettings.cancel_suppress_over_db`; none: never, the path before session 20).
-Session 22: the two last columns, the trials lost whose voice the wake model misses even alone (`benchmarks.barge_in_alone`).
+(`EchoSettings.cancel_suppress_over_db`; none: never). Session 22: the two last columns (`benchmarks.barge_in_alone`).
 
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
@@ -73,7 +72,7 @@ import numpy as np
 
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
-from benchmarks.barge_in_alone import AloneSplit
+from benchmarks.barge_in_alone import AloneSplit, woken_alone
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import BargeInListener, EchoVetoListener
@@ -156,6 +155,9 @@ class Scene:
     word_end_s: float  # where the user's last word ends
     noise: np.ndarray
     delays: tuple[float, float] = (0.0, 0.0)  # the direct sound's delay before and after the switch
+
+    def woken_alone(self) -> bool:  # the user's voice alone wakes the barge-in wake model (no echo)
+        return woken_alone(self.user + self.noise, LEAD_S, self.word_end_s, RATE, CHUNK)
 
     def delay_at(self, at: float) -> float:
         return self.delays[0] if at < SWITCH_S else self.delays[1]
@@ -493,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
                 found += ok
-                stop_split.add(scene, ok)
+                stop_split.add(scene.woken_alone(), ok)
                 found_alone += o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_alone_s == 0
                 went_up += o.uploaded_s > 0
             routed = cut = routed_alone = 0
@@ -502,7 +504,7 @@ def main(argv: list[str] | None = None) -> int:
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
                 routed_alone += o.cut_at is not None and o.wake_heard_alone and o.turn_alone
-                command_split.add(scene, o.cut_at is not None and o.wake_heard and o.turn)
+                command_split.add(scene.woken_alone(), o.cut_at is not None and o.wake_heard and o.turn)
             d = sorted(delays)
             delay = f"{d[len(d) // 2]:.0f} / {d[-1]:.0f}" if d else "-"
             rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} "

@@ -21,14 +21,18 @@ import argparse
 
 import numpy as np
 
-from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms,
+from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, SPEEDS, STOP_TEXT, USERS, Path, active_rms,
                                  alone_cutoff_arg, build_scenes, run_trial, samples)
-from benchmarks.barge_in_alone import woken_alone, voice_of
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from detectors.barge_in import AfterWakeSettings, PrerollSettings, PrerollStopListener, StopAfterWake
 from detectors.stop_phrase import StopPhraseSettings
 
 CANDIDATE = AfterWakeSettings(in_phrase_from_hit=True)  # session 22's hold check, measured, not switched on
+
+
+def voice_of(k: int) -> str:
+    """Trial #k's user voice and speed (`build_scenes`' order: the same at every offset)."""
+    return f"{USERS[k % len(USERS)].split(':')[-1]} {SPEEDS[(k // len(USERS)) % len(SPEEDS)]}"
 
 
 def decides(check: StopAfterWake | None, from_hit: bool) -> bool:
@@ -72,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
                 for k, scene in enumerate(build_scenes(corpus, text, level, args.trials, narration, seed)):
                     if only and k not in only:
                         continue
-                    alone_ok = woken_alone(scene)
+                    alone_ok = scene.woken_alone()
                     unwoken += not alone_ok
                     row = []
                     held = True
