@@ -55,7 +55,7 @@ check (`AfterWakeSettings.after_s`), `--phrases stop|command` one kind of trial 
 
 Session 20 (docs/PERFORMANCE.md, "Barge-in: where 0 dB's trials are lost; the suppressor switched on
 by the echo's level"): `--suppress-over DB|none` the line for speexdsp's residual echo suppressor
-(`EchoSettings.cancel_suppress_over_db`; none: never, the path before session 20).
+(`EchoSettings.cancel_suppress_over_db`; none: never). Session 22: the two last columns (`benchmarks.barge_in_alone`).
 
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
@@ -72,6 +72,7 @@ import numpy as np
 
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
+from benchmarks.barge_in_alone import AloneSplit, woken_alone
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from benchmarks.echo_veto import BargeInListener, EchoVetoListener
@@ -154,6 +155,9 @@ class Scene:
     word_end_s: float  # where the user's last word ends
     noise: np.ndarray
     delays: tuple[float, float] = (0.0, 0.0)  # the direct sound's delay before and after the switch
+
+    def woken_alone(self) -> bool:  # the user's voice alone wakes the barge-in wake model (no echo)
+        return woken_alone(self.user + self.noise, LEAD_S, self.word_end_s, RATE, CHUNK)
 
     def delay_at(self, at: float) -> float:
         return self.delays[0] if at < SWITCH_S else self.delays[1]
@@ -483,6 +487,7 @@ def main(argv: list[str] | None = None) -> int:
             stops = build_scenes(corpus, STOP_TEXT, level, count, narration, seed=int(10 - level) + args.seed_offset) if "stop" in phrases else []
             commands = build_scenes(corpus, COMMAND_TEXT, level, count, narration, seed=int(50 - level) + args.seed_offset) if "command" in phrases else []
             found = early = went_up = found_alone = 0
+            stop_split, command_split = AloneSplit(), AloneSplit()  # losses the wake model makes on the voice alone
             delays = []
             for scene in stops:
                 o = run_trial(scene, path_for(name, cancel, delay, veto, after_wake))
@@ -490,6 +495,7 @@ def main(argv: list[str] | None = None) -> int:
                     delays.append((o.cut_at - scene.word_end_s) * 1000)
                 ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
                 found += ok
+                stop_split.add(scene.woken_alone(), ok)
                 found_alone += o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_alone_s == 0
                 went_up += o.uploaded_s > 0
             routed = cut = routed_alone = 0
@@ -498,15 +504,17 @@ def main(argv: list[str] | None = None) -> int:
                 cut += o.cut_at is not None
                 routed += o.cut_at is not None and o.wake_heard and o.turn
                 routed_alone += o.cut_at is not None and o.wake_heard_alone and o.turn_alone
+                command_split.add(scene.woken_alone(), o.cut_at is not None and o.wake_heard and o.turn)
             d = sorted(delays)
             delay = f"{d[len(d) // 2]:.0f} / {d[-1]:.0f}" if d else "-"
             rows.append(f"| {name} | {level:+.0f} dB | {found}/{count} | {delay} | {went_up} | {cut}/{count} | {routed}/{count} "
-                        f"| {found_alone}/{count} | {routed_alone}/{count} |")
+                        f"| {found_alone}/{count} | {routed_alone}/{count} | {stop_split.cell(count - found)} | {command_split.cell(count - routed)} |")
             print(rows[-1], flush=True)
     print("\n| path | echo vs user | 'hey jarvis, stop': cut <= 200 ms, nothing uploaded | cut - end of word, ms (median / max) "
           "| 'stop' uploaded as a command | command: narration cut | command: cut and routed "
-          "| the wake not carried (before session 19): 'stop' found | ... routed |")
-    print("|---|---|---|---|---|---|---|---|---|")
+          "| the wake not carried (before session 19): 'stop' found | ... routed "
+          "| 'stop' lost (of them, trials whose voice is not woken even alone: N of M such) | commands lost (the same) |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
     if false_minutes <= 0:

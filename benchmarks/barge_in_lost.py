@@ -1,54 +1,119 @@
-"""Where the preroll's barge-in trials are lost (issue 32, session 14): per trial of
-`benchmarks/barge_in.py` (the same scenes and seeds) at one echo level, the shipped path
-(`PrerollStopListener` with the echo gate's margins judging each hit) and the same without the
-judging, each with where the narration was cut against the end of the user's words, whether the
-hit was a wake (`cmd`), hits the margins vetoed, the feed's openings, and what the hold did
-(released / dropped, the wake re-found and the turn ended on the upload path).
+"""Where barge-in's trials are lost, per trial (issue 32, sessions 14 and 22): `benchmarks/barge_in.py`'s
+trials (the same scenes and seeds) through the shipped path (the preroll row: `PrerollStopListener`
+with the echo gate's margins and what was played judging each hit, the hold's stop check, the upload
+filter carrying the wake; the suppressor by level), each with its voice, where the narration was
+cut against the end of the user's words, whether the hit was a wake (`cmd`), hits vetoed, the feed's
+openings, what the hold did (released / dropped), the wake and the turn on the upload path, and
+whether the barge-in wake model wakes on the voice alone (`benchmarks.barge_in_alone`: no echo). A
+line per cell: found / routed, lost, and of the lost how many the wake model misses even alone.
 
-A trial lost with no hit in either run is lost at the detectors (they missed the phrase in the
-canceller's output); one the unjudged run finds is lost to the check.
+`--unjudged` adds the same without the judging (a trial it finds is lost to the check); `--candidate`
+adds session 22's hold check (`CANDIDATE`: a stop word counts as after the wake phrase only at or after
+the hit), run only where it could differ: a trial with no hold, or one hold that the candidate would
+decide alike (`decides` on the check's state when it decided), is the same to the byte by construction.
 
-Run: PYTHONPATH=$PWD nice -n 10 .venv/bin/python -m benchmarks.barge_in_lost LEVEL stop|cmd TRIALS [ALONE_CUTOFF|model [SEED_OFFSET]]
-(ALONE_CUTOFF: the barge-in wake model's, default `StopSettings().barge_in_alone_cutoff`; SEED_OFFSET: fresh rooms)
+Run: PYTHONPATH=$PWD nice -n 10 .venv/bin/python -m benchmarks.barge_in_lost --levels 0 --offsets 100,200 [--phrases stop,command] [--trials 30] [--candidate] [--unjudged]
 """
 
 from __future__ import annotations
 
-import sys
+import argparse
 
 import numpy as np
 
-from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms,
+from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, SPEEDS, STOP_TEXT, USERS, Path, active_rms,
                                  alone_cutoff_arg, build_scenes, run_trial, samples)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
-from detectors.barge_in import PrerollSettings, PrerollStopListener
+from detectors.barge_in import AfterWakeSettings, PrerollSettings, PrerollStopListener, StopAfterWake
 from detectors.stop_phrase import StopPhraseSettings
+
+CANDIDATE = AfterWakeSettings(in_phrase_from_hit=True)  # session 22's hold check, measured, not switched on
+
+
+def voice_of(k: int) -> str:
+    """Trial #k's user voice and speed (`build_scenes`' order: the same at every offset)."""
+    return f"{USERS[k % len(USERS)].split(':')[-1]} {SPEEDS[(k // len(USERS)) % len(SPEEDS)]}"
+
+
+def decides(check: StopAfterWake | None, from_hit: bool) -> bool:
+    """What the check, reading "after the wake phrase" from the hit or from the phrase's start,
+    says of the one hold that ran (its state when it decided: nothing is fed to it after)."""
+    if check is None or not check.spots:
+        return False
+    settings = check.settings
+    in_phrase = any(t >= check._hit_s - 1e-6 if from_hit else t > check._phrase_start_s for t in check.spots)
+    return check._voiced_after_s <= settings.after_s or in_phrase and check._voiced_after_hit_s <= settings.after_hit_s
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = argv if argv is not None else sys.argv[1:]
-    level_arg, kind, trials = args[:3]
-    alone = alone_cutoff_arg(args[3] if len(args) > 3 else "")
-    offset = int(args[4]) if len(args) > 4 else 0
-    level = float(level_arg)
+    parser = argparse.ArgumentParser(prog="benchmarks.barge_in_lost")
+    parser.add_argument("--levels", default="0")
+    parser.add_argument("--offsets", default="0")
+    parser.add_argument("--phrases", default="stop,command")
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--only", default="", help="trial numbers to run, e.g. 10,25 (default all)")
+    parser.add_argument("--alone-cutoff", default="")
+    parser.add_argument("--candidate", action="store_true", help="also session 22's hold check, measured (the same run)")
+    parser.add_argument("--unjudged", action="store_true", help="also without the margins judging the hits")
+    args = parser.parse_args(argv)
+    alone = alone_cutoff_arg(args.alone_cutoff)
     corpus = Corpus(DEFAULT_CACHE)
     narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
     narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
     narration *= 6000 / active_rms(narration)
     settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
-    text, seed = (STOP_TEXT, int(10 - level) + offset) if kind == "stop" else (COMMAND_TEXT, int(50 - level) + offset)
-    for k, scene in enumerate(build_scenes(corpus, text, level, int(trials), narration, seed)):
-        row = []
-        for judged in (True, False):
-            path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged, alone)
-            o = run_trial(scene, path)
-            listener = path.listener
-            assert isinstance(listener, PrerollStopListener)
-            cut = "-" if o.cut_at is None else f"{(o.cut_at - scene.word_end_s) * 1000:+.0f}ms"
-            row.append(f"{'judged' if judged else 'unjudged'} cut {cut} cmd={int(o.command_hit)} vetoed={listener.vetoed} "
-                       f"openings={listener.primings} released={o.released} dropped={o.dropped} "
-                       f"wake={int(o.wake_heard)} turn={int(o.turn)} uploaded={o.uploaded_s:.1f}s")
-        print(f"#{k} delays {scene.delays[0] * 1000:.0f}->{scene.delays[1] * 1000:.0f} ms | " + " | ".join(row), flush=True)
+    runs = [("shipped", True, AfterWakeSettings())]
+    runs += [("candidate", True, CANDIDATE)] if args.candidate else []
+    runs += [("unjudged", False, AfterWakeSettings())] if args.unjudged else []
+    only = {int(x) for x in args.only.split(",") if x}
+    for offset in (int(x) for x in args.offsets.split(",")):
+        for level in (float(x) for x in args.levels.split(",")):
+            for kind in args.phrases.split(","):
+                text, seed = (STOP_TEXT, int(10 - level) + offset) if kind == "stop" else (COMMAND_TEXT, int(50 - level) + offset)
+                good = {name: 0 for name, _, _ in runs}
+                lost_unwoken = {name: 0 for name, _, _ in runs}
+                unwoken = 0
+                for k, scene in enumerate(build_scenes(corpus, text, level, args.trials, narration, seed)):
+                    if only and k not in only:
+                        continue
+                    alone_ok = scene.woken_alone()
+                    unwoken += not alone_ok
+                    row = []
+                    held = True
+                    for name, judged, after in runs:
+                        if name == "candidate" and not held:  # no hold, or one the candidate decides alike
+                            good[name] += ok
+                            lost_unwoken[name] += not ok and not alone_ok
+                            row.append("candidate: the same (decided alike)")
+                            continue
+                        path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged, alone, after)
+                        o = run_trial(scene, path)
+                        listener = path.listener
+                        assert isinstance(listener, PrerollStopListener)
+                        if kind == "stop":
+                            ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
+                        else:
+                            ok = o.cut_at is not None and o.wake_heard and o.turn
+                        good[name] += ok
+                        lost_unwoken[name] += not ok and not alone_ok
+                        if name == "shipped":  # the candidate decides alike: the same to the byte
+                            assert o.released + o.dropped != 1 or path.hold.holding or decides(path.hold.check, False) == bool(o.dropped)
+                            held = o.released + o.dropped > 1 or path.hold.holding or (
+                                o.released + o.dropped == 1 and decides(path.hold.check, True) != bool(o.dropped))
+                        check = path.hold.check
+                        spots = "" if check is None or not (o.released or o.dropped) else (
+                            f" hit={check._hit_s:.2f} phrase={check._phrase_start_s:.2f} spots=" + ",".join(f"{t - check._hit_s:+.2f}" for t in check.spots)
+                            + f" after_spot={check._voiced_after_s:.2f} after_hit={check._voiced_after_hit_s:.2f}")
+                        cut = "-" if o.cut_at is None else f"{(o.cut_at - scene.word_end_s) * 1000:+.0f}ms"
+                        row.append(f"{name} {'ok' if ok else 'LOST'} cut {cut} cmd={int(o.command_hit)} vetoed={listener.vetoed}"
+                                   f"+{listener.explained_vetoed} openings={listener.primings} released={o.released} "
+                                   f"dropped={o.dropped} wake={int(o.wake_heard)} turn={int(o.turn)} uploaded={o.uploaded_s:.1f}s{spots}")
+                    print(f"{offset} {level:+.0f}dB {kind} #{k} {voice_of(k)} alone={'woken' if alone_ok else 'NOT'} "
+                          f"delays {scene.delays[0] * 1000:.0f}->{scene.delays[1] * 1000:.0f} ms | " + " | ".join(row), flush=True)
+                n = len(only) if only else args.trials
+                print(f"== offset {offset} {level:+.0f} dB {kind}: " + ", ".join(
+                    f"{name} {good[name]}/{n}, lost {n - good[name]} (voice not woken even alone: {lost_unwoken[name]})"
+                    for name, _, _ in runs) + f"; trials whose voice is not woken even alone: {unwoken}", flush=True)
     return 0
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from decisions.upload_gate import KeywordHit
-from detectors.barge_in import (BargeInDetector, CommandHold, Held, HoldSettings, PrerollSettings, PrerollStopListener,
+from detectors.barge_in import (AfterWakeSettings, BargeInDetector, CommandHold, Held, HoldSettings, PrerollSettings, PrerollStopListener,
                                  StopAfterWake, explained, stop_listener)
 from detectors.stop_word import StopHit, StopListener
 
@@ -437,3 +437,22 @@ def test_a_vetoed_hit_leaves_the_wake_model_free_to_hear_the_users_phrase_right_
         hits += [(round(listener.clock, 2), found.phrase)] if found is not None else []
     assert listener.vetoed == 1
     assert hits == [(1.6, "hey jarvis")]
+
+
+def test_counted_from_the_hit_a_stop_word_spotted_inside_the_wake_phrase_does_not_drop_a_quick_command():
+    """A fast "hey jarvis, what time is it" (flite slt 200 wpm over the narration): the wake model's
+    hit at 2.0 s, its phrase begun at 1.5 s; the check's search spotted a stop word at 1.98 s, in
+    "jarvis", then 0.36 s of "what time is it" came after the hit. Counted from where the phrase
+    began (the shipped rule), that spot is after the phrase and the command is dropped as a stop;
+    counted from the hit (`in_phrase_from_hit`, measured, not switched on) it is a command. A spot
+    after the hit with as little after it is a stop either way."""
+    for from_hit in (False, True):
+        for spot_s, stop in ((1.98, not from_hit), (2.06, True)):
+            check = StopAfterWake(("stop", "cancel"), AfterWakeSettings(in_phrase_from_hit=from_hit))
+            check.start(2.0, 1.5)
+            for piece in humming(1.0, 1.5, 0) + humming(1.5, 2.0, 2000):
+                check.feed(piece.chunk, piece.end_s)
+            check.heard_stop(spot_s)
+            for piece in humming(2.0, 2.08, 0) + humming(2.08, 2.44, 2000) + humming(2.44, 3.5, 0):
+                check.feed(piece.chunk, piece.end_s)
+            assert check.settled and check.said_stop == stop, (from_hit, spot_s)
