@@ -7,6 +7,8 @@ half a second of CPU each time, for words of which a keyphrase search uses only 
 search gets a dictionary of just those words, every pronunciation of each ("read", "read(2)"),
 copied from the wheel's file: 10 ms a search, and the same hits to the frame (tests/detectors/
 test_sphinx_words.py). Whether a word is known is asked of the wheel's whole dictionary, as before.
+It saves memory too: a stop phrase detector of "hey jarvis" and two stop words adds 20 MB to the
+process, 81 MB when each search held the whole dictionary (session 22).
 """
 
 from __future__ import annotations
