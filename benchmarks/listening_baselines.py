@@ -176,27 +176,26 @@ def canceller_latency_every_chunk() -> Iterator[None]:
 
 
 @contextlib.contextmanager
-def canceller_idle_2s() -> Iterator[None]:
-    """The echo canceller runs 2 s after every sound played, not the echo's tail (before issue 34, session 15)."""
+def _canceller_with(**changes: Any) -> Iterator[None]:
+    """Every echo canceller the assistant builds made with these `EchoSettings` changed."""
     import audio_io.echo_reference as echo_reference
 
     build = echo_reference.build_canceller
     with mock.patch.object(echo_reference, "build_canceller",
-                           lambda settings, *args: build(dataclasses.replace(settings, cancel_idle_s=2.0), *args)):
+                           lambda settings, *args: build(dataclasses.replace(settings, **changes), *args)):
         yield
 
 
-@contextlib.contextmanager
-def canceller_measured_in_session22() -> Iterator[None]:
+def canceller_idle_2s() -> contextlib.AbstractContextManager[None]:
+    """The echo canceller runs 2 s after every sound played, not the echo's tail (before issue 34, session 15)."""
+    return _canceller_with(cancel_idle_s=2.0)
+
+
+def canceller_measured_in_session22() -> contextlib.AbstractContextManager[None]:
     """The echo canceller measured for issue 34's session 22 and not switched on: speexdsp on 20 ms
     frames, the shadow filter only while the main one looks misadjusted. (A candidate, not a
     baseline: the ratio is today's code to it.)"""
-    import audio_io.echo_reference as echo_reference
-
-    build = echo_reference.build_canceller
-    with mock.patch.object(echo_reference, "build_canceller",
-                           lambda settings, *args: build(dataclasses.replace(settings, cancel_frame_ms=20, cancel_shadow_always=False), *args)):
-        yield
+    return _canceller_with(cancel_frame_ms=20, cancel_shadow_always=False)
 
 
 @contextlib.contextmanager
