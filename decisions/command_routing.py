@@ -23,6 +23,7 @@ from decisions.coordinator_messages import (
 )
 from decisions.coordinator_table import E, RA, RI, RS, RT, VQ, WI, LifeState, RouteState, VoiceState, WorkingState, XS
 from decisions.consent import is_yes, question_for
+from decisions.dismissal import dismisses
 from decisions.events import UNADDRESSED_WORDS, UNCONFIRMED_ANSWER
 from decisions.events import (
     AnswerKept, CommandClosed, Overheard, CommandConfirmed as Confirmed, CommandRouted, CommandWithdrawn, Note, NarrationKind,
@@ -269,6 +270,8 @@ class CommandRouting:
             self._executed_calls[call.call_id] = None
         while len(self._executed_calls) > EXECUTED_CALLS_KEPT:
             self._executed_calls.popitem(last=False)
+        if dismisses(fresh):
+            return self._dismissed(command, words)
         needs_yes = any(c.name in self.needs_yes_tools for c in fresh)
         if needs_yes and self._asking not in (None, command) and self._asking_until is not None \
                 and command.words is not None:
@@ -283,6 +286,15 @@ class CommandRouting:
         self._fire(E.TOOLS_REQUESTED, "")
         self._tools_at = self._clock()
         return [StartTools(command.route, words, fresh, session, unconfirmed=command.words is None, command_id=command.id)]
+
+    def _dismissed(self, command: Command, words: str) -> list[Action]:
+        """It asked for nothing ("stop", "never mind"): nothing runs and nothing is said; the
+        working sound stops. Its words, if they come, may still say it was not addressed."""
+        self._end_route()
+        self._fire(E.ROUTE_CANCELLED, "")
+        self._move(command, Move.DISMISS)
+        self.timeline.add(TimelineKind.DISMISSED, f"{words or 'a command'!r} asked for nothing: nothing ran or was said")
+        return []
 
     # -- a spoken yes before anything that cannot be undone ---------------------------------------------
     def _ask(self, command: Command, calls: RunTools) -> list[Action]:

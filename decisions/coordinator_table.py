@@ -87,7 +87,8 @@ class Event(enum.Enum):
     ROUTE_ANSWERED = "route_answered"  # text instead of a call, or the route failed
     ROUTE_TIMED_OUT = "route_timed_out"
     TOOLS_FINISHED = "tools_finished"
-    ROUTE_CANCELLED = "route_cancelled"  # routed by its audio, and its transcript says it was not addressed
+    # routed by its audio, and its transcript says it was not addressed; or it asked for nothing ("stop")
+    ROUTE_CANCELLED = "route_cancelled"
     PROVISIONAL_WITHDRAWN = "provisional_withdrawn"  # routed at a pause, and the user went on talking
     WORKING_DUE = "working_due"
     STILL_WORKING_DUE = "still_working_due"

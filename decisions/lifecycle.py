@@ -47,11 +47,12 @@ class Step(enum.Enum):
     SAID = "said"  # the answer was said to its end
     STOPPED = "stopped"  # "stop" cut the answer
     DECLINED = "declined"  # no yes came: nothing ran
+    DISMISSED = "dismissed"  # it asked for nothing ("stop", "never mind"): nothing ran, nothing was said
     WITHDRAWN = "withdrawn"  # not addressed after all, before anything of it was said
     LOST = "lost"  # routed by its audio and lost with its session: its words route it again, as a new command
 
 
-ENDS = frozenset({Step.SAID, Step.STOPPED, Step.DECLINED, Step.WITHDRAWN, Step.LOST})
+ENDS = frozenset({Step.SAID, Step.STOPPED, Step.DECLINED, Step.DISMISSED, Step.WITHDRAWN, Step.LOST})
 
 
 class Verdict(enum.Enum):
@@ -83,6 +84,7 @@ class Move(enum.Enum):
     CONFIRM = "confirm"  # its words came and say it was addressed (or the answer stands: they are its words)
     WITHDRAW = "withdraw"
     DECLINE = "decline"
+    DISMISS = "dismiss"  # the model's one call was `dismiss` (decisions.dismissal): the user asked for nothing
     TURN_END = "turn end"  # the turn ended with no more speech after the pause it was routed at
     RESUME = "resume"  # the user went on talking after that pause
 
@@ -120,6 +122,11 @@ LIFECYCLE = Table(
         (H, M.WITHDRAW): Step.WITHDRAWN,
         (U, M.WITHDRAW): Step.WITHDRAWN,  # read-only tools already running finish unheard
         (N, M.WITHDRAW): Step.WITHDRAWN,  # queued, not begun
+        # "hey jarvis, stop" (a barge-in the hold let through), "never mind": nothing runs, nothing
+        # is said; its words may yet say it was not addressed, or the user may go on after the pause
+        (R, M.DISMISS): Step.DISMISSED,
+        (Step.DISMISSED, M.WITHDRAW): Step.WITHDRAWN,
+        (Step.DISMISSED, M.RESUME): Step.WITHDRAWN,
         # the verdict
         (UNHEARD, M.CONFIRM): ADDRESSED,
         (STANDS, M.CONFIRM): ADDRESSED,  # the words of an answer that stands

@@ -29,5 +29,6 @@ class TimelineKind(enum.StrEnum):
     REPLAYING = "replaying"
     MICROPHONE = "microphone"
     ERROR = "error"
+    DISMISSED = "dismissed"  # the command asked for nothing ("stop", "never mind"): nothing ran or was said
     ASKING = "asking"  # a tool that cannot be undone waits for a spoken yes
     CLOSED = "closed"  # a command's life is over (decisions.lifecycle): what the history keeps

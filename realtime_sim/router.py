@@ -42,8 +42,18 @@ def _read_file(match: re.Match[str]) -> dict[str, Any]:
     return {"path": _clean(match.group("path")), "lines": lines}
 
 
+# A command that asks for nothing: a stop word (or "never mind") and nothing more ("stop the timer" is
+# a command). The wake phrase may still lead it ("hey jarvis, stop": a barge-in the hold let through).
+_ASKS_NOTHING = re.compile(
+    r"^(?:(?:hey\s+)?jarvis\b[\s,.:;!?-]*)?(?:ok(?:ay)?[\s,]+|please[\s,]+)?"
+    r"(?:stop(?: talking)?|cancel|never ?mind|forget it|be quiet|quiet|shut up|(?:that's )?enough)"
+    r"(?:[\s,]+(?:please|now|thanks|thank you))?[\s.!]*$",
+    re.I,
+)
+
 # (pattern, tool, arguments from the match); first match whose tool is declared wins.
 _ROUTES: tuple[tuple[re.Pattern[str], str, Callable[[re.Match[str]], dict[str, Any]]], ...] = (
+    (_ASKS_NOTHING, "dismiss", lambda m: {}),
     # Timers first: "how much time is left on my timer" is not get_time, "cancel the timer" not cancel_task.
     (re.compile(r"\b(?:set|start) (?:a|an|the|my)?\b.*\btimer\b.*", re.I), "set_timer", lambda m: set_timer_arguments(m[0])),
     (re.compile(r"\bremind me\b.*", re.I), "set_reminder", lambda m: set_reminder_arguments(m[0])),

@@ -46,6 +46,7 @@ class Outcome(enum.StrEnum):
     SAID = "said"  # a notice or status message was read out
     STOPPED = "stopped"  # "computer, stop" cut it while it was being read
     DECLINED = "declined"  # it asked for a spoken yes and none came: nothing ran
+    DISMISSED = "dismissed"  # it asked for nothing ("stop", "never mind"): nothing ran, nothing was said
     IGNORED = "ignored"
 
 
@@ -106,7 +107,7 @@ class HistoryTracker:
             entry = HistoryEntry(self._clock(), HistoryKind.COMMAND)
         entry.heard = record.words or ""
         entry.tools = list(record.tools)
-        entry.said = record.said if record.words is not None else UNCONFIRMED_ANSWER
+        entry.said = record.said if record.words is not None or not record.said else UNCONFIRMED_ANSWER
         entry.outcome = _outcome(record)
         entry.stages = dict(record.stages)
         self._on_done(entry)
@@ -123,6 +124,8 @@ def _outcome(record: CommandRecord) -> Outcome:
             return Outcome.STOPPED
         case Step.DECLINED:
             return Outcome.DECLINED
+        case Step.DISMISSED:
+            return Outcome.DISMISSED
     return Outcome.IN_PROGRESS
 
 

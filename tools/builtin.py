@@ -1,4 +1,4 @@
-"""The listener's built-in tools (get_time, list_files, read_file_head, echo, ask_brain) and
+"""The listener's built-in tools (get_time, list_files, read_file_head, echo, dismiss, ask_brain) and
 `build_listener_tools`, which registers them with their formatters.
 
 File tools only ever see the folder `Settings.workspace_root` (see tools.workspace).
@@ -16,6 +16,7 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any, Callable
 
 from config.settings import SETTINGS_FILE, Settings
+from decisions.dismissal import DISMISS_DESCRIPTION, DISMISS_TOOL
 from safety.text import clean
 from speech.speakable import DEFAULT_MAX_CHARS
 from tools.formatters import format_ask_brain, format_echo, format_get_time, format_list_files, format_read_file_head
@@ -153,7 +154,8 @@ _NOT_TEXT = "That file is not a text file; I can only read text."
 def build_listener_tools(
     settings: Settings, brain: "Brain | None", clock: Clock | None = None, *, max_chars: int = DEFAULT_MAX_CHARS
 ) -> ToolRegistry:
-    """The listener's registry: get_time, list_files, read_file_head, echo, and ask_brain when a brain is given."""
+    """The listener's registry: get_time, list_files, read_file_head, echo, dismiss, and ask_brain when a
+    brain is given."""
     now = clock or _local_now
     private = [SETTINGS_FILE.absolute(), settings.state_dir, *([settings.log.file] if settings.log.file else [])]
     files = FileTools(Workspace(settings.workspace_root, private))
@@ -230,6 +232,18 @@ def build_listener_tools(
         },
         echo,
         format_echo,
+        Effect.READS,
+    )
+
+    async def dismiss(args: dict[str, Any]) -> dict[str, Any]:
+        return {}  # (never run for a command: the coordinator's core ends a command whose only call it is)
+
+    registry.register(
+        DISMISS_TOOL,
+        DISMISS_DESCRIPTION,
+        {"type": "object", "properties": {}, "additionalProperties": False},
+        dismiss,
+        lambda result: "",  # nothing is said
         Effect.READS,
     )
     if brain is not None:  # without a brain the model is not offered a tool that cannot work

@@ -104,3 +104,19 @@ async def test_a_sound_alike_of_a_phrase_with_no_model_is_never_routed_before_it
     assert "ignored an utterance not addressed to me (6 words)" in log, log  # (uploaded: the spotter woke for it)
     assert "routed by its audio" not in log and "withdrawn" not in log, log
     assert re.findall(r"\btool: (\w+)\(", log) == ["get_time"], log
+
+
+@pytest.mark.timeout(300)
+async def test_a_command_that_only_says_never_mind_is_dismissed_unsaid_and_the_next_is_answered(tmp_path: Path) -> None:
+    """"Hey jarvis, never mind" (or a "hey jarvis, stop" that a barge-in's hold let through): the
+    router's one call is `dismiss`, so nothing runs and nothing is said, and the history keeps it
+    as asked. Before, the router had to pick some tool, and the word was answered."""
+    speech = [await flite_speech(text) for text in ("hey jarvis, never mind", COMMANDS[0])]
+    second_at = 1 + len(speech[0]) / 48000 + 8
+    cues = CueSheet.parse(f"1.0\tHey Jarvis, never mind.\n{second_at:.2f}\tHey Jarvis, what time is it?\n")
+    log, history = await run_recording(tmp_path, speech, cues)
+    assert re.findall(r"\btool: (\w+)\(", log) == ["get_time"], log
+    assert log.count("narrated: answer") == 1 and "asked for nothing" in log, log
+    assert [(e.kind, e.heard, e.said, e.outcome) for e in history][:1] == [
+        (HistoryKind.COMMAND, "never mind.", "", Outcome.DISMISSED)], log
+    assert [(e.heard, e.outcome) for e in history][1:] == [("what time is it?", Outcome.ANSWERED)], log

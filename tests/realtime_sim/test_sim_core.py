@@ -494,6 +494,17 @@ def test_router_only_calls_declared_tools_and_honours_tool_choice() -> None:
     assert forced is not None and forced.name == "list_tasks"
 
 
+@pytest.mark.parametrize(
+    ("text", "name"),
+    [("Hey Jarvis, stop.", "dismiss"), ("computer, never mind", "dismiss"), ("Cancel.", "dismiss"),
+     ("okay, stop talking please", "dismiss"), ("hey jarvis, stop the backup task", "ask_brain"),
+     ("computer, cancel the backup task", "cancel_task"), ("hey jarvis, stop. What time is it?", "get_time")],
+)
+def test_the_router_dismisses_only_a_command_that_asks_for_nothing(text: str, name: str) -> None:
+    routed = route(text, [*ALL_TOOLS, tool("dismiss")], "required")
+    assert routed is not None and routed.name == name
+
+
 @pytest.mark.parametrize("interrupt", [True, False])
 def test_speech_during_an_answer_cancels_it_only_with_interrupt_response(interrupt: bool) -> None:
     core = make_core()

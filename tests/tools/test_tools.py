@@ -88,7 +88,7 @@ async def run(tools: ToolRegistry, name: str, args: object) -> ToolResult:
 def test_session_tools_lists_every_tool_as_a_function(ws: Path) -> None:
     without_brain = make_tools(ws).session_tools()
     with_brain = make_tools(ws, FakeBrain(FakeAnswer("x", True, 1, None))).session_tools()
-    assert [t["name"] for t in without_brain] == ["get_time", "list_files", "read_file_head", "echo"]
+    assert [t["name"] for t in without_brain] == ["get_time", "list_files", "read_file_head", "echo", "dismiss"]
     assert [t["name"] for t in with_brain][-1] == "ask_brain"
     for tool in with_brain:
         assert tool["type"] == "function"
