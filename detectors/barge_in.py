@@ -88,6 +88,12 @@ class AfterWakeSettings:
     # hit, "stop" itself unspotted), and counted from the hit it went up as a command. Measured, not
     # switched on (PERFORMANCE.md, "Barge-in: whose losses are the wake model's").
     in_phrase_from_hit: bool = False
+    # True: a hold is dropped as "stop" only when the stop phrase's own search (1e-20) heard the
+    # wake phrase and a stop word; the check's lenient spots (1e-30) alone release it. A released
+    # "hey jarvis, stop" is dismissed by the router (decisions.dismissal: nothing runs or is said,
+    # the narration was cut at the hit), where a dropped command, or "hey jarvis" then a pause
+    # before the command, is lost (PERFORMANCE.md, "Barge-in: a released stop is dismissed").
+    stop_needs_phrase: bool = False
 
 
 class StopAfterWake:
@@ -110,6 +116,7 @@ class StopAfterWake:
         self._phrase_start_s = 0.0  # where its wake phrase began
         self._voiced_after_hit_s = 0.0  # speech since the hit
         self._spotted_in_phrase = False  # a stop word spotted after the phrase began
+        self._phrase_heard = False  # the stop phrase's own search heard it (`heard_stop(by_phrase=True)`)
         self.spots: list[float] = []  # where stop words were heard since `start` (for the benchmarks' accounts)
 
     @classmethod
@@ -122,6 +129,8 @@ class StopAfterWake:
 
     @property
     def said_stop(self) -> bool:
+        if self.settings.stop_needs_phrase and not self._phrase_heard:
+            return False
         return self._spotted and (self._voiced_after_s <= self.settings.after_s
                                   or self._spotted_in_phrase and self._voiced_after_hit_s <= self.settings.after_hit_s)
 
@@ -141,11 +150,14 @@ class StopAfterWake:
         self._spotted = False
         self._voiced_after_s = self._since_spot_s = self._voiced_after_hit_s = 0.0
         self._hit_s, self._phrase_start_s, self._spotted_in_phrase = hit_s, phrase_start_s, False
+        self._phrase_heard = False
         self.spots = []
 
-    def heard_stop(self, at_s: float) -> None:
-        """A stop word was heard at `at_s`: by this check's searches, or by the stop phrase's own."""
+    def heard_stop(self, at_s: float, by_phrase: bool = False) -> None:
+        """A stop word was heard at `at_s`: by this check's searches, or by the stop phrase's own
+        (`by_phrase`: the wake phrase and a stop word, at the stop phrase's strict threshold)."""
         self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+        self._phrase_heard = self._phrase_heard or by_phrase
         self.spots.append(at_s)
         after_phrase = at_s >= self._hit_s - 1e-6 if self.settings.in_phrase_from_hit else at_s > self._phrase_start_s
         self._spotted_in_phrase = self._spotted_in_phrase or after_phrase
@@ -228,7 +240,7 @@ class CommandHold:
                 for held in self._held:
                     self.check.feed(held.chunk, held.end_s)
         if not hit.command and self.check is not None:
-            self.check.heard_stop(hit.end_s)
+            self.check.heard_stop(hit.end_s, by_phrase=True)
         elif not hit.command and self._held is not None:
             self._held = None
             self.dropped += 1

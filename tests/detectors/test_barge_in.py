@@ -456,3 +456,32 @@ def test_counted_from_the_hit_a_stop_word_spotted_inside_the_wake_phrase_does_no
             for piece in humming(2.0, 2.08, 0) + humming(2.08, 2.44, 2000) + humming(2.44, 3.5, 0):
                 check.feed(piece.chunk, piece.end_s)
             assert check.settled and check.said_stop == stop, (from_hit, spot_s)
+
+
+def test_with_stop_needs_phrase_only_the_stop_phrases_own_hit_drops_a_hold():
+    """"hey jarvis" then a pause over the narration: the check's lenient search spots a stop word
+    inside "jarvis" (1.9 s) and no speech follows the hit (2.0 s): the shipped rule drops it as
+    "stop" and the command said after the pause is lost. With `stop_needs_phrase` only the stop
+    phrase's own hit ("hey jarvis" and a stop word at its strict threshold) drops a hold; anything
+    else goes up, and a "stop" that goes up is dismissed by the router (decisions.dismissal)."""
+    for needs_phrase in (False, True):
+        for by_phrase in (False, True):
+            check = StopAfterWake(("stop", "cancel"), AfterWakeSettings(stop_needs_phrase=needs_phrase))
+            check.start(2.0, 1.5)
+            for piece in humming(1.0, 1.5, 0) + humming(1.5, 2.0, 2000):
+                check.feed(piece.chunk, piece.end_s)
+            check.heard_stop(1.9, by_phrase=by_phrase)
+            for piece in humming(2.0, 3.5, 0):
+                check.feed(piece.chunk, piece.end_s)
+            assert check.settled and check.said_stop == (by_phrase or not needs_phrase), (needs_phrase, by_phrase)
+
+
+def test_the_hold_tells_its_check_which_stop_words_the_stop_phrase_heard():
+    hold = CommandHold(check=StopAfterWake(("stop", "cancel"), AfterWakeSettings(stop_needs_phrase=True)))
+    for piece in humming(1.0, 2.0, 2000):
+        hold.remember(piece)
+    hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.5, command=True))
+    hold.hit(StopHit("hey jarvis stop", end_s=2.06, stop_word="stop"))
+    for piece in humming(2.06, 5.0, 0):
+        hold.take(piece, muted=False)
+    assert (hold.holding, hold.dropped, hold.released) == (False, 1, 0)

@@ -1,0 +1,105 @@
+"""What the barge-in hold's stop check should drop, now that a released "stop" is dismissed
+(issue 32, session 23).
+
+A barge-in's hit cuts the narration at once; the hold (`detectors.barge_in.CommandHold`) then
+decides whether what followed the wake phrase goes up as a command or is dropped as "stop"
+(`StopAfterWake`). Since session 23 the router has `dismiss` (decisions.dismissal): a released
+"hey jarvis, stop" goes up and ends with nothing run or said, while a command dropped as "stop",
+or "hey jarvis" then a pause before the command (the check takes a lenient spot inside "jarvis"
+with no speech after it for "stop"), is lost. So the check should drop only what it is sure of.
+
+`benchmarks/barge_in.py`'s rooms and voices (the same scenes for the same seeds), three things
+said: "hey jarvis, stop", "hey jarvis, what time is it", and "hey jarvis" then `--pause` seconds
+of silence then "what time is it" (a seed of its own). Per hold check (`AfterWakeSettings`):
+- stop: the narration cut at most 200 ms after "stop" ends; "on the device" when nothing went up,
+  "dismissed" when it went up as a command (the router's `dismiss`);
+- command / paused: cut, the wake carried and heard on the upload path, and the upload reached the
+  end of the command (for "paused", the words after the pause).
+Paths differ only in the hold's check; every other part is the shipped one.
+
+Run: PYTHONPATH=$PWD nice -n 10 .venv/bin/python -m benchmarks.hold_release --offsets 1000 --levels 0,-6,-12 [--trials 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+
+import numpy as np
+
+from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms, build_scenes,
+                                 run_trial, samples)
+from benchmarks.corpus import DEFAULT_CACHE, Corpus
+from detectors.barge_in import AfterWakeSettings, PrerollSettings
+from detectors.stop_phrase import StopPhraseSettings
+
+PAUSED_TEXT = "hey jarvis|what time is it"  # said apart, with a pause between
+CHECKS = {
+    "shipped": AfterWakeSettings(),
+    "phrase": AfterWakeSettings(stop_needs_phrase=True),
+    "phrase+from-hit": AfterWakeSettings(stop_needs_phrase=True, in_phrase_from_hit=True),
+}
+
+
+class PausedCorpus:
+    """The corpus, with "a|b" read as a, `pause_s` of silence, then b (each trimmed as usual)."""
+
+    def __init__(self, corpus: Corpus, pause_s: float) -> None:
+        self.corpus, self.pause = corpus, bytes(2 * round(pause_s * RATE))
+
+    def speech(self, text: str, voice: str, speed: int) -> bytes:
+        return self.pause.join(self.corpus.speech(part, voice, speed) for part in text.split("|"))
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks.hold_release")
+    parser.add_argument("--levels", default="0,-6,-12")
+    parser.add_argument("--offsets", default="1000")
+    parser.add_argument("--phrases", default="stop,command,paused")
+    parser.add_argument("--trials", type=int, default=30)
+    parser.add_argument("--pause", type=float, default=1.0, help="seconds between 'hey jarvis' and the command")
+    parser.add_argument("--checks", default=",".join(CHECKS))
+    args = parser.parse_args(argv)
+    corpus = PausedCorpus(Corpus(DEFAULT_CACHE), args.pause)
+    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
+    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
+    narration *= 6000 / active_rms(narration)
+    settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    checks = {name: CHECKS[name] for name in args.checks.split(",")}
+    texts = {"stop": (STOP_TEXT, 10), "command": (COMMAND_TEXT, 50), "paused": (PAUSED_TEXT, 90)}
+    rows = []
+    for offset in (int(x) for x in args.offsets.split(",")):
+        for level in (float(x) for x in args.levels.split(",")):
+            for kind in args.phrases.split(","):
+                text, base = texts[kind]
+                scenes = build_scenes(corpus, text, level, args.trials, narration, int(base - level) + offset)  # type: ignore[arg-type]
+                counts = {name: [0, 0] for name in checks}  # stop: on the device, dismissed; else: routed, -
+                for k, scene in enumerate(scenes):
+                    line = []
+                    for name, after in checks.items():
+                        path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), True,
+                                    after=after)
+                        o = run_trial(scene, path)
+                        cut = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2
+                        if kind == "stop":
+                            counts[name][0] += cut and o.uploaded_s == 0
+                            counts[name][1] += cut and o.uploaded_s > 0
+                            verdict = "device" if cut and not o.uploaded_s else "dismissed" if cut else "LOST"
+                        else:  # the upload reached the command's end: from 0.5 s before the phrase (the hold's preroll)
+                            reached = o.uploaded_s >= scene.word_end_s - (9.0 - 0.5) - 0.3
+                            ok = o.cut_at is not None and o.wake_heard and reached
+                            counts[name][0] += ok
+                            verdict = "ok" if ok else "LOST"
+                        line.append(f"{name}: {verdict} released={o.released} dropped={o.dropped} up={o.uploaded_s:.1f}s")
+                    print(f"{offset} {level:+.0f}dB {kind} #{k} | " + " | ".join(line), flush=True)
+                n = len(scenes)
+                for name, (a, b) in counts.items():
+                    cell = f"{a}/{n} on the device + {b} dismissed = {a + b}/{n}" if kind == "stop" else f"{a}/{n}"
+                    rows.append(f"| {offset} | {level:+.0f} dB | {kind} | {name} | {cell} |")
+                    print(rows[-1], flush=True)
+    print("\n| offset | echo | said | hold check | found / routed |\n|---|---|---|---|---|")
+    print("\n".join(rows))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
