@@ -98,6 +98,11 @@ class ConfirmSettings:
     verified_threshold: float | None = None
     verified_pause_threshold: float | None = None
     verified_alone_cutoff: float | None = None
+    # With `verify`: a wake microWakeWord made under this (at a laxer alone cutoff, `verified_alone_cutoff` 0.5,
+    # it wakes before the phrase's end) that the verifier refused is asked about once more if microWakeWord
+    # passes this within `REFUSED_S` (issue 34, session 23: at 0.5-0.6, 11 commands on four draws were refused
+    # 150-250 ms before microWakeWord reached 0.99). None: one ask per `REFUSED_S`.
+    reask_cutoff: float | None = None
 
     def as_verified(self) -> ConfirmSettings:
         """These settings with `verify`'s cutoffs in place of the plain ones (itself without `verify`)."""

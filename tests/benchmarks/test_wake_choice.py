@@ -63,3 +63,20 @@ def test_a_rule_with_other_weights_and_a_verified_micro_cutoff_is_built_as_given
     [(label, judge)] = judges_for("hey jarvis", [rule]).items()
     assert label == "other" and judge.spotter.verifier.weights.threshold == 0.25
     assert judge.spotter._fusion.settings.verified_micro_cutoff == 0.2 and judge.spotter._fusion.settings.verify
+
+
+def test_a_rule_with_first_stage_changes_builds_its_vad_and_fusion_with_them():
+    import pytest
+
+    from benchmarks.wake_choice import Rule, first_stage_changes, judges_for
+
+    vad, confirm = first_stage_changes("vad.quiet_threshold=0.7, confirm.candidate_cutoff=0.05, vad.prefilter_mode=none")
+    assert vad == (("quiet_threshold", 0.7), ("prefilter_mode", None)) and confirm == (("candidate_cutoff", 0.05),)
+    judges = judges_for("hey jarvis", ["shipped", Rule("changed", vad=vad, confirm=confirm)])
+    shipped, changed = judges["shipped"], judges["changed"]
+    assert changed.upload.detectors.vad.settings.quiet_threshold == 0.7
+    assert changed.upload.detectors.vad.settings.prefilter_mode is None
+    assert changed.spotter._fusion.settings.candidate_cutoff == 0.05 and changed.spotter.cutoff == 0.05
+    assert shipped.upload.detectors.vad.settings.quiet_threshold == 0.8 and shipped.spotter._fusion.settings.candidate_cutoff == 0.1
+    with pytest.raises(ValueError):
+        first_stage_changes("vad.no_such_field=1")
