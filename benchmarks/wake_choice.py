@@ -314,6 +314,9 @@ class Rule:
 
 
 Changes = tuple[tuple[str, float | None], ...]
+# `ConfirmSettings` fields only a verifying spotter reads.
+VERIFY_ONLY = frozenset({"reask_cutoff", "verified_micro_cutoff", "verified_threshold", "verified_pause_threshold",
+                         "verified_alone_cutoff"})
 
 
 def first_stage_changes(text: str) -> tuple[Changes, Changes]:
@@ -378,12 +381,13 @@ def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "")
 
 
 def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], chunk_ms: int = 20, verifier: str = "",
-                 draw: int = 0) -> list[str]:
+                 draw: int = 0, variants: tuple[str, ...] = ()) -> list[str]:
     """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
     judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
     the default settings: what `handoff wake-test` reports on the same recording; each of `rules`
     (`judges_for`) on the same clips in the same run. `chunk_ms`: the microphone's chunk size the
-    clips are fed in; `draw`: which rendering of the corpus (`NeuralCorpus`)."""
+    clips are fed in; `draw`: which rendering of the corpus (`NeuralCorpus`); `variants`: only these
+    (`Variant` names, lower case; empty: all)."""
     from benchmarks.neural_corpus import (
         NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
     )
@@ -398,6 +402,8 @@ def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], ch
     for kind, specs in (("addressed", neural_wake_specs(phrase, per_variant)),
                         ("near", neural_near_specs(phrase, per_variant)), ("ordinary", neural_ordinary_specs(per_variant))):
         for spec in specs:
+            if variants and spec.variant.name.lower() not in variants:
+                continue
             clip = corpus.clip(spec)
             audio_s += clip.seconds
             for rule, judge in judges.items():
@@ -488,6 +494,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--first-stage", action="append", default=[], metavar="CHANGES",
                         help="--neural, --base: also the shipped rule (and each --verifier's) with these first-stage "
                              "changes, e.g. 'vad.quiet_threshold=0.6,confirm.candidate_cutoff=0.05' (repeatable), in the same run")
+    parser.add_argument("--variants", default="", help="--neural: only these variants (comma-separated: far, tv, name_alone, ...)")
     args = parser.parse_args(argv)
     rules: list = ["shipped"] + [STRICT_RULE] * args.strict
     for weights in [w for w in args.verifier.split(",") if w]:  # "shipped", or a .npz
@@ -503,8 +510,9 @@ def main(argv: list[str] | None = None) -> int:
     rules += [QUIET_RULE] * args.quiet_path
     for text in args.first_stage:
         vad, confirm = first_stage_changes(text)
-        for base in [r for r in rules if r == "shipped" or (isinstance(r, Rule) and r.verify and not r.strict
-                                                             and not r.vad and not r.confirm)]:
+        verify_only = not vad and all(name in VERIFY_ONLY for name, _ in confirm)  # (the shipped rule would not change)
+        for base in [r for r in rules if (r == "shipped" and not verify_only) or (isinstance(r, Rule) and r.verify and not r.strict
+                                                                                    and not r.vad and not r.confirm)]:
             base = RULES[base] if isinstance(base, str) else base
             rules.append(replace(base, label=f"{base.label} + {text}", vad=vad, confirm=confirm))
     weights = ""
@@ -512,7 +520,8 @@ def main(argv: list[str] | None = None) -> int:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
             print(f"microphone chunks of {args.chunk_ms} ms")
             if args.neural:
-                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights, args.draw)))
+                only = tuple(v.strip().lower() for v in args.variants.split(",") if v.strip())
+                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights, args.draw, only)))
             if args.base:
                 print("\n".join(base_table(phrase, args.base, args.cache, rules, args.chunk_ms, weights)))
         return 0

@@ -44,6 +44,9 @@ class PendingWake:
     peak: float | None = None
     # Refused, it is asked about once more if microWakeWord passes `ConfirmSettings.reask_cutoff` soon after.
     reaskable: bool = False
+    # microWakeWord passed `reask_cutoff` while it waited: the second ask's due sample and clock (else None).
+    reask_due: int | None = None
+    reask_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -161,6 +164,9 @@ class ModelSpotter:
                 hit = self._reasked(probability, end_time) or hit
             elif self._pending is not None and self._pending.peak is not None and probability > self._pending.peak:
                 self._pending = replace(self._pending, peak=probability, start_s=end_time - self.settings.model.spoken_s)
+                if self._pending.reaskable and self._pending.reask_due is None and probability > (self._confirm.reask_cutoff or 1.0):
+                    due = self._recent_end + int(self._pending_delay_s() * MODEL_RATE)  # (as a wake made now would be asked)
+                    self._pending = replace(self._pending, reask_due=due, reask_s=end_time)
         if self._confirm is not None:
             hit = self._confirmed(pcm16k, end_time) or hit
         return hit
@@ -240,9 +246,13 @@ class ModelSpotter:
         self._reask_until = None
         return self._verified(end_time) if delay_s <= 0 else None
 
+    def _pending_delay_s(self) -> float:
+        return self.verifier.delay_s if self.verifier is not None else 0.0
+
     def _reasked(self, probability: float, end_time: float) -> KeywordHit | None:
         """A refused wake's second ask: microWakeWord passed `reask_cutoff` within `REFUSED_S` of it
-        (the first came before the phrase's end); the verifier hears the audio up to this wake."""
+        (the first came before the phrase's end); the verifier hears the audio up to this wake. (When it
+        passed while the first wake waited for its audio, `_verified` asks again at once.)"""
         if self._reask_until is None or end_time > self._reask_until:
             self._reask_until = None
             return None
@@ -258,6 +268,10 @@ class ModelSpotter:
         if not self.verifier.accepts(bytes(self._recent[max(0, end - heard * SAMPLE_WIDTH) : end])):
             self._quiet_until = pending.woke_s + REFUSED_S  # the same phrase would ask again in every frame
             self._reask_until = self._quiet_until if pending.reaskable else None
+            if pending.reask_due is not None:  # microWakeWord passed `reask_cutoff` while it waited: ask from there
+                self._pending, self._quiet_until, self._reask_until = PendingWake(
+                    pending.reask_due, pending.reask_s, pending.start_s, pending.peak), float("inf"), None
+                return self._verified(end_time) if self._recent_end >= pending.reask_due else None
             return None
         self._quiet_until = pending.woke_s + self.settings.refractory_s
         return KeywordHit(self.phrase, start_s=pending.start_s, detected_s=end_time)

@@ -78,13 +78,15 @@ class SecondThoughts(FakeVerifier):
 
 
 @pytest.mark.parametrize("reask", [None, 0.97])
-def test_a_wake_refused_before_the_phrase_s_end_is_asked_again_when_microwakeword_passes_the_reask_cutoff(corpus, reask):
+@pytest.mark.parametrize("delay_s", [0.0, 0.3])
+def test_a_wake_refused_before_the_phrase_s_end_is_asked_again_when_microwakeword_passes_the_reask_cutoff(corpus, reask, delay_s):
     """At a low alone cutoff (0.5) microWakeWord wakes before the phrase's end and the verifier, asked then,
     may refuse what it accepts once the phrase is whole (issue 34, session 23): with `reask_cutoff` the wake is
-    asked about once more when microWakeWord passes it within REFUSED_S, on the audio up to then."""
+    asked about once more when microWakeWord passes it within REFUSED_S (or passed it while the wake waited
+    for its verifier's audio), on the audio up to then (and its delay after)."""
     pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
     spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(reask_cutoff=reask), alone_cutoff=0.5))
-    spotter.verifier = SecondThoughts(True)
+    spotter.verifier = SecondThoughts(True, delay_s=delay_s)
     found = hits(spotter, pcm)
     if reask is None:
         assert len(spotter.verifier.asked) == 1 and found == []
@@ -93,7 +95,7 @@ def test_a_wake_refused_before_the_phrase_s_end_is_asked_again_when_microwakewor
     [hit] = found
     assert first != second and second[-len(first) // 2:] not in first  # (the second heard audio after the first)
     at_peak = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings()))
-    at_peak.verifier = FakeVerifier(True)
+    at_peak.verifier = FakeVerifier(True, delay_s=delay_s)
     [peaked] = hits(at_peak, pcm)
     assert hit.detected_s - REFUSED_S < peaked.detected_s <= hit.detected_s  # (the model's own cutoff's wake, or just after)
 
