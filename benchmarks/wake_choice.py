@@ -508,13 +508,18 @@ def main(argv: list[str] | None = None) -> int:
                               strict=True, verify=True, weights=path, micro_cutoff=args.name_alone))
     rules += [BOTH_RULE] * (args.both and not any(isinstance(r, Rule) and r.weights for r in rules))
     rules += [QUIET_RULE] * args.quiet_path
+    shipped_changed = set()  # (a verifier's fields change nothing in the shipped rule: measured once)
     for text in args.first_stage:
         vad, confirm = first_stage_changes(text)
-        verify_only = not vad and all(name in VERIFY_ONLY for name, _ in confirm)  # (the shipped rule would not change)
-        for base in [r for r in rules if (r == "shipped" and not verify_only) or (isinstance(r, Rule) and r.verify and not r.strict
-                                                                                    and not r.vad and not r.confirm)]:
+        for base in [r for r in rules if r == "shipped" or (isinstance(r, Rule) and r.verify and not r.strict
+                                                           and not r.vad and not r.confirm)]:
             base = RULES[base] if isinstance(base, str) else base
-            rules.append(replace(base, label=f"{base.label} + {text}", vad=vad, confirm=confirm))
+            changes = confirm if base.verify else tuple(c for c in confirm if c[0] not in VERIFY_ONLY)
+            if not base.verify and ((not vad and not changes) or (vad, changes) in shipped_changed):
+                continue
+            shipped_changed.add((vad, changes))
+            label = text if base.verify else ",".join(f"{p}.{n}={v}" for p, cs in (("vad", vad), ("confirm", changes)) for n, v in cs)
+            rules.append(replace(base, label=f"{base.label} + {label}", vad=vad, confirm=changes))
     weights = ""
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:

@@ -80,3 +80,17 @@ def test_a_rule_with_first_stage_changes_builds_its_vad_and_fusion_with_them():
     assert shipped.upload.detectors.vad.settings.quiet_threshold == 0.8 and shipped.spotter._fusion.settings.candidate_cutoff == 0.1
     with pytest.raises(ValueError):
         first_stage_changes("vad.no_such_field=1")
+
+
+def test_first_stage_changes_are_measured_on_the_shipped_rule_only_where_they_change_it(monkeypatch):
+    import benchmarks.wake_choice as wake_choice
+
+    measured = []
+    monkeypatch.setattr(wake_choice, "neural_table", lambda phrase, per, cache, rules, *a, **k: measured.extend(
+        r if isinstance(r, str) else r.label for r in rules) or [])
+    wake_choice.main(["--neural", "12", "--phrases", "hey jarvis", "--verifier", "w.npz", "--first-stage", "vad.quiet_threshold=0.6",
+                      "--first-stage", "vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97", "--first-stage", "confirm.reask_cutoff=0.97"])
+    assert measured == ["shipped", "WAKE_VERIFY=true (w)", "shipped + vad.quiet_threshold=0.6",
+                        "WAKE_VERIFY=true (w) + vad.quiet_threshold=0.6",
+                        "WAKE_VERIFY=true (w) + vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97",
+                        "WAKE_VERIFY=true (w) + confirm.reask_cutoff=0.97"]  # (reask_cutoff: a verifier's field only)
