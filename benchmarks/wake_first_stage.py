@@ -205,6 +205,46 @@ def story(seen: Watch, said: str, raw: tuple[tuple[float, float], tuple[float, f
     return lines
 
 
+def vad_differences(draw: int, cache: str, vad_changes: str, verifier: str) -> list[str]:
+    """Every clip of a draw (commands, near misses, ordinary sentences) through the default VAD and
+    one with `vad_changes` ("quiet_threshold=0.6"): a clip whose chunks get the same verdicts from
+    both is judged the same by every rule (the VAD's verdict is all the spotter and the gate see of
+    it), so only the clips that differ are judged, each by the shipped rule and the verifier's (if
+    given) with and without the change. Returns a line per such clip and the totals' changes."""
+    from dataclasses import replace
+
+    from benchmarks.neural_corpus import neural_near_specs, neural_ordinary_specs
+    from benchmarks.wake_choice import Rule, first_stage_changes
+    from detectors.vad import SileroVad, VadSettings
+
+    vad, _ = first_stage_changes(",".join(f"vad.{c.strip()}" for c in vad_changes.split(",") if c.strip()))
+    corpus = NeuralCorpus(cache, Corpus(cache), draw=draw)
+    plain, changed = SileroVad(), SileroVad(replace(VadSettings(), **dict(vad)))
+    rules = [Rule("shipped"), Rule("shipped+", vad=vad)] + (
+        [Rule("verifier", verify=True, weights=verifier), Rule("verifier+", verify=True, weights=verifier, vad=vad)] if verifier else [])
+    judges = judges_for(PHRASE, rules)
+    step = 960
+    lines, clips, delta = [], 0, {"addressed": [0, 0], "near": [0, 0], "ordinary": [0, 0]}
+    for kind, specs in (("addressed", neural_wake_specs(PHRASE, 12)), ("near", neural_near_specs(PHRASE, 12)),
+                        ("ordinary", neural_ordinary_specs(12))):
+        for spec in specs:
+            pcm = corpus.clip(spec).pcm
+            clips += 1
+            plain.restart()
+            changed.restart()
+            if all(plain.feed(pcm[i : i + step]).is_speech == changed.feed(pcm[i : i + step]).is_speech
+                   for i in range(0, len(pcm) - step + 1, step)):
+                continue
+            heard = {label: heard_in(judge, pcm) for label, judge in judges.items()}
+            for index, base in enumerate(("shipped", "verifier")[: len(rules) // 2]):
+                delta[kind][index] += heard[base + "+"] - heard[base]
+            lines.append(f"draw {draw} {kind} {spec.variant.name} take {spec.take} {spec.text!r}: "
+                         + ", ".join(f"{label} {'woke' if h else '-'}" for label, h in heard.items()))
+    lines.append(f"draw {draw}: {len(lines)} of {clips} clips heard otherwise by the VAD with {vad_changes}; change in "
+                 + "; ".join(f"{kind} woken: shipped {d[0]:+d}" + (f", verifier {d[1]:+d}" if verifier else "") for kind, d in delta.items()))
+    return lines
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--draw", type=int, action="append", required=True)
@@ -213,7 +253,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--verifier", default="", help="with --rule 'WAKE_VERIFY=true': these weights (a .npz)")
     parser.add_argument("--all", action="store_true", help="every command's story, not only the ones missed")
     parser.add_argument("--variants", default="", help="comma-separated variant names (Variant's values' first word)")
+    parser.add_argument("--vad-diff", default="", metavar="CHANGES",
+                        help="instead: the clips the VAD hears otherwise with these VadSettings changes, judged "
+                             "with and without them ('quiet_threshold=0.6')")
     args = parser.parse_args(argv)
+    if args.vad_diff:
+        for draw in args.draw:
+            print("\n".join(vad_differences(draw, args.cache, args.vad_diff, args.verifier)), flush=True)
+        return 0
     for draw in args.draw:
         corpus = NeuralCorpus(args.cache, Corpus(args.cache), draw=draw)
         judge = judges_for(PHRASE, [args.rule], verifier=args.verifier)[args.rule]
