@@ -46,7 +46,7 @@ class Watch:
     pauses: list[str] = field(default_factory=list)  # the pause rule's asks
     asked: list[str] = field(default_factory=list)  # wakes the rule made, before the verifier (when there is one)
     hits: list[float] = field(default_factory=list)  # hits the spotter handed the gate
-    accepted: int = 0
+    accepted: int = 0  # wakes the upload filter took
 
 
 def watch(judge: TryJudge) -> Watch:
@@ -56,7 +56,7 @@ def watch(judge: TryJudge) -> Watch:
     upload = judge.upload
     assert upload.detectors is not None
     vad, spotter = upload.detectors.vad, judge.spotter
-    vad_feed, spot_feed, gate_feed = vad.feed, spotter.feed, upload.gate.feed
+    vad_feed, spot_feed, take_wake = vad.feed, spotter.feed, upload.take_wake
     fusion = spotter._fusion  # type: ignore[attr-defined]
     f_micro, f_open, f_pause = fusion.micro, fusion.open, fusion.pause
     clock = {"t": 0.0}
@@ -117,10 +117,10 @@ def watch(judge: TryJudge) -> Watch:
             window(at_s, "pause")
         return action
 
-    def on_gate(chunk: bytes, now: float, is_speech: bool, keyword_hit=None):
-        out = gate_feed(chunk, now, is_speech, keyword_hit)
-        seen.accepted += upload.gate.accepted_wake is not None and keyword_hit is not None
-        return out
+    def on_take_wake() -> float | None:  # (`TryJudge` asks after every chunk; the gate is rebuilt at each restart)
+        wake = take_wake()
+        seen.accepted += wake is not None
+        return wake
 
     def on_tick(original):
         def tick(now: float) -> Fusion:
@@ -148,7 +148,7 @@ def watch(judge: TryJudge) -> Watch:
             return verdict
 
         verifier.accepts = on_ask  # type: ignore[method-assign]
-    vad.feed, spotter.feed, upload.gate.feed = on_vad, on_spot, on_gate  # type: ignore[method-assign]
+    vad.feed, spotter.feed, upload.take_wake = on_vad, on_spot, on_take_wake  # type: ignore[method-assign]
     fusion.micro, fusion.open, fusion.pause = on_micro, on_open, on_pause  # type: ignore[method-assign]
     fusion.tick = on_tick(fusion.tick)  # type: ignore[method-assign]
     original_restart = upload.restart
