@@ -118,6 +118,16 @@ def quiet_path_switched() -> Iterator[None]:
 
 
 @contextlib.contextmanager
+def quiet_threshold_08() -> Iterator[None]:
+    """The VAD's quiet path judging the amplified stream at Silero 0.8, as before issue 34's session 23 (0.6)."""
+    import detectors.pipeline as pipeline
+    from detectors.vad import SileroVad, VadSettings
+
+    with mock.patch.object(pipeline, "SileroVad", lambda: SileroVad(dataclasses.replace(VadSettings(), quiet_threshold=0.8))):
+        yield
+
+
+@contextlib.contextmanager
 def wheel_inference() -> Iterator[None]:
     """microWakeWord's probabilities from the wheel's own `process_streaming_prob` (before issue 34,
     session 13's `MicroStream`)."""
@@ -234,6 +244,7 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "session20": ("as in session 20 (microWakeWord's features an ndarray per frame, `np.round`)", as_in_session20),
              "aec22": ("the echo canceller on 20 ms frames, its shadow on demand (session 22's candidate, not shipped)",
                        canceller_measured_in_session22),
+             "quiet08": ("the quiet path at Silero 0.8 (before session 23)", quiet_threshold_08),
              "today": ("today's code (an A/A check)", todays_code)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.

@@ -32,7 +32,7 @@ import argparse
 import sys
 import time
 from collections import defaultdict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable, Iterable, Protocol
 
@@ -307,6 +307,32 @@ class Rule:
     weights: str = ""
     micro_cutoff: float | None = None
     quiet_switched: bool = False  # the VAD's quiet path the other way from the shipped one (`QUIET_RULE`)
+    # The first stage changed (issue 34, session 23): `VadSettings` fields ("quiet_threshold", 0.6) and
+    # `ConfirmSettings` fields ("candidate_cutoff", 0.05), each over the default the rule would build.
+    vad: tuple[tuple[str, float | None], ...] = ()
+    confirm: tuple[tuple[str, float | None], ...] = ()
+
+
+Changes = tuple[tuple[str, float | None], ...]
+# `ConfirmSettings` fields only a verifying spotter reads.
+VERIFY_ONLY = frozenset({"reask_cutoff", "verified_micro_cutoff", "verified_threshold", "verified_pause_threshold",
+                         "verified_alone_cutoff"})
+
+
+def first_stage_changes(text: str) -> tuple[Changes, Changes]:
+    """"vad.quiet_threshold=0.6,confirm.candidate_cutoff=0.05" -> (vad changes, confirm changes)
+    (`--first-stage`); an unknown field raises ValueError."""
+    from detectors.vad import VadSettings
+
+    known = {"vad": set(VadSettings.__dataclass_fields__), "confirm": set(ConfirmSettings.__dataclass_fields__)}
+    changes: dict[str, list[tuple[str, float | None]]] = {"vad": [], "confirm": []}
+    for item in [i.strip() for i in text.split(",") if i.strip()]:
+        key, _, value = item.partition("=")
+        part, _, name = key.partition(".")
+        if part not in known or name not in known[part]:
+            raise ValueError(f"not a first-stage setting: {key!r} (vad.FIELD or confirm.FIELD)")
+        changes[part].append((name, None if value.lower() == "none" else int(value) if value.lstrip("-").isdigit() else float(value)))
+    return tuple(changes["vad"]), tuple(changes["confirm"])
 
 
 RULES = {"shipped": Rule("shipped"), STRICT_RULE: Rule(STRICT_RULE, strict=True),
@@ -317,10 +343,10 @@ RULES = {"shipped": Rule("shipped"), STRICT_RULE: Rule(STRICT_RULE, strict=True)
 def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "") -> dict:
     """A `TryJudge` per rule (a `Rule`, or the label of one in `RULES`) over the upload filter the
     default settings build, keyed by label; `verifier`: the weights of the labelled rules that verify."""
-    from dataclasses import replace
-
     from config.settings import UploadMode, UploadSettings
     from detectors.pipeline import build_upload_filter
+    from detectors.wake_confirm import FusionCore
+    from detectors.wake_model import ModelSpotter
     from detectors.wake_test import TryJudge
     from detectors.wake_verify import Weights, WakeVerifier
 
@@ -334,6 +360,17 @@ def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "")
             from detectors.vad import SileroVad, VadSettings
 
             judge.upload.detectors.vad = SileroVad(quiet_path(VadSettings().quiet_margin <= 0))
+        if rule.vad:  # (`first_stage_changes`)
+            from detectors.vad import SileroVad, VadSettings
+
+            judge.upload.detectors.vad = SileroVad(replace(VadSettings(), **dict(rule.vad)))
+        if rule.confirm:
+            spotter = judge.spotter
+            assert isinstance(spotter, ModelSpotter) and spotter.settings.confirm is not None
+            changed = replace(spotter.settings.confirm, **dict(rule.confirm))
+            spotter.settings = replace(spotter.settings, confirm=changed)
+            spotter._confirm, spotter.cutoff = changed, changed.candidate_cutoff
+            spotter._fusion = FusionCore(changed, spotter._alone)
         if rule.verify and rule.weights:  # other weights than the shipped ones
             judge.spotter.use_verifier(WakeVerifier(MODEL_PHRASES[phrase].model, Weights.load(Path(rule.weights))))
         if rule.micro_cutoff is not None:
@@ -344,12 +381,13 @@ def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "")
 
 
 def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], chunk_ms: int = 20, verifier: str = "",
-                 draw: int = 0) -> list[str]:
+                 draw: int = 0, variants: tuple[str, ...] = ()) -> list[str]:
     """Recall and false wakes on the neural-voice corpus (`benchmarks.neural_corpus`), each clip
     judged by `detectors.wake_test.TryJudge` through the upload filter the assistant builds from
     the default settings: what `handoff wake-test` reports on the same recording; each of `rules`
     (`judges_for`) on the same clips in the same run. `chunk_ms`: the microphone's chunk size the
-    clips are fed in; `draw`: which rendering of the corpus (`NeuralCorpus`)."""
+    clips are fed in; `draw`: which rendering of the corpus (`NeuralCorpus`); `variants`: only these
+    (`Variant` names, lower case; empty: all)."""
     from benchmarks.neural_corpus import (
         NeuralCorpus, Variant, neural_near_specs, neural_ordinary_specs, neural_wake_specs,
     )
@@ -364,6 +402,8 @@ def neural_table(phrase: str, per_variant: int, cache: str, rules: list[str], ch
     for kind, specs in (("addressed", neural_wake_specs(phrase, per_variant)),
                         ("near", neural_near_specs(phrase, per_variant)), ("ordinary", neural_ordinary_specs(per_variant))):
         for spec in specs:
+            if variants and spec.variant.name.lower() not in variants:
+                continue
             clip = corpus.clip(spec)
             audio_s += clip.seconds
             for rule, judge in judges.items():
@@ -451,6 +491,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--name-alone", type=float, default=None, metavar="CUTOFF",
                         help="--verifier: also each verifier with microWakeWord's best in a window only above CUTOFF "
                              "(`ConfirmSettings.verified_micro_cutoff`), in the same run")
+    parser.add_argument("--first-stage", action="append", default=[], metavar="CHANGES",
+                        help="--neural, --base: also the shipped rule (and each --verifier's) with these first-stage "
+                             "changes, e.g. 'vad.quiet_threshold=0.6,confirm.candidate_cutoff=0.05' (repeatable), in the same run")
+    parser.add_argument("--variants", default="", help="--neural: only these variants (comma-separated: far, tv, name_alone, ...)")
     args = parser.parse_args(argv)
     rules: list = ["shipped"] + [STRICT_RULE] * args.strict
     for weights in [w for w in args.verifier.split(",") if w]:  # "shipped", or a .npz
@@ -464,12 +508,25 @@ def main(argv: list[str] | None = None) -> int:
                               strict=True, verify=True, weights=path, micro_cutoff=args.name_alone))
     rules += [BOTH_RULE] * (args.both and not any(isinstance(r, Rule) and r.weights for r in rules))
     rules += [QUIET_RULE] * args.quiet_path
+    shipped_changed = set()  # (a verifier's fields change nothing in the shipped rule: measured once)
+    for text in args.first_stage:
+        vad, confirm = first_stage_changes(text)
+        for base in [r for r in rules if r == "shipped" or (isinstance(r, Rule) and r.verify and not r.strict
+                                                           and not r.vad and not r.confirm)]:
+            base = RULES[base] if isinstance(base, str) else base
+            changes = confirm if base.verify else tuple(c for c in confirm if c[0] not in VERIFY_ONLY)
+            if not base.verify and ((not vad and not changes) or (vad, changes) in shipped_changed):
+                continue
+            shipped_changed.add((vad, changes))
+            label = text if base.verify else ",".join(f"{p}.{n}={v}" for p, cs in (("vad", vad), ("confirm", changes)) for n, v in cs)
+            rules.append(replace(base, label=f"{base.label} + {label}", vad=vad, confirm=changes))
     weights = ""
     if args.neural or args.base:
         for phrase in [p.strip() for p in args.phrases.split(",") if p.strip()]:
             print(f"microphone chunks of {args.chunk_ms} ms")
             if args.neural:
-                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights, args.draw)))
+                only = tuple(v.strip().lower() for v in args.variants.split(",") if v.strip())
+                print("\n".join(neural_table(phrase, args.neural, args.cache, rules, args.chunk_ms, weights, args.draw, only)))
             if args.base:
                 print("\n".join(base_table(phrase, args.base, args.cache, rules, args.chunk_ms, weights)))
         return 0

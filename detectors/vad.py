@@ -74,7 +74,9 @@ class VadSettings:
     quiet_target_rms: int = 1000
     max_gain: float = 32.0
     quiet_after_loud_s: float = 1.0  # only this long after the last chunk above the floor (not near speech's fading tail)
-    quiet_threshold: float = 0.8  # Silero's probability that makes an amplified chunk speech (noise amplified fools it more)
+    # Silero's probability that makes an amplified chunk speech (noise amplified fools it more). 0.6 since issue 34,
+    # session 23: far commands the old 0.8 dropped scored 0.72-0.74 (docs/PERFORMANCE.md, "The wake's first stage").
+    quiet_threshold: float = 0.6
     quiet_window_s: float = 0.2  # 0: each chunk's own RMS (the path then opens on a quiet floor's every louder chunk)
     quiet_hold_s: float = 1.0
     quiet_preroll_s: float = 0.5

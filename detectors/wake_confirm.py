@@ -98,6 +98,12 @@ class ConfirmSettings:
     verified_threshold: float | None = None
     verified_pause_threshold: float | None = None
     verified_alone_cutoff: float | None = None
+    # With `verify`: a wake microWakeWord made under this (at a laxer alone cutoff, `verified_alone_cutoff` 0.5,
+    # it wakes before the phrase's end) that the verifier refused is asked about once more if microWakeWord
+    # passes this within `REFUSED_S` (issue 34, session 23: at 0.51-0.63, 12 commands on four draws were refused
+    # 150-250 ms before microWakeWord reached 0.99; asked again at the peak, session 22's grid weights scored them
+    # lower still: no gain on draw 28, docs/PERFORMANCE.md). None: one ask per `REFUSED_S`.
+    reask_cutoff: float | None = None
 
     def as_verified(self) -> ConfirmSettings:
         """These settings with `verify`'s cutoffs in place of the plain ones (itself without `verify`)."""

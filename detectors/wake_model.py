@@ -42,6 +42,11 @@ class PendingWake:
     # while the wake waits moves `start_s` there: a wake at a low alone cutoff (`verified_alone_cutoff`)
     # comes before the phrase's end, and the upload gate finds the utterance's onset from `start_s`.
     peak: float | None = None
+    # Refused, it is asked about once more if microWakeWord passes `ConfirmSettings.reask_cutoff` soon after.
+    reaskable: bool = False
+    # microWakeWord passed `reask_cutoff` while it waited: the second ask's due sample and clock (else None).
+    reask_due: int | None = None
+    reask_s: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -100,6 +105,7 @@ class ModelSpotter:
         self._last_time = float("-inf")
         self._best: Score | None = None
         self._pending: PendingWake | None = None
+        self._reask_until: float | None = None  # a refused wake may be asked about again until then (`reask_cutoff`)
 
     def use_verifier(self, verifier: WakeVerifier) -> None:
         """Ask `verifier` about each wake, the models waking at the cutoffs its weights were trained on
@@ -132,6 +138,7 @@ class ModelSpotter:
         self._held_from = None
         if self._pending is not None:  # a gap in the stream: the audio the verifier waits for never comes
             self._quiet_until, self._pending = self._pending.woke_s + REFUSED_S, None
+        self._reask_until = None
         if self._confirm is not None:
             self._fusion.reset()
 
@@ -153,8 +160,13 @@ class ModelSpotter:
                     hit = self._hit(end_time - self.settings.model.spoken_s, end_time)
             elif end_time >= self._quiet_until:
                 hit = self._fused(self._fusion.micro(probability, end_time), end_time) or hit
+            elif self._reask_until is not None and probability > (self._confirm.reask_cutoff or 1.0):
+                hit = self._reasked(probability, end_time) or hit
             elif self._pending is not None and self._pending.peak is not None and probability > self._pending.peak:
                 self._pending = replace(self._pending, peak=probability, start_s=end_time - self.settings.model.spoken_s)
+                if self._pending.reaskable and self._pending.reask_due is None and probability > (self._confirm.reask_cutoff or 1.0):
+                    due = self._recent_end + int(self._pending_delay_s() * MODEL_RATE)  # (as a wake made now would be asked)
+                    self._pending = replace(self._pending, reask_due=due, reask_s=end_time)
         if self._confirm is not None:
             hit = self._confirmed(pcm16k, end_time) or hit
         return hit
@@ -222,11 +234,29 @@ class ModelSpotter:
         self._fusion.reset()
         if self.verifier is None:
             return self._hit(start_s, end_time)
+        reask = self._confirm.reask_cutoff if self._confirm is not None else None
+        reaskable = paused_from is None and reask is not None and self._fusion.peak <= reask
+        return self._ask(end_time, start_s, None if paused_from is not None else self._fusion.peak, reaskable)
+
+    def _ask(self, end_time: float, start_s: float, peak: float | None, reaskable: bool) -> KeywordHit | None:
+        assert self.verifier is not None
         delay_s = self.verifier.delay_s  # (weights trained on audio read that long after the wake)
-        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s,
-                                    None if paused_from is not None else self._fusion.peak)
+        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s, peak, reaskable)
         self._quiet_until = float("inf")  # no other wake while this one waits
+        self._reask_until = None
         return self._verified(end_time) if delay_s <= 0 else None
+
+    def _pending_delay_s(self) -> float:
+        return self.verifier.delay_s if self.verifier is not None else 0.0
+
+    def _reasked(self, probability: float, end_time: float) -> KeywordHit | None:
+        """A refused wake's second ask: microWakeWord passed `reask_cutoff` within `REFUSED_S` of it
+        (the first came before the phrase's end); the verifier hears the audio up to this wake. (When it
+        passed while the first wake waited for its audio, `_verified` asks again at once.)"""
+        if self._reask_until is None or end_time > self._reask_until:
+            self._reask_until = None
+            return None
+        return self._ask(end_time, end_time - self.settings.model.spoken_s, probability, reaskable=False)
 
     def _verified(self, end_time: float) -> KeywordHit | None:
         """The pending wake, asked of the verifier on the audio ending at its due sample."""
@@ -237,6 +267,11 @@ class ModelSpotter:
         heard = int(VERIFY_S * MODEL_RATE) + int(self.verifier.delay_s * MODEL_RATE)
         if not self.verifier.accepts(bytes(self._recent[max(0, end - heard * SAMPLE_WIDTH) : end])):
             self._quiet_until = pending.woke_s + REFUSED_S  # the same phrase would ask again in every frame
+            self._reask_until = self._quiet_until if pending.reaskable else None
+            if pending.reask_due is not None:  # microWakeWord passed `reask_cutoff` while it waited: ask from there
+                self._pending, self._quiet_until, self._reask_until = PendingWake(
+                    pending.reask_due, pending.reask_s, pending.start_s, pending.peak), float("inf"), None
+                return self._verified(end_time) if self._recent_end >= pending.reask_due else None
             return None
         self._quiet_until = pending.woke_s + self.settings.refractory_s
         return KeywordHit(self.phrase, start_s=pending.start_s, detected_s=end_time)

@@ -63,3 +63,37 @@ def test_a_rule_with_other_weights_and_a_verified_micro_cutoff_is_built_as_given
     [(label, judge)] = judges_for("hey jarvis", [rule]).items()
     assert label == "other" and judge.spotter.verifier.weights.threshold == 0.25
     assert judge.spotter._fusion.settings.verified_micro_cutoff == 0.2 and judge.spotter._fusion.settings.verify
+
+
+def test_a_rule_with_first_stage_changes_builds_its_vad_and_fusion_with_them():
+    import pytest
+
+    from benchmarks.wake_choice import Rule, first_stage_changes, judges_for
+
+    vad, confirm = first_stage_changes("vad.quiet_threshold=0.7, confirm.candidate_cutoff=0.05, vad.prefilter_mode=none")
+    assert vad == (("quiet_threshold", 0.7), ("prefilter_mode", None)) and confirm == (("candidate_cutoff", 0.05),)
+    judges = judges_for("hey jarvis", ["shipped", Rule("changed", vad=vad, confirm=confirm)])
+    shipped, changed = judges["shipped"], judges["changed"]
+    assert changed.upload.detectors.vad.settings.quiet_threshold == 0.7
+    assert changed.upload.detectors.vad.settings.prefilter_mode is None
+    assert changed.spotter._fusion.settings.candidate_cutoff == 0.05 and changed.spotter.cutoff == 0.05
+    from detectors.vad import VadSettings
+
+    assert shipped.upload.detectors.vad.settings == VadSettings() and VadSettings().quiet_threshold != 0.7
+    assert shipped.spotter._fusion.settings.candidate_cutoff == 0.1
+    with pytest.raises(ValueError):
+        first_stage_changes("vad.no_such_field=1")
+
+
+def test_first_stage_changes_are_measured_on_the_shipped_rule_only_where_they_change_it(monkeypatch):
+    import benchmarks.wake_choice as wake_choice
+
+    measured = []
+    monkeypatch.setattr(wake_choice, "neural_table", lambda phrase, per, cache, rules, *a, **k: measured.extend(
+        r if isinstance(r, str) else r.label for r in rules) or [])
+    wake_choice.main(["--neural", "12", "--phrases", "hey jarvis", "--verifier", "w.npz", "--first-stage", "vad.quiet_threshold=0.6",
+                      "--first-stage", "vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97", "--first-stage", "confirm.reask_cutoff=0.97"])
+    assert measured == ["shipped", "WAKE_VERIFY=true (w)", "shipped + vad.quiet_threshold=0.6",
+                        "WAKE_VERIFY=true (w) + vad.quiet_threshold=0.6",
+                        "WAKE_VERIFY=true (w) + vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97",
+                        "WAKE_VERIFY=true (w) + confirm.reask_cutoff=0.97"]  # (reask_cutoff: a verifier's field only)

@@ -69,6 +69,44 @@ def test_a_delayed_wake_at_a_low_alone_cutoff_starts_where_microwakeword_peaked_
     assert hit.start_s == peaked.start_s
 
 
+class SecondThoughts(FakeVerifier):
+    """Refuses its first ask, accepts the rest."""
+
+    def accepts(self, pcm16k: bytes) -> bool:
+        self.asked.append(pcm16k)
+        return len(self.asked) > 1
+
+
+@pytest.mark.parametrize("reask", [None, 0.97])
+@pytest.mark.parametrize("delay_s", [0.0, 0.3])
+def test_a_wake_refused_before_the_phrase_s_end_is_asked_again_when_microwakeword_passes_the_reask_cutoff(corpus, reask, delay_s):
+    """At a low alone cutoff (0.5) microWakeWord wakes before the phrase's end and the verifier, asked then,
+    may refuse what it accepts once the phrase is whole (issue 34, session 23): with `reask_cutoff` the wake is
+    asked about once more when microWakeWord passes it within REFUSED_S (or passed it while the wake waited
+    for its verifier's audio), on the audio up to then (and its delay after)."""
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(reask_cutoff=reask), alone_cutoff=0.5))
+    spotter.verifier = SecondThoughts(True, delay_s=delay_s)
+    found = hits(spotter, pcm)
+    if reask is None:
+        assert len(spotter.verifier.asked) == 1 and found == []
+        return
+    first, second = spotter.verifier.asked
+    [hit] = found
+    assert first != second and second[-len(first) // 2:] not in first  # (the second heard audio after the first)
+    at_peak = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings()))
+    at_peak.verifier = FakeVerifier(True, delay_s=delay_s)
+    [peaked] = hits(at_peak, pcm)
+    assert hit.detected_s - REFUSED_S < peaked.detected_s <= hit.detected_s  # (the model's own cutoff's wake, or just after)
+
+
+def test_a_wake_is_asked_about_again_once_at_most(corpus):
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(reask_cutoff=0.5), alone_cutoff=0.3))
+    spotter.verifier = FakeVerifier(False)
+    assert hits(spotter, pcm) == [] and len(spotter.verifier.asked) == 2
+
+
 def test_weights_trained_on_a_laxer_spotter_make_the_models_wake_at_its_cutoffs(corpus, tmp_path):
     """`Weights.ask_*` (session 17): the spotter asks the verifier about what the spotter its weights were
     trained on woke to; here microWakeWord alone above 0.5 wakes before it reaches its own 0.97."""
