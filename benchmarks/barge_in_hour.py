@@ -24,14 +24,14 @@ import numpy as np
 
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
-from benchmarks.barge_in import (CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATION, NARRATOR, PHRASE, RATE, STOP_TEXT, USER_RMS,
-                                 Scene, active_rms, alone_cutoff_arg, build_scenes, convolve, pcm, samples, suppress_arg,
-                                 two_paths)
+from benchmarks.barge_in import alone_cutoff_arg, suppress_arg
+from benchmarks.barge_in_room import (CHUNK, COMMAND_TEXT, FLOOR_RMS, PHRASE, RATE, STOP_SETTINGS, STOP_TEXT, USER_RMS, Scene,
+                                      active_rms, build_scenes, convolve, narration as room_narration, pcm, two_paths)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from detectors.barge_in import BargeInDetector, PrerollSettings, PrerollStopListener
 from detectors.pipeline import build_wake_spotter
-from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_phrase import StopPhraseDetector
 from detectors.stop_word import StopListener
 
 
@@ -85,9 +85,8 @@ def hour_scenes(narration: np.ndarray, blocks: int = 120, seed: int = 7) -> list
 
 
 def detector(alone_cutoff: float | None) -> BargeInDetector:
-    stop = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
     wake = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, alone_cutoff)
-    return BargeInDetector(StopPhraseDetector(stop), wake, "hey jarvis")
+    return BargeInDetector(StopPhraseDetector(STOP_SETTINGS), wake, "hey jarvis")
 
 
 def listen(room: dict[str, np.ndarray], setting: tuple[PrerollSettings, bool] | None, first_s: float = 0.0,
@@ -165,9 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     store = FilePath(args.store)
     store.mkdir(parents=True, exist_ok=True)
     corpus = Corpus(args.cache)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)
+    narration = room_narration(corpus)
     names = [n for n in args.settings.split(",") if n]
     results = []
     a, b = (int(x) for x in args.blocks.split(":"))

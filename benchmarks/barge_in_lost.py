@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
-from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, SPEEDS, STOP_TEXT, USERS, Path, active_rms,
-                                 alone_cutoff_arg, build_scenes, run_trial, samples)
+from benchmarks.barge_in import Path, alone_cutoff_arg, run_trial
+from benchmarks.barge_in_room import (COMMAND_TEXT, SPEEDS, STOP_SETTINGS, STOP_TEXT, USERS, build_scenes,
+                                      narration as room_narration)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from detectors.barge_in import AfterWakeSettings, PrerollSettings, PrerollStopListener, StopAfterWake
-from detectors.stop_phrase import StopPhraseSettings
 
 CANDIDATE = AfterWakeSettings(in_phrase_from_hit=True)  # session 22's hold check, measured, not switched on
 
@@ -58,10 +56,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     alone = alone_cutoff_arg(args.alone_cutoff)
     corpus = Corpus(DEFAULT_CACHE)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)
-    settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    narration = room_narration(corpus)
+    settings = STOP_SETTINGS
     runs = [("shipped", True, AfterWakeSettings())]
     runs += [("candidate", True, CANDIDATE)] if args.candidate else []
     runs += [("unjudged", False, AfterWakeSettings())] if args.unjudged else []
