@@ -139,10 +139,11 @@ class Path:
                  preroll: PrerollSettings | None = None, judged: bool = True,
                  alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff,
                  after: AfterWakeSettings = AfterWakeSettings(), suppress: tuple[int, int, int] | None = None,
-                 echo_settings: EchoSettings = EchoSettings()) -> None:
+                 echo_settings: EchoSettings = EchoSettings(),
+                 search_wakes: bool = StopSettings().barge_in_search_wakes) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
-        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
+        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis", search_wakes)
         if veto is not None and cancel:  # the twin detector on what the speaker played
             lenient = dataclasses.replace(stop_settings, wake_threshold=TWIN_WAKE_THRESHOLD, stop_threshold=TWIN_STOP_THRESHOLD)
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")

@@ -131,9 +131,10 @@ def build_scenes(corpus: Corpus, text: str, level_db: float, count: int, narrati
 STOP_SETTINGS = StopPhraseSettings(wake_phrase=PHRASE, stop_words=("stop", "cancel"))  # the assistant's stop phrase
 
 
-def narration(corpus: Corpus) -> np.ndarray:
+def narration(corpus: Corpus, voice: str = NARRATOR) -> np.ndarray:
     """What the speaker is given, the whole narration three times over with half a second between
-    (its echo's level is each room's)."""
-    speech = samples(corpus.speech(NARRATION, NARRATOR, 165))
+    (its echo's level is each room's). `voice`: another narrator (espeak-ng's "hey jarvis" is never
+    spotted by pocketsphinx's search for it, even as played; flite's is)."""
+    speech = samples(corpus.speech(NARRATION, voice, 165))
     speech = np.concatenate([speech, np.zeros(RATE // 2)] * 3)
     return speech * (6000 / active_rms(speech))
