@@ -30,7 +30,7 @@ def build_stop_detector(settings: Settings) -> StopDetector:
         # cutoffs (`ask_*`), which would delay the cut and change what the narration's echo wakes.
         wake = build_wake_spotter(replace(settings.upload, wake_verify=False), listener.wake_phrase,
                                   settings.stop.barge_in_alone_cutoff)
-        return BargeInDetector(stop, wake, phrase)
+        return BargeInDetector(stop, wake, phrase, search_wakes=settings.stop.barge_in_search_wakes)
     except UnknownWakeWord as exc:
         raise SettingsError(
             f"{exc}; choose STOP_WORDS (and a WAKE_PHRASE) the on-device spotter knows, or set STOP_WHILE_TALKING=false."

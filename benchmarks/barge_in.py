@@ -57,6 +57,9 @@ Session 20 (docs/PERFORMANCE.md, "Barge-in: where 0 dB's trials are lost; the su
 by the echo's level"): `--suppress-over DB|none` the line for speexdsp's residual echo suppressor
 (`EchoSettings.cancel_suppress_over_db`; none: never). Session 22: the two last columns (`benchmarks.barge_in_alone`).
 
+The room, the narration, the voices and the stop phrase: `benchmarks.barge_in_room` (shared by every
+barge-in benchmark).
+
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in [--quick] [--false-minutes 5]
 """
 
@@ -72,103 +75,21 @@ import numpy as np
 
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
-from benchmarks.barge_in_alone import AloneSplit, woken_alone
+from benchmarks.barge_in_alone import AloneSplit
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
+from benchmarks.barge_in_room import (BPS, CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATION, PHRASE, RATE, STOP_SETTINGS, STOP_TEXT,
+                                      USER_RMS, Scene, active_rms, build_scenes, convolve, narration as room_narration, pcm,
+                                      room_ir, samples, two_paths)
 from benchmarks.echo_veto import BargeInListener, EchoVetoListener
 from detectors.barge_in import AfterWakeSettings, BargeInDetector, CommandHold, Held, PrerollSettings, PrerollStopListener, StopAfterWake
 from detectors.pipeline import build_upload_filter, build_wake_spotter
 from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
 from detectors.stop_word import StopListener
 
-RATE = 24000
-CHUNK = 480  # samples: 20 ms
-BPS = RATE * 2
-PHRASE = "hey jarvis"
-NARRATOR = "en-us+f3"
-NARRATION = (
-    "Here is what I found. The backup finished at half past eleven and copied five gigabytes. "
-    "If you want me to stop, say hey jarvis, stop, or cancel. Jarvis is my name. "
-    "Your next meeting is at three, with the design team, in the small room on the second floor. "
-    "The weather tomorrow looks dry and mild, with a light wind from the west, and rain by the evening. "
-    "To cancel the timer, say cancel the timer. Hey jarvis is how you wake me. Stop the music, I said, and it stopped."
-)
-USERS = ("flite:slt", "flite:rms", "flite:awb", "flite:kal16", "festival:cmu_us_slt_arctic_hts")
-SPEEDS = (150, 175, 200)
-STOP_TEXT = "hey jarvis, stop"
-COMMAND_TEXT = "hey jarvis, what time is it"
-LEVELS_DB = (0.0, -6.0, -12.0)
-USER_RMS = 2000.0  # the user's active level at the microphone (about -24 dBFS)
-LEAD_S, SWITCH_S, TAIL_S = 9.0, 6.0, 3.0  # the user speaks 9 s into the narration, 3 s after its path changed
-FLOOR_RMS = 33.0
 # The twin on what the speaker played spots stop words more readily than the microphone's
 # detector (1e-20): the narration's "stop" must be found there whenever its echo could be heard.
 TWIN_WAKE_THRESHOLD, TWIN_STOP_THRESHOLD = 1e-70, 1e-30
-
-
-def pcm(x: np.ndarray) -> bytes:
-    return np.clip(np.round(x), -32768, 32767).astype(np.int16).tobytes()
-
-
-def samples(b: bytes) -> np.ndarray:
-    return np.frombuffer(b, dtype=np.int16).astype(np.float64)
-
-
-def active_rms(x: np.ndarray) -> float:
-    frames = x[: len(x) // CHUNK * CHUNK].reshape(-1, CHUNK)
-    r = np.sqrt((frames**2).mean(axis=1))
-    loud = r > max(r.max() * 0.05, 1.0)
-    return float(np.sqrt((frames[loud] ** 2).mean())) if loud.any() else 1.0
-
-
-def room_ir(rng: np.random.Generator, delay_s: float) -> np.ndarray:
-    rt60 = rng.uniform(0.25, 0.45)
-    n = int(RATE * 0.5)
-    t = np.arange(n) / RATE
-    # The diffuse tail 0 to -8 dB under the direct sound (a desk speaker near the microphone)
-    tail = rng.standard_normal(n) * np.exp(-6.9 * t / rt60) * rng.uniform(0.012, 0.03)
-    tail[0] = 1.0
-    h = np.concatenate([np.zeros(int(RATE * delay_s)), tail])
-    return h / np.sqrt((h**2).sum())
-
-
-def two_paths(rng: np.random.Generator) -> tuple[tuple[float, float], tuple[np.ndarray, np.ndarray]]:
-    """The room's echo path before and after the switch: their direct sound's delays, and the paths."""
-    first = rng.uniform(0.02, 0.12)
-    before = room_ir(rng, first)
-    second = rng.uniform(0.02, 0.12)
-    return (first, second), (before, room_ir(rng, second))
-
-
-def convolve(x: np.ndarray, h: np.ndarray) -> np.ndarray:
-    n = len(x) + len(h) - 1
-    size = 1 << (n - 1).bit_length()
-    return np.fft.irfft(np.fft.rfft(x, size) * np.fft.rfft(h, size), size)[: len(x)]
-
-
-@dataclass
-class Scene:
-    narration: np.ndarray  # what the speaker would play, the whole trial
-    irs: tuple[np.ndarray, np.ndarray]  # the echo path before and after the switch
-    echo_gain: float
-    user: np.ndarray  # the user's voice at the microphone, the whole trial (zeros where silent)
-    word_end_s: float  # where the user's last word ends
-    noise: np.ndarray
-    delays: tuple[float, float] = (0.0, 0.0)  # the direct sound's delay before and after the switch
-
-    def woken_alone(self) -> bool:  # the user's voice alone wakes the barge-in wake model (no echo)
-        return woken_alone(self.user + self.noise, LEAD_S, self.word_end_s, RATE, CHUNK)
-
-    def delay_at(self, at: float) -> float:
-        return self.delays[0] if at < SWITCH_S else self.delays[1]
-
-    def echo(self, played: np.ndarray) -> np.ndarray:
-        switch = int(SWITCH_S * RATE)
-        a = played.copy()
-        a[switch:] = 0
-        b = played.copy()
-        b[:switch] = 0
-        return (convolve(a, self.irs[0]) + convolve(b, self.irs[1])) * self.echo_gain
 
 
 @dataclass
@@ -218,10 +139,11 @@ class Path:
                  preroll: PrerollSettings | None = None, judged: bool = True,
                  alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff,
                  after: AfterWakeSettings = AfterWakeSettings(), suppress: tuple[int, int, int] | None = None,
-                 echo_settings: EchoSettings = EchoSettings()) -> None:
+                 echo_settings: EchoSettings = EchoSettings(),
+                 search_wakes: bool = StopSettings().barge_in_search_wakes) -> None:
         upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
         wake = build_wake_spotter(upload, PHRASE, alone_cutoff)  # as `assembly.build.build_stop_detector`
-        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis")
+        self.detector = BargeInDetector(StopPhraseDetector(stop_settings), wake, "hey jarvis", search_wakes)
         if veto is not None and cancel:  # the twin detector on what the speaker played
             lenient = dataclasses.replace(stop_settings, wake_threshold=TWIN_WAKE_THRESHOLD, stop_threshold=TWIN_STOP_THRESHOLD)
             twin = BargeInDetector(StopPhraseDetector(lenient), build_wake_spotter(upload, PHRASE), "hey jarvis")
@@ -322,29 +244,6 @@ def run_trial(scene: Scene, path: Path, stop_after_hit: bool = True) -> Outcome:
     return out
 
 
-def build_scenes(corpus: Corpus, text: str, level_db: float, count: int, narration: np.ndarray, seed: int) -> list[Scene]:
-    rng = np.random.default_rng(seed)
-    scenes = []
-    for k in range(count):
-        voice, speed = USERS[k % len(USERS)], SPEEDS[(k // len(USERS)) % len(SPEEDS)]
-        said = samples(corpus.speech(text, voice, speed))
-        said *= USER_RMS / active_rms(said)
-        length = int((LEAD_S + TAIL_S) * RATE) + len(said)
-        start = int(rng.uniform(0, max(1, len(narration) - length)))
-        narr = np.zeros(length)
-        piece = narration[start:start + length]
-        narr[:len(piece)] = piece
-        user = np.zeros(length)
-        onset = int(LEAD_S * RATE)
-        user[onset:onset + len(said)] = said
-        delays, irs = two_paths(rng)
-        echo_level = active_rms(convolve(narr, irs[0]))
-        gain = USER_RMS * 10 ** (level_db / 20) / echo_level
-        noise = rng.standard_normal(length) * FLOOR_RMS
-        scenes.append(Scene(narr, irs, gain, user, (onset + len(said)) / RATE, noise, delays))
-    return scenes
-
-
 def echo_reduction(scenes: list[Scene], shadow: bool, with_user: bool) -> np.ndarray:
     """Per room, the echo taken off (dB) in each of ERLE_WINDOWS: the echo against what is left of
     it in the canceller's output (the output less the user's voice and the floor)."""
@@ -433,10 +332,8 @@ def main(argv: list[str] | None = None) -> int:
     trials = 6 if args.quick else args.trials
     false_minutes = 1.0 if args.quick else args.false_minutes
     corpus = Corpus(args.cache)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)  # what the speaker is given (its echo level is the room's)
-    stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    narration = room_narration(corpus)
+    stop_settings = STOP_SETTINGS
     if args.erle:
         rooms = build_scenes(corpus, STOP_TEXT, 0.0, args.erle, narration, seed=10)
         print("| filter | room | " + " | ".join(f"{a:g}-{b:g} s, median (min)" for a, b in ERLE_WINDOWS) + " |")

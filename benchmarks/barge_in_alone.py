@@ -9,7 +9,7 @@ the targets stay, but the table says which losses are the wake model's
 one, `build_wake_spotter` with `StopSettings.barge_in_alone_cutoff`) report the phrase in `mic` (the
 user's voice alone) fed from 1.5 s before `onset_s` to 0.2 s after `end_s`. The stop phrase's own
 search beside it is not asked: this is the wake model's share of a loss (a "stop" it misses alone may
-still be found by the stop phrase). `benchmarks.barge_in.Scene.woken_alone` calls it for a trial.
+still be found by the stop phrase). `benchmarks.barge_in_room.Scene.woken_alone` calls it for a trial.
 """
 
 from __future__ import annotations

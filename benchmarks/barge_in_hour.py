@@ -18,20 +18,21 @@ from __future__ import annotations
 
 import argparse
 import json
+import time
 from pathlib import Path as FilePath
 
 import numpy as np
 
 from audio_io.echo import EchoSuppressor
 from audio_io.echo_cancel import EchoCanceller
-from benchmarks.barge_in import (CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATION, NARRATOR, PHRASE, RATE, STOP_TEXT, USER_RMS,
-                                 Scene, active_rms, alone_cutoff_arg, build_scenes, convolve, pcm, samples, suppress_arg,
-                                 two_paths)
+from benchmarks.barge_in import alone_cutoff_arg, suppress_arg
+from benchmarks.barge_in_room import (CHUNK, COMMAND_TEXT, FLOOR_RMS, NARRATOR, PHRASE, RATE, STOP_SETTINGS, STOP_TEXT, USER_RMS,
+                                      Scene, active_rms, build_scenes, convolve, narration as room_narration, pcm, two_paths)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, StopSettings, UploadMode, UploadSettings
 from detectors.barge_in import BargeInDetector, PrerollSettings, PrerollStopListener
 from detectors.pipeline import build_wake_spotter
-from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_phrase import StopPhraseDetector
 from detectors.stop_word import StopListener
 
 
@@ -84,18 +85,19 @@ def hour_scenes(narration: np.ndarray, blocks: int = 120, seed: int = 7) -> list
     return scenes
 
 
-def detector(alone_cutoff: float | None) -> BargeInDetector:
-    stop = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+def detector(alone_cutoff: float | None, search_wakes: bool = False) -> BargeInDetector:
     wake = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), PHRASE, alone_cutoff)
-    return BargeInDetector(StopPhraseDetector(stop), wake, "hey jarvis")
+    return BargeInDetector(StopPhraseDetector(STOP_SETTINGS), wake, "hey jarvis", search_wakes)
 
 
 def listen(room: dict[str, np.ndarray], setting: tuple[PrerollSettings, bool] | None, first_s: float = 0.0,
-           alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff, scene: Scene | None = None) -> list[dict]:
+           alone_cutoff: float | None = StopSettings().barge_in_alone_cutoff, scene: Scene | None = None,
+           search_wakes: bool = False) -> list[dict]:
     """Every hit a fresh listener finds in the room (nothing is cut), with its span. `setting`:
     the preroll's settings, and whether the gate's margins judge its hits (None: the shipped listener);
-    with `scene` (the room's), what was played judges them too (`PrerollSettings.max_explained`)."""
-    d = detector(alone_cutoff)
+    with `scene` (the room's), what was played judges them too (`PrerollSettings.max_explained`);
+    `search_wakes`: the stop phrase's search wakes too (`BargeInDetector(search_wakes=)`)."""
+    d = detector(alone_cutoff, search_wakes)
     out, passed, margins = room["out"], room["passed"], room["outer"]
     now = [0]
     if setting is None:
@@ -140,7 +142,9 @@ def stored(store: FilePath, name: str, make, scene: Scene) -> dict[str, np.ndarr
 SETTINGS = {"shipped": None, "preroll": (PrerollSettings(), True),  # as wired: 2 in 5, 1 s on, the margins and what was played judge hits
             "margins": (PrerollSettings(max_explained=1.0), True),  # session 13-15's: the margins alone judge hits
             "p1-3-0.6": (PrerollSettings(onset=3, hangover_s=0.6), False),  # session 12's default
-            "p1-2-1": (PrerollSettings(onset=2, hangover_s=1.0), False), "p1-2-0.6": (PrerollSettings(onset=2, hangover_s=0.6), False)}
+            "p1-2-1": (PrerollSettings(onset=2, hangover_s=1.0), False), "p1-2-0.6": (PrerollSettings(onset=2, hangover_s=0.6), False),
+            "search": (PrerollSettings(), True)}  # as wired, and the stop phrase's search wakes too (session 23)
+SEARCHING = {"search"}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -149,6 +153,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--store", required=True)
     parser.add_argument("--blocks", default="0:120")
     parser.add_argument("--seed", type=int, default=7, help="the hour's seed (7: the benchmark's hour)")
+    parser.add_argument("--narrator", default=NARRATOR, help="the narration's voice (default the benchmark's, espeak-ng en-us+f3)")
     parser.add_argument("--trials", type=int, default=0, help="also the trials' rooms at each level (this many per phrase)")
     parser.add_argument("--levels", default="0,-6,-12")
     parser.add_argument("--settings", default=",".join(SETTINGS))
@@ -165,22 +170,30 @@ def main(argv: list[str] | None = None) -> int:
     store = FilePath(args.store)
     store.mkdir(parents=True, exist_ok=True)
     corpus = Corpus(args.cache)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)
+    narration = room_narration(corpus, args.narrator)
     names = [n for n in args.settings.split(",") if n]
     results = []
     a, b = (int(x) for x in args.blocks.split(":"))
     scenes = hour_scenes(narration, seed=args.seed) if b > a else []
     over = args.suppress_over
-    prefix = (("hour" if args.seed == 7 else f"s{args.seed}hour") + ("_res" + args.suppress.replace(",", "_") if suppress else "")
+    prefix = (("hour" if args.seed == 7 else f"s{args.seed}hour") + ("" if args.narrator == NARRATOR else args.narrator.replace(":", "_")) + ("_res" + args.suppress.replace(",", "_") if suppress else "")
               + ("" if over is None else f"_over{over:g}"))
+    spent = {name: 0.0 for name in names}  # CPU of each listener (the canceller's output is shared)
     for k in range(a, b):
         room = stored(store, f"{prefix}{k:03d}", lambda: cancelled(scenes[k], suppress, over), scenes[k])
         for name in names:
-            for hit in listen(room, SETTINGS[name], alone_cutoff=alone, scene=scenes[k]):
+            started = time.process_time()
+            hits = listen(room, SETTINGS[name], alone_cutoff=alone, scene=scenes[k], search_wakes=name in SEARCHING)
+            spent[name] += time.process_time() - started
+            for hit in hits:
                 results.append({"room": f"{prefix}{k:03d}", "setting": name, **hit})
                 print(json.dumps(results[-1]), flush=True)
+    if b > a:
+        audio_s = 30.0 * (b - a)
+        print(f"hits on {audio_s / 60:g} min of echo alone: " + ", ".join(
+            f"{name} {sum(r['setting'] == name for r in results)}" for name in names))
+        print("CPU of the listener per second of audio (the canceller's output read from the store): " + ", ".join(
+            f"{name} {spent[name] / audio_s * 1000:.1f} ms" for name in names), flush=True)
     for level in [float(x) for x in args.levels.split(",") if x] if args.trials else []:
         for text, seed, tag in ((STOP_TEXT, int(10 - level), "stop"), (COMMAND_TEXT, int(50 - level), "command")):
             for k, scene in enumerate(build_scenes(corpus, text, level, args.trials, narration, seed)):

@@ -19,13 +19,11 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
-from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, SPEEDS, STOP_TEXT, USERS, Path, active_rms,
-                                 alone_cutoff_arg, build_scenes, run_trial, samples)
+from benchmarks.barge_in import Path, alone_cutoff_arg, run_trial
+from benchmarks.barge_in_room import (COMMAND_TEXT, SPEEDS, STOP_SETTINGS, STOP_TEXT, USERS, build_scenes,
+                                      narration as room_narration)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from detectors.barge_in import AfterWakeSettings, PrerollSettings, PrerollStopListener, StopAfterWake
-from detectors.stop_phrase import StopPhraseSettings
 
 CANDIDATE = AfterWakeSettings(in_phrase_from_hit=True)  # session 22's hold check, measured, not switched on
 
@@ -55,14 +53,16 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alone-cutoff", default="")
     parser.add_argument("--candidate", action="store_true", help="also session 22's hold check, measured (the same run)")
     parser.add_argument("--unjudged", action="store_true", help="also without the margins judging the hits")
+    parser.add_argument("--search", action="store_true",
+                        help="also session 23's second wake (the stop phrase's search for the wake phrase: `search_wakes`), "
+                             "run first; the shipped path is rerun only where the search woke")
     args = parser.parse_args(argv)
     alone = alone_cutoff_arg(args.alone_cutoff)
     corpus = Corpus(DEFAULT_CACHE)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)
-    settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
-    runs = [("shipped", True, AfterWakeSettings())]
+    narration = room_narration(corpus)
+    settings = STOP_SETTINGS
+    runs = [("search", True, AfterWakeSettings())] if args.search else []
+    runs += [("shipped", True, AfterWakeSettings())]
     runs += [("candidate", True, CANDIDATE)] if args.candidate else []
     runs += [("unjudged", False, AfterWakeSettings())] if args.unjudged else []
     only = {int(x) for x in args.only.split(",") if x}
@@ -72,6 +72,7 @@ def main(argv: list[str] | None = None) -> int:
                 text, seed = (STOP_TEXT, int(10 - level) + offset) if kind == "stop" else (COMMAND_TEXT, int(50 - level) + offset)
                 good = {name: 0 for name, _, _ in runs}
                 lost_unwoken = {name: 0 for name, _, _ in runs}
+                lost_hold = {name: 0 for name, _, _ in runs}  # a hold decided it wrongly (a "stop" released, a command dropped)
                 unwoken = 0
                 for k, scene in enumerate(build_scenes(corpus, text, level, args.trials, narration, seed)):
                     if only and k not in only:
@@ -80,22 +81,28 @@ def main(argv: list[str] | None = None) -> int:
                     unwoken += not alone_ok
                     row = []
                     held = True
+                    searched_alike = False  # the search never woke: the shipped path is the same to the byte
                     for name, judged, after in runs:
-                        if name == "candidate" and not held:  # no hold, or one the candidate decides alike
+                        if name == "candidate" and not held or name == "shipped" and searched_alike:
                             good[name] += ok
-                            lost_unwoken[name] += not ok and not alone_ok
-                            row.append("candidate: the same (decided alike)")
+                            lost_unwoken[name] += not ok and not alone_ok and not wrong_hold
+                            lost_hold[name] += not ok and wrong_hold
+                            row.append(f"{name}: the same ({'decided alike' if name == 'candidate' else 'the search never woke'})")
                             continue
-                        path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged, alone, after)
+                        path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged, alone, after,
+                                    search_wakes=name == "search")
                         o = run_trial(scene, path)
+                        searched_alike = name == "search" and path.detector.search_woke == 0
                         listener = path.listener
                         assert isinstance(listener, PrerollStopListener)
                         if kind == "stop":
                             ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
                         else:
                             ok = o.cut_at is not None and o.wake_heard and o.turn
+                        wrong_hold = o.released > 0 if kind == "stop" else o.dropped > 0 and not o.released
                         good[name] += ok
-                        lost_unwoken[name] += not ok and not alone_ok
+                        lost_unwoken[name] += not ok and not alone_ok and not wrong_hold
+                        lost_hold[name] += not ok and wrong_hold
                         if name == "shipped":  # the candidate decides alike: the same to the byte
                             assert o.released + o.dropped != 1 or path.hold.holding or decides(path.hold.check, False) == bool(o.dropped)
                             held = o.released + o.dropped > 1 or path.hold.holding or (
@@ -105,14 +112,15 @@ def main(argv: list[str] | None = None) -> int:
                             f" hit={check._hit_s:.2f} phrase={check._phrase_start_s:.2f} spots=" + ",".join(f"{t - check._hit_s:+.2f}" for t in check.spots)
                             + f" after_spot={check._voiced_after_s:.2f} after_hit={check._voiced_after_hit_s:.2f}")
                         cut = "-" if o.cut_at is None else f"{(o.cut_at - scene.word_end_s) * 1000:+.0f}ms"
-                        row.append(f"{name} {'ok' if ok else 'LOST'} cut {cut} cmd={int(o.command_hit)} vetoed={listener.vetoed}"
+                        row.append(f"{name} {'ok' if ok else 'LOST'} cut {cut} cmd={int(o.command_hit)} sw={path.detector.search_woke} vetoed={listener.vetoed}"
                                    f"+{listener.explained_vetoed} openings={listener.primings} released={o.released} "
                                    f"dropped={o.dropped} wake={int(o.wake_heard)} turn={int(o.turn)} uploaded={o.uploaded_s:.1f}s{spots}")
                     print(f"{offset} {level:+.0f}dB {kind} #{k} {voice_of(k)} alone={'woken' if alone_ok else 'NOT'} "
                           f"delays {scene.delays[0] * 1000:.0f}->{scene.delays[1] * 1000:.0f} ms | " + " | ".join(row), flush=True)
                 n = len(only) if only else args.trials
                 print(f"== offset {offset} {level:+.0f} dB {kind}: " + ", ".join(
-                    f"{name} {good[name]}/{n}, lost {n - good[name]} (voice not woken even alone: {lost_unwoken[name]})"
+                    f"{name} {good[name]}/{n}, lost {n - good[name]} (voice not woken even alone: {lost_unwoken[name]}, "
+                    f"the hold: {lost_hold[name]}, over the echo: {n - good[name] - lost_unwoken[name] - lost_hold[name]})"
                     for name, _, _ in runs) + f"; trials whose voice is not woken even alone: {unwoken}", flush=True)
     return 0
 

@@ -27,13 +27,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from audio_io.echo_cancel import EchoCanceller
-from benchmarks.barge_in import (CHUNK, COMMAND_TEXT, LEAD_S, NARRATION, NARRATOR, PHRASE, RATE, STOP_TEXT, Scene,
-                                 build_scenes, pcm, samples, active_rms)
+from benchmarks.barge_in_room import (CHUNK, COMMAND_TEXT, LEAD_S, PHRASE, RATE, STOP_SETTINGS, STOP_TEXT, Scene, build_scenes,
+                                      narration as room_narration, pcm, samples)
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings, UploadMode, UploadSettings
 from detectors.barge_in import BargeInDetector
 from detectors.pipeline import build_wake_spotter
-from detectors.stop_phrase import StopPhraseDetector, StopPhraseSettings
+from detectors.stop_phrase import StopPhraseDetector
 from detectors.stop_word import StopListener
 
 FEEDS = ("shipped (gated)", "canceller, ungated", "user + echo-alone residue", "user alone")
@@ -108,10 +108,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--per-trial", action="store_true")
     args = parser.parse_args(argv)
     corpus = Corpus(args.cache)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)
-    stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    narration = room_narration(corpus)
+    stop_settings = STOP_SETTINGS
     upload = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE)
     detector = BargeInDetector(StopPhraseDetector(stop_settings), build_wake_spotter(upload, PHRASE), "hey jarvis")
     kwargs = {"shadow": not args.one_filter}

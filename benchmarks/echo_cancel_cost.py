@@ -27,11 +27,10 @@ import time
 import numpy as np
 
 from audio_io.echo_cancel import EchoCanceller
-from benchmarks import barge_in
-from benchmarks.barge_in import CHUNK, COMMAND_TEXT, RATE, STOP_TEXT, Path, Scene, build_scenes, pcm, run_trial, samples
+from benchmarks.barge_in import ERLE_WINDOWS, Path, run_trial
+from benchmarks.barge_in_room import CHUNK, COMMAND_TEXT, RATE, STOP_SETTINGS, STOP_TEXT, Scene, build_scenes, narration, pcm, samples
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from config.settings import EchoSettings
-from detectors.stop_phrase import StopPhraseSettings
 
 BEFORE = dataclasses.replace(EchoSettings(), cancel_frame_ms=10, cancel_shadow_always=True)  # before session 22
 VARIANTS = {  # (`--variants` names them)
@@ -41,13 +40,6 @@ VARIANTS = {  # (`--variants` names them)
     "20ms-on-demand": dataclasses.replace(EchoSettings(), cancel_frame_ms=20, cancel_shadow_always=False),
     "now": EchoSettings(),  # as shipped
 }
-
-
-def narration(corpus: Corpus) -> np.ndarray:
-    """`benchmarks.barge_in`'s narration, as its `main` makes it."""
-    speech = samples(corpus.speech(barge_in.NARRATION, barge_in.NARRATOR, 165))
-    speech = np.concatenate([speech, np.zeros(RATE // 2)] * 3)
-    return speech * (6000 / barge_in.active_rms(speech))
 
 
 def cancelled(settings: EchoSettings, scene: Scene, mic: np.ndarray) -> tuple[bytes, float, float]:
@@ -70,7 +62,7 @@ def cancelled(settings: EchoSettings, scene: Scene, mic: np.ndarray) -> tuple[by
 
 def erle(corpus: Corpus, rooms: int, names: list[str]) -> None:
     scenes = build_scenes(corpus, STOP_TEXT, 0.0, rooms, narration(corpus), seed=10)
-    windows = barge_in.ERLE_WINDOWS
+    windows = ERLE_WINDOWS
     print("| canceller | room | " + " | ".join(f"{a:g}-{b:g} s, median (min)" for a, b in windows) + " | chunks the shadow ran on |")
     print("|---|---|" + "---|" * (len(windows) + 1))
     for name in names:
@@ -113,7 +105,7 @@ def cpu(corpus: Corpus, names: list[str], repeats: int) -> None:
 def trials(corpus: Corpus, names: list[str], levels: list[float], count: int, offset: int, phrases: str = "stop,command") -> None:
     """`benchmarks.barge_in`'s shipped-path rows (`--wake-gated`), one per canceller."""
     speech = narration(corpus)
-    stop_settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    stop_settings = STOP_SETTINGS
     print("| seed offset | echo vs user | canceller | 'hey jarvis, stop' found | command cut | command cut and routed |")
     print("|---|---|---|---|---|---|")
     for level in levels:

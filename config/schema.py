@@ -181,6 +181,11 @@ class StopSettings:
     # 18: on fresh rooms 1-2 more commands of 30 routed at 0 and -6 dB, no stop lost, and a fresh
     # hour of the narration's echo with 0 false hits ("Barge-in: the hold's check counts from the hit").
     barge_in_alone_cutoff: float | None = 0.9
+    # The stop phrase's own pocketsphinx search for the wake phrase (it runs anyway) wakes a barge-in
+    # too where the wake model heard nothing (`BargeInDetector(search_wakes=)`): voices the model
+    # misses even alone (flite awb and slt at 200 wpm) are spotted by it (docs/PERFORMANCE.md,
+    # "Barge-in: the stop phrase's search as a second wake", issue 32, session 23).
+    barge_in_search_wakes: bool = False
 
 
 @dataclass(frozen=True)

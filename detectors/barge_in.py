@@ -36,16 +36,31 @@ from detectors.stop_word import EchoGatedStopFeed, StopDetector, StopHit, StopLi
 
 
 class BargeInDetector:
-    """The stop phrase, and the wake phrase alone (a command follows): one `StopDetector`."""
+    """The stop phrase, and the wake phrase alone (a command follows): one `StopDetector`.
 
-    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str) -> None:
+    `search_wakes`: the stop phrase's own pocketsphinx search for the wake phrase (which it runs
+    anyway, for "<wake phrase> <stop word>") makes a `command` hit too when the wake model heard
+    nothing in that chunk (`StopSettings.barge_in_search_wakes`): a second way a barge-in wakes,
+    for voices the model misses (PERFORMANCE.md, "Barge-in: the stop phrase's search as a second
+    wake")."""
+
+    def __init__(self, stop: StopDetector, wake: WakeSpotter, wake_phrase: str, search_wakes: bool = False) -> None:
         self.stop = stop
         self.wake = wake
         self.wake_phrase = wake_phrase
+        self.search_wakes = search_wakes
+        self.search_woke = 0  # hits the search's wake made (the model silent): for the benchmarks' accounts
 
     def feed(self, chunk: bytes, at: float) -> StopHit | None:
         hit = self.stop.feed(chunk, at)
-        return self.combine(hit, self.wake.feed(chunk, at), at)
+        woke = self.wake.feed(chunk, at)
+        spotted = getattr(self.stop, "wake_spotted", None) if self.search_wakes else None
+        if hit is None and woke is None and spotted is not None:
+            start_s, end_s = spotted
+            self.search_woke += 1
+            return StopHit(phrase=self.wake_phrase, end_s=at, detected_s=at, start_s=start_s, wake_end_s=min(end_s, at),
+                           command=True)
+        return self.combine(hit, woke, at)
 
     def combine(self, hit: StopHit | None, woke: KeywordHit | None, at: float) -> StopHit | None:
         """The stop phrase's hit first; else the wake model's, as a `command` hit."""

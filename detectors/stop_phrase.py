@@ -108,6 +108,9 @@ class StopPhraseDetector:
         # by whoever reads it (`detectors.barge_in.EchoVetoListener` on what the speaker played);
         # bounded, since the microphone's detector has no reader.
         self.spotted: deque[tuple[str, float]] = deque(maxlen=16)
+        # The wake phrase this search heard in the last `feed` (its start and end on the caller's
+        # clock), else None: a barge-in may take it as the wake (`BargeInDetector(search_wakes=True)`).
+        self.wake_spotted: tuple[float, float] | None = None
 
     @property
     def phrases(self) -> tuple[str, ...]:
@@ -119,6 +122,7 @@ class StopPhraseDetector:
         self._resample.reset()
         self._fed_s = 0.0
         self._wake = None
+        self.wake_spotted = None
 
     def wake_heard(self, start_s: float, detected_s: float, now: float) -> None:
         """Another detector heard the wake phrase (the wake model, which hears it far better than
@@ -136,9 +140,11 @@ class StopPhraseDetector:
         pcm16k = self._resample(chunk)
         offset = (self._fed_s if end_time is None else end_time) - self._fed_s  # the caller's clock minus audio time
         wake = self._wake_spotter.feed(pcm16k)
+        self.wake_spotted = None
         if wake is not None:
             self._wake = wake
             self.spotted.append((self.wake, wake[1] + offset))
+            self.wake_spotted = (wake[0] + offset, wake[1] + offset)
         hit = None
         for spotter in self._stop_spotters:
             heard = spotter.feed(pcm16k)
