@@ -25,13 +25,10 @@ from __future__ import annotations
 
 import argparse
 
-import numpy as np
-
-from benchmarks.barge_in import (COMMAND_TEXT, NARRATION, NARRATOR, RATE, STOP_TEXT, Path, active_rms, build_scenes,
-                                 run_trial, samples)
+from benchmarks.barge_in import Path, run_trial
+from benchmarks.barge_in_room import COMMAND_TEXT, RATE, STOP_SETTINGS, STOP_TEXT, build_scenes, narration
 from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from detectors.barge_in import AfterWakeSettings, PrerollSettings
-from detectors.stop_phrase import StopPhraseSettings
 
 PAUSED_TEXT = "hey jarvis|what time is it"  # said apart, with a pause between
 CHECKS = {
@@ -75,10 +72,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--checks", default=",".join(CHECKS))
     args = parser.parse_args(argv)
     corpus = PausedCorpus(Corpus(DEFAULT_CACHE), args.pause)
-    narration = samples(corpus.speech(NARRATION, NARRATOR, 165))
-    narration = np.concatenate([narration, np.zeros(RATE // 2)] * 3)
-    narration *= 6000 / active_rms(narration)
-    settings = StopPhraseSettings(wake_phrase="hey jarvis", stop_words=("stop", "cancel"))
+    played = narration(corpus.corpus)
     checks = {name: CHECKS[name] for name in args.checks.split(",")}
     texts = {"stop": (STOP_TEXT, 10), "command": (COMMAND_TEXT, 50), "paused": (PAUSED_TEXT, 90)}
     rows = []
@@ -86,14 +80,14 @@ def main(argv: list[str] | None = None) -> int:
         for level in (float(x) for x in args.levels.split(",")):
             for kind in args.phrases.split(","):
                 text, base = texts[kind]
-                scenes = build_scenes(corpus, text, level, args.trials, narration, int(base - level) + offset)  # type: ignore[arg-type]
+                scenes = build_scenes(corpus, text, level, args.trials, played, int(base - level) + offset)  # type: ignore[arg-type]
                 counts = {name: [0, 0] for name in checks}  # stop: on the device, dismissed; else: routed, -
                 for k, scene in enumerate(scenes):
                     line, shipped = [], None
                     for name, after in checks.items():
                         o = shipped if shipped is not None and decided_alike(shipped_path, after) else None
                         if o is None:
-                            path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), True, after=after)
+                            path = Path(STOP_SETTINGS, True, "zero", None, True, False, True, PrerollSettings(), True, after=after)
                             o = run_trial(scene, path)
                         if shipped is None:
                             shipped, shipped_path = o, path
