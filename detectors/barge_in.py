@@ -103,12 +103,13 @@ class AfterWakeSettings:
     # hit, "stop" itself unspotted), and counted from the hit it went up as a command. Measured, not
     # switched on (PERFORMANCE.md, "Barge-in: whose losses are the wake model's").
     in_phrase_from_hit: bool = False
-    # True: a hold is dropped as "stop" only when the stop phrase's own search (1e-20) heard the
-    # wake phrase and a stop word; the check's lenient spots (1e-30) alone release it. A released
-    # "hey jarvis, stop" is dismissed by the router (decisions.dismissal: nothing runs or is said,
-    # the narration was cut at the hit), where a dropped command, or "hey jarvis" then a pause
-    # before the command, is lost (PERFORMANCE.md, "Barge-in: a released stop is dismissed").
-    stop_needs_phrase: bool = False
+    # A hold is dropped as "stop" only when the stop phrase's own search (1e-20) heard the wake
+    # phrase and a stop word; the check's lenient spots (1e-30) alone release it. A released "hey
+    # jarvis, stop" is dismissed by the router (decisions.dismissal: nothing runs or is said, the
+    # narration was cut at the hit), where a dropped command is lost: "hey jarvis", a 2 s pause,
+    # then the command over the narration went up 17-24 times in 30 against 4-11 (fresh rooms;
+    # PERFORMANCE.md, "Barge-in: a released stop is dismissed", issue 32, session 23).
+    stop_needs_phrase: bool = True
 
 
 class StopAfterWake:

@@ -3,6 +3,8 @@ held until it is clearly no "stop", then goes up from just before the phrase."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
 from decisions.upload_gate import KeywordHit
@@ -83,13 +85,16 @@ def said(corpus, text: str) -> list[Held]:
 
 def test_a_stop_the_stop_phrase_missed_after_a_wake_cut_is_dropped_and_a_command_still_goes_up(corpus):
     """The wake phrase cut the narration (a `command` hit) and the stop phrase's search missed the
-    "stop" that followed (it had no stop hit): the hold's own check, on what it kept, hears a stop
-    word with nothing after it and drops it all; a command (speech going on after any word spotted
-    as "stop") is released as before."""
-    check = StopAfterWake(("stop", "cancel"))
-    for text, stop in (("hey jarvis, stop", True), ("hey jarvis, what time is it", False),
-                       ("hey jarvis, stop the music and play the news instead", False), ("hey jarvis, cancel", True)):
-        hold = CommandHold(check=check)
+    "stop" that followed (it had no stop hit): with `stop_needs_phrase` off, the hold's own check, on
+    what it kept, hears a stop word with nothing after it and drops it all; a command (speech going
+    on after any word spotted as "stop") is released as before. As shipped (session 23) the lenient
+    spots alone drop nothing: the "stop" goes up, and the router dismisses it (decisions.dismissal)."""
+    checks = {needs: StopAfterWake(("stop", "cancel"), AfterWakeSettings(stop_needs_phrase=needs)) for needs in (False, True)}
+    for needs_phrase, text in itertools.product(checks, ("hey jarvis, stop", "hey jarvis, what time is it",
+                                                         "hey jarvis, stop the music and play the news instead",
+                                                         "hey jarvis, cancel")):
+        stop = text in ("hey jarvis, stop", "hey jarvis, cancel") and not needs_phrase
+        hold = CommandHold(check=checks[needs_phrase])  # (one check, its searches reused, as in a daemon)
         pieces = said(corpus, text)
         for piece in pieces[:95]:  # the narration, then the user starts: the wake model fires 1.9 s in
             hold.remember(piece)
@@ -167,7 +172,7 @@ def test_a_stop_word_spotted_before_the_phrase_began_does_not_make_a_quick_comma
     phrase began (1.2 s): that is no stop word after the wake phrase, and the command goes up; a
     stop word spotted after the phrase began, with as little after the hit, is a stop."""
     for spot_s, stop in ((1.2, False), (2.06, True)):
-        check = StopAfterWake(("stop", "cancel"))
+        check = StopAfterWake(("stop", "cancel"), AfterWakeSettings(stop_needs_phrase=False))
         check.start(2.0, 1.5)
         for piece in humming(1.0, 2.0, 0):
             check.feed(piece.chunk, piece.end_s)
@@ -448,7 +453,7 @@ def test_counted_from_the_hit_a_stop_word_spotted_inside_the_wake_phrase_does_no
     after the hit with as little after it is a stop either way."""
     for from_hit in (False, True):
         for spot_s, stop in ((1.98, not from_hit), (2.06, True)):
-            check = StopAfterWake(("stop", "cancel"), AfterWakeSettings(in_phrase_from_hit=from_hit))
+            check = StopAfterWake(("stop", "cancel"), AfterWakeSettings(in_phrase_from_hit=from_hit, stop_needs_phrase=False))
             check.start(2.0, 1.5)
             for piece in humming(1.0, 1.5, 0) + humming(1.5, 2.0, 2000):
                 check.feed(piece.chunk, piece.end_s)
