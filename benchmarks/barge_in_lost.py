@@ -96,7 +96,7 @@ def main(argv: list[str] | None = None) -> int:
                         listener = path.listener
                         assert isinstance(listener, PrerollStopListener)
                         if kind == "stop":
-                            ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
+                            ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2  # (gone up: dismissed)
                         else:
                             ok = o.cut_at is not None and o.wake_heard and o.turn
                         wrong_hold = o.released > 0 if kind == "stop" else o.dropped > 0 and not o.released

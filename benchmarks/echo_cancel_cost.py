@@ -115,7 +115,7 @@ def trials(corpus: Corpus, names: list[str], levels: list[float], count: int, of
             found = cut = routed = 0
             for scene in stops:
                 o = run_trial(scene, Path(stop_settings, True, echo_settings=VARIANTS[name]))
-                found += o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2 and o.uploaded_s == 0
+                found += o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2  # (gone up: dismissed, session 23)
             for scene in commands:
                 o = run_trial(scene, Path(stop_settings, True, echo_settings=VARIANTS[name]))
                 cut += o.cut_at is not None
