@@ -39,6 +39,8 @@ def decides(check: StopAfterWake | None, from_hit: bool) -> bool:
     if check is None or not check.spots:
         return False
     settings = check.settings
+    if settings.stop_needs_phrase and not check._phrase_heard:  # (session 23: only the stop phrase's own hit drops)
+        return False
     in_phrase = any(t >= check._hit_s - 1e-6 if from_hit else t > check._phrase_start_s for t in check.spots)
     return check._voiced_after_s <= settings.after_s or in_phrase and check._voiced_after_hit_s <= settings.after_hit_s
 
