@@ -18,6 +18,7 @@ Run: PYTHONPATH=$PWD nice -n 10 .venv/bin/python -m benchmarks.barge_in_lost --l
 from __future__ import annotations
 
 import argparse
+import dataclasses
 
 from benchmarks.barge_in import Path, alone_cutoff_arg, run_trial
 from benchmarks.barge_in_room import (COMMAND_TEXT, SPEEDS, STOP_SETTINGS, STOP_TEXT, USERS, build_scenes,
@@ -36,13 +37,7 @@ def voice_of(k: int) -> str:
 def decides(check: StopAfterWake | None, from_hit: bool) -> bool:
     """What the check, reading "after the wake phrase" from the hit or from the phrase's start,
     says of the one hold that ran (its state when it decided: nothing is fed to it after)."""
-    if check is None or not check.spots:
-        return False
-    settings = check.settings
-    if settings.stop_needs_phrase and not check._phrase_heard:  # (session 23: only the stop phrase's own hit drops)
-        return False
-    in_phrase = any(t >= check._hit_s - 1e-6 if from_hit else t > check._phrase_start_s for t in check.spots)
-    return check._voiced_after_s <= settings.after_s or in_phrase and check._voiced_after_hit_s <= settings.after_hit_s
+    return check is not None and check.says_stop(dataclasses.replace(check.settings, in_phrase_from_hit=from_hit))
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -125,15 +125,13 @@ class StopAfterWake:
         self._spotters: list[_Spotter] | None = None
         self._resample = Resampler(input_rate)
         self._chunk_rate = input_rate * SAMPLE_WIDTH
-        self._spotted = False
         self._voiced_after_s = 0.0  # speech since the last stop word spotted
         self._since_spot_s = 0.0  # audio since then
         self._hit_s = 0.0  # the hit that began the hold (the hold's clock)
         self._phrase_start_s = 0.0  # where its wake phrase began
         self._voiced_after_hit_s = 0.0  # speech since the hit
-        self._spotted_in_phrase = False  # a stop word spotted after the phrase began
         self._phrase_heard = False  # the stop phrase's own search heard it (`heard_stop(by_phrase=True)`)
-        self.spots: list[float] = []  # where stop words were heard since `start` (for the benchmarks' accounts)
+        self.spots: list[float] = []  # where stop words were heard since `start`
 
     @classmethod
     def for_detector(cls, detector: object, settings: AfterWakeSettings = AfterWakeSettings()) -> "StopAfterWake | None":
@@ -145,15 +143,20 @@ class StopAfterWake:
 
     @property
     def said_stop(self) -> bool:
-        if self.settings.stop_needs_phrase and not self._phrase_heard:
+        return self.says_stop(self.settings)
+
+    def says_stop(self, settings: AfterWakeSettings) -> bool:
+        """Whether what this hold heard is a "stop" by the rule of `settings` (this check's own, or
+        another's the benchmarks ask about: the speech counted, `voice_rms`, stays this check's)."""
+        if not self.spots or settings.stop_needs_phrase and not self._phrase_heard:
             return False
-        return self._spotted and (self._voiced_after_s <= self.settings.after_s
-                                  or self._spotted_in_phrase and self._voiced_after_hit_s <= self.settings.after_hit_s)
+        after_phrase = [t >= self._hit_s - 1e-6 if settings.in_phrase_from_hit else t > self._phrase_start_s for t in self.spots]
+        return self._voiced_after_s <= settings.after_s or any(after_phrase) and self._voiced_after_hit_s <= settings.after_hit_s
 
     @property
     def settled(self) -> bool:
         """Nothing spotted, or long enough ago to know whether more followed."""
-        return not self._spotted or self._since_spot_s >= self.settings.settle_s
+        return not self.spots or self._since_spot_s >= self.settings.settle_s
 
     def start(self, hit_s: float, phrase_start_s: float) -> None:
         """A hold begins, on a hit at `hit_s` whose wake phrase began at `phrase_start_s`; what it
@@ -163,20 +166,17 @@ class StopAfterWake:
         for spotter in self._spotters:
             spotter.reset()
         self._resample.reset()
-        self._spotted = False
         self._voiced_after_s = self._since_spot_s = self._voiced_after_hit_s = 0.0
-        self._hit_s, self._phrase_start_s, self._spotted_in_phrase = hit_s, phrase_start_s, False
+        self._hit_s, self._phrase_start_s = hit_s, phrase_start_s
         self._phrase_heard = False
         self.spots = []
 
     def heard_stop(self, at_s: float, by_phrase: bool = False) -> None:
         """A stop word was heard at `at_s`: by this check's searches, or by the stop phrase's own
         (`by_phrase`: the wake phrase and a stop word, at the stop phrase's strict threshold)."""
-        self._spotted, self._voiced_after_s, self._since_spot_s = True, 0.0, 0.0
+        self._voiced_after_s, self._since_spot_s = 0.0, 0.0
         self._phrase_heard = self._phrase_heard or by_phrase
         self.spots.append(at_s)
-        after_phrase = at_s >= self._hit_s - 1e-6 if self.settings.in_phrase_from_hit else at_s > self._phrase_start_s
-        self._spotted_in_phrase = self._spotted_in_phrase or after_phrase
 
     def feed(self, chunk: bytes, end_s: float) -> None:
         """The next chunk the hold keeps, ending at `end_s`."""
@@ -190,7 +190,7 @@ class StopAfterWake:
             self._voiced_after_hit_s += seconds
         if any(spotted):
             self.heard_stop(end_s)
-        elif self._spotted:
+        elif self.spots:
             self._since_spot_s += seconds
             if voiced:
                 self._voiced_after_s += seconds
