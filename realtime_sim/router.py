@@ -13,7 +13,9 @@ from typing import Any, Callable
 from realtime_sim.tool_choice import device_call
 from realtime_sim.timer_phrases import set_reminder_arguments, set_timer_arguments, timer_name_arguments
 
-_WAKE_PREFIX = re.compile(r"^\s*(hey\s+)?computer\b[\s,.:;!?-]*", re.IGNORECASE)
+# The wake phrase leading a transcript (the shipped "hey jarvis", the old "computer"): a model reads past it,
+# so no route or query carries it.
+_WAKE_PREFIX = re.compile(r"^\s*(?:hey\s+)?(?:computer|jarvis)\b[\s,.:;!?-]*", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -43,9 +45,9 @@ def _read_file(match: re.Match[str]) -> dict[str, Any]:
 
 
 # A command that asks for nothing: a stop word (or "never mind") and nothing more ("stop the timer" is
-# a command). The wake phrase may still lead it ("hey jarvis, stop": a barge-in the hold let through).
+# a command). Matched after the wake phrase is stripped ("hey jarvis, stop": a barge-in the hold let through).
 _ASKS_NOTHING = re.compile(
-    r"^(?:(?:hey\s+)?jarvis\b[\s,.:;!?-]*)?(?:ok(?:ay)?[\s,]+|please[\s,]+)?"
+    r"^(?:ok(?:ay)?[\s,]+|please[\s,]+)?"
     r"(?:stop(?: talking)?|cancel|never ?mind|forget it|be quiet|quiet|shut up|(?:that's )?enough)"
     r"(?:[\s,]+(?:please|now|thanks|thank you))?[\s.!]*$",
     re.I,

@@ -490,6 +490,9 @@ def test_router_only_calls_declared_tools_and_honours_tool_choice() -> None:
     required = route("computer, tell me a joke", ALL_TOOLS, "required")
     assert required is not None and (required.name, required.arguments) == ("ask_brain", {"query": "tell me a joke"})
     assert route("tell me a joke", [tool("echo")], "required") is None
+    for said in ("Hey Jarvis, tell me a joke", "jarvis tell me a joke"):  # the shipped wake phrase, read past too
+        asked = route(said, ALL_TOOLS, "required")
+        assert asked is not None and asked.arguments == {"query": "tell me a joke"}
     forced = route("what time is it", ALL_TOOLS, {"type": "function", "name": "list_tasks"})
     assert forced is not None and forced.name == "list_tasks"
 
