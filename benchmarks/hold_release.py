@@ -32,11 +32,14 @@ from detectors.barge_in import AfterWakeSettings, PrerollSettings
 
 PAUSED_TEXT = "hey jarvis|what time is it"  # said apart, with a pause between
 # The first is run in full, the others only where they could decide otherwise (`decided_alike`).
-# "before": the check until session 23 (a lenient spot alone could drop a hold); "shipped": only the
-# stop phrase's own hit drops one (`stop_needs_phrase`, on since session 23, when this was "phrase").
+# "before": the check until session 23 (a lenient spot alone could drop a hold); "s23": only the
+# stop phrase's own hit drops one (`stop_needs_phrase`, on since session 23, when this was "phrase");
+# "shipped": and a hold with nothing said after its hit waits for a command after a pause
+# (`pause_wait_s`, on since session 24).
 CHECKS = {
-    "before": AfterWakeSettings(stop_needs_phrase=False),
     "shipped": AfterWakeSettings(),
+    "before": AfterWakeSettings(stop_needs_phrase=False, pause_wait_s=0.0),
+    "s23": AfterWakeSettings(pause_wait_s=0.0),
     "shipped+from-hit": AfterWakeSettings(in_phrase_from_hit=True),
 }
 
@@ -49,8 +52,8 @@ def decided_alike(shipped: Path, after: AfterWakeSettings) -> bool:
     decided = hold.released + hold.dropped
     if check is None or after == check.settings or decided == 0:
         return check is not None and after == check.settings or decided == 0
-    if hold.holding or decided > 1:
-        return False
+    if hold.holding or decided > 1 or after.pause_wait_s != check.settings.pause_wait_s:
+        return False  # (a wait decides at another time, on another state: run it)
     return check.says_stop(after) == bool(hold.dropped)
 
 

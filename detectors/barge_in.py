@@ -110,6 +110,14 @@ class AfterWakeSettings:
     # then the command over the narration went up 17-24 times in 30 against 4-11 (fresh rooms;
     # PERFORMANCE.md, "Barge-in: a released stop is dismissed", issue 32, session 23).
     stop_needs_phrase: bool = True
+    # A hold its rule would drop as "stop" with no speech after its hit yet waits this long after the
+    # hit for a command after a pause ("hey jarvis", a breath, "what time is it"): the stop phrase's
+    # search fires on "hey jarvis" and the silence after it (the narration is cut at the hit), at the
+    # hit itself with nothing voiced after it, in every 2 s-pause command the rule dropped (PERFORMANCE.md,
+    # "Barge-in: a pause after the wake phrase", session 24). The narration was cut at the hit, so waiting
+    # costs nothing heard; speech that comes is judged once `after_hit_s` of it was heard (or it ended).
+    # 0: decide at `HoldSettings.decide_s` as before.
+    pause_wait_s: float = 3.0
 
 
 class StopAfterWake:
@@ -131,6 +139,7 @@ class StopAfterWake:
         self._phrase_start_s = 0.0  # where its wake phrase began
         self._voiced_after_hit_s = 0.0  # speech since the hit
         self._phrase_heard = False  # the stop phrase's own search heard it (`heard_stop(by_phrase=True)`)
+        self._spoke_s: float | None = None  # where the first speech after the hit began (None: none yet)
         self.spots: list[float] = []  # where stop words were heard since `start`
 
     @classmethod
@@ -158,6 +167,17 @@ class StopAfterWake:
         """Nothing spotted, or long enough ago to know whether more followed."""
         return not self.spots or self._since_spot_s >= self.settings.settle_s
 
+    def waits(self, end_s: float) -> bool:
+        """Whether a hold the rule would drop as "stop" should wait at `end_s` for what may follow a
+        pause (`AfterWakeSettings.pause_wait_s`): nothing said after the hit yet, or speech that began
+        after it and has not yet run `after_hit_s` (nor stopped: `settle_s` past that)."""
+        wait = self.settings.pause_wait_s
+        if wait <= 0 or not self.said_stop:
+            return False
+        if self._spoke_s is None:
+            return end_s < self._hit_s + wait
+        return self._voiced_after_hit_s <= self.settings.after_hit_s and end_s < self._spoke_s + self.settings.after_hit_s + self.settings.settle_s
+
     def start(self, hit_s: float, phrase_start_s: float) -> None:
         """A hold begins, on a hit at `hit_s` whose wake phrase began at `phrase_start_s`; what it
         kept from before is fed next."""
@@ -169,6 +189,7 @@ class StopAfterWake:
         self._voiced_after_s = self._since_spot_s = self._voiced_after_hit_s = 0.0
         self._hit_s, self._phrase_start_s = hit_s, phrase_start_s
         self._phrase_heard = False
+        self._spoke_s = None
         self.spots = []
 
     def heard_stop(self, at_s: float, by_phrase: bool = False) -> None:
@@ -188,6 +209,8 @@ class StopAfterWake:
         voiced = audioop.rms(chunk, SAMPLE_WIDTH) >= self.settings.voice_rms
         if voiced and end_s > self._hit_s:
             self._voiced_after_hit_s += seconds
+            if self._spoke_s is None:
+                self._spoke_s = end_s - seconds
         if any(spotted):
             self.heard_stop(end_s)
         elif self.spots:
@@ -271,7 +294,7 @@ class CommandHold:
             self._held.append(piece)
             if self.check is not None:
                 self.check.feed(piece.chunk, piece.end_s)
-        if piece.end_s < self._decide_at or muted or (self.check is not None and not self.check.settled):
+        if piece.end_s < self._decide_at or muted or (self.check is not None and (not self.check.settled or self.check.waits(piece.end_s))):
             return []
         held, self._held = self._held, None
         if self.check is not None and self.check.said_stop:  # "hey jarvis, stop", the phrase missed

@@ -490,3 +490,31 @@ def test_the_hold_tells_its_check_which_stop_words_the_stop_phrase_heard():
     for piece in humming(2.06, 5.0, 0):
         hold.take(piece, muted=False)
     assert (hold.holding, hold.dropped, hold.released) == (False, 1, 0)
+
+
+def test_a_hold_heard_as_stop_with_nothing_said_after_its_hit_waits_for_a_command_after_a_pause():
+    """"hey jarvis", a 2 s breath, "what time is it" over the narration: the wake model's hit at
+    2.0 s cuts the narration and the stop phrase's own search fires on "hey jarvis" and the silence
+    after it (2.0 s, nothing voiced after the hit). Decided at the hold's `decide_s`, that was a
+    "stop" and the command after the pause was lost; with `pause_wait_s` the hold waits for speech
+    and a command that comes goes up, from before the phrase. With nothing said it is dropped when
+    the wait is over; a "stop" said right after the hit is dropped as soon as before."""
+    def run(after: list[Held], wait_s: float) -> tuple[int, int, float | None]:
+        hold = CommandHold(check=StopAfterWake(("stop", "cancel"), AfterWakeSettings(pause_wait_s=wait_s)))
+        for piece in humming(0.0, 1.5, 0) + humming(1.5, 2.0, 2000):
+            hold.remember(piece)
+        hold.hit(StopHit("hey jarvis", end_s=2.0, start_s=1.5, command=True))
+        hold.hit(StopHit("hey jarvis stop", end_s=2.0, stop_word="stop"))
+        for piece in after:
+            released = hold.take(piece, muted=False)
+            if not hold.holding:
+                return hold.dropped, hold.released, (released[0].end_s if released else piece.end_s)
+        return hold.dropped, hold.released, None
+
+    paused = humming(2.0, 4.0, 0) + humming(4.0, 4.8, 2000) + humming(4.8, 6.0, 0)
+    assert run(paused, 0.0) == (1, 0, 3.5)  # decided at decide_s: the command after the pause lost
+    dropped, released, first = run(paused, 3.0)
+    assert (dropped, released) == (0, 1) and first is not None and first <= 1.5  # up, from before the phrase
+    assert run(humming(2.0, 6.0, 0), 3.0) == (1, 0, 5.0)  # nothing said: dropped when the wait is over
+    stop_now = humming(2.0, 2.3, 2000) + humming(2.3, 6.0, 0)
+    assert run(stop_now, 3.0) == run(stop_now, 0.0) == (1, 0, 3.5)  # "stop" right after the hit: as before
