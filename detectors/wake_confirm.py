@@ -102,12 +102,16 @@ class ConfirmSettings:
     # it wakes before the phrase's end) that the verifier refused is asked about once more if microWakeWord
     # passes this within `REFUSED_S` (issue 34, session 23: at 0.51-0.63, 12 commands on four draws were refused
     # 150-250 ms before microWakeWord reached 0.99; asked again at the peak, session 22's grid weights scored them
-    # lower still: no gain on draw 28, docs/PERFORMANCE.md). None: one ask per `REFUSED_S`.
+    # lower still: no gain on draw 28, docs/PERFORMANCE.md). Session 24's candidate: 0.9 (used draw 28: the s22 grid
+    # weights 104 -> 105 of 108 at 10 -> 10 near misses, the s23 r95 weights 101 -> 103 at 5 -> 5); judged on fresh
+    # draws 54-57 before it is a default. None: one ask per `REFUSED_S`.
     reask_cutoff: float | None = None
     # With `verify`: a wake microWakeWord makes alone (above `verified_alone_cutoff`, 0.5 for the grid weights: before
     # the phrase's end) waits while microWakeWord still rises, at most this long after its first frame above the
     # cutoff, and is asked about at the first frame that does not rise (its peak, about the phrase's end; issue 34,
-    # session 24: 12 commands on four draws were asked 150-250 ms before microWakeWord reached 0.99). 0: at that first frame.
+    # session 24: 12 commands on four draws were asked 150-250 ms before microWakeWord reached 0.99). Measured worse on
+    # used draw 28 at 0.3 (the grid weights, trained on asks at the first frame, score the peak lower: the s22 grid 104 ->
+    # 98 of 108, r95 101 -> 97; and openWakeWord starts during the hold: 1.2x the CPU). 0: at that first frame.
     verified_alone_hold_s: float = 0.0
 
     def as_verified(self) -> ConfirmSettings:
