@@ -102,9 +102,9 @@ class ConfirmSettings:
     # it wakes before the phrase's end) that the verifier refused is asked about once more if microWakeWord
     # passes this within `REFUSED_S` (issue 34, session 23: at 0.51-0.63, 12 commands on four draws were refused
     # 150-250 ms before microWakeWord reached 0.99; asked again at the peak, session 22's grid weights scored them
-    # lower still: no gain on draw 28, docs/PERFORMANCE.md). Session 24's candidate: 0.9 (used draw 28: the s22 grid
-    # weights 104 -> 105 of 108 at 10 -> 10 near misses, the s23 r95 weights 101 -> 103 at 5 -> 5); judged on fresh
-    # draws 54-57 before it is a default. None: one ask per `REFUSED_S`.
+    # lower still: no gain on draw 28, docs/PERFORMANCE.md). Session 24 at 0.9, on fresh draws 54-57: +0 to +3 commands
+    # a draw with either grid verifier, and near misses +2 / 0 / 0 / 0 (r95), +1 / +2 / +1 / -1 (s22 grid): not on by
+    # default (more near misses). None: one ask per `REFUSED_S`.
     reask_cutoff: float | None = None
     # With `verify`: a wake microWakeWord makes alone (above `verified_alone_cutoff`, 0.5 for the grid weights: before
     # the phrase's end) waits while microWakeWord still rises, at most this long after its first frame above the
