@@ -316,7 +316,7 @@ class Rule:
 Changes = tuple[tuple[str, float | None], ...]
 # `ConfirmSettings` fields only a verifying spotter reads.
 VERIFY_ONLY = frozenset({"reask_cutoff", "verified_micro_cutoff", "verified_threshold", "verified_pause_threshold",
-                         "verified_alone_cutoff"})
+                         "verified_alone_cutoff", "verified_alone_hold_s"})
 
 
 def first_stage_changes(text: str) -> tuple[Changes, Changes]:

@@ -102,8 +102,17 @@ class ConfirmSettings:
     # it wakes before the phrase's end) that the verifier refused is asked about once more if microWakeWord
     # passes this within `REFUSED_S` (issue 34, session 23: at 0.51-0.63, 12 commands on four draws were refused
     # 150-250 ms before microWakeWord reached 0.99; asked again at the peak, session 22's grid weights scored them
-    # lower still: no gain on draw 28, docs/PERFORMANCE.md). None: one ask per `REFUSED_S`.
+    # lower still: no gain on draw 28, docs/PERFORMANCE.md). Session 24 at 0.9, on fresh draws 54-57: +0 to +3 commands
+    # a draw with either grid verifier, and near misses +2 / 0 / 0 / 0 (r95), +1 / +2 / +1 / -1 (s22 grid): not on by
+    # default (more near misses). None: one ask per `REFUSED_S`.
     reask_cutoff: float | None = None
+    # With `verify`: a wake microWakeWord makes alone (above `verified_alone_cutoff`, 0.5 for the grid weights: before
+    # the phrase's end) waits while microWakeWord still rises, at most this long after its first frame above the
+    # cutoff, and is asked about at the first frame that does not rise (its peak, about the phrase's end; issue 34,
+    # session 24: 12 commands on four draws were asked 150-250 ms before microWakeWord reached 0.99). Measured worse on
+    # used draw 28 at 0.3 (the grid weights, trained on asks at the first frame, score the peak lower: the s22 grid 104 ->
+    # 98 of 108, r95 101 -> 97; and openWakeWord starts during the hold: 1.2x the CPU). 0: at that first frame.
+    verified_alone_hold_s: float = 0.0
 
     def as_verified(self) -> ConfirmSettings:
         """These settings with `verify`'s cutoffs in place of the plain ones (itself without `verify`)."""
@@ -146,6 +155,9 @@ class FusionCore:
         self._open_frames = [0] * settings.phases  # openWakeWord's frames above its threshold in this window, per frame grid
         self.paused_from: float | None = None  # a pause window's "hey" began here (None: a candidate's window)
         self.start_at: float | None = None  # a held candidate: openWakeWord starts then (None: started, or no window)
+        self._alone_hold_s = settings.verified_alone_hold_s if settings.verify else 0.0
+        self._alone_since: float | None = None  # microWakeWord first passed `alone_cutoff` here and is held (`verified_alone_hold_s`)
+        self._alone_best = (0.0, 0.0)  # its best (probability, at s) since
 
     @property
     def listening(self) -> bool:
@@ -165,6 +177,7 @@ class FusionCore:
         self.deadline = None
         self.paused_from = None
         self.start_at = None
+        self._alone_since = None
 
     def pause(self, word_start: float, word_end: float, at_s: float) -> Fusion:
         """The VAD heard a word from `word_start` to `word_end`, then a pause, then speech again at
@@ -181,8 +194,10 @@ class FusionCore:
         return Fusion.START
 
     def micro(self, probability: float, at_s: float) -> Fusion:
-        if probability > self.alone_cutoff and self.settings.micro_alone:  # microWakeWord alone, as without the second model
-            self.deadline, self.peak_s, self._peak, self.start_at = None, at_s, probability, None
+        alone = self.settings.micro_alone and (probability > self.alone_cutoff or self._alone_since is not None)
+        if alone and not self._held_alone(probability, at_s):  # microWakeWord alone, as without the second model
+            self._peak, self.peak_s = self._alone_best if self._alone_since is not None else (probability, at_s)
+            self.deadline, self.start_at, self._alone_since = None, None, None
             return Fusion.WAKE
         if probability <= self.settings.candidate_cutoff:
             return self.tick(at_s)
@@ -199,6 +214,20 @@ class FusionCore:
         if started:
             return Fusion.START
         return self._started(at_s) or self._agreed()
+
+    def _held_alone(self, probability: float, at_s: float) -> bool:
+        """microWakeWord alone passed its cutoff and is still rising within `verified_alone_hold_s`: its wake waits."""
+        if self._alone_hold_s <= 0:
+            return False
+        if self._alone_since is None:
+            self._alone_since, self._alone_best = at_s, (probability, at_s)
+            return True
+        if not probability:  # (microWakeWord's stream scores every third 10 ms frame and reports 0.0 between: not a fall)
+            return at_s - self._alone_since < self._alone_hold_s
+        rising = probability > self._alone_best[0]
+        if rising:
+            self._alone_best = (probability, at_s)
+        return rising and at_s - self._alone_since < self._alone_hold_s
 
     def open(self, phase: int, probability: float, at_s: float) -> Fusion:
         """`phase`: which of openWakeWord's frame grids scored it."""

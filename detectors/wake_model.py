@@ -165,7 +165,7 @@ class ModelSpotter:
             elif self._pending is not None and self._pending.peak is not None and probability > self._pending.peak:
                 self._pending = replace(self._pending, peak=probability, start_s=end_time - self.settings.model.spoken_s)
                 if self._pending.reaskable and self._pending.reask_due is None and probability > (self._confirm.reask_cutoff or 1.0):
-                    due = self._recent_end + int(self._pending_delay_s() * MODEL_RATE)  # (as a wake made now would be asked)
+                    due = self._recent_end + int(self._delay_s * MODEL_RATE)  # (as a wake made now would be asked)
                     self._pending = replace(self._pending, reask_due=due, reask_s=end_time)
         if self._confirm is not None:
             hit = self._confirmed(pcm16k, end_time) or hit
@@ -186,8 +186,7 @@ class ModelSpotter:
         listening = self._fusion.listening
         self._recent += pcm16k
         self._recent_end += len(pcm16k) // SAMPLE_WIDTH
-        delay_s = self.verifier.delay_s if self.verifier is not None else 0.0
-        keep_s = max(self._confirm.lookback_s + self._confirm.start_after_s, VERIFY_S + delay_s) + 0.1
+        keep_s = max(self._confirm.lookback_s + self._confirm.start_after_s, VERIFY_S + self._delay_s) + 0.1
         del self._recent[: max(0, len(self._recent) - int(keep_s * MODEL_RATE) * SAMPLE_WIDTH)]
         if self._pending is not None:
             return self._verified(end_time) if self._recent_end >= self._pending.due else None
@@ -240,13 +239,15 @@ class ModelSpotter:
 
     def _ask(self, end_time: float, start_s: float, peak: float | None, reaskable: bool) -> KeywordHit | None:
         assert self.verifier is not None
-        delay_s = self.verifier.delay_s  # (weights trained on audio read that long after the wake)
-        self._pending = PendingWake(self._recent_end + int(delay_s * MODEL_RATE), end_time, start_s, peak, reaskable)
+        self._pending = PendingWake(self._recent_end + int(self._delay_s * MODEL_RATE), end_time, start_s, peak, reaskable)
         self._quiet_until = float("inf")  # no other wake while this one waits
         self._reask_until = None
-        return self._verified(end_time) if delay_s <= 0 else None
+        return self._verified(end_time) if self._delay_s <= 0 else None
 
-    def _pending_delay_s(self) -> float:
+    @property
+    def _delay_s(self) -> float:
+        """How long after a wake the verifier's audio ends (its weights were trained on audio read that
+        long after the wake); 0 without a verifier."""
         return self.verifier.delay_s if self.verifier is not None else 0.0
 
     def _reasked(self, probability: float, end_time: float) -> KeywordHit | None:
@@ -264,7 +265,7 @@ class ModelSpotter:
         pending, self._pending = self._pending, None
         end = len(self._recent) - (self._recent_end - pending.due) * SAMPLE_WIDTH
         # the last VERIFY_S, and with early weights the one ending at the wake
-        heard = int(VERIFY_S * MODEL_RATE) + int(self.verifier.delay_s * MODEL_RATE)
+        heard = int(VERIFY_S * MODEL_RATE) + int(self._delay_s * MODEL_RATE)
         if not self.verifier.accepts(bytes(self._recent[max(0, end - heard * SAMPLE_WIDTH) : end])):
             self._quiet_until = pending.woke_s + REFUSED_S  # the same phrase would ask again in every frame
             self._reask_until = self._quiet_until if pending.reaskable else None

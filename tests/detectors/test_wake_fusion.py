@@ -219,3 +219,33 @@ def test_with_the_verifier_the_models_wake_at_the_cutoffs_its_weights_were_train
     core.reset()
     assert core.pause(3.0, 3.3, 3.6) is Fusion.START
     assert core.open(0, 0.75, 3.7) is (Fusion.WAKE if verify else Fusion.NOTHING)
+
+
+@pytest.mark.parametrize("verify", [False, True])
+def test_with_the_verifier_a_wake_microwakeword_makes_alone_is_asked_at_its_peak_within_the_hold(verify):
+    # At the grid weights' alone cutoff (0.5) microWakeWord passes it 150-250 ms before its peak, before the phrase's
+    # end (issue 34, session 24): with `verified_alone_hold_s` the wake waits while it still rises, and comes at the
+    # first frame that does not, timed from the peak; the hold's end wakes it too. Without the verifier: no hold.
+    settings = dataclasses.replace(SETTINGS, phases=1, verify=verify, verified_alone_cutoff=0.5, verified_alone_hold_s=0.3)
+    core = FusionCore(settings, 0.5)
+    assert core.micro(0.55, 1.00) is (Fusion.START if verify else Fusion.WAKE)  # (held: the window opens as for any candidate)
+    if not verify:
+        return
+    assert core.micro(0.0, 1.01) is Fusion.NOTHING  # (the stream's 0.0 between its scores is no fall)
+    assert core.micro(0.8, 1.03) is Fusion.NOTHING
+    assert core.micro(0.99, 1.06) is Fusion.NOTHING
+    assert core.micro(0.99, 1.09) is Fusion.WAKE
+    assert (core.peak, core.peak_s) == (0.99, 1.06)
+    core.reset()
+    core.micro(0.6, 2.0)
+    assert core.micro(0.7, 2.2) is Fusion.NOTHING
+    assert core.micro(0.8, 2.32) is Fusion.WAKE  # still rising at the hold's end
+    assert (core.peak, core.peak_s) == (0.8, 2.32)
+
+
+def test_a_held_wake_that_falls_under_the_alone_cutoff_is_still_asked_about():
+    settings = dataclasses.replace(SETTINGS, phases=1, verify=True, verified_alone_cutoff=0.5, verified_alone_hold_s=0.3)
+    core = FusionCore(settings, 0.97)
+    core.micro(0.6, 1.0)
+    assert core.micro(0.05, 1.03) is Fusion.WAKE  # (it passed the cutoff: a wake, at its first frame that did not rise)
+    assert (core.peak, core.peak_s) == (0.6, 1.0)

@@ -367,3 +367,40 @@ def test_the_stop_detector_while_it_talks_wakes_alone_at_the_barge_in_cutoff(cor
         assert isinstance(detector, BargeInDetector)
         woke[cutoff] = len(hits(detector.wake, pcm))
     assert woke == {0.8: 1, 0.97: 0}
+
+
+class AcceptingVerifier:
+    """Accepts every wake and keeps what it heard; its weights were trained on a spotter whose microWakeWord
+    woke alone at 0.5 (as the grid weights were: `Weights.ask_alone_cutoff`)."""
+
+    class weights:
+        ask_threshold = ask_pause_threshold = None
+        ask_alone_cutoff = 0.5
+
+    delay_s = 0.0
+
+    def __init__(self) -> None:
+        self.asked: list[bytes] = []
+
+    def accepts(self, pcm16k: bytes) -> bool:
+        self.asked.append(pcm16k)
+        return True
+
+
+def test_with_a_hold_a_verified_wake_microwakeword_makes_alone_is_asked_at_its_peak_not_before_it(corpus):
+    """`ConfirmSettings.verified_alone_hold_s` (issue 34, session 24): at the weights' alone cutoff (0.5) the wake
+    comes before microWakeWord reaches the model's own cutoff (before the phrase's end); held, the verifier is asked
+    about the audio up to microWakeWord's peak, not before the model's own cutoff would have woken."""
+    pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
+    [own] = hits(two_models(), pcm)  # (the model's own cutoff, no verifier)
+    asked = {}
+    for hold in (0.0, 0.3):
+        spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True, verified_alone_hold_s=hold)))
+        spotter.use_verifier(AcceptingVerifier())  # type: ignore[arg-type]
+        [hit] = hits(spotter, pcm)
+        [heard] = spotter.verifier.asked  # type: ignore[union-attr]
+        asked[hold] = (hit, heard)
+    (early, early_heard), (held, held_heard) = asked[0.0], asked[0.3]
+    assert early.detected_s < own.detected_s <= held.detected_s < early.detected_s + 0.3
+    assert held_heard[-len(held_heard) // 2:] not in early_heard and len(held_heard) == len(early_heard)  # later audio, as long
+    assert held.start_s == own.start_s  # (timed from the peak, as the model's own wake)
