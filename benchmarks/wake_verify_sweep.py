@@ -68,7 +68,7 @@ def sweep(draws: list[tuple[list, list]], quiet_peak: float, quiet_db: float, to
     results.sort(key=lambda r: (r[0], r[1]), reverse=True)
     for _, _, rule, per in results[:top]:
         print(line(rule, per), flush=True)
-    print("one threshold (quiet and pause as the weights' file, best slack per threshold):")
+    print("per threshold, with the quiet threshold and pause rule of most slack:")
     for threshold in THRESHOLDS:
         best = max((r for r in results if r[2].threshold == threshold), key=lambda r: (r[0], r[1]))
         print("  " + line(best[2], best[3]))
