@@ -113,7 +113,7 @@ class AfterWakeSettings:
     # A hold its rule would drop as "stop" with no speech after its hit yet waits this long after the
     # hit for a command after a pause ("hey jarvis", a breath, "what time is it"): the stop phrase's
     # search fires on "hey jarvis" and the silence after it (the narration is cut at the hit), at the
-    # hit itself with nothing voiced after it, in every 2 s-pause command the rule dropped (PERFORMANCE.md,
+    # hit itself with nothing voiced after it, in 12 of 13 2 s-pause commands the rule dropped (PERFORMANCE.md,
     # "Barge-in: a pause after the wake phrase", session 24). The narration was cut at the hit, so waiting
     # costs nothing heard; speech that comes is judged once `after_hit_s` of it was heard (or it ended).
     # 0: decide at `HoldSettings.decide_s` as before.
