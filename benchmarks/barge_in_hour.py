@@ -9,7 +9,9 @@ one), and every hit is written out with what the gate said around it: which chun
 and by how many dB the echo gate in front found the raw microphone over the echo it expected
 (`outer`), so that a rule on a hit can be chosen on part of the rooms and checked on the rest
 (`--seed 8`: a fresh hour). Setting "preroll" is `PrerollStopListener` as wired, its hits judged
-by the margins and by what was played (session 16); "margins" by the margins alone (sessions 13-15).
+by the margins and by what was played (session 16) and what was played against the canceller's output
+(session 24; "preroll-s23": without that); "margins" by the margins alone (sessions 13-15); "search":
+"preroll" with the stop phrase's search waking too (session 23; "search-s23": without session 24's check).
 
 Run: nice -n 10 .venv/bin/python -m benchmarks.barge_in_hour --cache C --store S [--blocks 0:60] [--trials 0]
 """
@@ -143,8 +145,10 @@ SETTINGS = {"shipped": None, "preroll": (PrerollSettings(), True),  # as wired: 
             "margins": (PrerollSettings(max_explained=1.0), True),  # session 13-15's: the margins alone judge hits
             "p1-3-0.6": (PrerollSettings(onset=3, hangover_s=0.6), False),  # session 12's default
             "p1-2-1": (PrerollSettings(onset=2, hangover_s=1.0), False), "p1-2-0.6": (PrerollSettings(onset=2, hangover_s=0.6), False),
-            "search": (PrerollSettings(), True)}  # as wired, and the stop phrase's search wakes too (session 23)
-SEARCHING = {"search"}
+            "search": (PrerollSettings(), True),  # as wired, and the stop phrase's search wakes too (session 23)
+            # as before session 24's check on the canceller's output (`max_residue_explained`): without, with the search
+            "preroll-s23": (PrerollSettings(max_residue_explained=1.0), True), "search-s23": (PrerollSettings(max_residue_explained=1.0), True)}
+SEARCHING = {"search", "search-s23"}
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -27,6 +27,7 @@ from benchmarks.corpus import DEFAULT_CACHE, Corpus
 from detectors.barge_in import AfterWakeSettings, PrerollSettings, PrerollStopListener, StopAfterWake
 
 CANDIDATE = AfterWakeSettings(in_phrase_from_hit=True)  # session 22's hold check, measured, not switched on
+BEFORE = "-s23"  # (`--before`) the path as it was before session 24's residue check
 
 
 def voice_of(k: int) -> str:
@@ -50,6 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--alone-cutoff", default="")
     parser.add_argument("--candidate", action="store_true", help="also session 22's hold check, measured (the same run)")
     parser.add_argument("--unjudged", action="store_true", help="also without the margins judging the hits")
+    parser.add_argument("--before", action="store_true",
+                        help="also each path without session 24's residue check (`max_residue_explained`), "
+                             "run only where the check vetoed a hit (else the same to the byte)")
     parser.add_argument("--search", action="store_true",
                         help="also session 23's second wake (the stop phrase's search for the wake phrase: `search_wakes`), "
                              "run first; the shipped path is rerun only where the search woke")
@@ -62,6 +66,8 @@ def main(argv: list[str] | None = None) -> int:
     runs += [("shipped", True, AfterWakeSettings())]
     runs += [("candidate", True, CANDIDATE)] if args.candidate else []
     runs += [("unjudged", False, AfterWakeSettings())] if args.unjudged else []
+    if args.before:  # each path without session 24's check on the canceller's output, after it
+        runs = [r for run in runs for r in (run, (run[0] + BEFORE, *run[1:])) if run[0] != "unjudged" or r is run]
     only = {int(x) for x in args.only.split(",") if x}
     for offset in (int(x) for x in args.offsets.split(",")):
         for level in (float(x) for x in args.levels.split(",")):
@@ -78,25 +84,46 @@ def main(argv: list[str] | None = None) -> int:
                     unwoken += not alone_ok
                     row = []
                     held = True
-                    searched_alike = False  # the search never woke: the shipped path is the same to the byte
+                    outcomes: dict[str, tuple[bool, bool]] = {}  # each path's (ok, wrong_hold)
+                    residue_vetoed: dict[str, int] = {}  # each path's hits vetoed by session 24's check
+                    search_woke: dict[str, int] = {}  # each path's wakes by the search
+
+                    def same_as(name: str) -> tuple[str, str] | None:
+                        """The path already run that this one is the same as to the byte, and why."""
+                        if name.endswith(BEFORE) and residue_vetoed.get(name[:-len(BEFORE)]) == 0:
+                            return name[:-len(BEFORE)], "no residue veto"
+                        if name == "candidate" and not held:
+                            return "shipped", "decided alike"
+                        searched = "search" + name[len("shipped"):]
+                        if name.startswith("shipped") and search_woke.get(searched) == 0:
+                            return searched, "the search never woke"
+                        return None
+
                     for name, judged, after in runs:
-                        if name == "candidate" and not held or name == "shipped" and searched_alike:
+                        alike = same_as(name)
+                        if alike is not None:
+                            base, why = alike
+                            ok, wrong_hold = outcomes[name] = outcomes[base]
+                            residue_vetoed[name], search_woke[name] = residue_vetoed[base], search_woke[base]
                             good[name] += ok
                             lost_unwoken[name] += not ok and not alone_ok and not wrong_hold
                             lost_hold[name] += not ok and wrong_hold
-                            row.append(f"{name}: the same ({'decided alike' if name == 'candidate' else 'the search never woke'})")
+                            row.append(f"{name}: the same ({why})")
                             continue
-                        path = Path(settings, True, "zero", None, True, False, True, PrerollSettings(), judged, alone, after,
-                                    search_wakes=name == "search")
+                        preroll = PrerollSettings(max_residue_explained=1.0) if name.endswith(BEFORE) else PrerollSettings()
+                        path = Path(settings, True, "zero", None, True, False, True, preroll, judged, alone, after,
+                                    search_wakes=name.startswith("search"))
                         o = run_trial(scene, path)
-                        searched_alike = name == "search" and path.detector.search_woke == 0
+                        search_woke[name] = path.detector.search_woke
                         listener = path.listener
                         assert isinstance(listener, PrerollStopListener)
+                        residue_vetoed[name] = listener.residue_vetoed
                         if kind == "stop":
                             ok = o.cut_at is not None and o.cut_at <= scene.word_end_s + 0.2  # (gone up: dismissed)
                         else:
                             ok = o.cut_at is not None and o.wake_heard and o.turn
                         wrong_hold = o.released > 0 if kind == "stop" else o.dropped > 0 and not o.released
+                        outcomes[name] = ok, wrong_hold
                         good[name] += ok
                         lost_unwoken[name] += not ok and not alone_ok and not wrong_hold
                         lost_hold[name] += not ok and wrong_hold
@@ -110,7 +137,7 @@ def main(argv: list[str] | None = None) -> int:
                             + f" after_spot={check._voiced_after_s:.2f} after_hit={check._voiced_after_hit_s:.2f}")
                         cut = "-" if o.cut_at is None else f"{(o.cut_at - scene.word_end_s) * 1000:+.0f}ms"
                         row.append(f"{name} {'ok' if ok else 'LOST'} cut {cut} cmd={int(o.command_hit)} sw={path.detector.search_woke} vetoed={listener.vetoed}"
-                                   f"+{listener.explained_vetoed} openings={listener.primings} released={o.released} "
+                                   f"+{listener.explained_vetoed}+{listener.residue_vetoed} openings={listener.primings} released={o.released} "
                                    f"dropped={o.dropped} wake={int(o.wake_heard)} turn={int(o.turn)} uploaded={o.uploaded_s:.1f}s{spots}")
                     print(f"{offset} {level:+.0f}dB {kind} #{k} {voice_of(k)} alone={'woken' if alone_ok else 'NOT'} "
                           f"delays {scene.delays[0] * 1000:.0f}->{scene.delays[1] * 1000:.0f} ms | " + " | ".join(row), flush=True)

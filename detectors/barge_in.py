@@ -340,6 +340,14 @@ class PrerollSettings:
     max_explained: float = 0.8
     explained_window_s: float = 1024 / SAMPLE_RATE  # about 43 ms: longer windows explained the user more
     explained_lead_s: float = 0.2  # the echo comes this much after what was lined up with it, at most
+    # ... and only when what was played explains less than `max_residue_explained` of the
+    # canceller's output over its phrase. Right after the echo path changed, the canceller leaks the
+    # narration: what was played through the filter's misfit to the new path, one filter even across
+    # the change (before it the residue is small), where the raw microphone needs two and passed the
+    # check above. pocketsphinx's search heard "hey jarvis" in that leak (and the wake model once):
+    # 0.43-0.67 explained; a user's hits 0.01-0.17, the voice being all a canceller leaves of it
+    # (PERFORMANCE.md, "Barge-in: the canceller's leak explained", issue 32, session 24). 1: off.
+    max_residue_explained: float = 0.3
 
 
 class PrerollStopListener(StopListener):
@@ -359,8 +367,10 @@ class PrerollStopListener(StopListener):
     `margin` no hit is judged. `echo` (the raw microphone chunk and what was played lined up with
     it, the canceller's `far`) judges a hit the margins passed once more: the narration's own words
     are what was played, through a room, and a linear filter of it explains nearly all the
-    microphone over them (`explained`), whatever the path's gain; a user's voice is not. Pure; one
-    call per chunk."""
+    microphone over them (`explained`), whatever the path's gain; a user's voice is not. Then what
+    was played against the canceller's own output (`max_residue_explained`): across and after a
+    change of the echo path, what it leaks is the narration through one filter, its misfit. Pure;
+    one call per chunk."""
 
     def __init__(self, detector: StopDetector, settings: PrerollSettings = PrerollSettings(),
                  margin: Callable[[], float] | None = None, echo: Callable[[], tuple[bytes, bytes]] | None = None) -> None:
@@ -372,11 +382,13 @@ class PrerollStopListener(StopListener):
         self._recent: deque[tuple[bytes, float]] = deque()  # the last `preroll_s` of chunks, with their end
         self._judged: deque[tuple[float, bool, float]] = deque()  # (end, voiced, clipped margin), the last few seconds
         self._echo = echo
-        self._heard: deque[tuple[float, bytes, bytes]] = deque()  # (end, raw microphone, played lined up), as long
+        # (end, raw microphone, played lined up, the canceller's output), as long
+        self._heard: deque[tuple[float, bytes, bytes, bytes]] = deque()
         self._primed = False  # the detector heard the preroll since its last reset
         self.primings = 0  # times the feed opened on a voice (each replays the preroll)
         self.vetoed = 0  # hits the microphone's margins over the echo did not bear out
         self.explained_vetoed = 0  # hits that what was played explained (`max_explained`)
+        self.residue_vetoed = 0  # hits whose canceller's output what was played explained (`max_residue_explained`)
 
     def hear(self, raw: bytes, passed: bool, narrating: bool) -> StopHit | None:
         end = self.clock + len(raw) / BYTES_PER_SECOND
@@ -391,7 +403,7 @@ class PrerollStopListener(StopListener):
                 self._judged.popleft()
         if self._echo is not None:
             mic, far = self._echo()
-            self._heard.append((end, mic, far or bytes(len(mic))))
+            self._heard.append((end, mic, far or bytes(len(mic)), raw))
             while end - self._heard[0][0] > _JUDGED_S:
                 self._heard.popleft()
         hit = super().hear(raw, passed, narrating)
@@ -421,6 +433,11 @@ class PrerollStopListener(StopListener):
             self.explained_vetoed += 1
             self._refused()
             return None
+        if (self._echo is not None and self.settings.max_residue_explained < 1
+                and self._explained(start, residue=True) >= self.settings.max_residue_explained):
+            self.residue_vetoed += 1
+            self._refused()
+            return None
         return hit
 
     def _refused(self) -> None:
@@ -431,12 +448,13 @@ class PrerollStopListener(StopListener):
         if refused is not None:
             refused()
 
-    def _explained(self, start: float) -> float:
-        """How much of the raw microphone from `start` on what was played explains (`explained`)."""
+    def _explained(self, start: float, residue: bool = False) -> float:
+        """How much of the raw microphone from `start` on (`residue`: of the canceller's output)
+        what was played explains (`explained`)."""
         lead = round(self.settings.explained_lead_s * SAMPLE_RATE)
         first = start - self.settings.explained_lead_s
-        mic = b"".join(m for end, m, _ in self._heard if end > start + 0.01)
-        played = b"".join(f for end, _, f in self._heard if end > first + 0.01)
+        mic = b"".join(c if residue else m for end, m, _, c in self._heard if end > start + 0.01)
+        played = b"".join(f for end, _, f, _ in self._heard if end > first + 0.01)
         mic_samples = np.frombuffer(mic, dtype=np.int16).astype(np.float64)
         played_samples = np.frombuffer(played, dtype=np.int16).astype(np.float64)
         played_samples = np.concatenate([np.zeros(max(0, len(mic_samples) + lead - len(played_samples))), played_samples])
