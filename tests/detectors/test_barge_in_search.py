@@ -90,3 +90,16 @@ def test_a_voice_the_wake_model_misses_wakes_the_barge_in_through_the_stop_phras
         hits = [hit for i in range(0, len(pcm), CHUNK) if (hit := detector.feed(pcm[i:i + CHUNK], (i + CHUNK) / 48000))]
         woke[search] = [hit.command for hit in hits]
     assert woke == {False: [], True: [True]}
+
+
+def test_by_default_the_search_wakes_a_barge_in_on_a_voice_the_wake_model_misses(corpus):
+    """Switched on in session 24, once a check on the canceller's output kept the narration's leak
+    out (PERFORMANCE.md, "Barge-in: the canceller's leak explained")."""
+    from assembly.detectors import build_stop_detector
+    from config.settings import Settings
+
+    pcm = _silence(1.5) + corpus.speech("hey jarvis, what time is it", "flite:awb", 200) + _silence(1.0)
+    detector = build_stop_detector(Settings())
+    assert detector is not None
+    hits = [hit for i in range(0, len(pcm), CHUNK) if (hit := detector.feed(pcm[i:i + CHUNK], (i + CHUNK) / 48000))]
+    assert [hit.command for hit in hits] == [True]
