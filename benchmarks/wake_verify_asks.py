@@ -9,7 +9,8 @@ score the verifier gave, with the kind of wake it was asked about ("alone": micr
 own cutoff; "pair": both models, microWakeWord above 0.7; "name": both, microWakeWord under 0.7, the
 name-alone rule; "pause": the pause rule), so its thresholds can be swept offline (a clip is heard
 at threshold t when one of its asks scored t or more: exact below the shipped threshold, a lower
-bound above it). "RULE@T": that rule with the verifier's threshold T; "RULE#FILE": with the weights in FILE
+bound above it). "RULE@T": that rule with the verifier's threshold T, its asks recorded with what the whole rule
+reads (`rule_inputs`; T above 1 refuses every ask, so `benchmarks.wake_verify_sweep` judges any rule exactly); "RULE#FILE": with the weights in FILE
 (session 14: "WAKE_VERIFY=true#new.npz"). Reads private parts of the
 spotter (`_wake`, `_fusion`): a measuring tool, not a path the assistant runs.
 """
@@ -26,7 +27,7 @@ from benchmarks.neural_corpus import NeuralCorpus, Variant, neural_near_specs, n
 from benchmarks.wake_choice import judges_for
 from detectors.wake_confirm import Fusion
 from detectors.wake_test import TryJudge, heard_in
-from detectors.wake_verify import peak_dbfs
+from detectors.wake_verify import WakeVerifier, peak_dbfs
 
 PHRASE = "hey jarvis"
 
@@ -62,11 +63,28 @@ def record_asks(judge: TryJudge, asks: list, threshold: float | None) -> None:
             score = self.last_score = inner.last_score
             kind = ("pause" if seen.get("paused") else "alone" if seen.get("alone")
                     else "pair" if seen.get("peak", 0.0) > 0.7 else "name")
-            asks.append({"s": round(score, 4), "kind": kind, "frames": seen.get("frames"),
-                         "peak_dbfs": round(max(-99.0, peak_dbfs(pcm16k)), 1)})  # (the level the verifier heard)
+            ask = {"s": round(score, 4), "kind": kind, "frames": seen.get("frames"),
+                   "peak_dbfs": round(max(-99.0, peak_dbfs(pcm16k)), 1)}  # (the level the verifier heard)
+            if threshold is not None:  # a measuring rule: what the whole rule reads, for `wake_verify_sweep`
+                ask.update(rule_inputs(inner, pcm16k), micro=round(seen.get("peak", 0.0), 4))
+            asks.append(ask)
             return verdict if threshold is None else score >= threshold
 
     fusion.micro, spotter._wake, spotter.verifier = on_micro, on_wake, Recorder()
+
+
+def rule_inputs(verifier: WakeVerifier, pcm16k: bytes) -> dict:
+    """Besides the blend's mean, what `WakeVerifier.accepts` judges an ask by (session 24): the level of its own
+    window (`threshold_for`'s), and with `early` weights their score at the wake and how far the audio after the
+    wake peaks under it (`early_after_quiet_db`'s test), so a rule's thresholds can be swept offline."""
+    weights = verifier.weights
+    inputs = {"level": round(max(-99.0, peak_dbfs(verifier._ending_at(pcm16k, weights.delay_s))), 2)}
+    if weights.early is not None:
+        at_wake = verifier._ending_at(pcm16k, 0.0)
+        after = pcm16k[len(pcm16k) - int(verifier.delay_s * 16000) * 2:]
+        inputs.update(early=round(verifier.score(at_wake, weights.early), 4),
+                      quiet_db=round(max(-99.0, peak_dbfs(at_wake)) - max(-99.0, peak_dbfs(after)), 2))
+    return inputs
 
 
 def table(path: str) -> list[str]:
