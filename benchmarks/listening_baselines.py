@@ -222,6 +222,17 @@ def todays_code() -> Iterator[None]:
     yield
 
 
+@contextlib.contextmanager
+def unverified() -> Iterator[None]:
+    """The two wake models alone (`WAKE_VERIFY=false`, the shipped rule before session 24)."""
+    import detectors.pipeline as pipeline
+
+    build = pipeline.build_wake_spotter
+    with mock.patch.object(pipeline, "build_wake_spotter",
+                           lambda upload, *a, **k: build(dataclasses.replace(upload, wake_verify=False), *a, **k)):
+        yield
+
+
 BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_issue_34),
              "tail": ("detectors before the spotter's short tail", spotter_tail_before),
              "read": ("read a chunk at a time", read_a_chunk_at_a_time),
@@ -245,6 +256,7 @@ BASELINES = {"issue34": ("detectors before issue 34's cuts", detectors_before_is
              "aec22": ("the echo canceller on 20 ms frames, its shadow on demand (session 22's candidate, not shipped)",
                        canceller_measured_in_session22),
              "quiet08": ("the quiet path at Silero 0.8 (before session 23)", quiet_threshold_08),
+             "unverified": ("the two wake models alone (WAKE_VERIFY=false, before session 24)", unverified),
              "today": ("today's code (an A/A check)", todays_code)}
 # Baselines that only a new interpreter can give (what a library reads once, when it loads): the
 # environment each measurement's process starts with; both rows then run in fresh processes.

@@ -40,7 +40,7 @@ from benchmarks.corpus import (
     DEFAULT_CACHE, FRAME_BYTES, FRAME_S, RATE, WIDTH, Clip, Corpus, Family, Noise, babble_stream, family_of, mix,
     near_miss_specs, ordinary_specs, wake_specs, with_floor,
 )
-from config.settings import AudioSettings
+from config.settings import AudioSettings, UploadSettings
 from config.wake_phrases import MODEL_PHRASES
 from detectors.audio import Resampler
 from detectors.wake_confirm import ConfirmSettings
@@ -292,6 +292,7 @@ def form_table(rows: list[tuple[Engine, float, Peaks]]) -> list[str]:
 
 
 STRICT_RULE, VERIFIER_RULE, BOTH_RULE = "WAKE_STRICT=true", "WAKE_VERIFY=true", "WAKE_STRICT=true WAKE_VERIFY=true"
+UNVERIFIED_RULE = "WAKE_VERIFY=false"  # the two models alone (the shipped rule until session 24)
 QUIET_RULE = "the VAD's quiet path switched"  # on if the shipped VAD has it off, else off (`--quiet-path`)
 
 
@@ -303,7 +304,7 @@ class Rule:
 
     label: str
     strict: bool = False
-    verify: bool = False
+    verify: bool = UploadSettings.wake_verify  # as shipped (on since session 24)
     weights: str = ""
     micro_cutoff: float | None = None
     quiet_switched: bool = False  # the VAD's quiet path the other way from the shipped one (`QUIET_RULE`)
@@ -337,7 +338,7 @@ def first_stage_changes(text: str) -> tuple[Changes, Changes]:
 
 RULES = {"shipped": Rule("shipped"), STRICT_RULE: Rule(STRICT_RULE, strict=True),
          VERIFIER_RULE: Rule(VERIFIER_RULE, verify=True), BOTH_RULE: Rule(BOTH_RULE, strict=True, verify=True),
-         QUIET_RULE: Rule(QUIET_RULE, quiet_switched=True)}
+         QUIET_RULE: Rule(QUIET_RULE, quiet_switched=True), UNVERIFIED_RULE: Rule(UNVERIFIED_RULE, verify=False)}
 
 
 def judges_for(phrase: str, rules: list, chunk_ms: int = 20, verifier: str = "") -> dict:

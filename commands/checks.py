@@ -224,7 +224,7 @@ def wake_mode_line(settings: Settings) -> str:
             verified = model.confirmed and confirm_available() and verifier_available(model.model)
             how += ("; then a third opinion on each wake, WAKE_VERIFY: fewer sound-alikes, and the name alone is heard "
                     "when pyopen-wakeword agrees" if verified
-                    else f"; WAKE_VERIFY is set, but no verifier ships for \"{phrase}\", so it does nothing")
+                    else f"; no wake verifier (WAKE_VERIFY) ships for \"{phrase}\", so sound-alikes wake it more often")
         return (f"wake phrase \"{phrase}\": {chosen}heard on this machine by its shipped model ({how}); nothing said in "
                 "the room is uploaded until it is heard (upload mode wake_word, the private one).")
     if mode is UploadMode.ON_DEVICE_WAKE:

@@ -141,7 +141,9 @@ async def play_demo(output_wav: Path, printer: Callable[[TimelineEntry], None] =
         settings = Settings(
             realtime=RealtimeSettings(api_key="sk-offline-demo", base_url=base_url),
             listener=ListenerSettings(wake_phrase=DEFAULT_PHRASE),
-            upload=UploadSettings(mode=UploadMode.ON_DEVICE_WAKE if wake_model else UploadMode.SPEECH_ONLY),
+            # flite's voice wakes the two models; the verifier (WAKE_VERIFY, on by default) is trained to
+            # judge people's voices and refuses as many of flite's as it hears, so the demo runs without it.
+            upload=UploadSettings(mode=UploadMode.ON_DEVICE_WAKE if wake_model else UploadMode.SPEECH_ONLY, wake_verify=False),
             narrator=NarratorSettings(),
             conversation=ConversationSettings(follow_up_s=FOLLOW_UP_S),
             brain=BrainSettings(timeout_s=5.0, retry_budget_s=10.0),

@@ -87,7 +87,7 @@ class UploadSettings:
     wake_cutoff: float | None = None  # the wake model's probability cutoff (None: the model's own)
     wake_refractory_s: float = 3.0  # after a wake, the model does not wake it again for this long
     wake_strict: bool = False  # every wake needs both models (fewer sound-alikes, fewer synthetic voices): WAKE_STRICT
-    wake_verify: bool = False  # a third opinion on each wake (detectors.wake_verify: fewer sound-alikes): WAKE_VERIFY
+    wake_verify: bool = True  # a third opinion on each wake (detectors.wake_verify: fewer sound-alikes; on since session 24): WAKE_VERIFY
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,8 @@ def test_the_session16_baseline_runs_the_old_per_chunk_code_and_decides_the_same
     pcm = audioop.add(pcm, floor[: len(pcm)], 2)
 
     def decisions() -> tuple[list[tuple[object, ...]], list[Verdict], int]:
-        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000, 0.46, 0.14)
+        # (flite's voice, which the verifier refuses as often as not: the session-16 code had none to compare)
+        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=False), "hey jarvis", 8.0, 48000, 0.46, 0.14)
         detectors = upload.detectors
         assert detectors is not None
         verdicts: list[Verdict] = []
@@ -165,7 +166,8 @@ def test_the_session20_baseline_runs_the_wheels_features_and_the_filter_decides_
     pcm = quiet + said[1] + quiet + said[0] + quiet
 
     def decisions() -> tuple[list[tuple[object, ...]], list[float | None], str]:
-        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis", 8.0, 48000, 0.46, 0.14)
+        # (flite's voice, which the verifier refuses as often as not: the session-16 code had none to compare)
+        upload = build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=False), "hey jarvis", 8.0, 48000, 0.46, 0.14)
         spotter = upload.detectors.spotter if upload.detectors is not None else None
         scores: list[float | None] = []
         score = MicroStream.probability

@@ -39,14 +39,15 @@ def test_the_form_table_has_a_row_for_each_way_the_command_follows_the_phrase():
 
 
 def test_each_rule_is_judged_through_the_filter_its_settings_build():
-    from benchmarks.wake_choice import BOTH_RULE, STRICT_RULE, VERIFIER_RULE, judges_for
-    from detectors.wake_confirm import STRICT
+    from benchmarks.wake_choice import BOTH_RULE, STRICT_RULE, UNVERIFIED_RULE, VERIFIER_RULE, judges_for
     from detectors.wake_verify import WakeVerifier
 
-    judges = judges_for("hey jarvis", ["shipped", STRICT_RULE, VERIFIER_RULE, BOTH_RULE])
+    judges = judges_for("hey jarvis", ["shipped", STRICT_RULE, VERIFIER_RULE, BOTH_RULE, UNVERIFIED_RULE])
     built = {rule: (judge.spotter.settings.confirm, judge.spotter.verifier) for rule, judge in judges.items()}
-    assert built["shipped"][1] is None and built["shipped"][0].frames == 1
-    assert built[STRICT_RULE][0] == STRICT and built[STRICT_RULE][1] is None
+    # The shipped settings verify since session 24; WAKE_STRICT alone is the shipped settings with it.
+    assert isinstance(built["shipped"][1], WakeVerifier) and built["shipped"][0].frames == 1
+    assert built[STRICT_RULE][0].frames == 2 and isinstance(built[STRICT_RULE][1], WakeVerifier)
+    assert built[UNVERIFIED_RULE][1] is None and built[UNVERIFIED_RULE][0].frames == 1 and not built[UNVERIFIED_RULE][0].verify
     assert built[VERIFIER_RULE][0].frames == 1 and isinstance(built[VERIFIER_RULE][1], WakeVerifier)
     assert built[BOTH_RULE][0].frames == 2 and isinstance(built[BOTH_RULE][1], WakeVerifier)
 
@@ -93,7 +94,9 @@ def test_first_stage_changes_are_measured_on_the_shipped_rule_only_where_they_ch
         r if isinstance(r, str) else r.label for r in rules) or [])
     wake_choice.main(["--neural", "12", "--phrases", "hey jarvis", "--verifier", "w.npz", "--first-stage", "vad.quiet_threshold=0.6",
                       "--first-stage", "vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97", "--first-stage", "confirm.reask_cutoff=0.97"])
+    # The shipped rule verifies since session 24, so a verifier's field (reask_cutoff) changes it too.
     assert measured == ["shipped", "WAKE_VERIFY=true (w)", "shipped + vad.quiet_threshold=0.6",
                         "WAKE_VERIFY=true (w) + vad.quiet_threshold=0.6",
+                        "shipped + vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97",
                         "WAKE_VERIFY=true (w) + vad.quiet_threshold=0.6,confirm.reask_cutoff=0.97",
-                        "WAKE_VERIFY=true (w) + confirm.reask_cutoff=0.97"]  # (reask_cutoff: a verifier's field only)
+                        "shipped + confirm.reask_cutoff=0.97", "WAKE_VERIFY=true (w) + confirm.reask_cutoff=0.97"]

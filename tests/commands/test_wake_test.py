@@ -254,7 +254,7 @@ def test_wake_test_with_wake_strict_says_every_wake_needs_both_models():
     from detectors.pipeline import build_upload_filter
     from detectors.wake_test import TryJudge
 
-    strict = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=True), "hey jarvis", 8.0, 48000))
+    strict = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=True, wake_verify=False), "hey jarvis", 8.0, 48000))
     rule = strict.rule()
     assert rule.describe == "microWakeWord above 0.7 and openWakeWord above 0.8 in 2 of its frames" and rule.two_stage
     assert strict.spotter.settings.confirm is not None and not strict.spotter.settings.confirm.micro_alone
@@ -295,7 +295,8 @@ def test_wake_test_with_wake_verify_names_the_verifier_and_its_micro_cutoff():
 
     verified = TryJudge(build_upload_filter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=True), "hey jarvis", 8.0, 48000))
     assert verified.rule().describe.endswith(
-        "; with openWakeWord agreeing, microWakeWord above 0.1 is enough, and the wake verifier accepts each wake")
+        "; with openWakeWord agreeing, microWakeWord above 0.1 is enough, and the wake verifier accepts each wake"
+        " (the models waking at openWakeWord above 0.5, microWakeWord alone above 0.5, the pause rule above 0.7)")
 
 
 def test_a_recording_is_judged_the_same_whoever_was_judged_before_it(corpus):

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from benchmarks.corpus import FRAME_BYTES, FRAME_S, Corpus, Effect, Noise, _silence, with_floor
@@ -132,9 +134,10 @@ def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_ot
     default = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
     # Two models over a window: more recall on every voice family and fewer near misses than
     # microWakeWord alone at its cutoff (docs/PERFORMANCE.md).
-    assert isinstance(default, ModelSpotter) and default.settings.confirm == ConfirmSettings()
+    # ... and a third opinion on each wake (WAKE_VERIFY, on since session 24: a third of the near misses).
+    assert isinstance(default, ModelSpotter) and default.settings.confirm == ConfirmSettings(verify=True)
     strict = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=True), "hey jarvis")
-    assert isinstance(strict, ModelSpotter) and strict.settings.confirm == STRICT  # WAKE_STRICT: both models, every wake
+    assert isinstance(strict, ModelSpotter) and strict.settings.confirm == dataclasses.replace(STRICT, verify=True)  # WAKE_STRICT: both models, every wake
     wake = UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_cutoff=0.8, wake_refractory_s=2.0)
     spotter = build_wake_spotter(wake, "Hey, Jarvis")
     assert isinstance(spotter, ModelSpotter) and spotter.cutoff == 0.8 and spotter.settings.refractory_s == 2.0

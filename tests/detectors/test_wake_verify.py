@@ -4,6 +4,7 @@ with the audio before it, and a refusal drops the wake."""
 from __future__ import annotations
 
 import dataclasses
+from pathlib import Path
 
 import pytest
 
@@ -16,6 +17,10 @@ from detectors.wake_confirm import ConfirmSettings
 from detectors.wake_model import REFUSED_S, ModelSpotter, ModelSpotterSettings
 from detectors.wake_verify import VERIFY_S, WakeVerifier, verifier_available
 from tests.detectors.test_wake_model import JARVIS, hits, said, two_models
+
+# The verifier shipped until session 24 (one threshold, asked on the shipped spotter's wakes): the plain
+# weights some tests build variants of.
+BEFORE_S24 = Path(__file__).resolve().parents[2] / "detectors/verifiers/candidates/hey_jarvis_before_s24.npz"
 
 
 class FakeVerifier:
@@ -112,13 +117,14 @@ def test_weights_trained_on_a_laxer_spotter_make_the_models_wake_at_its_cutoffs(
     trained on woke to; here microWakeWord alone above 0.5 wakes before it reaches its own 0.97."""
     import dataclasses
 
-    from detectors.wake_verify import Weights, weights_path
+    from detectors.wake_verify import Weights
 
-    laxer = dataclasses.replace(Weights.load(weights_path("hey_jarvis")), ask_threshold=0.5, ask_pause_threshold=0.7, ask_alone_cutoff=0.5)
+    plain = Weights.load(BEFORE_S24)  # (weights trained on the shipped spotter: no ask_* of their own)
+    laxer = dataclasses.replace(plain, ask_threshold=0.5, ask_pause_threshold=0.7, ask_alone_cutoff=0.5)
     laxer.save(tmp_path / "laxer.npz")
     pcm = _silence(2.0) + said(corpus, "hey jarvis, what time is it", "flite:slt")
     found = []
-    for weights in (Weights.load(weights_path("hey_jarvis")), Weights.load(tmp_path / "laxer.npz")):
+    for weights in (plain, Weights.load(tmp_path / "laxer.npz")):
         spotter = ModelSpotter(ModelSpotterSettings(JARVIS, confirm=ConfirmSettings(verify=True)))
         verifier = WakeVerifier("hey_jarvis", weights)
         verifier.accepts = lambda pcm16k: True  # type: ignore[method-assign]
@@ -239,8 +245,8 @@ def test_a_refused_wake_starts_no_refractory_period_so_the_phrase_said_again_is_
 
 
 def test_wake_verify_builds_the_shipped_verifier_into_the_spotter_the_assistant_runs():
-    assert load_settings(environ={"WAKE_VERIFY": "true"}, dotenv_path=None).upload.wake_verify
-    assert not load_settings(environ={}, dotenv_path=None).upload.wake_verify
+    assert load_settings(environ={}, dotenv_path=None).upload.wake_verify  # on by default since session 24
+    assert not load_settings(environ={"WAKE_VERIFY": "false"}, dotenv_path=None).upload.wake_verify
     with pytest.raises(SettingsError, match="WAKE_VERIFY"):
         load_settings(environ={"WAKE_VERIFY": "maybe"}, dotenv_path=None)
     assert verifier_available(JARVIS.model)
@@ -248,7 +254,8 @@ def test_wake_verify_builds_the_shipped_verifier_into_the_spotter_the_assistant_
         spotter = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=strict, wake_verify=True), "hey jarvis")
         assert isinstance(spotter, ModelSpotter) and isinstance(spotter.verifier, WakeVerifier)
         assert spotter.settings.confirm is not None and spotter.settings.confirm.frames == (2 if strict else 1)
-    assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis").verifier is None
+    assert isinstance(build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis").verifier, WakeVerifier)
+    assert build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_verify=False), "hey jarvis").verifier is None
     # a phrase with no trained weights: no third opinion (and no error)
     assert not verifier_available("hey_mycroft")
     assert ModelSpotter(ModelSpotterSettings(MODEL_PHRASES["hey mycroft"], confirm=ConfirmSettings(verify=True))).verifier is None
@@ -341,12 +348,12 @@ def test_weights_with_a_quiet_threshold_judge_audio_under_its_level_against_it_a
 
     import numpy as np
 
-    from detectors.wake_verify import Weights, weights_path
+    from detectors.wake_verify import Weights
 
-    shipped = Weights.load(weights_path("hey_jarvis"))
+    shipped = Weights.load(BEFORE_S24)  # (weights with one threshold at every level)
     tied = dataclasses.replace(shipped, threshold=0.9, quiet_peak_dbfs=-30.0, quiet_threshold=0.3)
     tied.save(tmp_path / "tied.npz")
-    assert Weights.load(tmp_path / "tied.npz").quiet_threshold == 0.3 and Weights.load(weights_path("hey_jarvis")).quiet_threshold is None
+    assert Weights.load(tmp_path / "tied.npz").quiet_threshold == 0.3 and shipped.quiet_threshold is None
     near = (np.sin(np.arange(16000) / 5) * 8000).astype(np.int16).tobytes()  # peaks at -12 dBFS
     far = (np.sin(np.arange(16000) / 5) * 300).astype(np.int16).tobytes()  # -41 dBFS
     verdicts = []
