@@ -345,7 +345,7 @@ class PrerollSettings:
     # narration: what was played through the filter's misfit to the new path, one filter even across
     # the change (before it the residue is small), where the raw microphone needs two and passed the
     # check above. pocketsphinx's search heard "hey jarvis" in that leak (and the wake model once):
-    # 0.43-0.67 explained; a user's hits 0.01-0.17, the voice being all a canceller leaves of it
+    # 0.43-0.67 explained; a user's hits at 0 dB 0.01-0.19, the voice being all a canceller leaves of it
     # (PERFORMANCE.md, "Barge-in: the canceller's leak explained", issue 32, session 24). 1: off.
     max_residue_explained: float = 0.3
 
