@@ -54,7 +54,7 @@ ENV_DEFAULTS: dict[str, str] = {
     "WAKE_CUTOFF": "",  # "" = the model's own; lower hears more (and wakes more falsely): `handoff wake-test`
     "WAKE_REFRACTORY_S": "",  # "" = UploadSettings' default
     "WAKE_STRICT": "false",  # true: every wake needs both models (issue 34: half the near misses)
-    "WAKE_VERIFY": "true",  # a third opinion on each wake (issue 34: a third of the near misses); false: the two models alone
+    "WAKE_VERIFY": "true",  # a third opinion on each wake (issue 34: a quarter of the near misses, more commands heard); false: the two models alone
     "HANDOFF_PREROLL_MS": "",
     "HANDOFF_HANGOVER_MS": "",
     "DAILY_BUDGET_USD": "",  # "" = no budget
