@@ -81,7 +81,7 @@ def rule_inputs(verifier: WakeVerifier, pcm16k: bytes) -> dict:
     inputs = {"level": round(max(-99.0, peak_dbfs(verifier._ending_at(pcm16k, weights.delay_s))), 2)}
     if weights.early is not None:
         at_wake = verifier._ending_at(pcm16k, 0.0)
-        after = pcm16k[len(pcm16k) - int(verifier.delay_s * 16000) * 2:]
+        after = verifier._after_wake(pcm16k)
         inputs.update(early=round(verifier.score(at_wake, weights.early), 4),
                       quiet_db=round(max(-99.0, peak_dbfs(at_wake)) - max(-99.0, peak_dbfs(after)), 2))
     return inputs

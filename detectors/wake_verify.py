@@ -275,9 +275,13 @@ class WakeVerifier:
             return False
         at_wake = self._ending_at(pcm16k, 0.0)
         quiet_db = self.weights.early_after_quiet_db
-        if quiet_db is not None and peak_dbfs(at_wake) - peak_dbfs(pcm16k[len(pcm16k) - _bytes(self.delay_s):]) < quiet_db:
+        if quiet_db is not None and peak_dbfs(at_wake) - peak_dbfs(self._after_wake(pcm16k)) < quiet_db:
             return False  # speech goes on after the name: the late windows judged it
         return self.score(at_wake, early) >= early.threshold
+
+    def _after_wake(self, pcm16k: bytes) -> bytes:
+        """The audio of `pcm16k` (which ends `self.delay_s` after the wake) after the wake: whether speech goes on."""
+        return pcm16k[len(pcm16k) - _bytes(self.delay_s):]
 
     def _ending_at(self, pcm16k: bytes, delay_s: float) -> bytes:
         """The `VERIFY_S` of `pcm16k` (which ends `self.delay_s` after the wake) ending `delay_s` after the wake."""

@@ -134,7 +134,7 @@ def test_settings_choose_the_model_for_a_phrase_that_has_one_and_pocketsphinx_ot
     default = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE), "hey jarvis")
     # Two models over a window: more recall on every voice family and fewer near misses than
     # microWakeWord alone at its cutoff (docs/PERFORMANCE.md).
-    # ... and a third opinion on each wake (WAKE_VERIFY, on since session 24: a third of the near misses).
+    # ... and a third opinion on each wake (WAKE_VERIFY, on since session 24: a quarter of the near misses).
     assert isinstance(default, ModelSpotter) and default.settings.confirm == ConfirmSettings(verify=True)
     strict = build_wake_spotter(UploadSettings(mode=UploadMode.ON_DEVICE_WAKE, wake_strict=True), "hey jarvis")
     assert isinstance(strict, ModelSpotter) and strict.settings.confirm == dataclasses.replace(STRICT, verify=True)  # WAKE_STRICT: both models, every wake

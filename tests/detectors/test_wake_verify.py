@@ -4,7 +4,6 @@ with the audio before it, and a refusal drops the wake."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -15,12 +14,12 @@ from config.wake_phrases import MODEL_PHRASES
 from detectors.pipeline import build_wake_spotter
 from detectors.wake_confirm import ConfirmSettings
 from detectors.wake_model import REFUSED_S, ModelSpotter, ModelSpotterSettings
-from detectors.wake_verify import VERIFY_S, WakeVerifier, verifier_available
+from detectors.wake_verify import VERIFY_S, WEIGHTS_DIR, WakeVerifier, verifier_available
 from tests.detectors.test_wake_model import JARVIS, hits, said, two_models
 
 # The verifier shipped until session 24 (one threshold, asked on the shipped spotter's wakes): the plain
 # weights some tests build variants of.
-BEFORE_S24 = Path(__file__).resolve().parents[2] / "detectors/verifiers/candidates/hey_jarvis_before_s24.npz"
+BEFORE_S24 = WEIGHTS_DIR / "candidates" / "hey_jarvis_before_s24.npz"
 
 
 class FakeVerifier:
