@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from selenium import webdriver
+from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
 from selenium.webdriver.chrome.options import Options
 from selenium.webdriver.chrome.service import Service
 from selenium.webdriver.common.by import By
@@ -69,8 +70,11 @@ def chromium() -> Iterator[webdriver.Chrome]:
 
 
 async def until(driver: webdriver.Chrome, condition: Callable[[webdriver.Chrome], Any], timeout: float = 60.0) -> Any:
-    """The browser waits (in a thread: the daemon's log is read meanwhile) until `condition` holds."""
-    return await asyncio.to_thread(WebDriverWait(driver, timeout, poll_frequency=0.1).until, condition)
+    """The browser waits (in a thread: the daemon's log is read meanwhile) until `condition` holds. The page
+    renders its lists again on every event, so a node a poll found may be gone when it is read: that poll
+    tries again (a loaded machine put a re-render between the two)."""
+    wait = WebDriverWait(driver, timeout, poll_frequency=0.1, ignored_exceptions=(NoSuchElementException, StaleElementReferenceException))
+    return await asyncio.to_thread(wait.until, condition)
 
 
 def text_of(driver: webdriver.Chrome, css: str) -> str:
@@ -134,9 +138,9 @@ async def test_the_page_follows_a_running_daemon_live(tmp_path: Path, sim: SimSe
             assert "please" not in text_of(driver, "#commands")  # not yet: it is about to come
 
             # The command: it appears with its stage bar, the state goes to narrating and back.
-            heard = await until(driver, lambda d: d.find_elements(By.CSS_SELECTOR, "#commands .command .heard")[0]
-                                if "please" in text_of(d, "#commands .command .heard") else False)  # fmt: skip
-            assert heard.text == HOSTILE_HEARD.removeprefix("Computer, ")  # the command, as routed
+            heard = await until(driver, lambda d: text if "please" in (
+                text := d.find_element(By.CSS_SELECTOR, "#commands .command .heard").text) else False)  # (read in the poll: no node kept)
+            assert heard == HOSTILE_HEARD.removeprefix("Computer, ")  # the command, as routed
             await until(driver, lambda d: "answered" in text_of(d, "#commands .command .outcome"))
             await until(driver, lambda d: text_of(d, "#now-state") == "listening")
             states = driver.execute_script("return window.__states")
